@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is where a run stands.
+type Status string
+
+// Run statuses.
+const (
+	// Running: a transition is in flight (a step's result was recorded
+	// mid-node). At rest a run is waiting or finished.
+	Running   Status = "running"
+	Waiting   Status = "waiting"
+	Completed Status = "completed"
+	Failed    Status = "failed"
+	Cancelled Status = "cancelled"
+	Expired   Status = "expired"
+)
+
+// Finished reports whether the status is final.
+func (s Status) Finished() bool {
+	return s == Completed || s == Failed || s == Cancelled || s == Expired
+}
+
+// Checkpoint is the durable document of one run: everything a resume needs.
+// A restarted process rebuilds the rest (validators, handlers) by running
+// the flow's nodes again.
+type Checkpoint struct {
+	Flow      string     `json:"flow"`
+	Run       string     `json:"run"`
+	Status    Status     `json:"status"`
+	Node      string     `json:"node,omitempty"`
+	State     Doc        `json:"state"`
+	Interrupt *Interrupt `json:"interrupt,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+
+	// Origin is echoed in every event of the run.
+	Origin json.RawMessage `json:"origin,omitempty"`
+	// Traceparent is carried into every event the run publishes.
+	Traceparent string `json:"traceparent,omitempty"`
+
+	// Resumes are the resolved interrupts of the current node, by index,
+	// returned again when the node re-runs.
+	Resumes []json.RawMessage `json:"resumes,omitempty"`
+	// Steps are the recorded results of the current node's steps.
+	Steps map[string]json.RawMessage `json:"steps,omitempty"`
+
+	// Cause is the inbound message this checkpoint's transition came from.
+	Cause *Cause `json:"cause,omitempty"`
+	// Applied are the idempotency keys of recent inbound messages.
+	Applied []string `json:"applied,omitempty"`
+	// UID makes event ids unique across runs that reuse a run id.
+	UID string `json:"uid"`
+	// Seq numbers the run's events.
+	Seq uint64 `json:"seq"`
+	// Outbox holds what the transition publishes, so that a redelivered
+	// message publishes it again, with the same ids, instead of redoing work.
+	Outbox []Message `json:"outbox,omitempty"`
+	// Waited records that the run has been in the pending index.
+	Waited bool `json:"waited,omitempty"`
+}
+
+// Cause identifies an inbound message.
+type Cause struct {
+	// ID is the CloudEvent id.
+	ID string `json:"id"`
+	// Key is the idempotency key (the event id when none was given).
+	Key string `json:"key"`
+	// Seq is the message's stream sequence, 0 when not from a stream.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// Stream names where a [Message] is published.
+type Stream string
+
+// Streams a message goes to.
+const (
+	EventStream Stream = "events"
+	AuditStream Stream = "audit"
+)
+
+// Message is an outbound event or audit record.
+type Message struct {
+	Stream Stream `json:"stream"`
+	// Kind is the event kind, the last token of its subject ("interrupted").
+	// For audit records it is the action.
+	Kind string    `json:"kind"`
+	ID   string    `json:"id"`
+	Flow string    `json:"flow"`
+	Run  string    `json:"run"`
+	Time time.Time `json:"time"`
+	// Data is the event data, a JSON object. For run events the publisher
+	// adds "checkpoint" and, on interrupted events, "resumeToken".
+	Data        json.RawMessage `json:"data"`
+	Traceparent string          `json:"traceparent,omitempty"`
+}
+
+// Pending is an entry of the pending index: a run waiting on an interrupt.
+type Pending struct {
+	Flow         string     `json:"flow"`
+	Run          string     `json:"run"`
+	Node         string     `json:"node"`
+	RequestID    string     `json:"requestId"`
+	Kind         string     `json:"kind"`
+	Checkpoint   uint64     `json:"checkpoint"`
+	Fields       []string   `json:"fields,omitempty"`
+	Question     string     `json:"question,omitempty"`
+	ApproverRole string     `json:"approverRole,omitempty"`
+	AskedAt      time.Time  `json:"askedAt"`
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Store keeps checkpoints and the pending index. Every write is a
+// compare-and-set: Create fails with [ErrExists] if the run exists, Update
+// with a [*ConflictError] if the run moved past rev.
+type Store interface {
+	Load(ctx context.Context, flow, run string) (*Checkpoint, uint64, error)
+	Create(ctx context.Context, cp *Checkpoint) (uint64, error)
+	Update(ctx context.Context, cp *Checkpoint, rev uint64) (uint64, error)
+	PutPending(ctx context.Context, p *Pending) error
+	DeletePending(ctx context.Context, flow, run string) error
+}
+
+// Publisher publishes outbound messages in order, each with its ID as the
+// deduplication id. With recheck, a message already stored (a redelivered
+// transition whose first publish may have gone through) is not published
+// again. rev is the checkpoint the messages come from.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message, rev uint64, recheck bool) error
+}
+
+// Queue tells whether an inbound message is still unacknowledged, so that a
+// run is not advanced past a transition whose publishing has not finished.
+type Queue interface {
+	Unacked(ctx context.Context, seq uint64) (bool, error)
+}
+
+// Errors of a [Store].
+var (
+	// ErrNotFound: no checkpoint for that run.
+	ErrNotFound = errors.New("engine: run not found")
+	// ErrExists: a checkpoint for that run already exists.
+	ErrExists = errors.New("engine: run already exists")
+)
+
+// ConflictError is a compare-and-set that lost: the run moved on.
+type ConflictError struct {
+	Flow, Run string
+	Expected  uint64
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("engine: run %s.%s moved past checkpoint %d", e.Flow, e.Run, e.Expected)
+}

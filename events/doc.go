@@ -1,0 +1,19 @@
+// Package events is Interlock's CloudEvents vocabulary: the event types of the
+// wire protocol, a codec for CloudEvents 1.0 in NATS binary mode (ce- headers)
+// and structured mode (application/cloudevents+json), and parsers for the data
+// of each inbound event.
+//
+// The package does not import NATS: headers are plain map[string][]string
+// (nats.Header has that shape), so the codec can be used and fuzzed on its own.
+//
+// Decoding an inbound message:
+//
+//	ev, err := events.Decode(msg.Header, msg.Data)
+//	if err != nil { ... } // *events.Error, with a Reason for the dead-letter subject
+//	r, err := events.ParseResume(ev.Data())
+//
+// Encoding an outbound event always produces structured JSON, so that
+// `nats sub` shows a whole, readable event:
+//
+//	body, err := events.Encode(ev)
+package events
