@@ -376,14 +376,15 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if out, done, err := r.repeat(ctx, f, cp, rev, key); done || err != nil {
 			return out, err
 		}
-		if busy, err := r.busy(ctx, cp); err != nil || busy {
-			return Outcome{Flow: cmd.Flow, Run: cmd.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, err
+		if cp.Status == Running {
+			return Outcome{Flow: cmd.Flow, Run: cmd.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, nil
 		}
 		refuse := func(code, format string, args ...any) (Outcome, error) {
-			out, err := r.refuse(ctx, cmd.Flow, cmd.Run, cmd.Inbound, code, "", fmt.Sprintf(format, args...))
-			if out.Refused != nil && cp.Interrupt != nil {
-				out.Refused.RequestID = cp.Interrupt.RequestID
+			req := cmd.RequestID
+			if req == "" && cp.Interrupt != nil {
+				req = cp.Interrupt.RequestID
 			}
+			out, err := r.refuseRequest(ctx, cmd.Flow, cmd.Run, req, cmd.Inbound, code, "", fmt.Sprintf(format, args...))
 			out.Status, out.Checkpoint = cp.Status, rev
 			return out, err
 		}
@@ -403,6 +404,13 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 			}
 			if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) {
 				return refuse(CodeTokenMismatch, "resumeToken does not match the pending interrupt (request %s); it may be from an earlier, used interrupt", in.RequestID)
+			}
+		}
+		if cmd.Trusted {
+			// No token proves the caller saw the interrupted event, so make
+			// sure the transition that published it has finished.
+			if busy, err := r.busy(ctx, cp); err != nil || busy {
+				return Outcome{Flow: cmd.Flow, Run: cmd.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, err
 			}
 		}
 		if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
@@ -721,9 +729,16 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 // refuse publishes a refused event and returns the outcome; deadLetter, if
 // set, asks for the inbound message to be dead-lettered too.
 func (r *Runner) refuse(ctx context.Context, flow, run string, o Inbound, code, deadLetter, msg string) (Outcome, error) {
-	ref := &Refusal{Code: code, Message: msg}
+	return r.refuseRequest(ctx, flow, run, "", o, code, deadLetter, msg)
+}
+
+func (r *Runner) refuseRequest(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string) (Outcome, error) {
+	ref := &Refusal{Code: code, Message: msg, RequestID: requestID}
 	out := Outcome{Flow: flow, Run: run, Refused: ref, DeadLetter: deadLetter}
 	data := map[string]any{"flow": flow, "run": run, "code": code, "message": msg}
+	if requestID != "" {
+		data["requestId"] = requestID
+	}
 	if o.EventID != "" {
 		data["eventId"] = o.EventID
 	}

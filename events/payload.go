@@ -133,7 +133,7 @@ func ParseSelected(raw json.RawMessage) ([]string, error) {
 		return ids, nil
 	case '{':
 		var obj struct {
-			Choice  *struct{ ID *string } `json:"choice"`
+			Choice  *struct{ ID *string }   `json:"choice"`
 			Choices *[]struct{ ID *string } `json:"choices"`
 		}
 		if err := json.Unmarshal(raw, &obj); err != nil {

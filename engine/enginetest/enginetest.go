@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
 )
 
 // Store is an in-memory [engine.Store]. Revisions increase across all runs,
@@ -179,29 +180,7 @@ type Event struct {
 }
 
 // Interrupt is an interrupted event's data, decoded.
-type Interrupt struct {
-	Flow        string            `json:"flow"`
-	Run         string            `json:"run"`
-	Node        string            `json:"node"`
-	RequestID   string            `json:"requestId"`
-	ResumeToken string            `json:"resumeToken"`
-	Checkpoint  uint64            `json:"checkpoint"`
-	Kind        string            `json:"kind"`
-	Questions   []engine.Question `json:"questions"`
-	Context     string            `json:"context"`
-	Question    string            `json:"question"`
-	Options     []engine.Option   `json:"options"`
-	Multiple    bool              `json:"multiple"`
-}
-
-// Fields returns the fields the interrupt asks for, in order.
-func (in Interrupt) Fields() []string {
-	var fs []string
-	for _, q := range in.Questions {
-		fs = append(fs, q.Field)
-	}
-	return fs
-}
+type Interrupt = events.Interrupted
 
 // TB is the part of testing.TB the harness uses.
 type TB interface {

@@ -1,0 +1,70 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultURL is where clients find the server `interlock serve` embeds.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+// ConnConfig says how to reach a NATS server.
+type ConnConfig struct {
+	// URL of the server, or a comma-separated list. Defaults to DefaultURL.
+	URL string
+	// Name identifies the connection in server monitoring.
+	Name string
+	// CredsFile is a NATS credentials file (JWT and NKey seed).
+	CredsFile string
+	// TLSCert and TLSKey are a client certificate for mutual TLS.
+	TLSCert, TLSKey string
+	// TLSCA is a CA file to verify the server with.
+	TLSCA string
+	// Server, if set, is an embedded server to connect to in-process,
+	// without a socket.
+	Server *Server
+}
+
+// Connect connects to NATS and returns the connection and its JetStream
+// context. It fails with an error saying what to check when the server
+// cannot be reached or has no JetStream.
+func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{
+		nats.Name(cmp.Or(cfg.Name, "interlock")),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	url := cmp.Or(cfg.URL, DefaultURL)
+	if cfg.Server != nil {
+		opts = append(opts, nats.InProcessServer(cfg.Server.NATS()))
+		url = cfg.Server.ClientURL()
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus: connecting to NATS at %s: %w (is `interlock serve` or a nats-server running there?)", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: JetStream on %s: %w", url, err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: JetStream is not available on %s: %w (start nats-server with -js)", url, err)
+	}
+	return nc, js, nil
+}

@@ -1,0 +1,13 @@
+// Package bus carries Interlock's protocol on NATS JetStream: an embedded
+// nats-server ([StartServer]) or a connection to an external one
+// ([Connect]), the streams and buckets of the protocol ([Provision]), a
+// [Publisher] of CloudEvents with deduplication ids, and a [Worker] that
+// consumes inbound commands with a durable pull consumer and explicit acks.
+//
+// A message is acknowledged only after its effects are durable: the
+// checkpoint written with compare-and-set, the pending index updated, audit
+// records and events published. A worker that stops at any point leaves the
+// message unacknowledged; JetStream delivers it again and the engine
+// finishes the transition from its outbox instead of redoing it. Bad input
+// is acknowledged and copied whole to interlock.dlq.<reason>.
+package bus

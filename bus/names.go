@@ -1,0 +1,91 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the prefix of every stream, subject and bucket name.
+const DefaultPrefix = "interlock"
+
+// Names are the streams, subjects and buckets of one deployment. One prefix
+// changes them all, so two deployments can share a NATS account.
+type Names struct {
+	// Prefix is lower case letters, digits, '_' and '-'. Defaults to DefaultPrefix.
+	Prefix string
+}
+
+// NewNames returns the names for prefix ("" for DefaultPrefix), or an error
+// saying why the prefix cannot name streams and subjects.
+func NewNames(prefix string) (Names, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if len(prefix) > 32 {
+		return Names{}, fmt.Errorf("bus: prefix %q is longer than 32 characters", prefix)
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := prefix[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return Names{}, fmt.Errorf("bus: prefix %q has %q: use lower case letters, digits, _ and -", prefix, c)
+		}
+	}
+	return Names{Prefix: prefix}, nil
+}
+
+func (n Names) upper() string { return strings.ToUpper(strings.ReplaceAll(n.Prefix, "-", "_")) }
+
+// InStream is the inbound work-queue stream (INTERLOCK_IN).
+func (n Names) InStream() string { return n.upper() + "_IN" }
+
+// EventStream is the outbound events stream (INTERLOCK_EVENTS).
+func (n Names) EventStream() string { return n.upper() + "_EVENTS" }
+
+// AuditStream is the append-only audit stream (INTERLOCK_AUDIT).
+func (n Names) AuditStream() string { return n.upper() + "_AUDIT" }
+
+// DeadLetterStream keeps inbound messages that could not be accepted (INTERLOCK_DLQ).
+func (n Names) DeadLetterStream() string { return n.upper() + "_DLQ" }
+
+// RunsBucket holds checkpoints (interlock_runs).
+func (n Names) RunsBucket() string { return n.Prefix + "_runs" }
+
+// PendingBucket is the pending index (interlock_pending).
+func (n Names) PendingBucket() string { return n.Prefix + "_pending" }
+
+// KeysBucket holds the generated resume-token secret when none is configured.
+func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
+
+// Consumer is the durable consumer the workers share.
+func (n Names) Consumer() string { return n.Prefix + "-workers" }
+
+// In is the inbound subject for a flow and verb: interlock.in.<flow>.<verb>.
+func (n Names) In(flow, verb string) string { return n.Prefix + ".in." + flow + "." + verb }
+
+// GateRequest is the subject of tool-call requests: interlock.in.gate.request.
+func (n Names) GateRequest() string { return n.Prefix + ".in.gate.request" }
+
+// Event is the subject of a run's event: interlock.ev.<flow>.<run>.<kind>.
+func (n Names) Event(flow, run, kind string) string {
+	return n.Prefix + ".ev." + flow + "." + run + "." + kind
+}
+
+// Audit is the subject of a run's audit records: interlock.audit.<flow>.<run>.
+func (n Names) Audit(flow, run string) string { return n.Prefix + ".audit." + flow + "." + run }
+
+// DeadLetter is the subject of a dead letter: interlock.dlq.<reason>.
+func (n Names) DeadLetter(reason string) string { return n.Prefix + ".dlq." + reason }
+
+// ParseIn splits an inbound subject into flow and verb; ok is false when the
+// subject is not interlock.in.<flow>.<verb>.
+func (n Names) ParseIn(subject string) (flow, verb string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+".in.")
+	if !found {
+		return "", "", false
+	}
+	flow, verb, found = strings.Cut(rest, ".")
+	if !found || strings.Contains(verb, ".") {
+		return "", "", false
+	}
+	return flow, verb, true
+}

@@ -1,0 +1,203 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+)
+
+// Headers Interlock sets on dead letters.
+const (
+	// HeaderReason is the dead-letter reason, also the subject's last token.
+	HeaderReason = "Interlock-Reason"
+	// HeaderError says what was wrong, for a person.
+	HeaderError = "Interlock-Error"
+	// HeaderSubject is the subject the message was sent to.
+	HeaderSubject = "Interlock-Subject"
+	// HeaderStreamSeq is the message's sequence in the inbound stream.
+	HeaderStreamSeq = "Interlock-Stream-Seq"
+)
+
+// Publisher publishes events and audit records as structured CloudEvents,
+// each with its event id as Nats-Msg-Id so JetStream drops a repeat. It
+// implements [engine.Publisher].
+type Publisher struct {
+	js     jetstream.JetStream
+	names  Names
+	source string
+}
+
+var _ engine.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a publisher; source is the CloudEvents source of
+// what it publishes ("interlock/<instance>").
+func NewPublisher(js jetstream.JetStream, n Names, source string) *Publisher {
+	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
+}
+
+func (p *Publisher) subject(m engine.Message) string {
+	if m.Stream == engine.AuditStream {
+		return p.names.Audit(m.Flow, m.Run)
+	}
+	return p.names.Event(m.Flow, m.Run, m.Kind)
+}
+
+func (p *Publisher) stream(m engine.Message) string {
+	if m.Stream == engine.AuditStream {
+		return p.names.AuditStream()
+	}
+	return p.names.EventStream()
+}
+
+func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
+	typ, ok := events.OutboundType(m.Kind)
+	if m.Stream == engine.AuditStream {
+		typ, ok = "io.interlock.audit."+m.Kind, true
+	}
+	if !ok {
+		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
+	}
+	ev, err := events.New(m.ID, p.source, typ, m.Run, m.Time, m.Data)
+	if err != nil {
+		return nil, err
+	}
+	ev.SetExtension(events.ExtFlow, m.Flow)
+	if m.Traceparent != "" {
+		ev.SetExtension(events.ExtTraceparent, m.Traceparent)
+	}
+	body, err := events.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(p.subject(m))
+	msg.Data = body
+	msg.Header.Set("Content-Type", events.Structured)
+	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+	return msg, nil
+}
+
+// Publish implements [engine.Publisher]. Audit records are stored before
+// any event is published. With recheck, a message whose subject already
+// ends with that message is skipped, which covers a repeat past the
+// deduplication window.
+func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
+	var futures []jetstream.PubAckFuture
+	wait := func() error {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, err)
+			case <-ctx.Done():
+				return fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, ctx.Err())
+			}
+		}
+		futures = futures[:0]
+		return nil
+	}
+	for _, m := range msgs {
+		if recheck {
+			done, err := p.stored(ctx, m)
+			if err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+		}
+		msg, err := p.encode(m)
+		if err != nil {
+			return err
+		}
+		if m.Stream == engine.AuditStream || len(msgs) == 1 {
+			if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+				return fmt.Errorf("bus: publishing %s: %w", msg.Subject, err)
+			}
+			continue
+		}
+		f, err := p.js.PublishMsgAsync(msg)
+		if err != nil {
+			return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait())
+		}
+		futures = append(futures, f)
+	}
+	return wait()
+}
+
+// stored reports whether m is already the last message on its subject.
+func (p *Publisher) stored(ctx context.Context, m engine.Message) (bool, error) {
+	s, err := p.js.Stream(ctx, p.stream(m))
+	if err != nil {
+		return false, fmt.Errorf("bus: binding stream %s: %w", p.stream(m), err)
+	}
+	last, err := s.GetLastMsgForSubject(ctx, p.subject(m))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("bus: reading last message of %s: %w", p.subject(m), err)
+	}
+	return last.Header.Get(jetstream.MsgIDHeader) == m.ID, nil
+}
+
+// DeadLetter copies an inbound message whole (headers and body) to
+// interlock.dlq.<reason>, adding the reason, the error and the original
+// subject as headers.
+func DeadLetter(ctx context.Context, js jetstream.JetStream, n Names, msg jetstream.Msg, reason, detail string) error {
+	dl := nats.NewMsg(n.DeadLetter(reason))
+	for k, vs := range msg.Headers() {
+		for _, v := range vs {
+			dl.Header.Add(k, v)
+		}
+	}
+	dl.Header.Del(jetstream.MsgIDHeader)
+	dl.Header.Set(HeaderReason, reason)
+	dl.Header.Set(HeaderError, detail)
+	dl.Header.Set(HeaderSubject, msg.Subject())
+	if md, err := msg.Metadata(); err == nil {
+		dl.Header.Set(HeaderStreamSeq, fmt.Sprint(md.Sequence.Stream))
+		dl.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream))
+	}
+	dl.Data = msg.Data()
+	if _, err := js.PublishMsg(ctx, dl); err != nil {
+		return fmt.Errorf("bus: dead-lettering message from %s: %w", msg.Subject(), err)
+	}
+	return nil
+}
+
+// Queue reports whether inbound messages are still unacknowledged. It
+// implements [engine.Queue] on the work-queue stream, where an acknowledged
+// message is removed.
+type Queue struct {
+	stream jetstream.Stream
+}
+
+var _ engine.Queue = (*Queue)(nil)
+
+// NewQueue binds the inbound stream.
+func NewQueue(ctx context.Context, js jetstream.JetStream, n Names) (*Queue, error) {
+	s, err := js.Stream(ctx, n.InStream())
+	if err != nil {
+		return nil, fmt.Errorf("bus: binding stream %s: %w", n.InStream(), err)
+	}
+	return &Queue{stream: s}, nil
+}
+
+// Unacked implements [engine.Queue].
+func (q *Queue) Unacked(ctx context.Context, seq uint64) (bool, error) {
+	_, err := q.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,209 @@
+// Package natstest is the shared test helper: an embedded nats-server with
+// JetStream file storage in a temporary directory, Interlock services on it,
+// and readers for what they publish. Tests run against the real thing.
+package natstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+)
+
+// Wait bounds every wait of the helpers.
+const Wait = 15 * time.Second
+
+// Secret is a fixed resume-token secret for tests.
+var Secret = []byte("natstest-secret-natstest-secret-0123456789")
+
+// StartServer starts an embedded server in dir (a new temporary directory
+// if dir is ""), listening on a free loopback port, shut down at cleanup.
+func StartServer(t testing.TB, dir string) *bus.Server {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: true})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// Connect connects a client to srv, closed at cleanup.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, js, err := bus.Connect(t.Context(), bus.ConnConfig{URL: url, Name: "natstest"})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, js
+}
+
+// Start starts an Interlock service running flows on srv, stopped at cleanup.
+func Start(t testing.TB, srv *bus.Server, flows ...*engine.Flow) *interlock.Service {
+	t.Helper()
+	svc, err := interlock.Start(t.Context(), interlock.Config{
+		Flows: flows, Conn: bus.ConnConfig{URL: srv.ClientURL()}, Secret: Secret,
+		Instance: "test", Concurrency: 8,
+	})
+	if err != nil {
+		t.Fatalf("natstest: starting service: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.WithoutCancel(t.Context())) })
+	return svc
+}
+
+// Publish publishes a structured CloudEvent of type typ with subject run
+// and data to subject, with the event id as Nats-Msg-Id, and returns the id.
+func Publish(t testing.TB, js jetstream.JetStream, subject, typ, run string, data any) string {
+	t.Helper()
+	id := "ev-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000000")
+	ev, err := events.New(id, "/natstest", typ, run, time.Now().UTC(), data)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	body, err := events.Encode(ev)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	PublishRaw(t, js, subject, body, nats.Header{"Content-Type": {events.Structured}, jetstream.MsgIDHeader: {id}})
+	return id
+}
+
+// PublishRaw publishes body with headers to subject through JetStream.
+func PublishRaw(t testing.TB, js jetstream.JetStream, subject string, body []byte, h nats.Header) {
+	t.Helper()
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	for k, vs := range h {
+		msg.Header[k] = vs
+	}
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatalf("natstest: publishing to %s: %v", subject, err)
+	}
+}
+
+// Received is a message read back from a stream.
+type Received struct {
+	Subject string
+	Kind    string
+	Header  nats.Header
+	Data    []byte
+	Event   events.Event
+}
+
+// Decode decodes the event's data into v.
+func (r Received) Decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Event.Data(), v); err != nil {
+		t.Fatalf("natstest: decoding %s: %v", r.Subject, err)
+	}
+}
+
+// Read returns every message stored in stream under filter, in order.
+func Read(t testing.TB, js jetstream.JetStream, stream, filter string) []Received {
+	t.Helper()
+	return read(t, js, stream, filter, nil)
+}
+
+// WaitFor reads stream under filter until a message satisfies ok, and
+// returns every message up to it. It fails the test after Wait.
+func WaitFor(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([]Received) bool) []Received {
+	t.Helper()
+	return read(t, js, stream, filter, ok)
+}
+
+func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([]Received) bool) []Received {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Wait)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatalf("natstest: reading %s: %v", stream, err)
+	}
+	var got []Received
+	for {
+		if ok == nil {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatalf("natstest: %v", err)
+			}
+			if info.NumPending == 0 {
+				return got
+			}
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(Wait))
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || ctx.Err() != nil {
+			t.Fatalf("natstest: waited %s on %s %s; got %d messages: %s", Wait, stream, filter, len(got), subjects(got))
+		}
+		if err != nil {
+			t.Fatalf("natstest: reading %s: %v", stream, err)
+		}
+		r := Received{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+		r.Kind = r.Subject[strings.LastIndex(r.Subject, ".")+1:]
+		if ev, err := events.Decode(msg.Headers(), msg.Data()); err == nil {
+			r.Event = ev
+		}
+		got = append(got, r)
+		if ok != nil && ok(got) {
+			return got
+		}
+	}
+}
+
+func subjects(rs []Received) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, r.Subject)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Nth returns a condition: the n-th (1-based) message of kind has arrived.
+func Nth(kind string, n int) func([]Received) bool {
+	return func(rs []Received) bool {
+		c := 0
+		for _, r := range rs {
+			if r.Kind == kind {
+				c++
+			}
+		}
+		return c >= n
+	}
+}
+
+// Last returns the last message of kind among rs.
+func Last(t testing.TB, rs []Received, kind string) Received {
+	t.Helper()
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].Kind == kind {
+			return rs[i]
+		}
+	}
+	t.Fatalf("natstest: no %s among %s", kind, subjects(rs))
+	return Received{}
+}
+
+// Count counts the messages of kind among rs.
+func Count(rs []Received, kind string) int {
+	c := 0
+	for _, r := range rs {
+		if r.Kind == kind {
+			c++
+		}
+	}
+	return c
+}
