@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/examples"
+)
+
+// drainTimeout bounds a graceful stop.
+const drainTimeout = 30 * time.Second
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "serve [flags]", stderr)
+	listen := fs.String("listen", envOr("INTERLOCK_LISTEN", "127.0.0.1:4222"), "`host:port` of the embedded NATS server, for the nats CLI and bots")
+	dataDir := fs.String("data-dir", envOr("INTERLOCK_DATA_DIR", bus.DefaultDataDir), "`dir` of the embedded server's JetStream files")
+	natsURL := fs.String("nats-url", envOr("INTERLOCK_NATS_URL", ""), "connect to the NATS server at `url` instead of embedding one")
+	creds := fs.String("creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file` (with --nats-url)")
+	tlsCert := fs.String("tls-cert", "", "client certificate `file` (with --nats-url)")
+	tlsKey := fs.String("tls-key", "", "client key `file` (with --nats-url)")
+	tlsCA := fs.String("tls-ca", "", "CA `file` to verify the server (with --nats-url)")
+	prefix := fs.String("prefix", envOr("INTERLOCK_PREFIX", bus.DefaultPrefix), "`prefix` of every stream, subject and bucket")
+	lazy := fs.Bool("lazy-fsync", false, "let the embedded server acknowledge before data reaches the disk (faster; a power cut can lose acknowledged decisions)")
+	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret (32+ bytes; or set INTERLOCK_SECRET); default: generated once and kept in NATS")
+	instance := fs.String("instance", "", "`name` of this process in event sources (default: host name)")
+	concurrency := fs.Int("concurrency", bus.DefaultConcurrency, "messages handled at once")
+	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept")
+	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
+	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
+	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
+	if _, err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	cfg := interlock.Config{
+		Flows:       examples.Flows(),
+		Prefix:      *prefix,
+		Streams:     bus.StreamConfig{EventMaxAge: *maxAge, Replicas: *replicas},
+		Secret:      secret,
+		Instance:    *instance,
+		Concurrency: *concurrency,
+		Logger:      &log,
+		Conn:        bus.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
+	}
+	if *natsURL == "" {
+		host, portStr, err := net.SplitHostPort(*listen)
+		if err != nil {
+			return usagef("--listen %q: %v; use host:port such as 127.0.0.1:4222", *listen, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil || port < -1 || port > 65535 {
+			return usagef("--listen %q: port must be a number from 0 to 65535", *listen)
+		}
+		cfg.Embedded = &bus.ServerConfig{DataDir: *dataDir, Host: host, Port: port, LazyFsync: *lazy, Logger: bus.ServerLogger(log)}
+	}
+	svc, err := interlock.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ev := log.Info().Str("nats", svc.URL()).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
+	if cfg.Embedded != nil {
+		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy)
+	}
+	ev.Msg("Interlock is serving; try: interlock start booking")
+	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "))
+
+	<-ctx.Done()
+	log.Info().Msg("draining in-flight work; press Ctrl-C again to stop at once")
+	drain, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	drain, cancel := context.WithTimeout(drain, drainTimeout)
+	defer cancel()
+	if err := svc.Stop(drain); err != nil {
+		return err
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+func loadSecret(file string) ([]byte, error) {
+	var secret []byte
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading --secret-file: %w", err)
+		}
+		secret = []byte(strings.TrimSpace(string(b)))
+	case os.Getenv("INTERLOCK_SECRET") != "":
+		secret = []byte(os.Getenv("INTERLOCK_SECRET"))
+	default:
+		return nil, nil
+	}
+	if len(secret) < 32 {
+		return nil, fmt.Errorf("the resume-token secret is %d bytes; use at least 32 random bytes (for example: openssl rand -hex 32)", len(secret))
+	}
+	return secret, nil
+}
+
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Logger{}, usagef("--log-level %q: use trace, debug, info, warn or error", level)
+	}
+	switch format {
+	case "auto":
+		if isTerminal(w) {
+			w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		}
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}
+	case "json":
+	default:
+		return zerolog.Logger{}, usagef("--log-format %q: use console, json or auto", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
