@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,6 +55,9 @@ type Config struct {
 	// Concurrency is how many messages a worker handles at once. Defaults
 	// to bus.DefaultConcurrency.
 	Concurrency int
+	// AckWait is how long a message may be in a worker's hands before
+	// JetStream delivers it to another. Defaults to bus.DefaultAckWait.
+	AckWait time.Duration
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -144,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log,
+		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait),
 	})
 	if err != nil {
 		return fail(err)
@@ -152,6 +157,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// handlerTimeout keeps a message's handling shorter than its ack wait.
+func handlerTimeout(ackWait time.Duration) time.Duration {
+	if ackWait == 0 {
+		return 0
+	}
+	return ackWait * 5 / 6
 }
 
 // URL is the NATS URL clients use to reach this service's server.

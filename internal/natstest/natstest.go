@@ -52,13 +52,26 @@ func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// Start starts an Interlock service running flows on srv, stopped at cleanup.
+// Start starts an Interlock service running flows on srv with the test
+// secret, stopped at cleanup.
 func Start(t testing.TB, srv *bus.Server, flows ...*engine.Flow) *interlock.Service {
 	t.Helper()
-	svc, err := interlock.Start(t.Context(), interlock.Config{
-		Flows: flows, Conn: bus.ConnConfig{URL: srv.ClientURL()}, Secret: Secret,
-		Instance: "test", Concurrency: 8,
-	})
+	return StartWith(t, srv, interlock.Config{Flows: flows, Secret: Secret})
+}
+
+// StartWith starts a service with cfg on srv, stopped at cleanup. It sets
+// the connection, and the instance name and concurrency where cfg leaves
+// them empty; an empty Secret means the generated one kept in NATS.
+func StartWith(t testing.TB, srv *bus.Server, cfg interlock.Config) *interlock.Service {
+	t.Helper()
+	cfg.Conn = bus.ConnConfig{URL: srv.ClientURL(), Name: "natstest-service"}
+	if cfg.Instance == "" {
+		cfg.Instance = "test"
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 8
+	}
+	svc, err := interlock.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("natstest: starting service: %v", err)
 	}
@@ -206,4 +219,31 @@ func Count(rs []Received, kind string) int {
 		}
 	}
 	return c
+}
+
+// WaitDrained waits until every message of a work-queue stream has been
+// acknowledged (the stream is empty). It polls, and fails the test after Wait.
+func WaitDrained(t testing.TB, js jetstream.JetStream, stream string) {
+	t.Helper()
+	deadline := time.After(Wait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := js.Stream(t.Context(), stream)
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		info, err := s.Info(t.Context())
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		if info.State.Msgs == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("natstest: %s still holds %d unacknowledged messages after %s", stream, info.State.Msgs, Wait)
+		case <-tick.C:
+		}
+	}
 }

@@ -1,0 +1,296 @@
+package interlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/kv"
+)
+
+// Environment of the crash worker, a copy of the test binary that runs one
+// worker and dies at a chosen point.
+const (
+	envCrashWorker    = "INTERLOCK_TEST_CRASH_WORKER"     // NATS URL
+	envCrashOn        = "INTERLOCK_TEST_CRASH_ON"         // die when publishing an event of this kind
+	envCrashAfterStep = "INTERLOCK_TEST_CRASH_AFTER_STEP" // die in the pay flow after its step is recorded
+	crashExit         = 3
+	testAckWait       = 2 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(envCrashWorker); url != "" {
+		os.Exit(crashWorker(url))
+	}
+	os.Exit(m.Run())
+}
+
+// crashPublisher dies, as a killed process would, when asked to publish an
+// event of one kind: after the checkpoint is written, before anything of the
+// transition is published.
+type crashPublisher struct {
+	engine.Publisher
+	kind string
+}
+
+func (p crashPublisher) Publish(ctx context.Context, msgs []engine.Message, rev uint64, recheck bool) error {
+	for _, m := range msgs {
+		if m.Kind == p.kind {
+			os.Exit(crashExit)
+		}
+	}
+	return p.Publisher.Publish(ctx, msgs, rev, recheck)
+}
+
+func crashWorker(url string) int {
+	ctx := context.Background()
+	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: url})
+	if err != nil {
+		return 1
+	}
+	defer nc.Close()
+	names, _ := bus.NewNames("")
+	runs, err1 := js.KeyValue(ctx, names.RunsBucket())
+	pending, err2 := js.KeyValue(ctx, names.PendingBucket())
+	if err := errors.Join(err1, err2); err != nil {
+		return 1
+	}
+	runner, err := engine.NewRunner(engine.Config{
+		Flows: testFlows(), Store: kv.New(runs, pending), Secret: natstest.Secret,
+		Publisher: crashPublisher{bus.NewPublisher(js, names, "interlock/crash"), os.Getenv(envCrashOn)},
+	})
+	if err != nil {
+		return 1
+	}
+	w, err := bus.NewWorker(js, bus.WorkerConfig{Names: names, Runner: runner, Concurrency: 1, AckWait: testAckWait, HandlerTimeout: time.Second})
+	if err != nil || w.Start(ctx) != nil {
+		return 1
+	}
+	<-time.After(time.Minute) // the worker exits the process long before
+	return 1
+}
+
+// runCrashWorker runs the crash worker until it dies, and checks it died
+// where it was told to.
+func runCrashWorker(t *testing.T, url string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append(env, envCrashWorker+"="+url)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != crashExit {
+		t.Fatalf("crash worker: %v (want exit %d)\n%s", err, crashExit, out)
+	}
+}
+
+// payState is the state of the pay flow, which charges in a step, then asks
+// for a confirmation.
+type payState struct {
+	Ledger  string   `json:"ledger"`
+	Amount  int      `json:"amount"`
+	Receipt string   `json:"receipt,omitempty"`
+	Confirm string   `json:"confirm,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+func payFlow() *engine.Flow {
+	return engine.NewFlow[payState]("pay").
+		Node("charge", func(ctx context.Context, n *engine.Node[payState]) error {
+			s := n.State()
+			receipt, err := engine.Step(ctx, n, "charge", func(context.Context) (string, error) {
+				f, err := os.OpenFile(s.Ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					return "", err
+				}
+				defer f.Close()
+				_, err = f.WriteString("charged\n")
+				return "rc-1", err
+			})
+			if err != nil {
+				return err
+			}
+			if os.Getenv(envCrashAfterStep) != "" {
+				os.Exit(crashExit)
+			}
+			if err := n.Set("receipt", receipt); err != nil {
+				return err
+			}
+			_, err = n.Ask(ctx, engine.Questions{Questions: []engine.Question{{
+				Field: "confirm", Question: "Confirm the charge?",
+				Validate: func(_ context.Context, v any) (engine.Update, error) {
+					if v != "yes" {
+						return nil, engine.Reject("Answer yes to confirm.")
+					}
+					return nil, nil
+				},
+			}}})
+			return err
+		}).
+		Start("charge").Reducer("notes", engine.Append).MustBuild()
+}
+
+func testFlows() []*engine.Flow { return []*engine.Flow{booking.Flow(), payFlow()} }
+
+func ledgerLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := bus.NewNames("")
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	const run = "r-crash"
+	r.start("booking", run, nil)
+	runCrashWorker(t, srv.ClientURL(), envCrashOn+"=interrupted")
+
+	cp, rev := r.checkpoint("booking", run)
+	if cp.Status != engine.Waiting {
+		t.Fatalf("after the crash the checkpoint is %s, want waiting", cp.Status)
+	}
+	if got := natstest.Read(t, js, names.EventStream(), names.Event("booking", run, ">")); len(got) != 0 {
+		t.Fatalf("the crashed worker published %d events", len(got))
+	}
+
+	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	in := r.interrupt("booking", run, 1)
+	if in.Checkpoint != rev || in.RequestID != cp.Interrupt.RequestID {
+		t.Fatalf("published interrupt (checkpoint %d, %s) is not the checkpointed one (%d, %s)", in.Checkpoint, in.RequestID, rev, cp.Interrupt.RequestID)
+	}
+	if _, rev2 := r.checkpoint("booking", run); rev2 != rev {
+		t.Fatalf("redelivery moved the checkpoint from %d to %d: the transition ran twice", rev, rev2)
+	}
+	r.resume("booking", run, answer(in, map[string]any{"email": "a@b.c"}))
+	evs := r.wait("booking", run, "interrupted", 2)
+	if n := natstest.Count(evs, "started"); n != 1 {
+		t.Fatalf("%d started events, want 1", n)
+	}
+	if n := natstest.Count(evs, "interrupted"); n != 2 {
+		t.Fatalf("%d interrupted events, want 2", n)
+	}
+}
+
+func TestRedeliveredResumeHasItsEffectOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := bus.NewNames("")
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	const run = "r-redeliver"
+
+	first := natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	r.start("booking", run, nil)
+	in := r.interrupt("booking", run, 1)
+	if err := first.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken,
+		"answers": map[string]any{"email": "a@b.c"}, "update": map[string]any{"notes": "called back"}})
+	runCrashWorker(t, srv.ClientURL(), envCrashOn+"=resumed")
+
+	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	evs := r.wait("booking", run, "interrupted", 2)
+	if n := natstest.Count(evs, "resumed"); n != 1 {
+		t.Fatalf("%d resumed events, want 1", n)
+	}
+	cp, _ := r.checkpoint("booking", run)
+	if got := string(cp.State["notes"]); got != `["called back"]` {
+		t.Fatalf("notes = %s, want the update applied once", got)
+	}
+	if cp.Node != "ask_contact" {
+		t.Fatalf("run at %s, want ask_contact", cp.Node)
+	}
+}
+
+func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := bus.NewNames("")
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	const run = "r-step"
+	r.start("pay", run, map[string]any{"ledger": ledger, "amount": 4800})
+	runCrashWorker(t, srv.ClientURL(), envCrashAfterStep+"=1")
+	if cp, _ := r.checkpoint("pay", run); cp.Status != engine.Running || cp.Steps["charge"] == nil {
+		t.Fatalf("after the crash: status %s, steps %v; want the step recorded mid-node", cp.Status, cp.Steps)
+	}
+
+	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	in := r.interrupt("pay", run, 1)
+	r.resume("pay", run, answer(in, map[string]any{"confirm": "no"}))
+	in = r.interrupt("pay", run, 2)
+	r.resume("pay", run, answer(in, map[string]any{"confirm": "yes"}))
+	evs := r.wait("pay", run, "completed", 1)
+	if n := ledgerLines(t, ledger); n != 1 {
+		t.Fatalf("charged %d times, want once", n)
+	}
+	if n := natstest.Count(evs, "started"); n != 1 {
+		t.Fatalf("%d started events", n)
+	}
+	var done events.Completed
+	natstest.Last(t, evs, "completed").Decode(t, &done)
+	if !strings.Contains(string(done.State), `"receipt":"rc-1"`) {
+		t.Fatalf("final state %s lacks the replayed receipt", done.State)
+	}
+}
+
+func TestServerRestartBetweenInterruptAndResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := natstest.StartServer(t, dir)
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: testFlows()}) // generated secret, kept in NATS
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	names := svc.Names()
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	const run = "r-restart"
+	r.start("booking", run, nil)
+	in := r.interrupt("booking", run, 1)
+
+	if err := svc.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	srv.Shutdown()
+
+	srv = natstest.StartServer(t, dir)
+	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows()})
+	_, js = natstest.Connect(t, srv.ClientURL())
+	r = &rig{t: t, srv: srv, js: js, names: names}
+
+	r.resume("booking", run, answer(in, map[string]any{"email": "no-at-sign"}))
+	in = r.interrupt("booking", run, 2)
+	if !strings.HasPrefix(in.Questions[0].Context, "ERROR: ") {
+		t.Fatalf("validator did not run after the restart: %+v", in.Questions)
+	}
+	r.resume("booking", run, answer(in, map[string]any{"email": "a@b.c"}))
+	if in = r.interrupt("booking", run, 3); in.Node != "ask_contact" {
+		t.Fatalf("after restart the run went to %s", in.Node)
+	}
+}
