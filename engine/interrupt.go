@@ -43,8 +43,6 @@ type Questions struct {
 	Questions []Question
 	// Context is interrupt-wide guidance ("Ask both in one natural message.").
 	Context string
-	// Timeout, if set, is how long the interrupt waits.
-	Timeout time.Duration
 }
 
 // Option is one choice among several.
@@ -58,8 +56,6 @@ type Choice struct {
 	Question string
 	Options  []Option
 	Multiple bool
-	// Timeout, if set, is how long the interrupt waits.
-	Timeout time.Duration
 }
 
 // Validator checks an answer. value is the answer decoded from JSON (a

@@ -162,14 +162,10 @@ func (x *exec) begin() (int, error) {
 	return i, nil
 }
 
-func (x *exec) pause(in *Interrupt, timeout time.Duration) error {
+func (x *exec) pause(in *Interrupt) error {
 	in.RequestID = x.requestID()
 	in.Node = x.cp.Node
 	in.AskedAt = x.now
-	if timeout > 0 {
-		at := x.now.Add(timeout)
-		in.ExpiresAt = &at
-	}
 	x.paused = in
 	return ErrInterrupted
 }
@@ -214,7 +210,7 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 		return nil, x.pause(&Interrupt{
 			Kind: KindQuestion, Index: i, Questions: missing, Fields: fields,
 			Context: qs.Context, Answers: given,
-		}, qs.Timeout)
+		})
 	}
 
 	// Every field is filled: validate.
@@ -250,7 +246,7 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 		return nil, x.pause(&Interrupt{
 			Kind: KindQuestion, Index: i, Questions: rejected, Fields: fields,
 			Context: qs.Context, Answers: given,
-		}, qs.Timeout)
+		})
 	}
 	if err := x.applyRaw(given); err != nil {
 		return nil, x.fail(err)
@@ -304,7 +300,7 @@ func (x *exec) choose(_ context.Context, c Choice) ([]string, error) {
 	return nil, x.pause(&Interrupt{
 		Kind: KindChoice, Index: i, Question: c.Question,
 		Options: c.Options, Multiple: c.Multiple,
-	}, c.Timeout)
+	})
 }
 
 // Stepper is what [Step] records into: a [*Node] of any state type.

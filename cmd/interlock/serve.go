@@ -36,7 +36,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	prefix := fs.String("prefix", envOr("INTERLOCK_PREFIX", bus.DefaultPrefix), "`prefix` of every stream, subject and bucket")
 	lazy := fs.Bool("lazy-fsync", false, "let the embedded server acknowledge before data reaches the disk (faster; a power cut can lose acknowledged decisions)")
 	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret (32+ bytes; or set INTERLOCK_SECRET); default: generated once and kept in NATS")
-	instance := fs.String("instance", "", "`name` of this process in event sources (default: host name)")
+	instance := fs.String("instance", envOr("INTERLOCK_INSTANCE", ""), "`name` of this process in event sources (default: host name)")
 	concurrency := fs.Int("concurrency", bus.DefaultConcurrency, "messages handled at once")
 	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept")
 	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")

@@ -1,0 +1,58 @@
+// Package engine is Interlock's core: flows, nodes, state, interrupts and
+// the runner that moves runs from one checkpoint to the next. It does not
+// import NATS; it talks to a [Store] (checkpoints and the pending index) and
+// a [Publisher] (events and audit records), which package kv and package bus
+// implement on JetStream and package enginetest implements in memory.
+//
+// # Flows
+//
+// A flow is a named graph of nodes over a JSON state, declared with a
+// [Builder]:
+//
+//	f, err := engine.NewFlow[Booking]("booking").
+//		Node("ask_email", askEmail).
+//		Node("pick_topics", pickTopics).
+//		Start("ask_email").
+//		Edge("ask_email", "pick_topics").
+//		Reducer("notes", engine.Append).
+//		Build()
+//
+// The state is a struct with json tags, or map[string]any. Nodes change it
+// with [Node.Set] and [Node.Update]; each top-level field goes through its
+// [Reducer] (replace, append or merge). After every change the state must
+// survive a JSON round trip: a NaN, a func, a channel, a map with non-string
+// keys or an unexported struct field fails the node with an error naming the
+// key path.
+//
+// # Interrupts
+//
+// A node pauses its run with [Node.Ask] (questions that fill state fields)
+// or [Node.Choose] (a choice among options). The call returns
+// [ErrInterrupted], which the node returns; the run's checkpoint is written
+// and an interrupted event published with a single-use resume token. When
+// the answer comes, the node runs again from its top and the same call
+// returns the answer. Work wrapped in [Step] is not repeated: its recorded
+// result is replayed.
+//
+//	func askEmail(ctx context.Context, n *engine.Node[Booking]) error {
+//		_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{
+//			Field: "email", Question: "What's your email?",
+//			Validate: func(_ context.Context, v any) (engine.Update, error) {
+//				if s, _ := v.(string); !strings.Contains(s, "@") {
+//					return nil, engine.Reject("That doesn't look like an email.")
+//				}
+//				return nil, nil
+//			},
+//		}}})
+//		return err
+//	}
+//
+// # Runner
+//
+// A [Runner] applies [Start], [Resume] and [Cancel] commands. Each command is
+// one transition: load the checkpoint, run nodes until the run waits or
+// ends, write the checkpoint with compare-and-set, then update the pending
+// index and publish the transition's outbox. Every refusal is published as
+// a refused event with a code ([CodeTokenMismatch], [CodeStaleCheckpoint],
+// ...).
+package engine

@@ -1,0 +1,106 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/enginetest"
+)
+
+// exampleT stands in for a *testing.T in examples.
+type exampleT struct{ ctx context.Context }
+
+func (exampleT) Helper()                           {}
+func (exampleT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (t exampleT) Context() context.Context        { return t.ctx }
+
+// A flow asks a question, validates the answer, and completes.
+func Example() {
+	type Signup struct {
+		Email string `json:"email,omitempty"`
+	}
+	flow := engine.NewFlow[Signup]("signup").
+		Node("ask_email", func(ctx context.Context, n *engine.Node[Signup]) error {
+			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{
+				Field: "email", Question: "What's your email?",
+				Validate: func(_ context.Context, v any) (engine.Update, error) {
+					s, _ := v.(string)
+					if !strings.Contains(s, "@") {
+						return nil, engine.Reject("That doesn't look like an email.")
+					}
+					return engine.Update{"email": strings.ToLower(s)}, nil
+				},
+			}}})
+			return err
+		}).
+		Start("ask_email").
+		MustBuild()
+
+	h := enginetest.New(exampleT{context.Background()}, flow)
+	run := h.Start(nil)
+	fmt.Println(h.Interrupt(run).Questions[0].Question)
+
+	h.Answer(run, map[string]any{"email": "nope"})
+	fmt.Println(h.Interrupt(run).Questions[0].Context)
+
+	h.Answer(run, map[string]any{"email": "Ann@Example.com"})
+	fmt.Println(h.Checkpoint(run).Status, h.State(run)["email"])
+	// Output:
+	// What's your email?
+	// ERROR: That doesn't look like an email.
+	// completed ann@example.com
+}
+
+// A choice interrupt returns the ids of the selected options.
+func ExampleNode_Choose() {
+	flow := engine.NewFlow[map[string]any]("pick").
+		Node("pick", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			ids, err := n.Choose(ctx, engine.Choice{
+				Question: "Which topics?",
+				Options:  []engine.Option{{ID: "product", Label: "Product"}, {ID: "design", Label: "Design"}},
+				Multiple: true,
+			})
+			if err != nil {
+				return err
+			}
+			return n.Set("topics", ids)
+		}).
+		Start("pick").
+		MustBuild()
+
+	h := enginetest.New(exampleT{context.Background()}, flow)
+	run := h.Start(nil)
+	h.Choose(run, "design", "product")
+	fmt.Println(h.State(run)["topics"])
+	// Output: [design product]
+}
+
+// A step's result is recorded before the node goes on, and replayed when the
+// node runs again after the interrupt: the charge happens once.
+func ExampleStep() {
+	charges := 0
+	flow := engine.NewFlow[map[string]any]("refund").
+		Node("refund", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			id, err := engine.Step(ctx, n, "lookup", func(context.Context) (string, error) {
+				charges++
+				return "ch_123", nil
+			})
+			if err != nil {
+				return err
+			}
+			if _, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "ok", Question: "Refund " + id + "?"}}}); err != nil {
+				return err
+			}
+			return nil
+		}).
+		Start("refund").
+		MustBuild()
+
+	h := enginetest.New(exampleT{context.Background()}, flow)
+	run := h.Start(nil)
+	h.Answer(run, map[string]any{"ok": "yes"})
+	fmt.Println(h.Checkpoint(run).Status, "after", charges, "lookup")
+	// Output: completed after 1 lookup
+}
