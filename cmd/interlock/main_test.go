@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveForTest runs `interlock serve` on a free port and returns its URL.
+func serveForTest(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", t.TempDir(), "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, pw, io.Discard)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after Ctrl-C, want a clean stop", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30 s of Ctrl-C")
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed nothing: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	_, rest, ok := strings.Cut(line, " on ")
+	url, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(url, "nats://") {
+		t.Fatalf("serve's first line has no URL: %q", line)
+	}
+	return url
+}
+
+func run(t *testing.T, url string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Run(t.Context(), append(args, "--nats-url", url), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestServeAndClientCommandsWalkABookingRun(t *testing.T) {
+	url := serveForTest(t)
+
+	out, _, err := run(t, url, "start", "booking", "--run", "r-cli", "name=Ann")
+	if err != nil || !strings.Contains(out, "waiting at ask_email") || !strings.Contains(out, "interlock answer booking r-cli email=...") {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "answer", "booking", "r-cli", "email=nope")
+	if err != nil || !strings.Contains(out, "ERROR: That doesn't look like an email.") {
+		t.Fatalf("bad email: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "answer", "booking", "r-cli", "email=ann@example.com")
+	if err != nil || !strings.Contains(out, "(phone)") || strings.Contains(out, "(name)") {
+		t.Fatalf("auto-skip of name: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "pending", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []map[string]any
+	if err := json.Unmarshal([]byte(out), &pending); err != nil || len(pending) != 1 || pending[0]["run"] != "r-cli" {
+		t.Fatalf("pending --json: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"answer", "booking", "r-cli", "phone=555"},
+		{"answer", "booking", "r-cli", "level=beginner"},
+		{"answer", "booking", "r-cli", "driver.name=Bob", "driver.license=D1"},
+	} {
+		if out, _, err := run(t, url, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	_, errOut, err := run(t, url, "answer", "booking", "r-cli", "--select", "cooking")
+	if !errors.Is(err, errReported) || !strings.Contains(errOut, "refused (invalid_answer)") {
+		t.Fatalf("unknown option: %v %q", err, errOut)
+	}
+	out, _, err = run(t, url, "answer", "booking", "r-cli", "--select", "design")
+	if err != nil || !strings.Contains(out, "completed") || !strings.Contains(out, `"design"`) {
+		t.Fatalf("choice: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "show", "booking", "r-cli", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["status"] != "completed" || doc["checkpoint"] == nil {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "pending")
+	if err != nil || !strings.Contains(out, "No runs are waiting.") {
+		t.Fatalf("pending: %v\n%s", err, out)
+	}
+}
+
+func TestCancelAndRefusalsFromTheShell(t *testing.T) {
+	url := serveForTest(t)
+	if _, _, err := run(t, url, "start", "booking", "--run", "r-cancel"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, url, "cancel", "booking", "r-cancel", "--reason", "test")
+	if err != nil || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	_, errOut, err := run(t, url, "cancel", "booking", "r-cancel")
+	if !errors.Is(err, errReported) || !strings.Contains(errOut, "refused (not_waiting)") {
+		t.Fatalf("second cancel: %v %q", err, errOut)
+	}
+	_, errOut, err = run(t, url, "start", "nosuch")
+	if !errors.Is(err, errReported) || !strings.Contains(errOut, "refused (unknown_flow)") || !strings.Contains(errOut, "booking") {
+		t.Fatalf("unknown flow: %v %q", err, errOut)
+	}
+}
+
+func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{},
+		{"frobnicate"},
+		{"start"},
+		{"answer", "booking"},
+		{"answer", "booking", "r-1"},
+		{"answer", "booking", "r-1", "just-a-word"},
+		{"answer", "booking", "r-1", "n:={bad json"},
+		{"serve", "--listen", "nowhere"},
+		{"serve", "--log-level", "loud"},
+	}
+	for _, args := range cases {
+		err := Run(t.Context(), args, io.Discard, io.Discard)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("%q: err = %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestClientCommandsSayWhenNoServerRuns(t *testing.T) {
+	_, _, err := run(t, "nats://127.0.0.1:1", "pending")
+	if err == nil || !strings.Contains(err.Error(), "interlock serve") {
+		t.Fatalf("err = %v, want a hint to run interlock serve", err)
+	}
+}
+
+func TestAssignmentsParseStringsAndJSON(t *testing.T) {
+	got, err := assignments([]string{"email=a=b@c", "n:=3", "ok:=true", "driver.name=Bob", "empty="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"email": `"a=b@c"`, "n": "3", "ok": "true", "driver.name": `"Bob"`, "empty": `""`}
+	for k, v := range want {
+		if string(got[k]) != v {
+			t.Errorf("%s = %s, want %s", k, got[k], v)
+		}
+	}
+}
