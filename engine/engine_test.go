@@ -457,3 +457,82 @@ func raw(t *testing.T, m map[string]any) map[string]json.RawMessage {
 	}
 	return out
 }
+
+func TestMergeAndAppendReducers(t *testing.T) {
+	f := engine.NewFlow[map[string]any]("r").
+		Node("n", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			if err := n.Update(engine.Update{"prefs": map[string]any{"b": 2}, "tags": "x", "name": "new"}); err != nil {
+				return err
+			}
+			return n.Set("tags", []string{"y", "z"})
+		}).
+		Start("n").Reducer("prefs", engine.Merge).Reducer("tags", engine.Append).MustBuild()
+	h := enginetest.New(t, f)
+	st := h.State(h.Start(map[string]any{"prefs": map[string]any{"a": 1, "b": 1}, "tags": []string{"w"}, "name": "old"}))
+	if p := st["prefs"].(map[string]any); p["a"] != 1.0 || p["b"] != 2.0 {
+		t.Fatalf("prefs = %v, want merged", p)
+	}
+	if got := st["tags"].([]any); len(got) != 4 || got[0] != "w" || got[3] != "z" {
+		t.Fatalf("tags = %v, want appended", got)
+	}
+	if st["name"] != "new" {
+		t.Fatalf("name = %v, want replaced", st["name"])
+	}
+}
+
+func TestMergeIntoANonObjectFailsNamingTheField(t *testing.T) {
+	f := engine.NewFlow[map[string]any]("r").
+		Node("n", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			return n.Set("prefs", []int{1})
+		}).
+		Start("n").Reducer("prefs", engine.Merge).MustBuild()
+	h := enginetest.New(t, f)
+	cp := h.Checkpoint(h.Start(map[string]any{"prefs": map[string]any{"a": 1}}))
+	if cp.Status != engine.Failed || !strings.Contains(cp.Error, "state.prefs") {
+		t.Fatalf("status %s error %q", cp.Status, cp.Error)
+	}
+}
+
+func TestStartWithoutRunIDDerivesOneFromTheEvent(t *testing.T) {
+	h := enginetest.New(t, booking.Flow())
+	start := engine.Start{Flow: booking.Name, Inbound: engine.Inbound{EventID: "e-1", Source: "/agent"}}
+	first, err := h.Runner.Start(t.Context(), start)
+	if err != nil || first.Run == "" || first.Refused != nil {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	again, err := h.Runner.Start(t.Context(), start)
+	if err != nil || again.Run != first.Run || !again.Duplicate {
+		t.Fatalf("redelivered start: %+v %v, want the same run %s as a duplicate", again, err, first.Run)
+	}
+	other, err := h.Runner.Start(t.Context(), engine.Start{Flow: booking.Name, Run: first.Run, Inbound: engine.Inbound{EventID: "e-2"}})
+	if err != nil || other.Refused == nil || other.Refused.Code != engine.CodeRunExists || other.DeadLetter == "" {
+		t.Fatalf("start of an existing run: %+v %v", other, err)
+	}
+}
+
+func TestStartOfUnknownFlowIsRefusedNamingTheKnownOnes(t *testing.T) {
+	h := enginetest.New(t, booking.Flow())
+	out, err := h.Runner.Start(t.Context(), engine.Start{Flow: "nosuch", Run: "r-1", Inbound: engine.Inbound{EventID: "e"}})
+	if err != nil || out.Refused == nil || out.Refused.Code != engine.CodeUnknownFlow || !strings.Contains(out.Refused.Message, "booking") {
+		t.Fatalf("%+v %v", out, err)
+	}
+}
+
+func TestRunnerConfigIsValidated(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  engine.Config
+		want string
+	}{
+		{"no store", engine.Config{Publisher: enginetest.NewPublisher(), Secret: make([]byte, 32)}, "Store"},
+		{"no publisher", engine.Config{Store: enginetest.NewStore(), Secret: make([]byte, 32)}, "Publisher"},
+		{"short secret", engine.Config{Store: enginetest.NewStore(), Publisher: enginetest.NewPublisher(), Secret: []byte("x")}, "Secret"},
+		{"same flow twice", engine.Config{Store: enginetest.NewStore(), Publisher: enginetest.NewPublisher(), Secret: make([]byte, 32),
+			Flows: []*engine.Flow{booking.Flow(), booking.Flow()}}, "twice"},
+	}
+	for _, tc := range cases {
+		if _, err := engine.NewRunner(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to mention %s", tc.name, err, tc.want)
+		}
+	}
+}

@@ -287,7 +287,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		case err != nil:
 			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
 		default:
-			if out, done, err := r.repeat(ctx, f, cp, rev, key); done || err != nil {
+			if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Seq); done || err != nil {
 				return out, err
 			}
 			return r.refuse(ctx, cmd.Flow, cmd.Run, cmd.Inbound, CodeRunExists, CodeRunExists,
@@ -322,12 +322,16 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 
 // repeat handles a command whose key the run has already seen: it finishes
 // an interrupted transition of that command, or acknowledges a repeat.
-func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string) (Outcome, bool, error) {
+func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string, seq uint64) (Outcome, bool, error) {
 	if key == "" || !slices.Contains(cp.Applied, key) {
 		return Outcome{}, false, nil
 	}
 	mine := cp.Cause != nil && cp.Cause.Key == key
 	switch {
+	case mine && cp.Status == Running && seq != cp.Cause.Seq:
+		// Another message with the same key while the transition is in
+		// flight: let the one in flight finish first.
+		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, true, nil
 	case mine && cp.Status == Running:
 		// A step was recorded, then the worker stopped: carry on.
 		out, err := r.run(ctx, r.newTxn(f, cp, rev, true))
@@ -373,7 +377,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
 		}
-		if out, done, err := r.repeat(ctx, f, cp, rev, key); done || err != nil {
+		if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Seq); done || err != nil {
 			return out, err
 		}
 		if cp.Status == Running {
@@ -512,7 +516,7 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
 		}
-		if out, done, err := r.repeat(ctx, f, cp, rev, key); done || err != nil {
+		if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Seq); done || err != nil {
 			return out, err
 		}
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
