@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(envCrashWorker); url != "" {
 		os.Exit(crashWorker(url))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // crashPublisher dies, as a killed process would, when asked to publish an
