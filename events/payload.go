@@ -50,6 +50,9 @@ func ParseStart(data []byte) (Start, error) {
 	if err := decodeStrict(data, &s, "start"); err != nil {
 		return Start{}, err
 	}
+	if string(trimJSON(s.Origin)) == "null" {
+		s.Origin = nil
+	}
 	if len(s.Origin) > 0 && !isObject(s.Origin) {
 		return Start{}, invalid("data.origin", "must be a JSON object, such as {\"slack\":{\"channel\":\"C1\"}}")
 	}
@@ -80,6 +83,15 @@ func ParseResume(data []byte) (Resume, error) {
 		return Resume{}, invalid("data", "is empty; a resume needs at least a resumeToken and the answer")
 	}
 	if err := decodeStrict(data, &raw, "resume"); err != nil {
+		// encoding/json puts the Go name of the embedded struct in the path
+		// of a mistyped field ("Resume.answers"); the client knows only the
+		// JSON name.
+		var e *Error
+		if errors.As(err, &e) {
+			if rest, ok := strings.CutPrefix(e.Field, "data.Resume."); ok {
+				e.Field = "data." + rest
+			}
+		}
 		return Resume{}, err
 	}
 	r := raw.Resume
@@ -106,7 +118,7 @@ func ParseResume(data []byte) (Resume, error) {
 // ParseSelected reads the ids of a choice answer in any of its four shapes.
 func ParseSelected(raw json.RawMessage) ([]string, error) {
 	const shapes = `"id", ["id", ...], {"choice":{"id":"..."}} or {"choices":[{"id":"..."}, ...]}`
-	raw = bytes.TrimSpace(raw)
+	raw = trimJSON(raw)
 	if len(raw) == 0 {
 		return nil, invalid("data.selected", "is empty; send %s", shapes)
 	}
@@ -220,12 +232,15 @@ func cleanJSONErr(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
+// trimJSON trims the whitespace JSON allows around a value, and no other.
+func trimJSON(data []byte) []byte { return bytes.Trim(data, " \t\r\n") }
+
 func isEmpty(data []byte) bool {
-	t := bytes.TrimSpace(data)
+	t := trimJSON(data)
 	return len(t) == 0 || string(t) == "null"
 }
 
 func isObject(data []byte) bool {
-	t := bytes.TrimSpace(data)
+	t := trimJSON(data)
 	return len(t) > 0 && t[0] == '{'
 }

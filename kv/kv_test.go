@@ -1,0 +1,417 @@
+package kv_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/kv"
+)
+
+// rig is a store on a fresh embedded server, with its raw buckets for
+// reading and writing behind the store's back.
+type rig struct {
+	store         *kv.Store
+	runs, pending jetstream.KeyValue
+}
+
+func newRig(t *testing.T) rig {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, err := bus.NewNames("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatalf("provisioning: %v", err)
+	}
+	runs, err := js.KeyValue(t.Context(), names.RunsBucket())
+	if err != nil {
+		t.Fatalf("binding %s: %v", names.RunsBucket(), err)
+	}
+	pending, err := js.KeyValue(t.Context(), names.PendingBucket())
+	if err != nil {
+		t.Fatalf("binding %s: %v", names.PendingBucket(), err)
+	}
+	return rig{store: kv.New(runs, pending), runs: runs, pending: pending}
+}
+
+var at = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
+
+func checkpoint(flow, run string, status engine.Status, node string) *engine.Checkpoint {
+	return &engine.Checkpoint{
+		Flow: flow, Run: run, Status: status, Node: node,
+		State:     engine.Doc{"name": json.RawMessage(`"Ann"`)},
+		CreatedAt: at, UpdatedAt: at, UID: "u-" + run,
+	}
+}
+
+func pendingEntry(flow, run string) *engine.Pending {
+	return &engine.Pending{
+		Flow: flow, Run: run, Node: "ask", RequestID: "rq-" + run, Kind: "question",
+		Checkpoint: 3, Fields: []string{"email"}, AskedAt: at,
+	}
+}
+
+func TestKeyIsFlowDotRun(t *testing.T) {
+	t.Parallel()
+	if got := kv.Key("refund", "r-42"); got != "refund.r-42" {
+		t.Errorf("Key = %q, want refund.r-42", got)
+	}
+}
+
+func TestCreateTwiceIsErrExists(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	first := checkpoint("booking", "r-1", engine.Waiting, "ask")
+	if _, err := r.store.Create(ctx, first); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	second := checkpoint("booking", "r-1", engine.Running, "other")
+	if _, err := r.store.Create(ctx, second); !errors.Is(err, engine.ErrExists) {
+		t.Fatalf("second Create = %v, want engine.ErrExists", err)
+	}
+	got, _, err := r.store.Load(ctx, "booking", "r-1")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got.Node != "ask" || got.Status != engine.Waiting {
+		t.Errorf("the second Create overwrote the first: node %q, status %q", got.Node, got.Status)
+	}
+}
+
+func TestCreateOfTheSameRunInAnotherFlowIsANewRun(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	if _, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Waiting, "ask")); err != nil {
+		t.Fatalf("Create booking.r-1: %v", err)
+	}
+	if _, err := r.store.Create(ctx, checkpoint("refund", "r-1", engine.Waiting, "ask")); err != nil {
+		t.Fatalf("Create refund.r-1: %v", err)
+	}
+}
+
+func TestUpdateWithStaleRevisionIsAConflict(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
+	rev1, err := r.store.Create(ctx, cp)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	cp.Node = "confirm"
+	rev2, err := r.store.Update(ctx, cp, rev1)
+	if err != nil {
+		t.Fatalf("Update from %d: %v", rev1, err)
+	}
+	if rev2 <= rev1 {
+		t.Fatalf("Update returned revision %d, not after %d", rev2, rev1)
+	}
+
+	stale := checkpoint("booking", "r-1", engine.Completed, "done")
+	_, err = r.store.Update(ctx, stale, rev1)
+	var conflict *engine.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("Update from stale revision %d = %v, want *engine.ConflictError", rev1, err)
+	}
+	if conflict.Flow != "booking" || conflict.Run != "r-1" || conflict.Expected != rev1 {
+		t.Errorf("conflict = %+v, want booking r-1 expected %d", conflict, rev1)
+	}
+
+	got, rev, err := r.store.Load(ctx, "booking", "r-1")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if rev != rev2 || got.Node != "confirm" {
+		t.Errorf("after the conflict Load = node %q at %d, want confirm at %d", got.Node, rev, rev2)
+	}
+}
+
+func TestUpdateOfAMissingRunIsAConflict(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	_, err := r.store.Update(t.Context(), checkpoint("booking", "r-missing", engine.Waiting, "ask"), 1)
+	var conflict *engine.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("Update of a missing run = %v, want *engine.ConflictError", err)
+	}
+	if _, _, err := r.store.Load(t.Context(), "booking", "r-missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("the failed Update created the run: Load = %v", err)
+	}
+}
+
+func TestRacingUpdatesFromOneRevisionHaveOneWinner(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	rev, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Waiting, "ask"))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			cp := checkpoint("booking", "r-1", engine.Running, "node-"+string(rune('a'+i)))
+			_, errs[i] = r.store.Update(ctx, cp, rev)
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		var conflict *engine.ConflictError
+		switch {
+		case err == nil:
+			won++
+		case errors.As(err, &conflict):
+		default:
+			t.Errorf("writer %d: %v, want nil or *engine.ConflictError", i, err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d writers won the race from revision %d, want exactly 1", won, rev)
+	}
+}
+
+func TestLoadOfAMissingRunIsErrNotFound(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cp, rev, err := r.store.Load(t.Context(), "booking", "r-none")
+	if !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Load = %v, want engine.ErrNotFound", err)
+	}
+	if cp != nil || rev != 0 {
+		t.Errorf("Load of a missing run returned %+v at %d", cp, rev)
+	}
+}
+
+func TestLoadOfADeletedRunIsErrNotFound(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	if _, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Completed, "")); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if err := r.runs.Delete(ctx, kv.Key("booking", "r-1")); err != nil {
+		t.Fatalf("deleting the key: %v", err)
+	}
+	if _, _, err := r.store.Load(ctx, "booking", "r-1"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Load = %v, want engine.ErrNotFound", err)
+	}
+}
+
+func TestLoadReturnsTheRevisionOfTheLastWrite(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
+	cp.Origin = json.RawMessage(`{"slack":{"channel":"C1"}}`)
+	cp.Traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	rev, err := r.store.Create(ctx, cp)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	for step := range 3 {
+		got, loaded, err := r.store.Load(ctx, "booking", "r-1")
+		if err != nil {
+			t.Fatalf("step %d: Load: %v", step, err)
+		}
+		if loaded != rev {
+			t.Fatalf("step %d: Load returned revision %d, the last write returned %d", step, loaded, rev)
+		}
+		if !reflect.DeepEqual(got, cp) {
+			t.Fatalf("step %d: Load = %+v, want %+v", step, got, cp)
+		}
+		cp.Seq++
+		cp.Node = "node-" + string(rune('a'+step))
+		if rev, err = r.store.Update(ctx, cp, rev); err != nil {
+			t.Fatalf("step %d: Update: %v", step, err)
+		}
+	}
+}
+
+func TestLoadOfAnUnreadableDocumentIsAnError(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	if _, err := r.runs.Put(ctx, kv.Key("booking", "r-1"), []byte("not json")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	_, _, err := r.store.Load(ctx, "booking", "r-1")
+	if err == nil || errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Load of a corrupt document = %v, want an error other than ErrNotFound", err)
+	}
+}
+
+func TestCheckpointIsPlainJSONUnderFlowDotRun(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	rev, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Waiting, "ask"))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	e, err := r.runs.Get(ctx, "booking.r-1")
+	if err != nil {
+		t.Fatalf("reading booking.r-1 from the bucket: %v", err)
+	}
+	if e.Revision() != rev {
+		t.Errorf("bucket revision %d, Create returned %d", e.Revision(), rev)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(e.Value(), &doc); err != nil {
+		t.Fatalf("checkpoint %s is not a JSON object: %v", e.Value(), err)
+	}
+	for k, want := range map[string]string{"flow": `"booking"`, "run": `"r-1"`, "status": `"waiting"`, "node": `"ask"`} {
+		if got := string(doc[k]); got != want {
+			t.Errorf("%s = %s, want %s", k, got, want)
+		}
+	}
+	for _, k := range []string{"state", "createdAt", "updatedAt"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("checkpoint %s has no %q", e.Value(), k)
+		}
+	}
+}
+
+func TestListPendingWithNoEntriesIsEmpty(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for _, flow := range []string{"", "booking"} {
+		got, err := r.store.ListPending(t.Context(), flow)
+		if err != nil {
+			t.Fatalf("ListPending(%q): %v", flow, err)
+		}
+		if len(got) != 0 {
+			t.Errorf("ListPending(%q) = %+v, want none", flow, got)
+		}
+	}
+}
+
+func TestListPendingListsOnlyPendingEntriesOfTheFlow(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	for _, p := range []*engine.Pending{
+		pendingEntry("refund", "r-2"),
+		pendingEntry("booking", "r-3"),
+		pendingEntry("booking", "r-1"),
+		pendingEntry("booking_v2", "r-9"),
+		pendingEntry("book", "r-5"),
+		pendingEntry("booking", "r-gone"),
+	} {
+		if err := r.store.PutPending(ctx, p); err != nil {
+			t.Fatalf("PutPending %s.%s: %v", p.Flow, p.Run, err)
+		}
+	}
+	if err := r.store.DeletePending(ctx, "booking", "r-gone"); err != nil {
+		t.Fatalf("DeletePending: %v", err)
+	}
+	// A finished run is in the runs bucket, never in the pending index.
+	if _, err := r.store.Create(ctx, checkpoint("booking", "r-done", engine.Completed, "")); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+
+	cases := []struct {
+		flow string
+		want []string
+	}{
+		{"", []string{"book.r-5", "booking.r-1", "booking.r-3", "booking_v2.r-9", "refund.r-2"}},
+		{"booking", []string{"booking.r-1", "booking.r-3"}},
+		{"book", []string{"book.r-5"}},
+		{"refund", []string{"refund.r-2"}},
+		{"nosuch", nil},
+	}
+	for _, tc := range cases {
+		got, err := r.store.ListPending(ctx, tc.flow)
+		if err != nil {
+			t.Fatalf("ListPending(%q): %v", tc.flow, err)
+		}
+		var keys []string
+		for _, p := range got {
+			keys = append(keys, kv.Key(p.Flow, p.Run))
+		}
+		if !reflect.DeepEqual(keys, tc.want) {
+			t.Errorf("ListPending(%q) = %q, want %q", tc.flow, keys, tc.want)
+		}
+	}
+}
+
+func TestListPendingReturnsTheEntriesAsWritten(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	exp := at.Add(time.Hour)
+	want := pendingEntry("refund", "r-42")
+	want.Kind = "approval"
+	want.ApproverRole = "finance"
+	want.Question = "Refund 400 EUR?"
+	want.ExpiresAt = &exp
+	if err := r.store.PutPending(ctx, pendingEntry("refund", "r-42")); err != nil {
+		t.Fatalf("first PutPending: %v", err)
+	}
+	if err := r.store.PutPending(ctx, want); err != nil {
+		t.Fatalf("second PutPending: %v", err)
+	}
+	got, err := r.store.ListPending(ctx, "refund")
+	if err != nil {
+		t.Fatalf("ListPending: %v", err)
+	}
+	if len(got) != 1 || !reflect.DeepEqual(got[0], *want) {
+		t.Errorf("ListPending = %+v, want only %+v", got, *want)
+	}
+}
+
+func TestListPendingAfterEveryEntryIsDeletedIsEmpty(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	for _, run := range []string{"r-1", "r-2"} {
+		if err := r.store.PutPending(ctx, pendingEntry("booking", run)); err != nil {
+			t.Fatalf("PutPending: %v", err)
+		}
+		if err := r.store.DeletePending(ctx, "booking", run); err != nil {
+			t.Fatalf("DeletePending: %v", err)
+		}
+	}
+	got, err := r.store.ListPending(ctx, "")
+	if err != nil {
+		t.Fatalf("ListPending: %v", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("ListPending = %+v, want none", got)
+	}
+}
+
+func TestDeletePendingOfAMissingKeyIsNotAnError(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	if err := r.store.DeletePending(ctx, "booking", "r-never"); err != nil {
+		t.Fatalf("DeletePending of a key never written: %v", err)
+	}
+	if err := r.store.PutPending(ctx, pendingEntry("booking", "r-1")); err != nil {
+		t.Fatalf("PutPending: %v", err)
+	}
+	for i := range 2 {
+		if err := r.store.DeletePending(ctx, "booking", "r-1"); err != nil {
+			t.Fatalf("DeletePending #%d: %v", i+1, err)
+		}
+	}
+	if _, err := r.pending.Get(ctx, "booking.r-1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("pending entry after DeletePending: Get = %v, want ErrKeyNotFound", err)
+	}
+}
