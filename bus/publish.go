@@ -84,51 +84,58 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 }
 
 // Publish implements [engine.Publisher]. Audit records are stored before
-// any event is published. With recheck, a message whose subject already
-// ends with that message is skipped, which covers a repeat past the
-// deduplication window.
+// any event is published: both go out as asynchronous batches, the audit
+// batch acknowledged before the events are sent. With recheck, a message
+// whose subject already ends with that message is skipped, which covers a
+// repeat past the deduplication window.
 func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
-	var futures []jetstream.PubAckFuture
-	wait := func() error {
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, err)
-			case <-ctx.Done():
-				return fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, ctx.Err())
+	for _, stream := range []engine.Stream{engine.AuditStream, engine.EventStream} {
+		var futures []jetstream.PubAckFuture
+		for _, m := range msgs {
+			if m.Stream != stream {
+				continue
 			}
-		}
-		futures = futures[:0]
-		return nil
-	}
-	for _, m := range msgs {
-		if recheck {
-			done, err := p.stored(ctx, m)
+			if recheck {
+				done, err := p.stored(ctx, m)
+				if err != nil {
+					return err
+				}
+				if done {
+					continue
+				}
+			}
+			msg, err := p.encode(m)
 			if err != nil {
 				return err
 			}
-			if done {
-				continue
+			f, err := p.js.PublishMsgAsync(msg)
+			if err != nil {
+				return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
 			}
+			futures = append(futures, f)
 		}
-		msg, err := p.encode(m)
-		if err != nil {
+		if err := wait(ctx, futures); err != nil {
 			return err
 		}
-		if m.Stream == engine.AuditStream || len(msgs) == 1 {
-			if _, err := p.js.PublishMsg(ctx, msg); err != nil {
-				return fmt.Errorf("bus: publishing %s: %w", msg.Subject, err)
-			}
-			continue
-		}
-		f, err := p.js.PublishMsgAsync(msg)
-		if err != nil {
-			return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait())
-		}
-		futures = append(futures, f)
 	}
-	return wait()
+	return nil
+}
+
+// wait waits for every publish acknowledgement, returning the first error.
+func wait(ctx context.Context, futures []jetstream.PubAckFuture) error {
+	var first error
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if first == nil {
+				first = fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("bus: publishing %s: %w", f.Msg().Subject, ctx.Err())
+		}
+	}
+	return first
 }
 
 // stored reports whether m is already the last message on its subject.

@@ -112,7 +112,9 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err != nil {
 		return Event{}, err
 	}
-	sub, err := c.nc.SubscribeSync(c.names.Event(flow, run, ">"))
+	// A small channel: the run publishes a handful of events per command.
+	inbox := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(c.names.Event(flow, run, ">"), inbox)
 	if err != nil {
 		return Event{}, fmt.Errorf("client: subscribing to %s: %w", c.names.Event(flow, run, ">"), err)
 	}
@@ -131,13 +133,16 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	timeout := time.NewTimer(time.Until(deadline))
+	defer timeout.Stop()
 	for {
-		m, err := sub.NextMsg(time.Until(deadline))
-		if errors.Is(err, nats.ErrTimeout) {
+		var m *nats.Msg
+		select {
+		case m = <-inbox:
+		case <-timeout.C:
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
-		}
-		if err != nil {
-			return Event{}, fmt.Errorf("client: waiting for the outcome: %w", err)
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
 		}
 		kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
 		if !settles(kind) {

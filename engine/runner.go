@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -775,17 +776,28 @@ func (r *Runner) token(flow, run, requestID string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// addFields adds fields to a JSON object that does not have them, by
+// splicing them in before its closing brace.
 func addFields(data json.RawMessage, extra map[string]any) json.RawMessage {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil || m == nil {
-		m = map[string]json.RawMessage{}
+	var b []byte
+	t := bytes.TrimSpace(data)
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		t = []byte("{}")
 	}
-	for k, v := range extra {
-		b, _ := json.Marshal(v)
-		m[k] = b
+	b = append(b, t[:len(t)-1]...)
+	first := len(bytes.TrimSpace(t[1:len(t)-1])) == 0
+	for _, k := range sortedKeys(extra) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(extra[k])
+		b = append(b, kb...)
+		b = append(b, ':')
+		b = append(b, vb...)
 	}
-	b, _ := json.Marshal(m)
-	return b
+	return append(b, '}')
 }
 
 func appendApplied(applied []string, key string) []string {

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+)
+
+// flowName is the flow every measurement runs.
+const flowName = "bench"
+
+// protocol is how a system's clients encode commands and read events.
+type protocol interface {
+	// start returns the inbound message that starts run.
+	start(names bus.Names, run string) (*nats.Msg, error)
+	// resume returns the inbound message that answers the interrupt
+	// announced by interrupted.
+	resume(names bus.Names, run string, interrupted *nats.Msg) (*nats.Msg, error)
+}
+
+// client drives runs the way an agent service would: it subscribes to a
+// run's events, publishes a command to the inbound stream, and waits for
+// the event that settles it. One connection is shared by every client
+// goroutine.
+type client struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names bus.Names
+	proto protocol
+}
+
+func newClient(ctx context.Context, url, name string, names bus.Names, p protocol) (*client, error) {
+	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: url, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &client{nc: nc, js: js, names: names, proto: p}, nil
+}
+
+func (c *client) close() { c.nc.Close() }
+
+// full takes run from start to interrupted and from resume to completed,
+// and returns the latency of each half.
+func (c *client) full(ctx context.Context, run string) (toInterrupted, toCompleted time.Duration, err error) {
+	sub, err := c.subscribe(run)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sub.close()
+	t0 := time.Now()
+	in, err := c.send(ctx, sub, run, "start", func() (*nats.Msg, error) { return c.proto.start(c.names, run) }, "interrupted")
+	if err != nil {
+		return 0, 0, err
+	}
+	t1 := time.Now()
+	if _, err := c.send(ctx, sub, run, "resume", func() (*nats.Msg, error) { return c.proto.resume(c.names, run, in) }, "completed"); err != nil {
+		return 0, 0, err
+	}
+	return t1.Sub(t0), time.Since(t1), nil
+}
+
+// pause starts run and returns once it is interrupted, leaving it waiting.
+func (c *client) pause(ctx context.Context, run string) error {
+	sub, err := c.subscribe(run)
+	if err != nil {
+		return err
+	}
+	defer sub.close()
+	_, err = c.send(ctx, sub, run, "start", func() (*nats.Msg, error) { return c.proto.start(c.names, run) }, "interrupted")
+	return err
+}
+
+// eventBuffer is the room for a run's events not yet read: four are
+// published per run.
+const eventBuffer = 16
+
+// subscription is a core NATS subscription to one run's events.
+type subscription struct {
+	sub *nats.Subscription
+	ch  chan *nats.Msg
+}
+
+// subscribe subscribes to every event of run. The subscription and the
+// publish that follows go over one connection, which the server reads in
+// order, so the subscription is in place before any event can be
+// published: no flush is needed. It delivers to a small channel of its
+// own: SubscribeSync would allocate a channel of nats.DefaultMaxChanLen
+// (65536) slots, 512 KB per run, and the garbage collection that causes
+// would dominate the tail latency of both systems.
+func (c *client) subscribe(run string) (*subscription, error) {
+	subject := c.names.Event(flowName, run, ">")
+	ch := make(chan *nats.Msg, eventBuffer)
+	sub, err := c.nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	return &subscription{sub: sub, ch: ch}, nil
+}
+
+func (s *subscription) close() { _ = s.sub.Unsubscribe() }
+
+// send publishes the command msg makes and waits for an event of kind want.
+func (c *client) send(ctx context.Context, sub *subscription, run, verb string, msg func() (*nats.Msg, error), want string) (*nats.Msg, error) {
+	m, err := msg()
+	if err != nil {
+		return nil, fmt.Errorf("run %s: encoding %s: %w", run, verb, err)
+	}
+	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+		return nil, fmt.Errorf("run %s: publishing %s to %s: %w", run, verb, m.Subject, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventWait)
+	defer cancel()
+	for {
+		var ev *nats.Msg
+		select {
+		case ev = <-sub.ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run %s: waiting for the %s event after %s: %w", run, want, verb, ctx.Err())
+		}
+		switch kind := ev.Subject[strings.LastIndexByte(ev.Subject, '.')+1:]; kind {
+		case want:
+			return ev, nil
+		case "failed", "refused", "cancelled", "expired":
+			return nil, fmt.Errorf("run %s: got a %s event instead of %s after %s: %s", run, kind, want, verb, truncate(ev.Data, 400))
+		}
+	}
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

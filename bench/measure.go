@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+)
+
+// Prefixes of the measurements that share one server: each has its own
+// streams and buckets.
+const (
+	floorPrefix  = "floor"
+	benchPrefix  = "bench"
+	pausedPrefix = "paused"
+)
+
+// runMode starts a server with fsync mode m in a fresh directory, runs the
+// measurements o asks for on it, and removes the directory.
+func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ modeResult, err error) {
+	res := modeResult{Fsync: m.name}
+	dir, err := os.MkdirTemp("", "interlock-bench-")
+	if err != nil {
+		return res, fmt.Errorf("creating data directory: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing data directory %s: %w", dir, rerr))
+		}
+	}()
+	srv, err := bus.StartServer(ctx, bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: m.lazy, Name: "bench"})
+	if err != nil {
+		return res, err
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(progress, "bench: fsync=%s: "+format+"\n", append([]any{m.name}, args...)...)
+	}
+
+	if o.runs > 0 {
+		say("floor: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
+		res.Floor, err = measureFloor(ctx, o, url)
+		if err != nil {
+			return res, fmt.Errorf("floor: %w", err)
+		}
+		say("floor: %.0f runs/s", res.Floor.RunsPerSec)
+		say("interlock: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
+		res.Interlock, err = measureInterlock(ctx, o, url)
+		if err != nil {
+			return res, fmt.Errorf("interlock: %w", err)
+		}
+		say("interlock: %.0f runs/s", res.Interlock.RunsPerSec)
+		res.Ratio = ratios(res.Floor, res.Interlock)
+	}
+	if o.paused > 0 {
+		say("paused: starting %d runs and leaving them at the interrupt", o.paused)
+		res.Paused, err = measurePaused(ctx, o, url)
+		if err != nil {
+			return res, fmt.Errorf("paused runs: %w", err)
+		}
+		before, after := res.Paused.Points[0].Memory, res.Paused.Idle
+		say("paused: Go heap %.1f -> %.1f MB, RSS %.1f -> %.1f MB (after %.0f s idle)", before.HeapInuseMB, after.HeapInuseMB, before.RSSMB, after.RSSMB, res.Paused.IdleSeconds)
+	}
+	return res, nil
+}
+
+// measureFloor measures the hand-written JetStream floor under floorPrefix.
+func measureFloor(ctx context.Context, o options, url string) (_ *systemResult, err error) {
+	names, err := bus.NewNames(floorPrefix)
+	if err != nil {
+		return nil, err
+	}
+	f, err := startFloor(ctx, url, names, o.workers())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, f.stop(context.WithoutCancel(ctx))) }()
+	cl, err := newClient(ctx, url, "bench-floor-client", names, floorProtocol{})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	res, err := measure(ctx, o, cl)
+	if err != nil {
+		return nil, errors.Join(err, f.failure())
+	}
+	if err := f.failure(); err != nil {
+		return nil, err
+	}
+	if res.CheckpointBytes, err = checkpointSizes(ctx, cl.js, names, runID(0)); err != nil {
+		return nil, err
+	}
+	if err := f.stop(ctx); err != nil {
+		return nil, err
+	}
+	return res, deleteStreams(ctx, cl.js, names)
+}
+
+// measureInterlock measures an Interlock service under benchPrefix.
+func measureInterlock(ctx context.Context, o options, url string) (_ *systemResult, err error) {
+	svc, err := startInterlock(ctx, url, benchPrefix, o.workers())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
+	cl, err := newClient(ctx, url, "bench-interlock-client", svc.Names(), interlockProtocol{})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	res, err := measure(ctx, o, cl)
+	if err != nil {
+		return nil, err
+	}
+	if res.CheckpointBytes, err = checkpointSizes(ctx, cl.js, svc.Names(), runID(0)); err != nil {
+		return nil, err
+	}
+	if o.memprofile != "" && o.paused == 0 {
+		if err := writeHeapProfile(o.memprofile); err != nil {
+			return nil, err
+		}
+	}
+	if err := stopInterlock(ctx, svc); err != nil {
+		return nil, err
+	}
+	return res, deleteStreams(ctx, cl.js, svc.Names())
+}
+
+func runID(i int) string { return fmt.Sprintf("r-%06d", i) }
+
+// measure drives the warm-up runs, then o.runs full runs at o.concurrency,
+// recording both latencies of every run and peak memory.
+func measure(ctx context.Context, o options, cl *client) (*systemResult, error) {
+	if err := drive(ctx, o.warmupRuns(), o.concurrency, func(ctx context.Context, i int) error {
+		_, _, err := cl.full(ctx, fmt.Sprintf("w-%06d", i))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	toInterrupted := make([]time.Duration, o.runs)
+	toCompleted := make([]time.Duration, o.runs)
+	runtime.GC()
+	s := startSampler(sampleEvery)
+	begin := time.Now()
+	err := drive(ctx, o.runs, o.concurrency, func(ctx context.Context, i int) error {
+		var err error
+		toInterrupted[i], toCompleted[i], err = cl.full(ctx, runID(i))
+		return err
+	})
+	wall := time.Since(begin)
+	peak := s.stop()
+	if err != nil {
+		return nil, err
+	}
+	return &systemResult{
+		Runs: o.runs, Seconds: wall.Seconds(), RunsPerSec: float64(o.runs) / wall.Seconds(),
+		StartToInterrupted: latencies(toInterrupted), ResumeToCompleted: latencies(toCompleted),
+		Memory: peak,
+	}, nil
+}
+
+// idleWait is how long the paused check leaves the server without
+// traffic before its last reading: nats-server drops a message block's
+// cache 10 s after its last use.
+const idleWait = 12 * time.Second
+
+// measurePaused starts o.paused runs of an Interlock service under
+// pausedPrefix and leaves them waiting. It reads memory before, after each
+// quarter of the runs, and once more after idleWait without traffic.
+func measurePaused(ctx context.Context, o options, url string) (_ *pausedResult, err error) {
+	svc, err := startInterlock(ctx, url, pausedPrefix, o.workers())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
+	cl, err := newClient(ctx, url, "bench-paused-client", svc.Names(), interlockProtocol{})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	// A few full runs first, so that "before" is a warm service.
+	if err := drive(ctx, o.concurrency, o.concurrency, func(ctx context.Context, i int) error {
+		_, _, err := cl.full(ctx, fmt.Sprintf("w-%06d", i))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	res := &pausedResult{Runs: o.paused, Points: []pausedPoint{{Paused: 0, Memory: settledMemory()}}}
+	var spent time.Duration
+	for q := 1; q <= 4; q++ {
+		from, to := o.paused*(q-1)/4, o.paused*q/4
+		begin := time.Now()
+		if err := drive(ctx, to-from, o.concurrency, func(ctx context.Context, i int) error {
+			return cl.pause(ctx, runID(from+i))
+		}); err != nil {
+			return nil, err
+		}
+		spent += time.Since(begin)
+		res.Points = append(res.Points, pausedPoint{Paused: to, Memory: settledMemory()})
+	}
+	res.Seconds = spent.Seconds()
+	select {
+	case <-time.After(idleWait):
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the server to go idle: %w", ctx.Err())
+	}
+	res.IdleSeconds = idleWait.Seconds()
+	res.Idle = settledMemory()
+	if o.memprofile != "" {
+		if err := writeHeapProfile(o.memprofile); err != nil {
+			return nil, err
+		}
+	}
+	// Growth per paused run from the first quarter to the last, so that
+	// caches filled by the first runs do not count.
+	first, last := res.Points[1], res.Points[4]
+	if n := float64(last.Paused - first.Paused); n > 0 {
+		res.HeapBytesPerRun = (last.Memory.HeapInuseMB - first.Memory.HeapInuseMB) * mb / n
+		res.RSSBytesPerRun = (last.Memory.RSSFreedMB - first.Memory.RSSFreedMB) * mb / n
+	}
+	if res.PendingInKV, err = countKeys(ctx, cl.js, svc.Names().PendingBucket()); err != nil {
+		return nil, err
+	}
+	if res.PendingInKV != o.paused {
+		return nil, fmt.Errorf("bucket %s holds %d entries after pausing %d runs", svc.Names().PendingBucket(), res.PendingInKV, o.paused)
+	}
+	return res, nil
+}
+
+// countKeys counts the keys of a bucket.
+func countKeys(ctx context.Context, js jetstream.JetStream, bucket string) (int, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return 0, fmt.Errorf("binding bucket %s: %w", bucket, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing bucket %s: %w", bucket, err)
+	}
+	defer func() { _ = keys.Stop() }() // the listing has ended; Stop only releases it
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n, nil
+}
+
+// deleteStreams deletes the streams and buckets of names, once their
+// workers have stopped, so that the server's memory for them is released
+// before the next measurement.
+func deleteStreams(ctx context.Context, js jetstream.JetStream, names bus.Names) error {
+	for _, s := range []string{names.InStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream()} {
+		if err := js.DeleteStream(ctx, s); err != nil {
+			return fmt.Errorf("deleting stream %s: %w", s, err)
+		}
+	}
+	for _, b := range []string{names.RunsBucket(), names.PendingBucket()} {
+		if err := js.DeleteKeyValue(ctx, b); err != nil {
+			return fmt.Errorf("deleting bucket %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// drive runs do for indexes 0..n-1 on c goroutines, each taking the next
+// index from a shared counter. The first error stops the others and is
+// returned.
+func drive(ctx context.Context, n, c int, do func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(c, n) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := do(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}

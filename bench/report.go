@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// serverNote says what the memory figures include.
+const serverNote = "nats-server runs in this process: RSS and Go heap include the server, the workers and the clients"
+
+// report is everything one invocation measured.
+type report struct {
+	Machine     machine      `json:"machine"`
+	Runs        int          `json:"runs"`
+	Concurrency int          `json:"concurrency"`
+	Workers     int          `json:"workers"`
+	Warmup      int          `json:"warmup"`
+	PausedRuns  int          `json:"pausedRuns,omitempty"`
+	Note        string       `json:"note"`
+	Modes       []modeResult `json:"modes"`
+}
+
+// machine describes where the figures were taken.
+type machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPUModel   string `json:"cpuModel"`
+	MemoryMB   int    `json:"memoryMB"`
+	GoVersion  string `json:"goVersion"`
+	OS         string `json:"os"`
+	Date       string `json:"date"`
+	// LoadAvgStart and LoadAvgEnd are /proc/loadavg's 1, 5 and 15 minute
+	// load averages when the benchmark started and ended.
+	LoadAvgStart string `json:"loadAvgStart"`
+	LoadAvgEnd   string `json:"loadAvgEnd"`
+}
+
+// modeResult is the measurements of one fsync mode.
+type modeResult struct {
+	// Fsync is "always" (fsync before ack) or "lazy".
+	Fsync     string        `json:"fsync"`
+	Floor     *systemResult `json:"floor,omitempty"`
+	Interlock *systemResult `json:"interlock,omitempty"`
+	Ratio     *ratio        `json:"ratio,omitempty"`
+	Paused    *pausedResult `json:"paused,omitempty"`
+}
+
+// systemResult is one system's throughput measurement.
+type systemResult struct {
+	Runs               int     `json:"runs"`
+	Seconds            float64 `json:"seconds"`
+	RunsPerSec         float64 `json:"runsPerSec"`
+	StartToInterrupted latency `json:"startToInterrupted"`
+	ResumeToCompleted  latency `json:"resumeToCompleted"`
+	Memory             memPeak `json:"memory"`
+	// CheckpointBytes are the sizes of the first run's checkpoint
+	// revisions (waiting, completed).
+	CheckpointBytes []int `json:"checkpointBytes,omitempty"`
+}
+
+// latency summarises the latencies of one half of a run.
+type latency struct {
+	P50Ms float64 `json:"p50ms"`
+	P99Ms float64 `json:"p99ms"`
+	MaxMs float64 `json:"maxms"`
+}
+
+// ratio is Interlock's figures divided by the floor's.
+type ratio struct {
+	RunsPerSec            float64 `json:"runsPerSec"`
+	P99StartToInterrupted float64 `json:"p99StartToInterrupted"`
+	P99ResumeToCompleted  float64 `json:"p99ResumeToCompleted"`
+}
+
+// memPeak is the peak memory during a measurement.
+type memPeak struct {
+	// PeakHeapInuseMB is the highest Go heap in use (HeapInuse) sampled.
+	PeakHeapInuseMB float64 `json:"peakHeapInuseMB"`
+	// PeakSysMB is the highest Go memory from the OS (Sys) sampled.
+	PeakSysMB float64 `json:"peakSysMB"`
+	// PeakRSSMB is the highest resident set sampled during the measurement.
+	PeakRSSMB float64 `json:"peakRSSMB"`
+	// MaxRSSMB is ru_maxrss at the end: the process's peak so far, earlier
+	// measurements included.
+	MaxRSSMB float64 `json:"maxRSSMB"`
+}
+
+// pausedResult is the memory flatness measurement.
+type pausedResult struct {
+	Runs int `json:"runs"`
+	// Seconds is the time spent starting the runs, readings excluded.
+	Seconds float64 `json:"seconds"`
+	// Points are readings before any run is paused and after each quarter.
+	Points []pausedPoint `json:"points"`
+	// Idle is the reading after IdleSeconds more without traffic.
+	Idle        memPoint `json:"idle"`
+	IdleSeconds float64  `json:"idleSeconds"`
+	// HeapBytesPerRun and RSSBytesPerRun are the growth of the Go heap and
+	// of the resident set (after FreeOSMemory) from the first quarter to
+	// the last, per paused run.
+	HeapBytesPerRun float64 `json:"heapBytesPerRun"`
+	RSSBytesPerRun  float64 `json:"rssBytesPerRun"`
+	// PendingInKV is the number of keys in the pending bucket at the end.
+	PendingInKV int `json:"pendingInKV"`
+}
+
+// pausedPoint is a memory reading with Paused runs waiting.
+type pausedPoint struct {
+	Paused int      `json:"paused"`
+	Memory memPoint `json:"memory"`
+}
+
+// memPoint is memory at one moment, after a garbage collection.
+type memPoint struct {
+	HeapInuseMB float64 `json:"heapInuseMB"`
+	RSSMB       float64 `json:"rssMB"`
+	// RSSFreedMB is the resident set once freed memory went back to the OS.
+	RSSFreedMB float64 `json:"rssFreedMB"`
+	MaxRSSMB   float64 `json:"maxRSSMB"`
+}
+
+// latencies returns the nearest-rank percentiles of ds.
+func latencies(ds []time.Duration) latency {
+	if len(ds) == 0 {
+		return latency{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(p float64) time.Duration {
+		i := int(float64(len(s))*p+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return latency{P50Ms: ms(rank(0.50)), P99Ms: ms(rank(0.99)), MaxMs: ms(s[len(s)-1])}
+}
+
+func ratios(floor, il *systemResult) *ratio {
+	div := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	return &ratio{
+		RunsPerSec:            div(il.RunsPerSec, floor.RunsPerSec),
+		P99StartToInterrupted: div(il.StartToInterrupted.P99Ms, floor.StartToInterrupted.P99Ms),
+		P99ResumeToCompleted:  div(il.ResumeToCompleted.P99Ms, floor.ResumeToCompleted.P99Ms),
+	}
+}
+
+func machineFacts() machine {
+	m := machine{
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
+		Date: time.Now().UTC().Format(time.RFC3339),
+	}
+	m.CPUModel = procField("/proc/cpuinfo", "model name")
+	m.LoadAvgStart = loadAvg()
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
+		n, _ := strconv.Atoi(strings.Fields(kb)[0])
+		m.MemoryMB = n / 1024
+	}
+	return m
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, or "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// procField returns the value of the first "name: value" line of a /proc
+// file, or "".
+func procField(path, name string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func modeTitle(fsync string) string {
+	if fsync == "lazy" {
+		return "lazy fsync (fsync=lazy)"
+	}
+	return "fsync before ack (fsync=always)"
+}
+
+// writeText writes the report as tables for a person.
+func (r report) writeText(w io.Writer) error {
+	b := &bytes.Buffer{}
+	m := r.Machine
+	fmt.Fprintf(b, "machine: %d CPUs (GOMAXPROCS %d), %s, %d MB, %s %s, %s\n",
+		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.MemoryMB, m.GoVersion, m.OS, m.Date)
+	fmt.Fprintf(b, "load average: %s at start, %s at end (the machine may be shared)\n", m.LoadAvgStart, m.LoadAvgEnd)
+	if r.Runs > 0 {
+		fmt.Fprintf(b, "runs: %d per system, %d client goroutines, %d worker slots, %d warm-up runs first\n", r.Runs, r.Concurrency, r.Workers, r.Warmup)
+	}
+	fmt.Fprintf(b, "memory: %s\n", r.Note)
+	for _, mr := range r.Modes {
+		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Fsync))
+		if mr.Floor != nil && mr.Interlock != nil {
+			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "system\truns/s\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\tcheckpoint bytes\t")
+			for _, s := range []struct {
+				name string
+				res  *systemResult
+			}{{"floor", mr.Floor}, {"interlock", mr.Interlock}} {
+				x := s.res
+				fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n",
+					s.name, x.RunsPerSec, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
+					x.ResumeToCompleted.P50Ms, x.ResumeToCompleted.P99Ms,
+					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB, ints(x.CheckpointBytes))
+			}
+			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t\t%.2fx\t\t%.2fx\t\t\t\t\t\t\n", mr.Ratio.RunsPerSec, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		if p := mr.Paused; p != nil {
+			fmt.Fprintf(b, "paused runs: %d started and left waiting in %.1f s (%.0f/s); the pending bucket holds %d keys\n", p.Runs, p.Seconds, float64(p.Runs)/p.Seconds, p.PendingInKV)
+			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "paused runs\tGo heap in use MB\tRSS MB\tRSS after FreeOSMemory MB\tmax RSS MB\t")
+			row := func(label string, m memPoint) {
+				fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", label, m.HeapInuseMB, m.RSSMB, m.RSSFreedMB, m.MaxRSSMB)
+			}
+			for _, pt := range p.Points {
+				row(strconv.Itoa(pt.Paused), pt.Memory)
+			}
+			row(fmt.Sprintf("%d, %.0f s idle", p.Runs, p.IdleSeconds), p.Idle)
+			fmt.Fprintf(tw, "per paused run (quarter 1 to 4)\t%.0f B\t\t%.0f B\t\t\n", p.HeapBytesPerRun, p.RSSBytesPerRun)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func ints(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, "/")
+}

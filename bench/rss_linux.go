@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// currentRSS returns the process's resident set now, in bytes, from
+// /proc/self/statm.
+func currentRSS() (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * uint64(os.Getpagesize()), true
+}
+
+// maxRSS returns the process's peak resident set so far, in bytes, from
+// getrusage(2): ru_maxrss is in kilobytes on Linux.
+func maxRSS() (uint64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return uint64(ru.Maxrss) * 1024, true
+}

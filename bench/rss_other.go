@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+// currentRSS is not measured outside Linux.
+func currentRSS() (uint64, bool) { return 0, false }
+
+// maxRSS is not measured outside Linux, where ru_maxrss has other units.
+func maxRSS() (uint64, bool) { return 0, false }
