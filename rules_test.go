@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
@@ -342,4 +343,74 @@ func mustNames(t *testing.T) bus.Names {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func TestInterruptedIsPublishedOnlyAfterCheckpointIndexAndAudit(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	svc := natstest.Start(t, srv, testFlows()...)
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	names := svc.Names()
+	runs, err := js.KeyValue(t.Context(), names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := js.KeyValue(t.Context(), names.PendingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := js.Stream(t.Context(), names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		run string
+		err error
+	}
+	results := make(chan seen, 16)
+	// Check, the moment each interrupted event arrives, what is already durable.
+	sub, err := nc.Subscribe("interlock.ev.booking.*.interrupted", func(m *nats.Msg) {
+		var in events.Interrupted
+		ev, err := events.Decode(m.Header, m.Data)
+		if err == nil {
+			err = json.Unmarshal(ev.Data(), &in)
+		}
+		if err == nil {
+			var e jetstream.KeyValueEntry
+			if e, err = runs.Get(t.Context(), "booking."+in.Run); err == nil && e.Revision() < in.Checkpoint {
+				err = fmt.Errorf("checkpoint at %d, event says %d", e.Revision(), in.Checkpoint)
+			}
+		}
+		if err == nil {
+			var e jetstream.KeyValueEntry
+			if e, err = pending.Get(t.Context(), "booking."+in.Run); err == nil && !strings.Contains(string(e.Value()), in.RequestID) {
+				err = fmt.Errorf("pending entry %s is not for request %s", e.Value(), in.RequestID)
+			}
+		}
+		if err == nil {
+			var last *jetstream.RawStreamMsg
+			if last, err = audit.GetLastMsgForSubject(t.Context(), names.Audit("booking", in.Run)); err == nil && !strings.Contains(string(last.Data), in.RequestID) {
+				err = fmt.Errorf("last audit record %s is not the interrupt's", last.Data)
+			}
+		}
+		results <- seen{in.Run, err}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	for i := range 8 {
+		r.start("booking", fmt.Sprintf("r-order-%d", i), nil)
+	}
+	for range 8 {
+		select {
+		case s := <-results:
+			if s.err != nil {
+				t.Fatalf("%s: interrupted published before its effects were durable: %v", s.run, s.err)
+			}
+		case <-time.After(natstest.Wait):
+			t.Fatal("no interrupted event")
+		}
+	}
 }
