@@ -275,7 +275,8 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	}
 	in := engine.Inbound{
 		EventID: ev.ID(), Source: ev.Source(), Seq: md.Sequence.Stream,
-		Traceparent: events.StringExtension(ev, events.ExtTraceparent),
+		Traceparent:   events.StringExtension(ev, events.ExtTraceparent),
+		FirstDelivery: md.NumDelivered == 1,
 	}
 	if ev.Type() != typ {
 		return w.reject(ctx, flow, verb, ev.Subject(), in, events.ReasonInvalidPayload,

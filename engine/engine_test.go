@@ -536,3 +536,31 @@ func TestRunnerConfigIsValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestStartDeliveredTwiceAsFirstDeliveryRunsItsStepOnce(t *testing.T) {
+	calls := 0
+	f := engine.NewFlow[map[string]any]("once").
+		Node("n", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			if _, err := engine.Step(ctx, n, "email", func(context.Context) (int, error) { calls++; return calls, nil }); err != nil {
+				return err
+			}
+			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "x", Question: "x?"}}})
+			return err
+		}).Start("n").MustBuild()
+	h := enginetest.New(t, f)
+	start := engine.Start{Flow: "once", Run: "r-1", Inbound: engine.Inbound{EventID: "e-1", FirstDelivery: true}}
+	for i := range 2 {
+		out, err := h.Runner.Start(t.Context(), start)
+		if err != nil || out.Refused != nil || out.Duplicate != (i == 1) {
+			t.Fatalf("delivery %d: %+v %v", i, out, err)
+		}
+	}
+	other := start
+	other.EventID = "e-2"
+	if out, _ := h.Runner.Start(t.Context(), other); out.Refused == nil || out.Refused.Code != engine.CodeRunExists {
+		t.Fatalf("another start of the run: %+v", out)
+	}
+	if calls != 1 {
+		t.Fatalf("step ran %d times", calls)
+	}
+}

@@ -26,6 +26,9 @@ type exec struct {
 	abort error
 	// persist records the checkpoint mid-node (after a step).
 	persist func(context.Context) error
+	// ensureStored creates the checkpoint if it was never written, so that a
+	// second delivery of a start finds the run before repeating a step.
+	ensureStored func(context.Context) error
 	// requestID returns a new request id.
 	requestID func() string
 	steps     map[string]bool
@@ -326,6 +329,12 @@ func Step[T any](ctx context.Context, n Stepper, name string, fn func(context.Co
 			return zero, x.fail(fmt.Errorf("node %q: recorded result of step %q does not decode into %T: %w", x.cp.Node, name, v, err))
 		}
 		return v, nil
+	}
+	if x.ensureStored != nil {
+		if err := x.ensureStored(ctx); err != nil {
+			x.abort = fmt.Errorf("recording the run before step %q: %w", name, err)
+			return zero, x.abort
+		}
 	}
 	v, err := fn(ctx)
 	if err != nil {

@@ -163,6 +163,10 @@ type Inbound struct {
 	Traceparent string
 	// Seq is the inbound message's stream sequence, 0 if none.
 	Seq uint64
+	// FirstDelivery is set when the message has certainly not been handled
+	// before (JetStream's first delivery of it). A start then skips reading
+	// the checkpoint: creating it fails if the run exists.
+	FirstDelivery bool
 }
 
 // Start starts a run.
@@ -281,8 +285,15 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
 	}
 	key := cmp.Or(cmd.EventID, randomID(16))
-	for range maxConflicts {
-		cp, rev, err := r.cfg.Store.Load(ctx, cmd.Flow, cmd.Run)
+	for attempt := range maxConflicts {
+		var (
+			cp  *Checkpoint
+			rev uint64
+			err = ErrNotFound
+		)
+		if attempt > 0 || !cmd.FirstDelivery {
+			cp, rev, err = r.cfg.Store.Load(ctx, cmd.Flow, cmd.Run)
+		}
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
@@ -612,6 +623,12 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 			cp.Status = Running
 			return t.save(ctx)
 		}
+		x.ensureStored = func(ctx context.Context) error {
+			if t.stored {
+				return nil
+			}
+			return x.persist(ctx)
+		}
 		nodeErr := r.call(ctx, t.f, x)
 		if x.abort != nil {
 			return x.abort
@@ -691,9 +708,46 @@ func interruptedData(in *Interrupt) map[string]any {
 	return d
 }
 
-// finish brings the pending index in line with the checkpoint and publishes
-// the outbox, adding the checkpoint number and the resume token.
+// finish brings the pending index in line with the checkpoint and appends
+// the audit records, both before any event of the outbox is published, then
+// publishes the events with the checkpoint number and the resume token.
 func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck bool) error {
+	var audits, evs []Message
+	for _, m := range cp.Outbox {
+		if m.Stream == AuditStream {
+			audits = append(audits, m)
+			continue
+		}
+		extra := map[string]any{"checkpoint": rev}
+		if m.Kind == "interrupted" && cp.Interrupt != nil {
+			extra["resumeToken"] = r.token(cp.Flow, cp.Run, cp.Interrupt.RequestID)
+		}
+		m.Data = addFields(m.Data, extra)
+		evs = append(evs, m)
+	}
+	indexed := make(chan error, 1)
+	go func() { indexed <- r.index(ctx, cp, rev) }()
+	var auditErr error
+	if len(audits) > 0 {
+		auditErr = r.cfg.Publisher.Publish(ctx, audits, rev, recheck)
+	}
+	if err := <-indexed; err != nil {
+		return err
+	}
+	if auditErr != nil {
+		return fmt.Errorf("engine: appending audit records of %s.%s: %w", cp.Flow, cp.Run, auditErr)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := r.cfg.Publisher.Publish(ctx, evs, rev, recheck); err != nil {
+		return fmt.Errorf("engine: publishing events of %s.%s: %w", cp.Flow, cp.Run, err)
+	}
+	return nil
+}
+
+// index writes or removes the run's pending index entry.
+func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 	switch {
 	case cp.Status == Waiting && cp.Interrupt != nil:
 		in := cp.Interrupt
@@ -708,25 +762,6 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 		if err := r.cfg.Store.DeletePending(ctx, cp.Flow, cp.Run); err != nil {
 			return fmt.Errorf("engine: removing %s.%s from the pending index: %w", cp.Flow, cp.Run, err)
 		}
-	}
-	msgs := make([]Message, 0, len(cp.Outbox))
-	for _, stream := range []Stream{AuditStream, EventStream} {
-		for _, m := range cp.Outbox {
-			if m.Stream != stream {
-				continue
-			}
-			if stream == EventStream {
-				extra := map[string]any{"checkpoint": rev}
-				if m.Kind == "interrupted" && cp.Interrupt != nil {
-					extra["resumeToken"] = r.token(cp.Flow, cp.Run, cp.Interrupt.RequestID)
-				}
-				m.Data = addFields(m.Data, extra)
-			}
-			msgs = append(msgs, m)
-		}
-	}
-	if err := r.cfg.Publisher.Publish(ctx, msgs, rev, recheck); err != nil {
-		return fmt.Errorf("engine: publishing events of %s.%s: %w", cp.Flow, cp.Run, err)
 	}
 	return nil
 }
