@@ -28,7 +28,9 @@ import (
 //
 // Every publish carries a Nats-Msg-Id. The two events of a transition are
 // published asynchronously and awaited together, the audit record before
-// them synchronously, as the Interlock publisher does.
+// them synchronously. Each step waits for the one before: Interlock, which
+// writes the pending entry while its audit records are stored, has one
+// round trip fewer per transition.
 
 // floorHandlerTimeout bounds the handling of one message.
 const floorHandlerTimeout = 25 * time.Second

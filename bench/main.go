@@ -1,8 +1,11 @@
 // Command bench measures Interlock against the raw JetStream floor: the same
 // JetStream work a start->interrupted and resume->completed round needs,
 // done by hand with no Interlock code in the loop. It starts an embedded
-// nats-server once per fsync mode, drives N runs through each system at a
-// given concurrency, and reports runs/s, latency percentiles and memory.
+// nats-server per fsync mode and measurement, drives N runs through each
+// system at a given concurrency, and reports runs/s, latency percentiles and
+// memory. The server runs in this process or, so that the memory figures
+// are the worker's alone, in a child process: the bench binary run again
+// with INTERLOCK_BENCH_SERVER set.
 //
 //	go run ./bench --runs 2000 --concurrency 1
 //	go run ./bench --runs 2000 --concurrency 32
@@ -32,6 +35,11 @@ const (
 	defaultConcurrency = 32
 	defaultFsync       = "both"
 	defaultTimeout     = 10 * time.Minute
+	defaultServer      = serverAuto
+	// defaultIdle is how long the paused check leaves the server without
+	// traffic before its last reading: nats-server drops a message block's
+	// cache 10 s after its last use.
+	defaultIdle = 12 * time.Second
 	// minWorkers is the least number of messages a worker (Interlock's or
 	// the floor's) handles at once, whatever the client concurrency.
 	minWorkers = 32
@@ -42,6 +50,9 @@ const (
 )
 
 func main() {
+	if dir, ok := os.LookupEnv(serverEnv); ok {
+		os.Exit(serverMain(dir, os.Getenv(serverFsyncEnv)))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal cancels ctx and the benchmark winds down; stopping
 	// the notification lets a second signal end the process at once.
@@ -73,6 +84,8 @@ type options struct {
 	cpuprofile  string
 	memprofile  string
 	timeout     time.Duration
+	server      string
+	idle        time.Duration
 }
 
 // mode is one fsync mode of the embedded server.
@@ -92,6 +105,18 @@ func (o options) modes() []mode {
 	return []mode{always, lazy}
 }
 
+// serverFor is where the server of a measurement runs: serverProcess or
+// serverInProcess.
+func (o options) serverFor(paused bool) string {
+	if o.server != serverAuto {
+		return o.server
+	}
+	if paused {
+		return serverProcess
+	}
+	return serverInProcess
+}
+
 // workers is how many messages a worker handles at once.
 func (o options) workers() int { return max(o.concurrency, minWorkers) }
 
@@ -109,15 +134,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system and fsync mode; 0 skips the throughput measurement")
 	fs.IntVar(&o.concurrency, "concurrency", defaultConcurrency, "client goroutines with a run in flight at once")
-	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the embedded server: always (fsync before ack), lazy, or both")
+	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the server: always (fsync before ack), lazy, or both")
 	fs.IntVar(&o.paused, "paused", 0, "if > 0, start this many runs, leave them paused at the interrupt, and report memory before and after")
 	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each measurement; -1 picks min(max(runs/10, concurrency), 100)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after the Interlock runs")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up after this long")
+	fs.StringVar(&o.server, "server", defaultServer, "where nats-server runs: process (a child process, so memory figures are the worker's alone), inprocess, or auto (process for --paused, inprocess for the throughput measurements)")
+	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./bench [flags]\n\nMeasures Interlock against the raw JetStream floor on an embedded nats-server.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: go run ./bench [flags]\n\nMeasures Interlock against the raw JetStream floor on a nats-server of its own.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +170,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{errors.New("nothing to do: --runs and --paused are both 0")}
 	case o.timeout <= 0:
 		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive", o.timeout)}
+	case o.server != serverAuto && o.server != serverProcess && o.server != serverInProcess:
+		return o, usageError{fmt.Errorf("--server is %q; use process, inprocess or auto", o.server)}
+	case o.idle < 0:
+		return o, usageError{fmt.Errorf("--idle is %s; it must be 0 or more", o.idle)}
 	}
 	return o, nil
 }
@@ -174,7 +205,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	rep := report{
 		Machine: machineFacts(), Runs: o.runs, Concurrency: o.concurrency,
-		Workers: o.workers(), Warmup: o.warmupRuns(), PausedRuns: o.paused, Note: serverNote,
+		Workers: o.workers(), Warmup: o.warmupRuns(), PausedRuns: o.paused,
 	}
 	if o.runs == 0 {
 		rep.Warmup = 0
@@ -186,6 +217,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		rep.Modes = append(rep.Modes, res)
 	}
+	rep.Notes = serverNotes(o)
 	rep.Machine.LoadAvgEnd = loadAvg()
 	if o.json {
 		enc := json.NewEncoder(stdout)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -16,81 +15,94 @@ import (
 	"github.com/interlockhq/interlock/bus"
 )
 
-// Prefixes of the measurements that share one server: each has its own
-// streams and buckets.
+// Prefixes of the measurements: each has its own streams and buckets.
 const (
 	floorPrefix  = "floor"
 	benchPrefix  = "bench"
 	pausedPrefix = "paused"
 )
 
-// runMode starts a server with fsync mode m in a fresh directory, runs the
-// measurements o asks for on it, and removes the directory.
+// runMode runs the measurements o asks for with fsync mode m: the
+// throughput measurements (floor, then Interlock) on one server, the
+// paused check on another, each server in a fresh directory removed at
+// the end, in this process or in a child process as o says.
 func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ modeResult, err error) {
 	res := modeResult{Fsync: m.name}
-	dir, err := os.MkdirTemp("", "interlock-bench-")
-	if err != nil {
-		return res, fmt.Errorf("creating data directory: %w", err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("removing data directory %s: %w", dir, rerr))
-		}
-	}()
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: m.lazy, Name: "bench"})
-	if err != nil {
-		return res, err
-	}
-	defer srv.Shutdown()
-	url := srv.ClientURL()
 	say := func(format string, args ...any) {
 		fmt.Fprintf(progress, "bench: fsync=%s: "+format+"\n", append([]any{m.name}, args...)...)
 	}
-
 	if o.runs > 0 {
-		say("floor: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
-		res.Floor, err = measureFloor(ctx, o, url)
+		err := withServer(ctx, o.serverFor(false), m, progress, func(srv *natsServer) error {
+			say("floor: %d runs at concurrency %d (+%d warm-up), server %s", o.runs, o.concurrency, o.warmupRuns(), srv.describe())
+			floor, err := measureFloor(ctx, o, srv)
+			if err != nil {
+				return fmt.Errorf("floor: %w", err)
+			}
+			res.Floor = floor
+			say("floor: %.0f runs/s", floor.RunsPerSec)
+			say("interlock: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
+			il, err := measureInterlock(ctx, o, srv)
+			if err != nil {
+				return fmt.Errorf("interlock: %w", err)
+			}
+			res.Interlock = il
+			say("interlock: %.0f runs/s", il.RunsPerSec)
+			res.Ratio = ratios(floor, il)
+			return nil
+		})
 		if err != nil {
-			return res, fmt.Errorf("floor: %w", err)
+			return res, err
 		}
-		say("floor: %.0f runs/s", res.Floor.RunsPerSec)
-		say("interlock: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
-		res.Interlock, err = measureInterlock(ctx, o, url)
-		if err != nil {
-			return res, fmt.Errorf("interlock: %w", err)
-		}
-		say("interlock: %.0f runs/s", res.Interlock.RunsPerSec)
-		res.Ratio = ratios(res.Floor, res.Interlock)
 	}
 	if o.paused > 0 {
-		say("paused: starting %d runs and leaving them at the interrupt", o.paused)
-		res.Paused, err = measurePaused(ctx, o, url)
+		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
+			say("paused: starting %d runs and leaving them at the interrupt, server %s", o.paused, srv.describe())
+			p, err := measurePaused(ctx, o, srv)
+			if err != nil {
+				return fmt.Errorf("paused runs: %w", err)
+			}
+			res.Paused = p
+			before, after := p.Points[0].Memory, p.Idle
+			say("paused: this process: Go heap %.1f -> %.1f MB, RSS %.1f -> %.1f MB (after %.0f s idle)", before.HeapInuseMB, after.HeapInuseMB, before.RSSMB, after.RSSMB, p.IdleSeconds)
+			if p.Server == serverProcess {
+				say("paused: server process: RSS %.1f -> %.1f MB, VmHWM %.1f MB", before.ServerRSSMB, after.ServerRSSMB, after.ServerHWMMB)
+			}
+			return nil
+		})
 		if err != nil {
-			return res, fmt.Errorf("paused runs: %w", err)
+			return res, err
 		}
-		before, after := res.Paused.Points[0].Memory, res.Paused.Idle
-		say("paused: Go heap %.1f -> %.1f MB, RSS %.1f -> %.1f MB (after %.0f s idle)", before.HeapInuseMB, after.HeapInuseMB, before.RSSMB, after.RSSMB, res.Paused.IdleSeconds)
 	}
 	return res, nil
 }
 
+// withServer starts a server where says, calls do with it, and stops it.
+func withServer(ctx context.Context, where string, m mode, stderr io.Writer, do func(*natsServer) error) (err error) {
+	srv, err := startNATS(ctx, where, m, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, srv.stop()) }()
+	return do(srv)
+}
+
 // measureFloor measures the hand-written JetStream floor under floorPrefix.
-func measureFloor(ctx context.Context, o options, url string) (_ *systemResult, err error) {
+func measureFloor(ctx context.Context, o options, srv *natsServer) (_ *systemResult, err error) {
 	names, err := bus.NewNames(floorPrefix)
 	if err != nil {
 		return nil, err
 	}
-	f, err := startFloor(ctx, url, names, o.workers())
+	f, err := startFloor(ctx, srv.url, names, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, f.stop(context.WithoutCancel(ctx))) }()
-	cl, err := newClient(ctx, url, "bench-floor-client", names, floorProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-floor-client", names, floorProtocol{})
 	if err != nil {
 		return nil, err
 	}
 	defer cl.close()
-	res, err := measure(ctx, o, cl)
+	res, err := measure(ctx, o, cl, srv)
 	if err != nil {
 		return nil, errors.Join(err, f.failure())
 	}
@@ -107,18 +119,18 @@ func measureFloor(ctx context.Context, o options, url string) (_ *systemResult, 
 }
 
 // measureInterlock measures an Interlock service under benchPrefix.
-func measureInterlock(ctx context.Context, o options, url string) (_ *systemResult, err error) {
-	svc, err := startInterlock(ctx, url, benchPrefix, o.workers())
+func measureInterlock(ctx context.Context, o options, srv *natsServer) (_ *systemResult, err error) {
+	svc, err := startInterlock(ctx, srv.url, benchPrefix, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, url, "bench-interlock-client", svc.Names(), interlockProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-interlock-client", svc.Names(), interlockProtocol{})
 	if err != nil {
 		return nil, err
 	}
 	defer cl.close()
-	res, err := measure(ctx, o, cl)
+	res, err := measure(ctx, o, cl, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -139,8 +151,9 @@ func measureInterlock(ctx context.Context, o options, url string) (_ *systemResu
 func runID(i int) string { return fmt.Sprintf("r-%06d", i) }
 
 // measure drives the warm-up runs, then o.runs full runs at o.concurrency,
-// recording both latencies of every run and peak memory.
-func measure(ctx context.Context, o options, cl *client) (*systemResult, error) {
+// recording both latencies of every run and peak memory, the server's too
+// when it runs in a child process.
+func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*systemResult, error) {
 	if err := drive(ctx, o.warmupRuns(), o.concurrency, func(ctx context.Context, i int) error {
 		_, _, err := cl.full(ctx, fmt.Sprintf("w-%06d", i))
 		return err
@@ -150,7 +163,7 @@ func measure(ctx context.Context, o options, cl *client) (*systemResult, error) 
 	toInterrupted := make([]time.Duration, o.runs)
 	toCompleted := make([]time.Duration, o.runs)
 	runtime.GC()
-	s := startSampler(sampleEvery)
+	s := startSampler(sampleEvery, srv)
 	begin := time.Now()
 	err := drive(ctx, o.runs, o.concurrency, func(ctx context.Context, i int) error {
 		var err error
@@ -163,27 +176,22 @@ func measure(ctx context.Context, o options, cl *client) (*systemResult, error) 
 		return nil, err
 	}
 	return &systemResult{
-		Runs: o.runs, Seconds: wall.Seconds(), RunsPerSec: float64(o.runs) / wall.Seconds(),
+		Runs: o.runs, Server: srv.where, Seconds: wall.Seconds(), RunsPerSec: float64(o.runs) / wall.Seconds(),
 		StartToInterrupted: latencies(toInterrupted), ResumeToCompleted: latencies(toCompleted),
 		Memory: peak,
 	}, nil
 }
 
-// idleWait is how long the paused check leaves the server without
-// traffic before its last reading: nats-server drops a message block's
-// cache 10 s after its last use.
-const idleWait = 12 * time.Second
-
 // measurePaused starts o.paused runs of an Interlock service under
 // pausedPrefix and leaves them waiting. It reads memory before, after each
-// quarter of the runs, and once more after idleWait without traffic.
-func measurePaused(ctx context.Context, o options, url string) (_ *pausedResult, err error) {
-	svc, err := startInterlock(ctx, url, pausedPrefix, o.workers())
+// quarter of the runs, and once more after o.idle without traffic.
+func measurePaused(ctx context.Context, o options, srv *natsServer) (_ *pausedResult, err error) {
+	svc, err := startInterlock(ctx, srv.url, pausedPrefix, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, url, "bench-paused-client", svc.Names(), interlockProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-paused-client", svc.Names(), interlockProtocol{})
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +203,7 @@ func measurePaused(ctx context.Context, o options, url string) (_ *pausedResult,
 	}); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	res := &pausedResult{Runs: o.paused, Points: []pausedPoint{{Paused: 0, Memory: settledMemory()}}}
+	res := &pausedResult{Runs: o.paused, Server: srv.where, Points: []pausedPoint{{Paused: 0, Memory: settledMemory(srv)}}}
 	var spent time.Duration
 	for q := 1; q <= 4; q++ {
 		from, to := o.paused*(q-1)/4, o.paused*q/4
@@ -206,16 +214,18 @@ func measurePaused(ctx context.Context, o options, url string) (_ *pausedResult,
 			return nil, err
 		}
 		spent += time.Since(begin)
-		res.Points = append(res.Points, pausedPoint{Paused: to, Memory: settledMemory()})
+		res.Points = append(res.Points, pausedPoint{Paused: to, Memory: settledMemory(srv)})
 	}
 	res.Seconds = spent.Seconds()
+	idle := time.NewTimer(o.idle)
+	defer idle.Stop()
 	select {
-	case <-time.After(idleWait):
+	case <-idle.C:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the server to go idle: %w", ctx.Err())
 	}
-	res.IdleSeconds = idleWait.Seconds()
-	res.Idle = settledMemory()
+	res.IdleSeconds = o.idle.Seconds()
+	res.Idle = settledMemory(srv)
 	if o.memprofile != "" {
 		if err := writeHeapProfile(o.memprofile); err != nil {
 			return nil, err
@@ -227,6 +237,7 @@ func measurePaused(ctx context.Context, o options, url string) (_ *pausedResult,
 	if n := float64(last.Paused - first.Paused); n > 0 {
 		res.HeapBytesPerRun = (last.Memory.HeapInuseMB - first.Memory.HeapInuseMB) * mb / n
 		res.RSSBytesPerRun = (last.Memory.RSSFreedMB - first.Memory.RSSFreedMB) * mb / n
+		res.ServerRSSBytesPerRun = (last.Memory.ServerRSSMB - first.Memory.ServerRSSMB) * mb / n
 	}
 	if res.PendingInKV, err = countKeys(ctx, cl.js, svc.Names().PendingBucket()); err != nil {
 		return nil, err

@@ -28,29 +28,34 @@ func goMemory(s []metrics.Sample) (heapInuse, sys uint64) {
 
 // sampler records peak memory until stopped.
 type sampler struct {
+	srv  *natsServer
 	quit chan struct{}
 	done chan memPeak
 }
 
 // startSampler samples the Go heap in use, Go sys memory and the process's
-// resident set every interval until stop.
-func startSampler(every time.Duration) *sampler {
-	s := &sampler{quit: make(chan struct{}), done: make(chan memPeak, 1)}
+// resident set every interval until stop, and the resident set of srv's
+// child process if it has one.
+func startSampler(every time.Duration, srv *natsServer) *sampler {
+	s := &sampler{srv: srv, quit: make(chan struct{}), done: make(chan memPeak, 1)}
 	go s.loop(every)
 	return s
 }
 
 func (s *sampler) loop(every time.Duration) {
 	var (
-		peak                    memPeak
-		heapMax, sysMax, rssMax uint64
-		buf                     = make([]metrics.Sample, 3)
+		peak                               memPeak
+		heapMax, sysMax, rssMax, serverMax uint64
+		buf                                = make([]metrics.Sample, 3)
 	)
 	sample := func() {
 		h, sys := goMemory(buf)
 		heapMax, sysMax = max(heapMax, h), max(sysMax, sys)
 		if rss, ok := currentRSS(); ok {
 			rssMax = max(rssMax, rss)
+		}
+		if rss, _, ok := s.srv.memory(); ok {
+			serverMax = max(serverMax, rss)
 		}
 	}
 	t := time.NewTicker(every)
@@ -68,6 +73,10 @@ func (s *sampler) loop(every time.Duration) {
 			if m, ok := maxRSS(); ok {
 				peak.MaxRSSMB = float64(m) / mb
 			}
+			peak.ServerPeakRSSMB = float64(serverMax) / mb
+			if _, hwm, ok := s.srv.memory(); ok {
+				peak.ServerHWMMB = float64(hwm) / mb
+			}
 			s.done <- peak
 			return
 		}
@@ -83,9 +92,11 @@ func (s *sampler) stop() memPeak {
 // settledMemory collects garbage and reads the Go heap in use, the
 // resident set as it is, and the resident set once freed memory has been
 // returned to the OS. It collects twice: objects parked in a sync.Pool
-// (nats-server keeps 4 and 8 MB block buffers there) survive one
-// collection and are freed by the second.
-func settledMemory() memPoint {
+// (nats-server keeps 4 and 8 MB block buffers there when it runs in this
+// process) survive one collection and are freed by the second. When srv
+// runs in a child process it also reads the child's resident set and
+// peak, as they are: the child's garbage is not collected first.
+func settledMemory(srv *natsServer) memPoint {
 	runtime.GC()
 	runtime.GC()
 	h, _ := goMemory(make([]metrics.Sample, 3))
@@ -99,6 +110,9 @@ func settledMemory() memPoint {
 	}
 	if m, ok := maxRSS(); ok {
 		p.MaxRSSMB = float64(m) / mb
+	}
+	if rss, hwm, ok := srv.memory(); ok {
+		p.ServerRSSMB, p.ServerHWMMB = float64(rss)/mb, float64(hwm)/mb
 	}
 	return p
 }

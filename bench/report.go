@@ -14,19 +14,44 @@ import (
 	"time"
 )
 
-// serverNote says what the memory figures include.
-const serverNote = "nats-server runs in this process: RSS and Go heap include the server, the workers and the clients"
+// What the memory figures include, by where the server runs.
+const (
+	inProcessNote = "nats-server runs in this process: its RSS and Go heap include the server, the worker and the clients"
+	processNote   = "nats-server runs in a child process: this process's RSS and Go heap are the worker's (Interlock's service or the floor's pool) and the clients'; the server's RSS (VmRSS, VmHWM) is shown apart"
+)
+
+// serverNotes says what the memory figures of each measurement o asks for
+// include.
+func serverNotes(o options) []string {
+	note := func(where string) string {
+		if where == serverProcess {
+			return processNote
+		}
+		return inProcessNote
+	}
+	var notes []string
+	switch {
+	case o.runs > 0 && o.paused > 0 && o.serverFor(false) != o.serverFor(true):
+		notes = append(notes, "throughput: "+note(o.serverFor(false)), "paused runs: "+note(o.serverFor(true)))
+	case o.runs > 0:
+		notes = append(notes, note(o.serverFor(false)))
+	default:
+		notes = append(notes, note(o.serverFor(true)))
+	}
+	return notes
+}
 
 // report is everything one invocation measured.
 type report struct {
-	Machine     machine      `json:"machine"`
-	Runs        int          `json:"runs"`
-	Concurrency int          `json:"concurrency"`
-	Workers     int          `json:"workers"`
-	Warmup      int          `json:"warmup"`
-	PausedRuns  int          `json:"pausedRuns,omitempty"`
-	Note        string       `json:"note"`
-	Modes       []modeResult `json:"modes"`
+	Machine     machine `json:"machine"`
+	Runs        int     `json:"runs"`
+	Concurrency int     `json:"concurrency"`
+	Workers     int     `json:"workers"`
+	Warmup      int     `json:"warmup"`
+	PausedRuns  int     `json:"pausedRuns,omitempty"`
+	// Notes say what the memory figures include.
+	Notes []string     `json:"notes"`
+	Modes []modeResult `json:"modes"`
 }
 
 // machine describes where the figures were taken.
@@ -56,7 +81,10 @@ type modeResult struct {
 
 // systemResult is one system's throughput measurement.
 type systemResult struct {
-	Runs               int     `json:"runs"`
+	Runs int `json:"runs"`
+	// Server is where the server ran: "process" (a child process) or
+	// "inprocess".
+	Server             string  `json:"server"`
 	Seconds            float64 `json:"seconds"`
 	RunsPerSec         float64 `json:"runsPerSec"`
 	StartToInterrupted latency `json:"startToInterrupted"`
@@ -92,11 +120,21 @@ type memPeak struct {
 	// MaxRSSMB is ru_maxrss at the end: the process's peak so far, earlier
 	// measurements included.
 	MaxRSSMB float64 `json:"maxRSSMB"`
+	// ServerPeakRSSMB is the highest resident set (VmRSS) of the server's
+	// child process sampled; 0 when the server runs in this process.
+	ServerPeakRSSMB float64 `json:"serverPeakRSSMB,omitempty"`
+	// ServerHWMMB is the child's VmHWM at the end: its peak resident set
+	// so far as Linux records it, which it updates lazily, so it can be a
+	// little below ServerPeakRSSMB.
+	ServerHWMMB float64 `json:"serverHWMMB,omitempty"`
 }
 
 // pausedResult is the memory flatness measurement.
 type pausedResult struct {
 	Runs int `json:"runs"`
+	// Server is where the server ran: "process" (a child process) or
+	// "inprocess".
+	Server string `json:"server"`
 	// Seconds is the time spent starting the runs, readings excluded.
 	Seconds float64 `json:"seconds"`
 	// Points are readings before any run is paused and after each quarter.
@@ -109,6 +147,9 @@ type pausedResult struct {
 	// the last, per paused run.
 	HeapBytesPerRun float64 `json:"heapBytesPerRun"`
 	RSSBytesPerRun  float64 `json:"rssBytesPerRun"`
+	// ServerRSSBytesPerRun is the growth of the server child's resident
+	// set over the same runs; 0 when the server runs in this process.
+	ServerRSSBytesPerRun float64 `json:"serverRSSBytesPerRun,omitempty"`
 	// PendingInKV is the number of keys in the pending bucket at the end.
 	PendingInKV int `json:"pendingInKV"`
 }
@@ -125,7 +166,13 @@ type memPoint struct {
 	RSSMB       float64 `json:"rssMB"`
 	// RSSFreedMB is the resident set once freed memory went back to the OS.
 	RSSFreedMB float64 `json:"rssFreedMB"`
-	MaxRSSMB   float64 `json:"maxRSSMB"`
+	// MaxRSSMB is this process's ru_maxrss: its peak resident set so far.
+	MaxRSSMB float64 `json:"maxRSSMB"`
+	// ServerRSSMB and ServerHWMMB are the server child's resident set
+	// (VmRSS) and its peak so far (VmHWM), read without collecting its
+	// garbage; 0 when the server runs in this process.
+	ServerRSSMB float64 `json:"serverRSSMB,omitempty"`
+	ServerHWMMB float64 `json:"serverHWMMB,omitempty"`
 }
 
 // latencies returns the nearest-rank percentiles of ds.
@@ -219,39 +266,72 @@ func (r report) writeText(w io.Writer) error {
 	if r.Runs > 0 {
 		fmt.Fprintf(b, "runs: %d per system, %d client goroutines, %d worker slots, %d warm-up runs first\n", r.Runs, r.Concurrency, r.Workers, r.Warmup)
 	}
-	fmt.Fprintf(b, "memory: %s\n", r.Note)
+	for _, n := range r.Notes {
+		fmt.Fprintf(b, "memory: %s\n", n)
+	}
 	for _, mr := range r.Modes {
 		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Fsync))
 		if mr.Floor != nil && mr.Interlock != nil {
+			child := mr.Floor.Server == serverProcess
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "system\truns/s\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\tcheckpoint bytes\t")
+			head := "system\truns/s\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\t"
+			if child {
+				head += "server peak RSS MB\tserver VmHWM MB\t"
+			}
+			fmt.Fprintln(tw, head+"checkpoint bytes\t")
 			for _, s := range []struct {
 				name string
 				res  *systemResult
 			}{{"floor", mr.Floor}, {"interlock", mr.Interlock}} {
 				x := s.res
-				fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n",
+				fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t",
 					s.name, x.RunsPerSec, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
 					x.ResumeToCompleted.P50Ms, x.ResumeToCompleted.P99Ms,
-					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB, ints(x.CheckpointBytes))
+					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB)
+				if child {
+					fmt.Fprintf(tw, "%.1f\t%.1f\t", x.Memory.ServerPeakRSSMB, x.Memory.ServerHWMMB)
+				}
+				fmt.Fprintf(tw, "%s\t\n", ints(x.CheckpointBytes))
 			}
-			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t\t%.2fx\t\t%.2fx\t\t\t\t\t\t\n", mr.Ratio.RunsPerSec, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted)
+			blanks := strings.Repeat("\t", 6)
+			if child {
+				blanks += "\t\t"
+			}
+			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", mr.Ratio.RunsPerSec, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 		}
 		if p := mr.Paused; p != nil {
 			fmt.Fprintf(b, "paused runs: %d started and left waiting in %.1f s (%.0f/s); the pending bucket holds %d keys\n", p.Runs, p.Seconds, float64(p.Runs)/p.Seconds, p.PendingInKV)
+			child := p.Server == serverProcess
+			if child {
+				fmt.Fprintln(b, "this process (worker and clients) and, apart, the server's child process")
+			} else {
+				fmt.Fprintln(b, "this process, server included")
+			}
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "paused runs\tGo heap in use MB\tRSS MB\tRSS after FreeOSMemory MB\tmax RSS MB\t")
+			head := "paused runs\tGo heap in use MB\tRSS MB\tRSS after FreeOSMemory MB\tmax RSS MB\t"
+			if child {
+				head += "server RSS MB\tserver VmHWM MB\t"
+			}
+			fmt.Fprintln(tw, head)
 			row := func(label string, m memPoint) {
-				fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", label, m.HeapInuseMB, m.RSSMB, m.RSSFreedMB, m.MaxRSSMB)
+				fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t", label, m.HeapInuseMB, m.RSSMB, m.RSSFreedMB, m.MaxRSSMB)
+				if child {
+					fmt.Fprintf(tw, "%.1f\t%.1f\t", m.ServerRSSMB, m.ServerHWMMB)
+				}
+				fmt.Fprintln(tw)
 			}
 			for _, pt := range p.Points {
 				row(strconv.Itoa(pt.Paused), pt.Memory)
 			}
 			row(fmt.Sprintf("%d, %.0f s idle", p.Runs, p.IdleSeconds), p.Idle)
-			fmt.Fprintf(tw, "per paused run (quarter 1 to 4)\t%.0f B\t\t%.0f B\t\t\n", p.HeapBytesPerRun, p.RSSBytesPerRun)
+			fmt.Fprintf(tw, "per paused run (quarter 1 to 4)\t%.0f B\t\t%.0f B\t\t", p.HeapBytesPerRun, p.RSSBytesPerRun)
+			if child {
+				fmt.Fprintf(tw, "%.0f B\t\t", p.ServerRSSBytesPerRun)
+			}
+			fmt.Fprintln(tw)
 			if err := tw.Flush(); err != nil {
 				return err
 			}

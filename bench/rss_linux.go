@@ -34,3 +34,39 @@ func maxRSS() (uint64, bool) {
 	}
 	return uint64(ru.Maxrss) * 1024, true
 }
+
+// processRSS returns the resident set of process pid now and its peak so
+// far, in bytes, from the VmRSS and VmHWM lines of /proc/<pid>/status.
+func processRSS(pid int) (rss, hwm uint64, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, false
+	}
+	var seen int
+	for line := range bytes.Lines(b) {
+		k, v, found := bytes.Cut(line, []byte(":"))
+		if !found {
+			continue
+		}
+		var dst *uint64
+		switch string(k) {
+		case "VmRSS":
+			dst = &rss
+		case "VmHWM":
+			dst = &hwm
+		default:
+			continue
+		}
+		f := bytes.Fields(v) // "12345 kB"
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, 0, false
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		*dst = kb * 1024
+		seen++
+	}
+	return rss, hwm, seen == 2
+}
