@@ -26,11 +26,9 @@ import (
 //	        the revision read; KV Delete the pending entry; publish one audit
 //	        record; publish resumed and completed; ack.
 //
-// Every publish carries a Nats-Msg-Id. The two events of a transition are
-// published asynchronously and awaited together, the audit record before
-// them synchronously. Each step waits for the one before: Interlock, which
-// writes the pending entry while its audit records are stored, has one
-// round trip fewer per transition.
+// Every publish carries a Nats-Msg-Id. The pending entry is written while
+// the audit record is stored, as Interlock does, and both are acknowledged
+// before the two events are published asynchronously and awaited together.
 
 // floorHandlerTimeout bounds the handling of one message.
 const floorHandlerTimeout = 25 * time.Second
@@ -304,10 +302,13 @@ func (f *floor) start(ctx context.Context, cmd floorCommand) error {
 	if err != nil {
 		return fmt.Errorf("encoding pending entry %s: %w", key, err)
 	}
-	if _, err := f.pending.Put(ctx, key, p); err != nil {
-		return fmt.Errorf("writing pending entry %s: %w", key, err)
+	index := func(ctx context.Context) error {
+		if _, err := f.pending.Put(ctx, key, p); err != nil {
+			return fmt.Errorf("writing pending entry %s: %w", key, err)
+		}
+		return nil
 	}
-	return f.publish(ctx, run, now, "started",
+	return f.publish(ctx, run, now, index, "started",
 		map[string]any{"by": cmd.Source, "eventId": cmd.ID, "action": "started"},
 		map[string]any{"flow": flowName, "run": run, "checkpoint": rev},
 		"interrupted",
@@ -340,25 +341,35 @@ func (f *floor) resume(ctx context.Context, cmd floorCommand) error {
 	if err != nil {
 		return fmt.Errorf("updating checkpoint %s from revision %d: %w", key, e.Revision(), err)
 	}
-	if err := f.pending.Delete(ctx, key); err != nil {
-		return fmt.Errorf("deleting pending entry %s: %w", key, err)
+	index := func(ctx context.Context) error {
+		if err := f.pending.Delete(ctx, key); err != nil {
+			return fmt.Errorf("deleting pending entry %s: %w", key, err)
+		}
+		return nil
 	}
-	return f.publish(ctx, run, now, "resumed",
+	return f.publish(ctx, run, now, index, "resumed",
 		map[string]any{"by": cmd.Source, "eventId": cmd.ID, "requestId": requestID, "action": "resumed"},
 		map[string]any{"flow": flowName, "run": run, "node": "ask", "requestId": requestID, "kind": "question", "checkpoint": rev},
 		"completed",
 		map[string]any{"flow": flowName, "run": run, "state": doc.State, "checkpoint": rev})
 }
 
-// publish stores one audit record (synchronously), then publishes the
-// events first and second asynchronously and waits for both.
-func (f *floor) publish(ctx context.Context, run string, now time.Time, first string, audit, firstData map[string]any, second string, secondData map[string]any) error {
+// publish stores one audit record while index updates the pending index,
+// then publishes the events first and second asynchronously and waits for
+// both.
+func (f *floor) publish(ctx context.Context, run string, now time.Time, index func(context.Context) error, first string, audit, firstData map[string]any, second string, secondData map[string]any) error {
 	am, err := f.event(f.names.Audit(flowName, run), "io.interlock.audit."+first, run, now, audit)
 	if err != nil {
 		return err
 	}
-	if _, err := f.js.PublishMsg(ctx, am); err != nil {
-		return fmt.Errorf("publishing %s: %w", am.Subject, err)
+	indexed := make(chan error, 1)
+	go func() { indexed <- index(ctx) }()
+	_, auditErr := f.js.PublishMsg(ctx, am)
+	if err := <-indexed; err != nil {
+		return err
+	}
+	if auditErr != nil {
+		return fmt.Errorf("publishing %s: %w", am.Subject, auditErr)
 	}
 	futures := make([]jetstream.PubAckFuture, 0, 2)
 	for _, e := range []struct {
