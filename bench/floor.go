@@ -20,11 +20,11 @@ import (
 // provision, so the streams and buckets are configured as Interlock's):
 //
 //	start:  consume the start from the work queue; KV Create the checkpoint
-//	        (~1 KB of JSON); KV Put the pending entry; publish one audit
-//	        record; publish started and interrupted; ack.
+//	        (~1 KB of JSON); KV Put the pending entry while publishing one
+//	        audit record; publish started and interrupted; ack.
 //	resume: consume the resume; KV Get the checkpoint; KV Update it with
-//	        the revision read; KV Delete the pending entry; publish one audit
-//	        record; publish resumed and completed; ack.
+//	        the revision read; KV Delete the pending entry while publishing
+//	        one audit record; publish resumed and completed; ack.
 //
 // Every publish carries a Nats-Msg-Id. The pending entry is written while
 // the audit record is stored, as Interlock does, and both are acknowledged

@@ -22,6 +22,9 @@ const (
 	DefaultHandlerTimeout = 25 * time.Second
 )
 
+// consumePause is how long the worker waits after the consumer reports an error.
+const consumePause = 250 * time.Millisecond
+
 // Dead-letter reasons decided by the worker.
 const (
 	ReasonUnknownSubject = "unknown_subject"
@@ -146,7 +149,16 @@ func (w *Worker) consume(iter jetstream.MessagesContext) {
 			return
 		}
 		if err != nil {
-			w.log.Debug().Err(err).Msg("consumer: waiting for messages")
+			// Heartbeats missed, a reconnect, a consumer recreated: the
+			// iterator recovers; wait a moment rather than spin on it.
+			w.log.Warn().Err(err).Msg("consumer: no messages; retrying")
+			pause := time.NewTimer(consumePause)
+			select {
+			case <-pause.C:
+			case <-w.base.Done():
+				pause.Stop()
+				return
+			}
 			continue
 		}
 		w.sem <- struct{}{}
