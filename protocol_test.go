@@ -167,7 +167,29 @@ func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 		}
 	}
 	audit := natstest.Read(t, r.js, r.names.AuditStream(), r.names.Audit("booking", run))
-	if len(audit) < 8 {
-		t.Fatalf("audit stream holds %d records for the run", len(audit))
+	if len(audit) != 7 {
+		t.Fatalf("audit stream holds %d records for the run, want one per transition: 7", len(audit))
+	}
+	for i, a := range audit {
+		var rec struct {
+			Action  string `json:"action"`
+			Outcome struct {
+				Status string `json:"status"`
+			} `json:"outcome"`
+		}
+		a.Decode(t, &rec)
+		wantAction, wantStatus := "resumed", "waiting"
+		if i == 0 {
+			wantAction = "started"
+		}
+		if i == len(audit)-1 {
+			wantStatus = "completed"
+		}
+		if rec.Action != wantAction || rec.Outcome.Status != wantStatus || a.Event.Type() != "io.interlock.audit."+wantAction {
+			t.Fatalf("audit record %d: %s -> %s (%s), want %s -> %s", i, rec.Action, rec.Outcome.Status, a.Event.Type(), wantAction, wantStatus)
+		}
+		if strings.Contains(string(a.Data), "ann@example.com") || strings.Contains(string(a.Data), in.ResumeToken) {
+			t.Fatalf("audit record %d holds an answer or a token: %s", i, a.Data)
+		}
 	}
 }

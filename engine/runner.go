@@ -241,6 +241,18 @@ func (t *txn) emit(kind string, data map[string]any) {
 	t.add(EventStream, kind, data)
 }
 
+// outcome completes the transition's audit record with where the run ended
+// up: one record per transition, naming the command and its outcome.
+func (t *txn) outcome(data map[string]any) {
+	data["status"] = t.cp.Status
+	for i := len(t.cp.Outbox) - 1; i >= 0; i-- {
+		if m := &t.cp.Outbox[i]; m.Stream == AuditStream {
+			m.Data = addFields(m.Data, map[string]any{"outcome": data})
+			return
+		}
+	}
+}
+
 func (t *txn) audit(action string, data map[string]any) {
 	data["action"] = action
 	data["at"] = t.now
@@ -550,7 +562,8 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 			cp.Traceparent = cmd.Traceparent
 		}
 		by := cmp.Or(cmd.By, cmd.Source)
-		t.audit("cancelled", map[string]any{"node": node, "by": by, "source": cmd.Source, "reason": cmd.Reason, "eventId": cmd.EventID})
+		t.audit("cancelled", map[string]any{"node": node, "by": by, "source": cmd.Source, "reason": cmd.Reason, "eventId": cmd.EventID,
+			"outcome": map[string]any{"status": Cancelled}})
 		t.emit("cancelled", map[string]any{"node": node, "reason": cmd.Reason, "by": by})
 		err = t.save(ctx)
 		if isConflict(err) {
@@ -635,7 +648,7 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 		}
 		if x.paused != nil && x.err == nil {
 			cp.Status, cp.Interrupt = Waiting, x.paused
-			t.audit("interrupted", map[string]any{"node": cp.Node, "requestId": x.paused.RequestID, "kind": x.paused.Kind})
+			t.outcome(map[string]any{"node": cp.Node, "requestId": x.paused.RequestID, "kind": x.paused.Kind})
 			t.emit("interrupted", interruptedData(x.paused))
 			return nil
 		}
@@ -654,7 +667,7 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 		cp.Resumes, cp.Steps, cp.Interrupt = nil, nil, nil
 		if next == End {
 			cp.Status = Completed
-			t.audit("completed", map[string]any{"node": cp.Node})
+			t.outcome(map[string]any{"node": cp.Node})
 			t.emit("completed", map[string]any{"state": cp.State})
 			return nil
 		}
@@ -664,7 +677,7 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 
 func (t *txn) failRun(err error) {
 	t.cp.Status, t.cp.Interrupt, t.cp.Error = Failed, nil, err.Error()
-	t.audit("failed", map[string]any{"node": t.cp.Node, "error": err.Error()})
+	t.outcome(map[string]any{"node": t.cp.Node, "error": err.Error()})
 	t.emit("failed", map[string]any{"node": t.cp.Node, "error": err.Error()})
 }
 
