@@ -414,3 +414,22 @@ func TestInterruptedIsPublishedOnlyAfterCheckpointIndexAndAudit(t *testing.T) {
 		}
 	}
 }
+
+func TestStartWithoutSubjectGetsARunIDThatEveryEventCarries(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "", map[string]any{"state": map[string]any{"email": "a@b.c"}})
+	evs := natstest.WaitFor(t, r.js, r.names.EventStream(), "interlock.ev.booking.*.>", natstest.Nth("interrupted", 1))
+	run := evs[0].Event.Subject()
+	if !strings.HasPrefix(run, "r-") {
+		t.Fatalf("assigned run id %q", run)
+	}
+	for _, e := range evs {
+		if e.Event.Subject() != run || !strings.HasPrefix(e.Subject, "interlock.ev.booking."+run+".") {
+			t.Fatalf("%s carries run %q, want %q", e.Subject, e.Event.Subject(), run)
+		}
+	}
+	if cp, _ := r.checkpoint("booking", run); cp.Run != run {
+		t.Fatalf("checkpoint run %q", cp.Run)
+	}
+}

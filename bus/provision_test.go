@@ -1,0 +1,92 @@
+package bus_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/internal/natstest"
+)
+
+func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	for _, prefix := range []string{"", "acme"} {
+		n, err := bus.NewNames(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // a second worker provisions the same names
+			if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{}); err != nil {
+				t.Fatalf("prefix %q: %v", prefix, err)
+			}
+		}
+		info := func(name string) *jetstream.StreamInfo {
+			t.Helper()
+			s, err := js.Stream(t.Context(), name)
+			if err != nil {
+				t.Fatalf("stream %s: %v", name, err)
+			}
+			i, err := s.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return i
+		}
+		in := info(n.InStream())
+		if in.Config.Retention != jetstream.WorkQueuePolicy || in.Config.Storage != jetstream.FileStorage || in.Config.Subjects[0] != n.Prefix+".in.>" {
+			t.Errorf("%s: %+v", n.InStream(), in.Config)
+		}
+		ev := info(n.EventStream())
+		if ev.Config.Retention != jetstream.LimitsPolicy || ev.Config.MaxAge != 7*24*time.Hour || ev.Config.Subjects[0] != n.Prefix+".ev.>" {
+			t.Errorf("%s: retention %v max age %v", n.EventStream(), ev.Config.Retention, ev.Config.MaxAge)
+		}
+		au := info(n.AuditStream())
+		if !au.Config.DenyDelete || !au.Config.DenyPurge || au.Config.Subjects[0] != n.Prefix+".audit.>" {
+			t.Errorf("%s: deny delete %v, deny purge %v", n.AuditStream(), au.Config.DenyDelete, au.Config.DenyPurge)
+		}
+		if dl := info(n.DeadLetterStream()); dl.Config.Subjects[0] != n.Prefix+".dlq.>" {
+			t.Errorf("%s: subjects %v", n.DeadLetterStream(), dl.Config.Subjects)
+		}
+		runs, err := js.KeyValue(t.Context(), n.RunsBucket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := runs.Status(t.Context())
+		if err != nil || st.History() < 5 {
+			t.Errorf("%s: history %d (%v), want at least 5", n.RunsBucket(), st.History(), err)
+		}
+		if _, err := js.KeyValue(t.Context(), n.PendingBucket()); err != nil {
+			t.Errorf("%s: %v", n.PendingBucket(), err)
+		}
+	}
+
+	// The audit stream is append-only: neither a delete nor a purge goes through.
+	n, _ := bus.NewNames("")
+	if _, err := js.Publish(t.Context(), n.Audit("booking", "r-1"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	audit, err := js.Stream(t.Context(), n.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.DeleteMsg(t.Context(), 1); err == nil {
+		t.Error("deleting an audit record succeeded")
+	}
+	if err := audit.Purge(t.Context()); err == nil {
+		t.Error("purging the audit stream succeeded")
+	}
+}
+
+func TestProvisionRefusesTooShortACheckpointHistory(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	n, _ := bus.NewNames("")
+	if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{History: 2}); err == nil {
+		t.Fatal("a checkpoint history of 2 was accepted; the protocol keeps at least 5")
+	}
+}
