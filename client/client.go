@@ -171,7 +171,7 @@ func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.In
 	}
 	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, "interrupted"))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s has no interrupted event", run, flow)
+		return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s has no interrupted event in %s (never interrupted, or older than the stream keeps events); check it with `interlock show %s %s`, or pass the token with --token", run, flow, c.names.EventStream(), flow, run)
 	}
 	if err != nil {
 		return events.Interrupted{}, fmt.Errorf("client: reading the last interrupt of %s.%s: %w", flow, run, err)

@@ -166,3 +166,11 @@ func TestAssignmentsParseStringsAndJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswerWithoutAnInterruptSaysWhatToDo(t *testing.T) {
+	url := serveForTest(t)
+	_, _, err := run(t, url, "answer", "booking", "r-never", "email=a@b.c")
+	if err == nil || !strings.Contains(err.Error(), "interlock show booking r-never") || !strings.Contains(err.Error(), "--token") {
+		t.Fatalf("err = %v", err)
+	}
+}
