@@ -15,11 +15,14 @@ import (
 // serveForTest runs `interlock serve` on a free port and returns its URL.
 func serveForTest(t *testing.T) string {
 	t.Helper()
+	// The data dir's cleanup must be registered before the one that stops
+	// serve, so that it runs after it (cleanups run last-in, first-out).
+	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", t.TempDir(), "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, pw, io.Discard)
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
