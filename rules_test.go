@@ -171,8 +171,7 @@ func TestChoiceAcceptsEverySelectedShape(t *testing.T) {
 		"choice":  map[string]any{"choice": map[string]any{"id": "design"}},
 		"choices": map[string]any{"choices": []any{map[string]any{"id": "design"}, map[string]any{"id": "engineering"}}},
 	}
-	full := map[string]any{"email": "a@b.c", "name": "A", "phone": "1", "level": "beginner",
-		"driver": map[string]any{"name": "B", "license": "L"}}
+	full := readyForTopics()
 	for name, sel := range shapes {
 		run := "r-shape-" + name
 		r.start("booking", run, full)
@@ -206,8 +205,7 @@ func TestResumeThatMatchesNothingIsRefusedNeverStartsARun(t *testing.T) {
 	}
 
 	const run = "r-done"
-	full := map[string]any{"email": "a@b.c", "name": "A", "phone": "1", "level": "beginner",
-		"driver": map[string]any{"name": "B", "license": "L"}}
+	full := readyForTopics()
 	r.start("booking", run, full)
 	in := r.interrupt("booking", run, 1)
 	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": "design"})
@@ -315,8 +313,7 @@ func TestSeveralWorkersShareTheWorkAndFinishEveryRun(t *testing.T) {
 	natstest.Start(t, srv, testFlows()...)
 	_, js := natstest.Connect(t, srv.ClientURL())
 	r := &rig{t: t, srv: srv, js: js, names: mustNames(t)}
-	full := map[string]any{"email": "a@b.c", "name": "A", "phone": "1", "level": "beginner",
-		"driver": map[string]any{"name": "B", "license": "L"}}
+	full := readyForTopics()
 	const n = 30
 	for i := range n {
 		r.start("booking", fmt.Sprintf("r-share-%d", i), full)
@@ -432,4 +429,11 @@ func TestStartWithoutSubjectGetsARunIDThatEveryEventCarries(t *testing.T) {
 	if cp, _ := r.checkpoint("booking", run); cp.Run != run {
 		t.Fatalf("checkpoint run %q", cp.Run)
 	}
+}
+
+// readyForTopics is a booking start state that fills every question, so
+// the run goes straight to the topics choice.
+func readyForTopics() map[string]any {
+	return map[string]any{"email": "a@b.c", "name": "A", "phone": "1", "level": "beginner",
+		"driver": map[string]any{"name": "B", "license": "L"}}
 }

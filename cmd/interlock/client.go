@@ -45,7 +45,13 @@ func (c *clientFlags) dial(ctx context.Context) (*client.Client, func(), error) 
 	return client.New(nc, js, names, c.source, c.wait), nc.Close, nil
 }
 
-func clientCommand(name, synopsis string, stderr io.Writer, args []string, npos int, extra func(*flag.FlagSet)) (*clientFlags, []string, error) {
+// clientCommand parses a client command's flags and at least npos
+// positional arguments; check, if set, validates them before any
+// connection is made. It then connects, and returns the client and a
+// function that closes the connection.
+func clientCommand(ctx context.Context, name, synopsis string, stderr io.Writer, args []string, npos int,
+	extra func(*flag.FlagSet), check func(pos []string) error,
+) (*clientFlags, *client.Client, []string, func(), error) {
 	fs := newFlagSet(name, synopsis, stderr)
 	cf := &clientFlags{}
 	cf.register(fs)
@@ -54,13 +60,22 @@ func clientCommand(name, synopsis string, stderr io.Writer, args []string, npos 
 	}
 	pos, err := parse(fs, args)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if len(pos) < npos {
 		fs.Usage()
-		return nil, nil, usagef("%s needs %d arguments: %s", name, npos, synopsis)
+		return nil, nil, nil, nil, usagef("%s needs %d arguments: %s", name, npos, synopsis)
 	}
-	return cf, pos, nil
+	if check != nil {
+		if err := check(pos); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	c, closeFn, err := cf.dial(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cf, c, pos, closeFn, nil
 }
 
 func helpOK(err error) error {
@@ -93,33 +108,31 @@ func assignments(args []string) (map[string]json.RawMessage, error) {
 
 func startCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var run, state, origin string
-	cf, pos, err := clientCommand("start", "start <flow> [field=value ...] [--run ID] [--state JSON]", stderr, args, 1, func(fs *flag.FlagSet) {
+	st := map[string]json.RawMessage{}
+	cf, c, pos, closeFn, err := clientCommand(ctx, "start", "start <flow> [field=value ...] [--run ID] [--state JSON]", stderr, args, 1, func(fs *flag.FlagSet) {
 		fs.StringVar(&run, "run", "", "run `id` (default: a fresh one)")
 		fs.StringVar(&state, "state", "", "initial state as a JSON `object`; field=value arguments are added to it")
 		fs.StringVar(&origin, "origin", "", "JSON `object` echoed in every event of the run")
+	}, func(pos []string) error {
+		if state != "" {
+			if err := json.Unmarshal([]byte(state), &st); err != nil {
+				return usagef("--state must be a JSON object: %v", err)
+			}
+		}
+		more, err := assignments(pos[1:])
+		if err != nil {
+			return err
+		}
+		for k, v := range more {
+			st[k] = v
+		}
+		if origin != "" && !json.Valid([]byte(origin)) {
+			return usagef("--origin must be a JSON object")
+		}
+		return nil
 	})
 	if err != nil {
 		return helpOK(err)
-	}
-	st := map[string]json.RawMessage{}
-	if state != "" {
-		if err := json.Unmarshal([]byte(state), &st); err != nil {
-			return usagef("--state must be a JSON object: %v", err)
-		}
-	}
-	more, err := assignments(pos[1:])
-	if err != nil {
-		return err
-	}
-	for k, v := range more {
-		st[k] = v
-	}
-	if origin != "" && !json.Valid([]byte(origin)) {
-		return usagef("--origin must be a JSON object")
-	}
-	c, closeFn, err := cf.dial(ctx)
-	if err != nil {
-		return err
 	}
 	defer closeFn()
 	ev, err := c.Start(ctx, pos[0], run, st, json.RawMessage(origin))
@@ -136,8 +149,9 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		approver, reason    string
 		token, key          string
 		expect              int64
+		r                   events.Resume
 	)
-	cf, pos, err := clientCommand("answer", "answer <flow> <run> [field=value ...] [--select ID ...]", stderr, args, 2, func(fs *flag.FlagSet) {
+	cf, c, pos, closeFn, err := clientCommand(ctx, "answer", "answer <flow> <run> [field=value ...] [--select ID ...]", stderr, args, 2, func(fs *flag.FlagSet) {
 		fs.Var(&selected, "select", "option `id` to choose (repeat for several)")
 		fs.StringVar(&answersJSON, "answers", "", "answers as a JSON `object`")
 		fs.StringVar(&update, "update", "", "state update as a JSON `object`, merged through the flow's reducers")
@@ -146,45 +160,42 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.StringVar(&token, "token", "", "resume `token` (default: read from the run's last interrupted event)")
 		fs.StringVar(&key, "idempotency-key", "", "`key` so a repeat of this answer has its effect once")
 		fs.Int64Var(&expect, "expect-checkpoint", -1, "refuse unless the run is at checkpoint `n`")
+	}, func(pos []string) error {
+		r = events.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
+		answers, err := assignments(pos[2:])
+		if err != nil {
+			return err
+		}
+		if answersJSON != "" {
+			if err := json.Unmarshal([]byte(answersJSON), &r.Answers); err != nil {
+				return usagef("--answers must be a JSON object: %v", err)
+			}
+		}
+		if len(answers) > 0 && r.Answers == nil {
+			r.Answers = map[string]json.RawMessage{}
+		}
+		for k, v := range answers {
+			r.Answers[k] = v
+		}
+		if update != "" {
+			if err := json.Unmarshal([]byte(update), &r.Update); err != nil {
+				return usagef("--update must be a JSON object: %v", err)
+			}
+		}
+		if expect >= 0 {
+			n := uint64(expect)
+			r.ExpectedCheckpoint = &n
+		}
+		if len(r.Answers) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 {
+			return usagef("nothing to send: give field=value answers or --select ID")
+		}
+		return nil
 	})
 	if err != nil {
 		return helpOK(err)
 	}
-	flow, run := pos[0], pos[1]
-	r := events.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key}
-	answers, err := assignments(pos[2:])
-	if err != nil {
-		return err
-	}
-	if answersJSON != "" {
-		if err := json.Unmarshal([]byte(answersJSON), &r.Answers); err != nil {
-			return usagef("--answers must be a JSON object: %v", err)
-		}
-	}
-	if len(answers) > 0 && r.Answers == nil {
-		r.Answers = map[string]json.RawMessage{}
-	}
-	for k, v := range answers {
-		r.Answers[k] = v
-	}
-	if update != "" {
-		if err := json.Unmarshal([]byte(update), &r.Update); err != nil {
-			return usagef("--update must be a JSON object: %v", err)
-		}
-	}
-	if expect >= 0 {
-		n := uint64(expect)
-		r.ExpectedCheckpoint = &n
-	}
-	if len(r.Answers) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 {
-		return usagef("nothing to send: give field=value answers or --select ID")
-	}
-	c, closeFn, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
 	defer closeFn()
-	r.ResumeToken = token
+	flow, run := pos[0], pos[1]
 	if token == "" {
 		in, err := c.LastInterrupt(ctx, flow, run)
 		if err != nil {
@@ -201,15 +212,11 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func cancelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var reason string
-	cf, pos, err := clientCommand("cancel", "cancel <flow> <run> [--reason TEXT]", stderr, args, 2, func(fs *flag.FlagSet) {
+	cf, c, pos, closeFn, err := clientCommand(ctx, "cancel", "cancel <flow> <run> [--reason TEXT]", stderr, args, 2, func(fs *flag.FlagSet) {
 		fs.StringVar(&reason, "reason", "", "why, for the audit record")
-	})
+	}, nil)
 	if err != nil {
 		return helpOK(err)
-	}
-	c, closeFn, err := cf.dial(ctx)
-	if err != nil {
-		return err
 	}
 	defer closeFn()
 	ev, err := c.Cancel(ctx, pos[0], pos[1], reason)
@@ -221,15 +228,11 @@ func cancelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var flow string
-	cf, _, err := clientCommand("pending", "pending [--flow NAME]", stderr, args, 0, func(fs *flag.FlagSet) {
+	cf, c, _, closeFn, err := clientCommand(ctx, "pending", "pending [--flow NAME]", stderr, args, 0, func(fs *flag.FlagSet) {
 		fs.StringVar(&flow, "flow", "", "only runs of this `flow`")
-	})
+	}, nil)
 	if err != nil {
 		return helpOK(err)
-	}
-	c, closeFn, err := cf.dial(ctx)
-	if err != nil {
-		return err
 	}
 	defer closeFn()
 	ps, err := c.Pending(ctx, flow)
@@ -259,13 +262,9 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cf, pos, err := clientCommand("show", "show <flow> <run>", stderr, args, 2, nil)
+	cf, c, pos, closeFn, err := clientCommand(ctx, "show", "show <flow> <run>", stderr, args, 2, nil, nil)
 	if err != nil {
 		return helpOK(err)
-	}
-	c, closeFn, err := cf.dial(ctx)
-	if err != nil {
-		return err
 	}
 	defer closeFn()
 	cp, rev, err := c.Checkpoint(ctx, pos[0], pos[1])
