@@ -19,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Environment of the crash worker, a copy of the test binary that runs one
@@ -57,12 +58,12 @@ func (p crashPublisher) Publish(ctx context.Context, msgs []engine.Message, rev 
 
 func crashWorker(url string) int {
 	ctx := context.Background()
-	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: url})
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url})
 	if err != nil {
 		return 1
 	}
 	defer nc.Close()
-	names, _ := bus.NewNames("")
+	names, _ := wire.NewNames("")
 	runs, err1 := js.KeyValue(ctx, names.RunsBucket())
 	pending, err2 := js.KeyValue(ctx, names.PendingBucket())
 	if err := errors.Join(err1, err2); err != nil {
@@ -159,7 +160,7 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := bus.NewNames("")
+	names, _ := wire.NewNames("")
 	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestRedeliveredResumeHasItsEffectOnce(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := bus.NewNames("")
+	names, _ := wire.NewNames("")
 	r := &rig{t: t, srv: srv, js: js, names: names}
 	const run = "r-redeliver"
 
@@ -231,7 +232,7 @@ func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := bus.NewNames("")
+	names, _ := wire.NewNames("")
 	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // rig is a service on an embedded server, and a client connection.
@@ -20,7 +21,7 @@ type rig struct {
 	t     *testing.T
 	srv   *bus.Server
 	js    jetstream.JetStream
-	names bus.Names
+	names wire.Names
 }
 
 func newRig(t *testing.T, flows ...*engine.Flow) *rig {
@@ -31,7 +32,7 @@ func newRig(t *testing.T, flows ...*engine.Flow) *rig {
 	srv := natstest.StartServer(t, "")
 	natstest.Start(t, srv, flows...)
 	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := bus.NewNames("")
+	names, _ := wire.NewNames("")
 	return &rig{t: t, srv: srv, js: js, names: names}
 }
 

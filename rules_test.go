@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
 )
 
 func TestForgedAndUsedTokensAreRefused(t *testing.T) {
@@ -333,9 +333,9 @@ func TestSeveralWorkersShareTheWorkAndFinishEveryRun(t *testing.T) {
 
 func nowUTC() time.Time { return time.Now().UTC() }
 
-func mustNames(t *testing.T) bus.Names {
+func mustNames(t *testing.T) wire.Names {
 	t.Helper()
-	n, err := bus.NewNames("")
+	n, err := wire.NewNames("")
 	if err != nil {
 		t.Fatal(err)
 	}

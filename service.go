@@ -30,6 +30,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Config configures a [Service].
@@ -40,8 +41,8 @@ type Config struct {
 	// which server to connect to.
 	Embedded *bus.ServerConfig
 	// Conn says how to reach an external NATS server.
-	Conn bus.ConnConfig
-	// Prefix of every stream, subject and bucket. Defaults to bus.DefaultPrefix.
+	Conn wire.ConnConfig
+	// Prefix of every stream, subject and bucket. Defaults to wire.DefaultPrefix.
 	Prefix string
 	// Streams configures the protocol's streams and buckets.
 	Streams bus.StreamConfig
@@ -67,7 +68,7 @@ type Service struct {
 	srv    *bus.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	names  bus.Names
+	names  wire.Names
 	store  *kv.Store
 	runner *engine.Runner
 	worker *bus.Worker
@@ -86,7 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		l := zerolog.Nop()
 		log = &l
 	}
-	names, err := bus.NewNames(cfg.Prefix)
+	names, err := wire.NewNames(cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -102,9 +103,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.srv = srv
-		conn.Server = srv
+		conn.InProcess = srv.NATS()
 	}
-	s.nc, s.js, err = bus.Connect(ctx, conn)
+	s.nc, s.js, err = wire.Connect(ctx, conn)
 	if err != nil {
 		return fail(err)
 	}
@@ -176,7 +177,7 @@ func (s *Service) URL() string {
 }
 
 // Names are the service's stream, subject and bucket names.
-func (s *Service) Names() bus.Names { return s.names }
+func (s *Service) Names() wire.Names { return s.names }
 
 // Store is the service's checkpoint store.
 func (s *Service) Store() *kv.Store { return s.store }

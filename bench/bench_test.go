@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // TestMain serves nats-server instead of running the tests when the test
@@ -117,7 +117,7 @@ func TestServerProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: srv.url, Name: "bench-test"})
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: srv.url, Name: "bench-test"})
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", srv.url, err)
 	}

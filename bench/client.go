@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // flowName is the flow every measurement runs.
@@ -20,10 +20,10 @@ const flowName = "bench"
 // protocol is how a system's clients encode commands and read events.
 type protocol interface {
 	// start returns the inbound message that starts run.
-	start(names bus.Names, run string) (*nats.Msg, error)
+	start(names wire.Names, run string) (*nats.Msg, error)
 	// resume returns the inbound message that answers the interrupt
 	// announced by interrupted.
-	resume(names bus.Names, run string, interrupted *nats.Msg) (*nats.Msg, error)
+	resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error)
 }
 
 // client drives runs the way an agent service would: it subscribes to a
@@ -33,12 +33,12 @@ type protocol interface {
 type client struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	names bus.Names
+	names wire.Names
 	proto protocol
 }
 
-func newClient(ctx context.Context, url, name string, names bus.Names, p protocol) (*client, error) {
-	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: url, Name: name})
+func newClient(ctx context.Context, url, name string, names wire.Names, p protocol) (*client, error) {
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: name})
 	if err != nil {
 		return nil, err
 	}

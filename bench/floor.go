@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // The floor does by hand the JetStream work the protocol needs for one run,
@@ -91,11 +92,11 @@ var floorDocPadding = strings.Repeat("n", 560)
 // floorProtocol is the client side of the floor.
 type floorProtocol struct{}
 
-func (floorProtocol) start(names bus.Names, run string) (*nats.Msg, error) {
+func (floorProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
 	return floorMsg(names.In(flowName, "start"), "start", run, "", nil)
 }
 
-func (floorProtocol) resume(names bus.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
+func (floorProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
 	var ev struct {
 		Data struct {
 			ResumeToken string `json:"resumeToken"`
@@ -126,7 +127,7 @@ func floorMsg(subject, verb, run, token string, answers map[string]string) (*nat
 type floor struct {
 	nc            *nats.Conn
 	js            jetstream.JetStream
-	names         bus.Names
+	names         wire.Names
 	runs, pending jetstream.KeyValue
 	iter          jetstream.MessagesContext
 	msgs          chan jetstream.Msg
@@ -141,8 +142,8 @@ type floor struct {
 
 // startFloor provisions the streams and buckets of names on the server at
 // url and starts a pool of workers goroutines consuming the inbound stream.
-func startFloor(ctx context.Context, url string, names bus.Names, workers int) (_ *floor, err error) {
-	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: url, Name: "bench-floor-worker"})
+func startFloor(ctx context.Context, url string, names wire.Names, workers int) (_ *floor, err error) {
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: "bench-floor-worker"})
 	if err != nil {
 		return nil, err
 	}

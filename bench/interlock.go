@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	interlock "github.com/interlockhq/interlock"
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // secret is the fixed resume-token secret of the benchmark's services.
@@ -48,7 +48,7 @@ func startInterlock(ctx context.Context, url, prefix string, workers int) (*inte
 	}
 	svc, err := interlock.Start(ctx, interlock.Config{
 		Flows:       []*engine.Flow{flow},
-		Conn:        bus.ConnConfig{URL: url, Name: "bench-interlock-" + prefix},
+		Conn:        wire.ConnConfig{URL: url, Name: "bench-interlock-" + prefix},
 		Prefix:      prefix,
 		Secret:      secret,
 		Instance:    "bench",
@@ -73,11 +73,11 @@ func stopInterlock(ctx context.Context, svc *interlock.Service) error {
 // with the event id as Nats-Msg-Id.
 type interlockProtocol struct{}
 
-func (interlockProtocol) start(names bus.Names, run string) (*nats.Msg, error) {
+func (interlockProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
 	return cloudEvent(names.In(flowName, "start"), events.TypeStart, run, events.Start{})
 }
 
-func (interlockProtocol) resume(names bus.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
+func (interlockProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
 	ev, err := events.Decode(interrupted.Header, interrupted.Data)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", interrupted.Subject, err)
@@ -114,7 +114,7 @@ func cloudEvent(subject, typ, run string, data any) (*nats.Msg, error) {
 
 // checkpointSizes returns the size of every stored revision of run's
 // checkpoint, oldest first.
-func checkpointSizes(ctx context.Context, js jetstream.JetStream, names bus.Names, run string) ([]int, error) {
+func checkpointSizes(ctx context.Context, js jetstream.JetStream, names wire.Names, run string) ([]int, error) {
 	kv, err := js.KeyValue(ctx, names.RunsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)

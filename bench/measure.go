@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Prefixes of the measurements: each has its own streams and buckets.
@@ -88,7 +88,7 @@ func withServer(ctx context.Context, where string, m mode, stderr io.Writer, do 
 
 // measureFloor measures the hand-written JetStream floor under floorPrefix.
 func measureFloor(ctx context.Context, o options, srv *natsServer) (_ *systemResult, err error) {
-	names, err := bus.NewNames(floorPrefix)
+	names, err := wire.NewNames(floorPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func countKeys(ctx context.Context, js jetstream.JetStream, bucket string) (int,
 // deleteStreams deletes the streams and buckets of names, once their
 // workers have stopped, so that the server's memory for them is released
 // before the next measurement.
-func deleteStreams(ctx context.Context, js jetstream.JetStream, names bus.Names) error {
+func deleteStreams(ctx context.Context, js jetstream.JetStream, names wire.Names) error {
 	for _, s := range []string{names.InStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream()} {
 		if err := js.DeleteStream(ctx, s); err != nil {
 			return fmt.Errorf("deleting stream %s: %w", s, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/interlockhq/interlock/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -35,7 +36,7 @@ type StreamConfig struct {
 
 // Provision creates the streams and buckets of the protocol, or updates
 // them to this configuration. It is idempotent: every worker calls it at start.
-func Provision(ctx context.Context, js jetstream.JetStream, n Names, cfg StreamConfig) error {
+func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg StreamConfig) error {
 	cfg.EventMaxAge = cmp.Or(cfg.EventMaxAge, DefaultEventMaxAge)
 	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
 	cfg.History = cmp.Or(cfg.History, DefaultHistory)

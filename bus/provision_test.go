@@ -8,6 +8,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
 )
 
 func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T) {
@@ -15,7 +16,7 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
 	for _, prefix := range []string{"", "acme"} {
-		n, err := bus.NewNames(prefix)
+		n, err := wire.NewNames(prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,7 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 	}
 
 	// The audit stream is append-only: neither a delete nor a purge goes through.
-	n, _ := bus.NewNames("")
+	n, _ := wire.NewNames("")
 	if _, err := js.Publish(t.Context(), n.Audit("booking", "r-1"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestProvisionRefusesTooShortACheckpointHistory(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
-	n, _ := bus.NewNames("")
+	n, _ := wire.NewNames("")
 	if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{History: 2}); err == nil {
 		t.Fatal("a checkpoint history of 2 was accepted; the protocol keeps at least 5")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Headers Interlock sets on dead letters.
@@ -30,7 +31,7 @@ const (
 // implements [engine.Publisher].
 type Publisher struct {
 	js     jetstream.JetStream
-	names  Names
+	names  wire.Names
 	source string
 }
 
@@ -38,7 +39,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a publisher; source is the CloudEvents source of
 // what it publishes ("interlock/<instance>").
-func NewPublisher(js jetstream.JetStream, n Names, source string) *Publisher {
+func NewPublisher(js jetstream.JetStream, n wire.Names, source string) *Publisher {
 	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
 }
 
@@ -157,7 +158,7 @@ func (p *Publisher) stored(ctx context.Context, m engine.Message) (bool, error) 
 // DeadLetter copies an inbound message whole (headers and body) to
 // interlock.dlq.<reason>, adding the reason, the error and the original
 // subject as headers.
-func DeadLetter(ctx context.Context, js jetstream.JetStream, n Names, msg jetstream.Msg, reason, detail string) error {
+func DeadLetter(ctx context.Context, js jetstream.JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
 	dl := nats.NewMsg(n.DeadLetter(reason))
 	for k, vs := range msg.Headers() {
 		for _, v := range vs {
@@ -189,7 +190,7 @@ type Queue struct {
 var _ engine.Queue = (*Queue)(nil)
 
 // NewQueue binds the inbound stream.
-func NewQueue(ctx context.Context, js jetstream.JetStream, n Names) (*Queue, error) {
+func NewQueue(ctx context.Context, js jetstream.JetStream, n wire.Names) (*Queue, error) {
 	s, err := js.Stream(ctx, n.InStream())
 	if err != nil {
 		return nil, fmt.Errorf("bus: binding stream %s: %w", n.InStream(), err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/interlockhq/interlock/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,7 +20,7 @@ const SecretSize = 32
 // generating it on first use, so that every worker of a deployment shares
 // it without configuration. Anyone who can read that bucket can mint resume
 // tokens: production deployments should configure a secret instead.
-func StoredSecret(ctx context.Context, js jetstream.JetStream, n Names, replicas int) ([]byte, error) {
+func StoredSecret(ctx context.Context, js jetstream.JetStream, n wire.Names, replicas int) ([]byte, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: n.KeysBucket(), Description: "Interlock generated secrets", History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(replicas, 1),

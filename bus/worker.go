@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Defaults of [WorkerConfig].
@@ -34,7 +35,7 @@ const (
 // WorkerConfig configures a [Worker].
 type WorkerConfig struct {
 	// Names of the deployment's streams and subjects.
-	Names Names
+	Names wire.Names
 	// Runner applies commands. Required.
 	Runner *engine.Runner
 	// Concurrency is how many messages are handled at once. Defaults to
@@ -56,7 +57,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, DefaultHandlerTimeout)
 	if c.Names.Prefix == "" {
-		c.Names.Prefix = DefaultPrefix
+		c.Names.Prefix = wire.DefaultPrefix
 	}
 	if c.Logger == nil {
 		l := zerolog.Nop()

@@ -19,10 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // DefaultWait is how long a call waits for the event that settles it.
@@ -36,7 +36,7 @@ var ErrNoAnswer = errors.New("client: no answer from Interlock in time")
 type Client struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	names  bus.Names
+	names  wire.Names
 	source string
 	wait   time.Duration
 }
@@ -44,7 +44,7 @@ type Client struct {
 // New returns a client on a connection. source is the CloudEvents source
 // of what it sends ("/cli/ann"); wait bounds how long calls wait for their
 // outcome (0 for DefaultWait).
-func New(nc *nats.Conn, js jetstream.JetStream, names bus.Names, source string, wait time.Duration) *Client {
+func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string, wait time.Duration) *Client {
 	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait)}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // rig is a store on a fresh embedded server, with its raw buckets for
@@ -27,7 +28,7 @@ func newRig(t *testing.T) rig {
 	t.Helper()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
-	names, err := bus.NewNames("")
+	names, err := wire.NewNames("")
 	if err != nil {
 		t.Fatal(err)
 	}

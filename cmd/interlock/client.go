@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // clientFlags are the flags every client command takes.
@@ -25,20 +25,20 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "nats-url", envOr("INTERLOCK_NATS_URL", bus.DefaultURL), "NATS server `url`")
+	fs.StringVar(&c.url, "nats-url", envOr("INTERLOCK_NATS_URL", wire.DefaultURL), "NATS server `url`")
 	fs.StringVar(&c.creds, "creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file`")
-	fs.StringVar(&c.prefix, "prefix", envOr("INTERLOCK_PREFIX", bus.DefaultPrefix), "`prefix` of streams, subjects and buckets")
+	fs.StringVar(&c.prefix, "prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of streams, subjects and buckets")
 	fs.StringVar(&c.source, "source", envOr("INTERLOCK_SOURCE", "/cli"), "CloudEvents `source` naming you in the audit stream")
 	fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
 	fs.DurationVar(&c.wait, "wait", client.DefaultWait, "how long to wait for the outcome")
 }
 
 func (c *clientFlags) dial(ctx context.Context) (*client.Client, func(), error) {
-	names, err := bus.NewNames(c.prefix)
+	names, err := wire.NewNames(c.prefix)
 	if err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
-	nc, js, err := bus.Connect(ctx, bus.ConnConfig{URL: c.url, CredsFile: c.creds, Name: "interlock-cli"})
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: c.url, CredsFile: c.creds, Name: "interlock-cli"})
 	if err != nil {
 		return nil, nil, err
 	}

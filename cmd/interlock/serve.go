@@ -19,6 +19,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // drainTimeout bounds a graceful stop.
@@ -33,7 +34,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "client certificate `file` (with --nats-url)")
 	tlsKey := fs.String("tls-key", "", "client key `file` (with --nats-url)")
 	tlsCA := fs.String("tls-ca", "", "CA `file` to verify the server (with --nats-url)")
-	prefix := fs.String("prefix", envOr("INTERLOCK_PREFIX", bus.DefaultPrefix), "`prefix` of every stream, subject and bucket")
+	prefix := fs.String("prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of every stream, subject and bucket")
 	lazy := fs.Bool("lazy-fsync", false, "let the embedded server acknowledge before data reaches the disk (faster; a power cut can lose acknowledged decisions)")
 	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret (32+ bytes; or set INTERLOCK_SECRET); default: generated once and kept in NATS")
 	instance := fs.String("instance", envOr("INTERLOCK_INSTANCE", ""), "`name` of this process in event sources (default: host name)")
@@ -64,7 +65,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Instance:    *instance,
 		Concurrency: *concurrency,
 		Logger:      &log,
-		Conn:        bus.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
+		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	if *natsURL == "" {
 		host, portStr, err := net.SplitHostPort(*listen)

@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Wait bounds every wait of the helpers.
@@ -44,7 +45,7 @@ func StartServer(t testing.TB, dir string) *bus.Server {
 // Connect connects a client to srv, closed at cleanup.
 func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, js, err := bus.Connect(t.Context(), bus.ConnConfig{URL: url, Name: "natstest"})
+	nc, js, err := wire.Connect(t.Context(), wire.ConnConfig{URL: url, Name: "natstest"})
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -64,7 +65,7 @@ func Start(t testing.TB, srv *bus.Server, flows ...*engine.Flow) *interlock.Serv
 // them empty; an empty Secret means the generated one kept in NATS.
 func StartWith(t testing.TB, srv *bus.Server, cfg interlock.Config) *interlock.Service {
 	t.Helper()
-	cfg.Conn = bus.ConnConfig{URL: srv.ClientURL(), Name: "natstest-service"}
+	cfg.Conn = wire.ConnConfig{URL: srv.ClientURL(), Name: "natstest-service"}
 	if cfg.Instance == "" {
 		cfg.Instance = "test"
 	}

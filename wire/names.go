@@ -1,4 +1,4 @@
-package bus
+package wire
 
 import (
 	"fmt"
@@ -22,12 +22,12 @@ func NewNames(prefix string) (Names, error) {
 		prefix = DefaultPrefix
 	}
 	if len(prefix) > 32 {
-		return Names{}, fmt.Errorf("bus: prefix %q is longer than 32 characters", prefix)
+		return Names{}, fmt.Errorf("wire: prefix %q is longer than 32 characters", prefix)
 	}
 	for i := 0; i < len(prefix); i++ {
 		c := prefix[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return Names{}, fmt.Errorf("bus: prefix %q has %q: use lower case letters, digits, _ and -", prefix, c)
+			return Names{}, fmt.Errorf("wire: prefix %q has %q: use lower case letters, digits, _ and -", prefix, c)
 		}
 	}
 	return Names{Prefix: prefix}, nil

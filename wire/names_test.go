@@ -1,10 +1,10 @@
-package bus_test
+package wire_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 func TestNewNames(t *testing.T) {
@@ -33,12 +33,12 @@ func TestNewNames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.prefix, func(t *testing.T) {
 			t.Parallel()
-			n, err := bus.NewNames(tc.prefix)
+			n, err := wire.NewNames(tc.prefix)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("NewNames(%q) accepted it: %+v", tc.prefix, n)
 				}
-				if !strings.HasPrefix(err.Error(), "bus: ") || !strings.Contains(err.Error(), tc.wantErrHas) {
+				if !strings.HasPrefix(err.Error(), "wire: ") || !strings.Contains(err.Error(), tc.wantErrHas) {
 					t.Errorf("NewNames(%q) error %q does not say %q", tc.prefix, err, tc.wantErrHas)
 				}
 				return
@@ -55,11 +55,11 @@ func TestNewNames(t *testing.T) {
 
 func TestNamesFollowThePrefix(t *testing.T) {
 	t.Parallel()
-	def, err := bus.NewNames("")
+	def, err := wire.NewNames("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme, err := bus.NewNames("acme-prod")
+	acme, err := wire.NewNames("acme-prod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,16 +96,16 @@ func TestNamesFollowThePrefix(t *testing.T) {
 
 func TestParseIn(t *testing.T) {
 	t.Parallel()
-	def, err := bus.NewNames("")
+	def, err := wire.NewNames("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme, err := bus.NewNames("acme-prod")
+	acme, err := wire.NewNames("acme-prod")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		names             bus.Names
+		names             wire.Names
 		subject           string
 		wantFlow, wantVrb string
 		wantOK            bool
@@ -137,7 +137,7 @@ func TestParseIn(t *testing.T) {
 func TestParseInReadsWhatInWrites(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"interlock", "acme-prod", "x"} {
-		n, err := bus.NewNames(prefix)
+		n, err := wire.NewNames(prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package bus
+package wire
 
 import (
 	"cmp"
@@ -25,9 +25,11 @@ type ConnConfig struct {
 	TLSCert, TLSKey string
 	// TLSCA is a CA file to verify the server with.
 	TLSCA string
-	// Server, if set, is an embedded server to connect to in-process,
-	// without a socket.
-	Server *Server
+	// InProcess, if set, is an embedded server to connect to in-process,
+	// without a socket (a *bus.Server's NATS()). URL is then ignored.
+	InProcess nats.InProcessConnProvider
+	// User and Password authenticate the connection (user/password auth).
+	User, Password string
 }
 
 // Connect connects to NATS and returns the connection and its JetStream
@@ -40,9 +42,12 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 		nats.ReconnectWait(250 * time.Millisecond),
 	}
 	url := cmp.Or(cfg.URL, DefaultURL)
-	if cfg.Server != nil {
-		opts = append(opts, nats.InProcessServer(cfg.Server.NATS()))
-		url = cfg.Server.ClientURL()
+	if cfg.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(cfg.InProcess))
+		url = "in-process"
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
 	}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
@@ -55,16 +60,16 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bus: connecting to NATS at %s: %w (is `interlock serve` or a nats-server running there?)", url, err)
+		return nil, nil, fmt.Errorf("wire: connecting to NATS at %s: %w (is `interlock serve` or a nats-server running there?)", url, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("bus: JetStream on %s: %w", url, err)
+		return nil, nil, fmt.Errorf("wire: JetStream on %s: %w", url, err)
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("bus: JetStream is not available on %s: %w (start nats-server with -js)", url, err)
+		return nil, nil, fmt.Errorf("wire: JetStream is not available on %s: %w (start nats-server with -js)", url, err)
 	}
 	return nc, js, nil
 }
