@@ -97,10 +97,11 @@ type Message struct {
 	Flow string    `json:"flow"`
 	Run  string    `json:"run"`
 	Time time.Time `json:"time"`
-	// Data is the event data, a JSON object. For run events the publisher
-	// adds "checkpoint" and, on interrupted events, "resumeToken".
-	Data        json.RawMessage `json:"data"`
-	Traceparent string          `json:"traceparent,omitempty"`
+	// Data is the event's typed data. The checkpoint number (and, on an
+	// interrupted event, the resume token) is stamped on it when it is
+	// published, after the checkpoint is written.
+	Data        EventData `json:"data"`
+	Traceparent string    `json:"traceparent,omitempty"`
 }
 
 // Pending is an entry of the pending index: a run waiting on an interrupt.
@@ -150,6 +151,18 @@ var (
 	// ErrExists: a checkpoint for that run already exists.
 	ErrExists = errors.New("engine: run already exists")
 )
+
+// TooLargeError is a checkpoint the store cannot hold: its document is
+// larger than one message may be (the NATS server's max_payload).
+type TooLargeError struct {
+	Flow, Run   string
+	Size, Limit int
+}
+
+// Error implements error.
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("engine: checkpoint of %s.%s is %d bytes, more than the %d bytes the store takes in one write (the NATS server's max_payload)", e.Flow, e.Run, e.Size, e.Limit)
+}
 
 // ConflictError is a compare-and-set that lost: the run moved on.
 type ConflictError struct {

@@ -255,11 +255,15 @@ func (h *Harness) Events(run string) []Event {
 		if m.Stream != engine.EventStream {
 			continue
 		}
+		raw, err := json.Marshal(m.Data)
+		if err != nil {
+			h.t.Fatalf("enginetest: encoding event %s: %v", m.ID, err)
+		}
 		var d map[string]any
-		if err := json.Unmarshal(m.Data, &d); err != nil {
+		if err := json.Unmarshal(raw, &d); err != nil {
 			h.t.Fatalf("enginetest: event %s: %v", m.ID, err)
 		}
-		out = append(out, Event{Kind: m.Kind, Data: d, Raw: m.Data})
+		out = append(out, Event{Kind: m.Kind, Data: d, Raw: raw})
 	}
 	return out
 }

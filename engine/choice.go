@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Option is one choice among several.
+type Option struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// Choice is a choice interrupt: pick one option, or several if Multiple.
+type Choice struct {
+	Question string
+	Options  []Option
+	Multiple bool
+}
+
+// Choose pauses the run with a choice interrupt. On the run that follows the
+// answer it returns the selected option ids. While the run must wait it
+// returns [ErrInterrupted]: return it.
+func (n *Node[S]) Choose(ctx context.Context, c Choice) ([]string, error) {
+	return n.x.choose(ctx, c)
+}
+
+func (x *exec) choose(_ context.Context, c Choice) ([]string, error) {
+	i, err := x.begin()
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := x.resolved(i); ok {
+		var ids []string
+		if err := json.Unmarshal(raw, &ids); err != nil {
+			return nil, x.fail(fmt.Errorf("recorded choice of interrupt %d: %w", i, err))
+		}
+		return ids, nil
+	}
+	if err := checkChoice(c); err != nil {
+		return nil, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	if cur := x.current(i, KindChoice); cur != nil && cur.Selected != nil {
+		ids := cur.Selected
+		if err := x.resolve(i, ids); err != nil {
+			return nil, x.fail(err)
+		}
+		return ids, nil
+	}
+	return nil, x.pause(&Interrupt{
+		Kind: KindChoice, Index: i, Question: c.Question,
+		Options: c.Options, Multiple: c.Multiple,
+	})
+}
+
+func checkChoice(c Choice) error {
+	if c.Question == "" {
+		return errors.New("a choice needs question text")
+	}
+	if len(c.Options) == 0 {
+		return errors.New("a choice needs at least one option")
+	}
+	seen := map[string]bool{}
+	for i, o := range c.Options {
+		if o.ID == "" {
+			return fmt.Errorf("option %d has an empty id", i)
+		}
+		if seen[o.ID] {
+			return fmt.Errorf("option id %q appears twice", o.ID)
+		}
+		seen[o.ID] = true
+	}
+	return nil
+}
+
+// checkSelection validates a choice answer against the interrupt.
+func (in *Interrupt) checkSelection(ids []string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("nothing selected; choose %s", in.optionList())
+	}
+	if !in.Multiple && len(ids) > 1 {
+		return fmt.Errorf("%d options selected but this choice takes one; choose one of %s", len(ids), in.optionList())
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return fmt.Errorf("option %q selected twice", id)
+		}
+		seen[id] = true
+		found := false
+		for _, o := range in.Options {
+			if o.ID == id {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("%q is not an option; choose %s", truncate(id, 64), in.optionList())
+		}
+	}
+	return nil
+}
+
+func (in *Interrupt) optionList() string {
+	s := ""
+	for i, o := range in.Options {
+		if i > 0 {
+			s += ", "
+		}
+		s += o.ID
+	}
+	if in.Multiple {
+		return "one or more of " + s
+	}
+	return "one of " + s
+}
+
+// choiceKind is the rules of a choice interrupt.
+type choiceKind struct{}
+
+// answer checks the selected ids against the options (rule 5) and records
+// them until the node runs again and takes them.
+func (choiceKind) answer(_ *Flow, _ *Checkpoint, in *Interrupt, cmd Resume) error {
+	if len(cmd.Answers) > 0 || cmd.Decision != "" {
+		return fmt.Errorf("this interrupt is a choice; send selected with %s", in.optionList())
+	}
+	if err := in.checkSelection(cmd.Selected); err != nil {
+		return err
+	}
+	in.Selected = cmd.Selected
+	return nil
+}
+
+func (choiceKind) describe(in *Interrupt, ev *InterruptedEvent) {
+	multiple := in.Multiple
+	ev.Question, ev.Options, ev.Multiple = in.Question, in.Options, &multiple
+}

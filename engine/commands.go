@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Start starts a run.
+type Start struct {
+	Flow string
+	// Run is the run id; when empty one is derived from the event id.
+	Run string
+	// State is the initial state; its values fill question fields.
+	State map[string]json.RawMessage
+	// Origin is any JSON object, echoed in every event of the run.
+	Origin json.RawMessage
+	Inbound
+}
+
+// Resume answers the pending interrupt of a run.
+type Resume struct {
+	Flow, Run string
+	Token     string
+	RequestID string
+	Answers   map[string]json.RawMessage
+	Selected  []string
+	Decision  string
+	Edits     map[string]json.RawMessage
+	Update    map[string]json.RawMessage
+	Approver  string
+	Reason    string
+	// ExpectedCheckpoint, if set, must equal the run's checkpoint.
+	ExpectedCheckpoint *uint64
+	IdempotencyKey     string
+	// Trusted resumes need no token: the caller was authenticated.
+	Trusted bool
+	Inbound
+}
+
+// Cancel cancels a waiting run.
+type Cancel struct {
+	Flow, Run string
+	Reason    string
+	By        string
+	Inbound
+}
+
+// Reannounce announces a waiting run's pending interrupt again, with a
+// fresh request id and resume token; the previous token no longer resumes
+// it. A run can so be answered however long it waits, even once the events
+// stream no longer holds its interrupted event.
+type Reannounce struct {
+	Flow, Run string
+	// RequestID, if set, must be the pending request's id.
+	RequestID string
+	Reason    string
+	Inbound
+}
+
+// Start applies a start command.
+func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
+	if err := CheckName("flow", cmd.Flow); err != nil {
+		return Outcome{Flow: cmd.Flow, DeadLetter: ReasonInvalidName}, nil
+	}
+	if cmd.Run == "" {
+		cmd.Run = deriveRunID(cmd.Source, cmd.EventID)
+	}
+	if err := CheckName("run", cmd.Run); err != nil {
+		return Outcome{Flow: cmd.Flow, Run: cmd.Run, DeadLetter: ReasonInvalidName}, nil
+	}
+	f, ok := r.flows[cmd.Flow]
+	if !ok {
+		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, CodeUnknownFlow,
+			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
+	}
+	for k := range cmd.State {
+		if k == "" || strings.Contains(k, ".") {
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload,
+				fmt.Sprintf("state field %q: top-level state fields are non-empty names without dots; nest with an object", k))
+		}
+	}
+	key := cmp.Or(cmd.EventID, randomID(16))
+	for attempt := range maxConflicts {
+		var (
+			cp  *Checkpoint
+			rev uint64
+			err = ErrNotFound
+		)
+		if attempt > 0 || !cmd.FirstDelivery {
+			cp, rev, err = r.cfg.Store.Load(ctx, cmd.Flow, cmd.Run)
+		}
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
+		default:
+			if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Seq); done || err != nil {
+				return out, err
+			}
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeRunExists, CodeRunExists,
+				fmt.Sprintf("run %s of flow %s already exists (status %s); start with another run id", cmd.Run, cmd.Flow, cp.Status))
+		}
+		t := r.newTxn(f, nil, 0, false, cmd.Inbound, key)
+		t.cp = &Checkpoint{
+			Flow: cmd.Flow, Run: cmd.Run, Status: Running, Node: f.start, State: Doc{},
+			CreatedAt: t.now, Origin: cmd.Origin, Traceparent: cmd.Traceparent, UID: randomID(8),
+			Cause: &Cause{ID: cmd.EventID, Key: key, Seq: cmd.Seq}, Applied: []string{key},
+		}
+		if err := applyDoc(f, t.cp, cmd.State); err != nil {
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload, "start state: "+err.Error())
+		}
+		t.initial = t.cp.State.clone()
+		t.action = ActionStarted
+		t.emit(EventStarted, &StartedEvent{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
+		t.audit(&AuditRecord{Action: ActionStarted, By: cmd.Source, EventID: cmd.EventID})
+		out, err := r.run(ctx, t)
+		if isConflict(err) {
+			continue
+		}
+		return out, err
+	}
+	return Outcome{}, fmt.Errorf("engine: starting %s.%s: too many concurrent writers", cmd.Flow, cmd.Run)
+}
+
+// Resume applies a resume command.
+func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
+	key := cmp.Or(cmd.IdempotencyKey, cmd.EventID)
+	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, key, "resume", func(t *txn) (Outcome, error) {
+		cp := t.cp
+		if cp.Status == Running {
+			return t.retry(), nil
+		}
+		if cp.Status == Expired {
+			return t.refuse(ctx, cmd.RequestID, CodeExpired, "run %s expired; its interrupt can no longer be answered", cmd.Run)
+		}
+		if cp.Status != Waiting || cp.Interrupt == nil {
+			return t.refuse(ctx, cmd.RequestID, CodeNotWaiting, "run %s is %s, not waiting on an interrupt", cmd.Run, cp.Status)
+		}
+		in := cp.Interrupt
+		if cmd.ExpectedCheckpoint != nil && *cmd.ExpectedCheckpoint != t.rev {
+			return t.refuse(ctx, cmd.RequestID, CodeStaleCheckpoint, "expectedCheckpoint is %d but run %s is at checkpoint %d; answer the latest interrupted event", *cmd.ExpectedCheckpoint, cmd.Run, t.rev)
+		}
+		if cmd.Trusted {
+			// No token proves the caller saw the interrupted event, so make
+			// sure the transition that published it has finished.
+			if busy, err := r.busy(ctx, cp); err != nil || busy {
+				return t.retry(), err
+			}
+		} else {
+			if cmd.Token == "" {
+				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken is missing; copy it from the interrupted event")
+			}
+			if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) {
+				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken does not match the pending interrupt (request %s); it may be from an earlier, used or re-announced interrupt", in.RequestID)
+			}
+		}
+		if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
+			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
+		}
+		if in.ExpiresAt != nil && !r.cfg.Now().Before(*in.ExpiresAt) {
+			return t.refuse(ctx, cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
+		}
+		k, ok := kindOf(in.Kind)
+		if !ok {
+			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "interrupt kind %q cannot be answered by this worker", in.Kind)
+		}
+		if err := k.answer(t.f, cp, in, cmd); err != nil {
+			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "%v", err)
+		}
+		if len(cmd.Update) > 0 {
+			if err := applyDoc(t.f, cp, cmd.Update); err != nil {
+				return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "update: %v", err)
+			}
+		}
+		t.answerSize = rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits)
+		t.waited = t.now.Sub(in.AskedAt)
+		t.begin(cmd.Traceparent, ActionResumed)
+		t.emit(EventResumed, &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin})
+		t.audit(&AuditRecord{Action: ActionResumed, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+			By: cmp.Or(cmd.Approver, cmd.Source), Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.Trusted})
+		return r.run(ctx, t)
+	})
+}
+
+// Cancel applies a cancel command.
+func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
+	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "cancel", func(t *txn) (Outcome, error) {
+		cp := t.cp
+		if busy, err := r.busy(ctx, cp); err != nil || busy {
+			return t.retry(), err
+		}
+		if cp.Status != Waiting {
+			return t.refuse(ctx, "", CodeNotWaiting, "run %s is %s; only a waiting run can be cancelled", cmd.Run, cp.Status)
+		}
+		node := cp.Node
+		cp.Status, cp.Interrupt = Cancelled, nil
+		t.begin(cmd.Traceparent, ActionCancelled)
+		by := cmp.Or(cmd.By, cmd.Source)
+		t.audit(&AuditRecord{Action: ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
+			Outcome: &AuditOutcome{Status: Cancelled}})
+		t.emit(EventCancelled, &CancelledEvent{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
+		return r.commit(ctx, t)
+	})
+}
+
+// Reannounce applies a reannounce command.
+func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error) {
+	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "reannounce", func(t *txn) (Outcome, error) {
+		cp := t.cp
+		if busy, err := r.busy(ctx, cp); err != nil || busy {
+			return t.retry(), err
+		}
+		if cp.Status != Waiting || cp.Interrupt == nil {
+			return t.refuse(ctx, cmd.RequestID, CodeNotWaiting, "run %s is %s, not waiting on an interrupt; there is nothing to announce", cmd.Run, cp.Status)
+		}
+		in := cp.Interrupt
+		if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
+			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
+		}
+		previous := in.RequestID
+		in.RequestID = newRequestID()
+		t.begin(cmd.Traceparent, ActionReannounced)
+		t.audit(&AuditRecord{Action: ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+			By: cmd.Source, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
+			Outcome: &AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
+		t.emit(EventInterrupted, interruptedEvent(cp, in))
+		return r.commit(ctx, t)
+	})
+}
+
+func rawSize(m map[string]json.RawMessage) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
+}

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// emit adds a run event to the transition's outbox.
+func (t *txn) emit(kind string, data EventData) {
+	t.add(EventStream, kind, data)
+}
+
+// audit adds the transition's audit record to its outbox.
+func (t *txn) audit(rec *AuditRecord) {
+	rec.Flow, rec.Run, rec.At = t.cp.Flow, t.cp.Run, t.now
+	t.add(AuditStream, rec.Action, rec)
+}
+
+// outcome completes the transition's audit record with where the run ended
+// up: one record per transition, naming the command and its outcome.
+func (t *txn) outcome(o AuditOutcome) {
+	o.Status = t.cp.Status
+	for i := len(t.cp.Outbox) - 1; i >= 0; i-- {
+		if rec, ok := t.cp.Outbox[i].Data.(*AuditRecord); ok {
+			rec.Outcome = &o
+			return
+		}
+	}
+}
+
+func (t *txn) add(stream Stream, kind string, data EventData) {
+	t.cp.Seq++
+	t.cp.Outbox = append(t.cp.Outbox, Message{
+		Stream: stream, Kind: kind, ID: fmt.Sprintf("%s-%d", t.cp.UID, t.cp.Seq),
+		Flow: t.cp.Flow, Run: t.cp.Run, Time: t.now, Data: data, Traceparent: t.cp.Traceparent,
+	})
+}
+
+// finish brings the pending index in line with the checkpoint and appends
+// the audit records, both before any event of the outbox is published, then
+// publishes the events stamped with the checkpoint number and, on an
+// interrupted event, the resume token.
+func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck bool) error {
+	var audits, evs []Message
+	for _, m := range cp.Outbox {
+		if m.Stream == AuditStream {
+			audits = append(audits, m)
+			continue
+		}
+		token := ""
+		if in, ok := m.Data.(*InterruptedEvent); ok {
+			token = r.token(cp.Flow, cp.Run, in.RequestID)
+		}
+		m.Data = m.Data.stamp(rev, token)
+		evs = append(evs, m)
+	}
+	indexed := make(chan error, 1)
+	go func() { indexed <- r.index(ctx, cp, rev) }()
+	var auditErr error
+	if len(audits) > 0 {
+		auditErr = r.cfg.Publisher.Publish(ctx, audits, rev, recheck)
+	}
+	if err := <-indexed; err != nil {
+		return err
+	}
+	if auditErr != nil {
+		return fmt.Errorf("engine: appending audit records of %s.%s: %w", cp.Flow, cp.Run, auditErr)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := r.cfg.Publisher.Publish(ctx, evs, rev, recheck); err != nil {
+		return fmt.Errorf("engine: publishing events of %s.%s: %w", cp.Flow, cp.Run, err)
+	}
+	return nil
+}
+
+// index writes or removes the run's pending index entry.
+func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
+	switch {
+	case cp.Status == Waiting && cp.Interrupt != nil:
+		in := cp.Interrupt
+		p := &Pending{
+			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
+		}
+		if err := r.cfg.Store.PutPending(ctx, p); err != nil {
+			return fmt.Errorf("engine: indexing pending run %s.%s: %w", cp.Flow, cp.Run, err)
+		}
+	case cp.Waited:
+		if err := r.cfg.Store.DeletePending(ctx, cp.Flow, cp.Run); err != nil {
+			return fmt.Errorf("engine: removing %s.%s from the pending index: %w", cp.Flow, cp.Run, err)
+		}
+	}
+	return nil
+}
+
+// refuse publishes a refused event and returns the outcome; deadLetter, if
+// set, asks for the inbound message to be dead-lettered too.
+func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string) (Outcome, error) {
+	ref := &Refusal{Code: code, Message: msg, RequestID: requestID}
+	out := Outcome{Flow: flow, Run: run, Refused: ref, DeadLetter: deadLetter}
+	id := "refused-" + randomID(16)
+	if o.EventID != "" {
+		sum := sha256.Sum256([]byte(flow + "\x00" + run + "\x00" + o.Source + "\x00" + o.EventID))
+		id = "refused-" + hex.EncodeToString(sum[:12])
+	}
+	m := Message{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: r.cfg.Now().UTC(),
+		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: o.EventID},
+		Traceparent: o.Traceparent}
+	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
+		return Outcome{}, fmt.Errorf("engine: publishing refusal of %s.%s: %w", flow, run, err)
+	}
+	return out, nil
+}
+
+// Refuse publishes a refused event for a message that cannot be applied for
+// a reason found before the runner saw it (a payload that does not parse).
+func (r *Runner) Refuse(ctx context.Context, flow, run string, o Inbound, code, msg string) error {
+	_, err := r.refuse(ctx, flow, run, "", o, code, "", msg)
+	return err
+}

@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Question asks for one state field.
+type Question struct {
+	// Field is the state field the answer fills: a top-level field, or
+	// parent.child for one level of nesting.
+	Field string `json:"field"`
+	// Question is the text shown to the person.
+	Question string `json:"question"`
+	// Suggestions are possible answers to offer.
+	Suggestions []string `json:"suggestions,omitempty"`
+	// Context is guidance for the model that phrases the question, never
+	// shown verbatim to the person. After a rejected answer it starts with
+	// "ERROR: <message>".
+	Context string `json:"context,omitempty"`
+	// Validate, if set, checks the answer once every field of the interrupt
+	// is filled, before the run advances.
+	Validate Validator `json:"-"`
+}
+
+// Questions is a question interrupt: one or more fields to fill.
+type Questions struct {
+	Questions []Question
+	// Context is interrupt-wide guidance ("Ask both in one natural message.").
+	Context string
+}
+
+// Validator checks an answer. value is the answer decoded from JSON (a
+// string, float64, bool, map[string]any, []any or nil). It accepts by
+// returning a nil error, optionally with extra state updates (for example the
+// answer normalised), or rejects by returning [Reject]. Any other error fails
+// the run.
+type Validator func(ctx context.Context, value any) (Update, error)
+
+// Rejection is a validator's refusal of an answer, with a message for the person.
+type Rejection struct{ Message string }
+
+// Error implements error.
+func (r *Rejection) Error() string { return "answer rejected: " + r.Message }
+
+// Reject returns a [Rejection] carrying message: the field is cleared and its
+// question asked again with context "ERROR: <message>".
+func Reject(message string) error { return &Rejection{Message: message} }
+
+// Answers holds the validated answers of a question interrupt, by field.
+type Answers map[string]any
+
+// String returns the answer for field as a string ("" if absent or not a string).
+func (a Answers) String(field string) string {
+	s, _ := a[field].(string)
+	return s
+}
+
+func checkQuestions(qs Questions) error {
+	if len(qs.Questions) == 0 {
+		return errors.New("a question interrupt needs at least one question")
+	}
+	seen := map[string]bool{}
+	for i, q := range qs.Questions {
+		if _, _, err := splitPath(q.Field); err != nil {
+			return fmt.Errorf("question %d: %w", i, err)
+		}
+		if seen[q.Field] {
+			return fmt.Errorf("question %d: field %q is asked twice", i, q.Field)
+		}
+		seen[q.Field] = true
+		if q.Question == "" {
+			return fmt.Errorf("question %d (field %s): question text is empty", i, q.Field)
+		}
+	}
+	return nil
+}
+
+// Ask pauses the run with a question interrupt unless every field is already
+// filled (by the start state or earlier answers) and valid. On the run that
+// follows the answer, it returns the validated answers, which are also in the
+// state. While the run must wait it returns [ErrInterrupted]: return it.
+func (n *Node[S]) Ask(ctx context.Context, qs Questions) (Answers, error) {
+	return n.x.ask(ctx, qs)
+}
+
+func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
+	i, err := x.begin()
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := x.resolved(i); ok {
+		var a Answers
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, x.fail(fmt.Errorf("recorded answers of interrupt %d: %w", i, err))
+		}
+		return a, nil
+	}
+	if err := checkQuestions(qs); err != nil {
+		return nil, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	given := map[string]json.RawMessage{}
+	if cur := x.current(i, KindQuestion); cur != nil {
+		for f, v := range cur.Answers {
+			if filled(v) {
+				given[f] = v
+			}
+		}
+	}
+	fields := make([]string, len(qs.Questions))
+	values := map[string]json.RawMessage{}
+	var missing []Question
+	for k, q := range qs.Questions {
+		fields[k] = q.Field
+		if v, ok := given[q.Field]; ok {
+			values[q.Field] = v
+		} else if v, ok := x.cp.State.get(q.Field); ok && filled(v) {
+			values[q.Field] = v
+		} else {
+			missing = append(missing, q)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, x.pause(&Interrupt{
+			Kind: KindQuestion, Index: i, Questions: missing, Fields: fields,
+			Context: qs.Context, Answers: given,
+		})
+	}
+
+	// Every field is filled: validate.
+	extra := Update{}
+	var rejected []Question
+	for _, q := range qs.Questions {
+		if q.Validate == nil {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(values[q.Field], &v); err != nil {
+			return nil, x.fail(fmt.Errorf("answer for %s: %w", q.Field, err))
+		}
+		u, err := q.Validate(ctx, v)
+		var rej *Rejection
+		switch {
+		case errors.As(err, &rej):
+			q.Context = joinContext("ERROR: "+rej.Message, q.Context)
+			rejected = append(rejected, q)
+		case err != nil:
+			return nil, x.fail(fmt.Errorf("validating %s: %w", q.Field, err))
+		default:
+			for k, val := range u {
+				extra[k] = val
+			}
+		}
+	}
+	if len(rejected) > 0 {
+		for _, q := range rejected {
+			delete(given, q.Field)
+			x.cp.State.clear(q.Field)
+		}
+		return nil, x.pause(&Interrupt{
+			Kind: KindQuestion, Index: i, Questions: rejected, Fields: fields,
+			Context: qs.Context, Answers: given,
+		})
+	}
+	if err := x.applyRaw(given); err != nil {
+		return nil, x.fail(err)
+	}
+	if err := x.apply(extra); err != nil {
+		return nil, x.fail(err)
+	}
+	answers := Answers{}
+	for _, f := range fields {
+		var v any
+		if raw, ok := x.cp.State.get(f); ok {
+			_ = json.Unmarshal(raw, &v)
+		}
+		answers[f] = v
+	}
+	if err := x.resolve(i, answers); err != nil {
+		return nil, x.fail(err)
+	}
+	return answers, nil
+}
+
+func joinContext(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + " " + b
+}
+
+// questionKind is the rules of a question interrupt.
+type questionKind struct{}
+
+// answer records answers to some or all of the fields asked. Validators run
+// when the node runs again, once every field is filled (rule 3).
+func (questionKind) answer(f *Flow, cp *Checkpoint, in *Interrupt, cmd Resume) error {
+	if len(cmd.Selected) > 0 || cmd.Decision != "" {
+		return fmt.Errorf("this interrupt asks questions; send answers for %s", strings.Join(in.Fields, ", "))
+	}
+	if len(cmd.Answers) == 0 {
+		return fmt.Errorf("answers is empty; answer one or more of %s", strings.Join(in.Fields, ", "))
+	}
+	trial := cp.State.clone()
+	for _, field := range sortedKeys(cmd.Answers) {
+		if !slices.Contains(in.Fields, field) {
+			return fmt.Errorf("%q is not asked by this interrupt; it asks for %s", truncate(field, 64), strings.Join(in.Fields, ", "))
+		}
+		v := cmd.Answers[field]
+		if !json.Valid(v) {
+			return fmt.Errorf("answer for %s is not valid JSON", field)
+		}
+		if err := trial.set(field, v, Replace); err != nil {
+			return fmt.Errorf("answer for %s: %w", field, err)
+		}
+	}
+	if f.fit != nil {
+		if err := f.fit(trial); err != nil {
+			return fmt.Errorf("answers do not fit the state: %w", err)
+		}
+	}
+	if in.Answers == nil {
+		in.Answers = map[string]json.RawMessage{}
+	}
+	for field, v := range cmd.Answers {
+		in.Answers[field] = v
+	}
+	return nil
+}
+
+func (questionKind) describe(in *Interrupt, ev *InterruptedEvent) {
+	ev.Questions, ev.Context = in.Questions, in.Context
+}

@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// txn is one transition of one run: the checkpoint as loaded and changed,
+// the command it applies, and the outbox it fills.
+type txn struct {
+	r      *Runner
+	f      *Flow
+	cp     *Checkpoint
+	rev    uint64
+	stored bool
+	now    time.Time
+	// in and key are the command's message and idempotency key.
+	in  Inbound
+	key string
+	// action is the command's audit action.
+	action string
+	// initial is a start's initial state; answerSize is the size of a
+	// resume's answers, updates and edits: what decides, when the
+	// checkpoint grows too large, whether to refuse the command or fail the run.
+	initial    Doc
+	answerSize int
+	// waited is how long the answered interrupt waited.
+	waited time.Duration
+}
+
+func (r *Runner) newTxn(f *Flow, cp *Checkpoint, rev uint64, stored bool, in Inbound, key string) *txn {
+	return &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key}
+}
+
+// begin marks the run as changed by the transition's command.
+func (t *txn) begin(traceparent, action string) {
+	cp := t.cp
+	if traceparent != "" {
+		cp.Traceparent = traceparent
+	}
+	if cp.Status == Waiting {
+		cp.Status = Running
+	}
+	if cp.Status == Cancelled {
+		cp.Interrupt = nil
+	}
+	cp.Cause = &Cause{ID: t.in.EventID, Key: t.key, Seq: t.in.Seq}
+	cp.Applied = appendApplied(cp.Applied, t.key)
+	cp.Outbox = nil
+	t.action = action
+}
+
+// retry is the outcome of a command that must wait for the run.
+func (t *txn) retry() Outcome {
+	return Outcome{Flow: t.cp.Flow, Run: t.cp.Run, Status: t.cp.Status, RetryAfter: DefaultBusyRetry}
+}
+
+// refuse refuses the command for a reason the run's state gives. The
+// refusal is published only once the transition that left that state has
+// published its own events, so that a client never sees a refusal before
+// the event that explains it (a resume refused not_waiting before the
+// cancelled event of the cancel that won).
+func (t *txn) refuse(ctx context.Context, requestID, code, format string, args ...any) (Outcome, error) {
+	if busy, err := t.r.busy(ctx, t.cp); err != nil || busy {
+		return t.retry(), err
+	}
+	if requestID == "" && t.cp.Interrupt != nil {
+		requestID = t.cp.Interrupt.RequestID
+	}
+	out, err := t.r.refuse(ctx, t.cp.Flow, t.cp.Run, requestID, t.in, code, "", fmt.Sprintf(format, args...))
+	out.Status, out.Checkpoint, out.Node = t.cp.Status, t.rev, t.cp.Node
+	return out, err
+}
+
+// save writes the checkpoint with a compare-and-set.
+func (t *txn) save(ctx context.Context) error {
+	t.cp.UpdatedAt = t.now
+	var (
+		rev uint64
+		err error
+	)
+	if t.stored {
+		rev, err = t.r.cfg.Store.Update(ctx, t.cp, t.rev)
+	} else {
+		rev, err = t.r.cfg.Store.Create(ctx, t.cp)
+	}
+	if err != nil {
+		return err
+	}
+	t.rev, t.stored = rev, true
+	return nil
+}
+
+// transact applies a command to an existing run: load the checkpoint,
+// acknowledge a repeat, let step check and change it, and start again from
+// the load when another worker's compare-and-set won.
+func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key, verb string, step func(*txn) (Outcome, error)) (Outcome, error) {
+	f, out, ok := r.lookup(ctx, flow, run, in)
+	if !ok {
+		return out, nil
+	}
+	for range maxConflicts {
+		cp, rev, err := r.cfg.Store.Load(ctx, flow, run)
+		if errors.Is(err, ErrNotFound) {
+			return r.refuse(ctx, flow, run, "", in, CodeUnknownRun, "",
+				fmt.Sprintf("no run %s of flow %s to %s; check the run id with `interlock pending` or `interlock show %s <run>`", run, flow, verb, flow))
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", flow, run, err)
+		}
+		if out, done, err := r.repeat(ctx, f, cp, rev, key, in.Seq); done || err != nil {
+			return out, err
+		}
+		out, err := step(r.newTxn(f, cp, rev, true, in, key))
+		if isConflict(err) {
+			continue
+		}
+		return out, err
+	}
+	return Outcome{}, fmt.Errorf("engine: %s %s.%s: too many concurrent writers", verb, flow, run)
+}
+
+// repeat handles a command whose key the run has already seen: it finishes
+// an interrupted transition of that command, or acknowledges a repeat.
+func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string, seq uint64) (Outcome, bool, error) {
+	if key == "" || !slices.Contains(cp.Applied, key) {
+		return Outcome{}, false, nil
+	}
+	mine := cp.Cause != nil && cp.Cause.Key == key
+	switch {
+	case mine && cp.Status == Running && seq != cp.Cause.Seq:
+		// Another message with the same key while the transition is in
+		// flight: let the one in flight finish first.
+		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, true, nil
+	case mine && cp.Status == Running:
+		// A step was recorded, then the worker stopped: carry on.
+		out, err := r.run(ctx, r.newTxn(f, cp, rev, true, Inbound{Seq: seq}, key))
+		return out, true, err
+	case mine:
+		// Committed; publishing may not have finished.
+		if err := r.finish(ctx, cp, rev, true); err != nil {
+			return Outcome{}, true, err
+		}
+	}
+	return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, Checkpoint: rev, Node: cp.Node, Duplicate: true}, true, nil
+}
+
+// busy reports whether the run must not be advanced or refused now: a
+// transition is in flight, or the last one has not finished publishing.
+func (r *Runner) busy(ctx context.Context, cp *Checkpoint) (bool, error) {
+	if cp.Status == Running {
+		return true, nil
+	}
+	if r.cfg.Queue == nil || cp.Cause == nil || cp.Cause.Seq == 0 {
+		return false, nil
+	}
+	unacked, err := r.cfg.Queue.Unacked(ctx, cp.Cause.Seq)
+	if err != nil {
+		return false, fmt.Errorf("engine: checking message %d of %s.%s: %w", cp.Cause.Seq, cp.Flow, cp.Run, err)
+	}
+	return unacked, nil
+}
+
+// lookup checks the names of a command on an existing run and finds the flow.
+func (r *Runner) lookup(ctx context.Context, flow, run string, o Inbound) (*Flow, Outcome, bool) {
+	if CheckName("flow", flow) != nil || CheckName("run", run) != nil {
+		return nil, Outcome{Flow: flow, Run: run, DeadLetter: ReasonInvalidName}, false
+	}
+	f, ok := r.flows[flow]
+	if !ok {
+		out, err := r.refuse(ctx, flow, run, "", o, CodeUnknownRun, CodeUnknownFlow,
+			fmt.Sprintf("flow %q is not registered; known flows: %s", flow, strings.Join(r.Flows(), ", ")))
+		if err != nil {
+			// Publishing failed: have the message delivered again.
+			return nil, Outcome{Flow: flow, Run: run, RetryAfter: DefaultBusyRetry}, false
+		}
+		return nil, out, false
+	}
+	return f, Outcome{}, true
+}
+
+// run advances the transition's run until it waits or finishes, then commits.
+func (r *Runner) run(ctx context.Context, t *txn) (Outcome, error) {
+	if err := r.advance(ctx, t); err != nil {
+		return r.failedWrite(ctx, t, err)
+	}
+	return r.commit(ctx, t)
+}
+
+// commit writes the checkpoint with its outbox, then publishes.
+func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
+	if t.cp.Status == Waiting {
+		t.cp.Waited = true
+	}
+	if err := t.save(ctx); err != nil {
+		return r.failedWrite(ctx, t, err)
+	}
+	if err := r.finish(ctx, t.cp, t.rev, false); err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{
+		Flow: t.cp.Flow, Run: t.cp.Run, Status: t.cp.Status, Checkpoint: t.rev, Node: t.cp.Node,
+		Age: t.now.Sub(t.cp.CreatedAt), Waited: t.waited,
+	}
+	for _, m := range t.cp.Outbox {
+		if m.Stream == EventStream {
+			out.Published = append(out.Published, m.Kind)
+		}
+	}
+	return out, nil
+}
+
+// failedWrite handles a checkpoint write that failed. A conflict is
+// returned as is (the command starts again from the load); a checkpoint
+// too large for the store refuses the command or fails the run; anything
+// else is returned for the message to be delivered again.
+func (r *Runner) failedWrite(ctx context.Context, t *txn, err error) (Outcome, error) {
+	var big *TooLargeError
+	switch {
+	case isConflict(err):
+		return Outcome{}, err
+	case errors.As(err, &big):
+		return r.tooLarge(ctx, t, big)
+	}
+	return Outcome{}, fmt.Errorf("engine: writing checkpoint of %s.%s: %w", t.cp.Flow, t.cp.Run, err)
+}
+
+// tooLarge answers a transition whose checkpoint grew past what the store
+// takes. A start or an answer that is itself most of the limit is refused
+// invalid_payload (the run, if any, stays as it was); otherwise a node grew
+// the state, and the run fails with an error saying so, from the state it
+// had before the transition.
+func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outcome, error) {
+	flow, run := t.cp.Flow, t.cp.Run
+	input := t.answerSize
+	if !t.stored {
+		input = docSize(t.initial)
+	}
+	if input > big.Limit/2 {
+		return r.refuse(ctx, flow, run, "", t.in, CodeInvalidPayload, "",
+			fmt.Sprintf("the command makes run %s's checkpoint %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); send less data, or raise max_payload", run, big.Size, big.Limit))
+	}
+	node := t.cp.Node
+	var cp *Checkpoint
+	if t.stored {
+		loaded, rev, err := r.cfg.Store.Load(ctx, flow, run)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("engine: reloading %s.%s after an oversized write: %w", flow, run, err)
+		}
+		cp, t.rev = loaded, rev
+	} else {
+		cp = &Checkpoint{Flow: flow, Run: run, Node: t.f.start, State: t.initial, CreatedAt: t.cp.CreatedAt,
+			Origin: t.cp.Origin, Traceparent: t.cp.Traceparent, UID: t.cp.UID}
+	}
+	if cp.Status.Finished() {
+		return Outcome{Flow: flow, Run: run, Status: cp.Status, Checkpoint: t.rev, Duplicate: true}, nil
+	}
+	t.cp = cp
+	cp.Status, cp.Node = Running, node
+	t.begin(t.in.Traceparent, t.action)
+	t.audit(&AuditRecord{Action: t.action, By: t.in.Source, Source: t.in.Source, EventID: t.in.EventID})
+	t.failRun(fmt.Errorf("node %q grew the run's checkpoint to %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); keep large data out of the state (store it elsewhere and keep a reference)", node, big.Size, big.Limit))
+	return r.commit(ctx, t)
+}
+
+// advance runs nodes from the checkpoint's current node until the run
+// pauses, completes or fails.
+func (r *Runner) advance(ctx context.Context, t *txn) error {
+	cp := t.cp
+	for runs := 0; ; runs++ {
+		if runs >= r.cfg.MaxNodeRuns {
+			t.failRun(fmt.Errorf("ran %d nodes without pausing or ending; check the flow's edges for a loop", runs))
+			return nil
+		}
+		x := &exec{flow: t.f, cp: cp, now: t.now, steps: map[string]bool{}, requestID: newRequestID}
+		x.persist = func(ctx context.Context) error {
+			cp.Status = Running
+			return t.save(ctx)
+		}
+		x.ensureStored = func(ctx context.Context) error {
+			if t.stored {
+				return nil
+			}
+			return x.persist(ctx)
+		}
+		nodeErr := r.call(ctx, t.f, x)
+		if x.abort != nil {
+			return x.abort
+		}
+		if x.paused != nil && x.err == nil {
+			cp.Status, cp.Interrupt = Waiting, x.paused
+			t.outcome(AuditOutcome{Node: cp.Node, RequestID: x.paused.RequestID, Kind: x.paused.Kind})
+			t.emit(EventInterrupted, interruptedEvent(cp, x.paused))
+			return nil
+		}
+		if x.err != nil {
+			nodeErr = x.err
+		}
+		if nodeErr != nil && !errors.Is(nodeErr, ErrInterrupted) {
+			t.failRun(nodeErr)
+			return nil
+		}
+		next, err := r.route(t.f, x)
+		if err != nil {
+			t.failRun(err)
+			return nil
+		}
+		cp.Resumes, cp.Steps, cp.Interrupt = nil, nil, nil
+		if next == End {
+			cp.Status = Completed
+			t.outcome(AuditOutcome{Node: cp.Node})
+			t.emit(EventCompleted, &CompletedEvent{Flow: cp.Flow, Run: cp.Run, State: cp.State, Origin: cp.Origin})
+			return nil
+		}
+		cp.Node = next
+	}
+}
+
+func (t *txn) failRun(err error) {
+	cp := t.cp
+	cp.Status, cp.Interrupt, cp.Error = Failed, nil, err.Error()
+	t.outcome(AuditOutcome{Node: cp.Node, Error: err.Error()})
+	t.emit(EventFailed, &FailedEvent{Flow: cp.Flow, Run: cp.Run, Node: cp.Node, Error: err.Error(), Origin: cp.Origin})
+}
+
+// call runs the current node, turning a panic into an error.
+func (r *Runner) call(ctx context.Context, f *Flow, x *exec) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("node %q panicked: %v", x.cp.Node, p)
+		}
+	}()
+	fn, ok := f.nodes[x.cp.Node]
+	if !ok {
+		return fmt.Errorf("node %q is not in flow %q (was the flow changed while runs were waiting?)", x.cp.Node, f.name)
+	}
+	return fn(ctx, x)
+}
+
+func (r *Runner) route(f *Flow, x *exec) (next string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("router after node %q panicked: %v", x.cp.Node, p)
+		}
+	}()
+	return f.after(x)
+}
