@@ -33,6 +33,13 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
+// Defaults of [Config].
+const (
+	// DefaultInstance names the process in event sources when the host
+	// name is unknown.
+	DefaultInstance = "local"
+)
+
 // Config configures a [Service].
 type Config struct {
 	// Flows to run. At least one.
@@ -51,7 +58,7 @@ type Config struct {
 	// and kept in the <prefix>_keys bucket.
 	Secret []byte
 	// Instance names this process in event sources (interlock/<instance>).
-	// Defaults to the host name.
+	// Defaults to the host name, or DefaultInstance.
 	Instance string
 	// Concurrency is how many messages a worker handles at once. Defaults
 	// to bus.DefaultConcurrency.
@@ -59,41 +66,88 @@ type Config struct {
 	// AckWait is how long a message may be in a worker's hands before
 	// JetStream delivers it to another. Defaults to bus.DefaultAckWait.
 	AckWait time.Duration
+	// MaxDeliver is how many times a failing message is delivered before it
+	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.
+	MaxDeliver int
+	// Services are started, in order, once the workers consume, and
+	// stopped in reverse order before them: the deadline handler, an HTTP
+	// server, a metrics endpoint. Optional.
+	Services []Background
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
 
-// Service is a running Interlock: NATS (embedded or not), and workers.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
+	if c.Instance == "" {
+		c.Instance, _ = os.Hostname()
+	}
+	c.Instance = cmp.Or(c.Instance, DefaultInstance)
+	c.Prefix = cmp.Or(c.Prefix, wire.DefaultPrefix)
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Flows) == 0:
+		return errors.New("interlock: Config.Flows is empty; register at least one flow")
+	case len(c.Secret) > 0 && len(c.Secret) < 32:
+		return fmt.Errorf("interlock: Config.Secret is %d bytes; use at least 32 random bytes, or none for a generated one", len(c.Secret))
+	case c.Concurrency < 0:
+		return fmt.Errorf("interlock: Config.Concurrency is %d; it must be positive (0 for the default)", c.Concurrency)
+	case c.AckWait < 0:
+		return fmt.Errorf("interlock: Config.AckWait is %s; it must be positive (0 for the default)", c.AckWait)
+	}
+	for i, b := range c.Services {
+		if b == nil {
+			return fmt.Errorf("interlock: Config.Services[%d] is nil", i)
+		}
+	}
+	return nil
+}
+
+// Background is a service that runs beside the workers with the same
+// lifecycle: Start returns once it serves, Stop drains it. Stop is called
+// once, with a context that bounds the drain.
+type Background interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Service is a running Interlock: NATS (embedded or not), the workers, and
+// the background services, with one lifecycle.
 type Service struct {
-	srv    *bus.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	names  wire.Names
-	store  *kv.Store
-	runner *engine.Runner
-	worker *bus.Worker
-	once   sync.Once
-	err    error
+	srv     *bus.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	names   wire.Names
+	store   *kv.Store
+	runner  *engine.Runner
+	worker  *bus.Worker
+	started []Background
+	once    sync.Once
+	err     error
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
-// streams and buckets provisioned, the consumer bound.
+// streams and buckets provisioned, the consumer bound, and every
+// background service started.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
-	if len(cfg.Flows) == 0 {
-		return nil, errors.New("interlock: Config.Flows is empty; register at least one flow")
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
-	if log == nil {
-		l := zerolog.Nop()
-		log = &l
-	}
 	names, err := wire.NewNames(cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{names: names}
 	fail := func(err error) (*Service, error) {
-		s.close()
+		_ = s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	conn := cfg.Conn
@@ -120,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.PendingBucket(), err))
 	}
-	s.store = kv.New(runs, pending)
+	s.store = kv.New(runs, pending, kv.MaxPayload(s.nc.MaxPayload()))
 	secret := cfg.Secret
 	if len(secret) == 0 {
 		secret, err = bus.StoredSecret(ctx, s.js, names, cfg.Streams.Replicas)
@@ -135,11 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
-	instance := cfg.Instance
-	if instance == "" {
-		instance, _ = os.Hostname()
-	}
-	source := "interlock/" + cmp.Or(instance, "local")
+	source := "interlock/" + cfg.Instance
 	s.runner, err = engine.NewRunner(engine.Config{
 		Flows: cfg.Flows, Store: s.store, Publisher: bus.NewPublisher(s.js, names, source),
 		Queue: queue, Secret: secret, Source: source,
@@ -149,13 +199,20 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log,
-		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait),
+		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	if err := s.worker.Start(ctx); err != nil {
 		return fail(err)
+	}
+	s.started = append(s.started, s.worker)
+	for _, b := range cfg.Services {
+		if err := b.Start(ctx); err != nil {
+			return fail(fmt.Errorf("interlock: starting %T: %w", b, err))
+		}
+		s.started = append(s.started, b)
 	}
 	return s, nil
 }
@@ -188,24 +245,26 @@ func (s *Service) Runner() *engine.Runner { return s.runner }
 // JetStream is the service's JetStream context.
 func (s *Service) JetStream() jetstream.JetStream { return s.js }
 
-// Stop drains the workers (messages in hand finish, or are left to be
+// Stop stops the background services and drains the workers, in the
+// reverse order of their start (messages in hand finish, or are left to be
 // delivered again when ctx ends), closes the connection, and shuts the
-// embedded server down. Stopping twice is safe.
+// embedded server down. Stopping twice is safe; the second call returns
+// what the first did.
 func (s *Service) Stop(ctx context.Context) error {
 	s.once.Do(func() {
-		if s.worker != nil {
-			s.err = s.worker.Stop(ctx)
+		var errs []error
+		for i := len(s.started) - 1; i >= 0; i-- {
+			if err := s.started[i].Stop(ctx); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		s.close()
+		if s.nc != nil {
+			s.nc.Close()
+		}
+		if s.srv != nil {
+			s.srv.Shutdown()
+		}
+		s.err = errors.Join(errs...)
 	})
 	return s.err
-}
-
-func (s *Service) close() {
-	if s.nc != nil {
-		s.nc.Close()
-	}
-	if s.srv != nil {
-		s.srv.Shutdown()
-	}
 }

@@ -157,7 +157,8 @@ func (p *Publisher) stored(ctx context.Context, m engine.Message) (bool, error) 
 
 // DeadLetter copies an inbound message whole (headers and body) to
 // interlock.dlq.<reason>, adding the reason, the error and the original
-// subject as headers.
+// subject as headers. A resume token in the body is redacted: a dead letter
+// never holds a credential.
 func DeadLetter(ctx context.Context, js jetstream.JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
 	dl := nats.NewMsg(n.DeadLetter(reason))
 	for k, vs := range msg.Headers() {
@@ -173,7 +174,7 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, n wire.Names, msg j
 		dl.Header.Set(HeaderStreamSeq, fmt.Sprint(md.Sequence.Stream))
 		dl.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream))
 	}
-	dl.Data = msg.Data()
+	dl.Data = events.RedactTokens(msg.Data())
 	if _, err := js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("bus: dead-lettering message from %s: %w", msg.Subject(), err)
 	}

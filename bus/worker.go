@@ -21,6 +21,11 @@ const (
 	DefaultConcurrency    = 32
 	DefaultAckWait        = 30 * time.Second
 	DefaultHandlerTimeout = 25 * time.Second
+	// DefaultMaxDeliver bounds the deliveries of one message: at the last,
+	// a message that still fails is dead-lettered (ReasonDeliveryLimit).
+	// With the back-off between deliveries that is about 45 minutes of
+	// retrying.
+	DefaultMaxDeliver = 100
 )
 
 // consumePause is how long the worker waits after the consumer reports an error.
@@ -30,6 +35,9 @@ const consumePause = 250 * time.Millisecond
 const (
 	ReasonUnknownSubject = "unknown_subject"
 	ReasonUnsupported    = "unsupported"
+	// ReasonDeliveryLimit: the message failed on every delivery up to the
+	// consumer's limit; the header Interlock-Error holds the last error.
+	ReasonDeliveryLimit = "delivery_limit"
 )
 
 // WorkerConfig configures a [Worker].
@@ -47,6 +55,9 @@ type WorkerConfig struct {
 	// HandlerTimeout bounds the handling of one message; it must be shorter
 	// than AckWait. Defaults to DefaultHandlerTimeout.
 	HandlerTimeout time.Duration
+	// MaxDeliver is how many times a message is delivered before a failing
+	// one is dead-lettered. Defaults to DefaultMaxDeliver.
+	MaxDeliver int
 	// Logger receives one line per refused, dead-lettered or failed message.
 	// Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -56,6 +67,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, DefaultHandlerTimeout)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, DefaultMaxDeliver)
 	if c.Names.Prefix == "" {
 		c.Names.Prefix = wire.DefaultPrefix
 	}
@@ -72,6 +84,8 @@ func (c WorkerConfig) validate() error {
 		return errors.New("bus: WorkerConfig.Runner is nil")
 	case c.Concurrency < 1:
 		return fmt.Errorf("bus: WorkerConfig.Concurrency is %d; it must be positive", c.Concurrency)
+	case c.MaxDeliver < 2:
+		return fmt.Errorf("bus: WorkerConfig.MaxDeliver is %d; allow at least 2 deliveries", c.MaxDeliver)
 	case c.HandlerTimeout >= c.AckWait:
 		return fmt.Errorf("bus: WorkerConfig.HandlerTimeout (%s) must be shorter than AckWait (%s)", c.HandlerTimeout, c.AckWait)
 	}
@@ -94,6 +108,7 @@ type Worker struct {
 	base    context.Context
 	abort   context.CancelFunc
 	stopped bool
+	verbs   map[string]verb
 }
 
 // NewWorker returns a worker; Start starts it.
@@ -102,7 +117,7 @@ func NewWorker(js jetstream.JetStream, cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, sem: make(chan struct{}, cfg.Concurrency)}, nil
+	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, sem: make(chan struct{}, cfg.Concurrency), verbs: verbs()}, nil
 }
 
 // Start binds the inbound stream, creates or updates the durable consumer,
@@ -119,7 +134,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		FilterSubject: n.Prefix + ".in.>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.cfg.AckWait,
-		MaxDeliver:    -1,
+		MaxDeliver:    w.cfg.MaxDeliver,
 		MaxAckPending: 4 * w.cfg.Concurrency,
 	})
 	if err != nil {
@@ -218,31 +233,38 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	defer cancel()
 	md, err := msg.Metadata()
 	if err != nil {
-		w.log.Error().Err(err).Str("subject", msg.Subject()).Msg("message without JetStream metadata")
-		_ = msg.Term()
+		w.log.Error().Err(err).Str("subject", msg.Subject()).Msg("message without JetStream metadata; terminated")
+		if err := msg.Term(); err != nil {
+			w.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("terminating message failed")
+		}
 		return
 	}
 	log := w.log.With().Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).Logger()
 	out, err := w.apply(ctx, msg, md)
 	if err != nil {
-		delay := backoff(md.NumDelivered)
-		log.Error().Err(err).Uint64("delivered", md.NumDelivered).Dur("retry_in", delay).Msg("message not applied; will be delivered again")
-		_ = msg.NakWithDelay(delay)
-		return
+		if md.NumDelivered < uint64(w.cfg.MaxDeliver) {
+			delay := backoff(md.NumDelivered)
+			log.Error().Err(err).Uint64("delivered", md.NumDelivered).Dur("retry_in", delay).Msg("message not applied; will be delivered again")
+			w.nak(log, msg, delay)
+			return
+		}
+		log.Error().Err(err).Uint64("delivered", md.NumDelivered).Msg("message failed on its last delivery")
+		out = outcome{Outcome: engine.Outcome{DeadLetter: ReasonDeliveryLimit},
+			detail: fmt.Sprintf("failed on each of %d deliveries; last error: %v", md.NumDelivered, err)}
 	}
 	log = log.With().Str("flow", out.Flow).Str("run", out.Run).Logger()
 	if out.DeadLetter != "" {
-		detail := out.detail
-		if err := DeadLetter(ctx, w.js, w.cfg.Names, msg, out.DeadLetter, detail); err != nil {
+		if err := DeadLetter(ctx, w.js, w.cfg.Names, msg, out.DeadLetter, out.detail); err != nil {
 			log.Error().Err(err).Msg("dead letter not written; will be delivered again")
-			_ = msg.NakWithDelay(backoff(md.NumDelivered))
+			w.nak(log, msg, backoff(md.NumDelivered))
 			return
 		}
-		log.Warn().Str("reason", out.DeadLetter).Str("error", detail).Msg("message dead-lettered")
+		log.Warn().Str("reason", out.DeadLetter).Str("error", out.detail).Msg("message dead-lettered")
 	}
-	if out.RetryAfter > 0 {
-		log.Debug().Dur("retry_in", out.RetryAfter).Msg("run busy")
-		_ = msg.NakWithDelay(out.RetryAfter)
+	if out.RetryAfter > 0 && out.DeadLetter == "" {
+		delay := busyDelay(out.RetryAfter, md.NumDelivered)
+		log.Debug().Dur("retry_in", delay).Msg("run busy")
+		w.nak(log, msg, delay)
 		return
 	}
 	switch {
@@ -250,11 +272,48 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		log.Info().Str("code", out.Refused.Code).Str("reason", out.Refused.Message).Msg("refused")
 	case out.Duplicate:
 		log.Debug().Msg("repeat acknowledged")
-	default:
-		log.Debug().Str("status", string(out.Status)).Uint64("checkpoint", out.Checkpoint).Msg("applied")
+	case out.DeadLetter == "":
+		logRun(log, out.Outcome)
 	}
 	if err := msg.Ack(); err != nil {
 		log.Warn().Err(err).Msg("ack failed; the message will be delivered again and acknowledged as a repeat")
+	}
+}
+
+// nak asks for the message to be delivered again after delay.
+func (w *Worker) nak(log zerolog.Logger, msg jetstream.Msg, delay time.Duration) {
+	if err := msg.NakWithDelay(delay); err != nil {
+		log.Warn().Err(err).Msg("nak failed; the message will be delivered again after the ack wait")
+	}
+}
+
+// busyDelay spaces out the deliveries of a message whose run stays busy
+// (its last transition is in another worker's hands, or that worker died
+// and JetStream has not yet given the message to another).
+func busyDelay(base time.Duration, delivered uint64) time.Duration {
+	switch {
+	case delivered <= 10:
+		return base
+	case delivered <= 30:
+		return max(base, 2*time.Second)
+	}
+	return max(base, 5*time.Second)
+}
+
+// logRun writes the operator's line for a transition: one per event the
+// run published, with flow, run and node, and how long the run has been
+// going or the interrupt waited. Never tokens, answers or arguments.
+func logRun(log zerolog.Logger, out engine.Outcome) {
+	for _, kind := range out.Published {
+		ev := log.Info().Str("node", out.Node).Uint64("checkpoint", out.Checkpoint)
+		switch kind {
+		case engine.EventResumed:
+			ev = ev.Dur("waited", out.Waited)
+		case engine.EventStarted:
+		default:
+			ev = ev.Dur("run_age", out.Age)
+		}
+		ev.Msg("run " + kind)
 	}
 }
 
@@ -266,66 +325,41 @@ type outcome struct {
 
 func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) (outcome, error) {
 	n := w.cfg.Names
-	r := w.cfg.Runner
-	flow, verb, ok := n.ParseIn(msg.Subject())
-	typ, known := events.InboundType(verb)
-	if !ok || !known {
+	flow, name, ok := n.ParseIn(msg.Subject())
+	v, known := w.verbs[name]
+	if !ok || !known || (name == "request") != (flow == "gate") {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
-			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.start|resume|cancel or %s", msg.Subject(), n.Prefix, n.GateRequest())}, nil
+			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.GateRequest())}, nil
 	}
-	if flow == "gate" && verb == "request" {
-		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnsupported},
-			detail: "the tool-call gate is not enabled on this worker"}, nil
+	if v.unsupported != "" {
+		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnsupported}, detail: v.unsupported}, nil
 	}
 	ev, err := events.Decode(msg.Headers(), msg.Data())
 	if err != nil {
-		var e *events.Error
 		reason := events.ReasonUnparseable
+		var e *events.Error
 		if errors.As(err, &e) {
 			reason = e.Reason
 		}
-		return w.reject(ctx, flow, verb, headerRun(msg), engine.Inbound{Seq: md.Sequence.Stream}, reason, err.Error())
+		id, run := events.Peek(msg.Headers(), msg.Data())
+		return w.reject(ctx, flow, name, run, engine.Inbound{EventID: id, Seq: md.Sequence.Stream}, reason, err.Error())
 	}
 	in := engine.Inbound{
 		EventID: ev.ID(), Source: ev.Source(), Seq: md.Sequence.Stream,
 		Traceparent:   events.StringExtension(ev, events.ExtTraceparent),
 		FirstDelivery: md.NumDelivered == 1,
 	}
-	if ev.Type() != typ {
-		return w.reject(ctx, flow, verb, ev.Subject(), in, events.ReasonInvalidPayload,
-			fmt.Sprintf("event type %q was sent to %s, which takes %q", ev.Type(), msg.Subject(), typ))
+	if ev.Type() != v.typ {
+		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
+			fmt.Sprintf("event type %q was sent to %s, which takes %q", ev.Type(), msg.Subject(), v.typ))
 	}
-	var out engine.Outcome
-	switch verb {
-	case "start":
-		d, perr := events.ParseStart(ev.Data())
-		if perr != nil {
-			return w.reject(ctx, flow, verb, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())
-		}
-		out, err = r.Start(ctx, engine.Start{Flow: flow, Run: ev.Subject(), State: d.State, Origin: d.Origin, Inbound: in})
-	case "resume":
-		if ev.Subject() == "" {
-			return w.reject(ctx, flow, verb, "", in, events.ReasonInvalidPayload, "the event's subject must be the run id to resume")
-		}
-		d, perr := events.ParseResume(ev.Data())
-		if perr != nil {
-			return w.reject(ctx, flow, verb, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())
-		}
-		out, err = r.Resume(ctx, engine.Resume{
-			Flow: flow, Run: ev.Subject(), Token: d.ResumeToken, RequestID: d.RequestID,
-			Answers: d.Answers, Selected: d.Selected, Decision: d.Decision, Edits: d.Edits,
-			Update: d.Update, Approver: d.Approver, Reason: d.Reason,
-			ExpectedCheckpoint: d.ExpectedCheckpoint, IdempotencyKey: d.IdempotencyKey, Inbound: in,
-		})
-	case "cancel":
-		if ev.Subject() == "" {
-			return w.reject(ctx, flow, verb, "", in, events.ReasonInvalidPayload, "the event's subject must be the run id to cancel")
-		}
-		d, perr := events.ParseCancel(ev.Data())
-		if perr != nil {
-			return w.reject(ctx, flow, verb, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())
-		}
-		out, err = r.Cancel(ctx, engine.Cancel{Flow: flow, Run: ev.Subject(), Reason: d.Reason, By: d.By, Inbound: in})
+	if v.needsRun && ev.Subject() == "" {
+		return w.reject(ctx, flow, name, "", in, events.ReasonInvalidPayload, fmt.Sprintf("the event's subject must be the run id to %s", name))
+	}
+	out, err := v.apply(ctx, w.cfg.Runner, flow, ev, in)
+	var perr *events.Error
+	if errors.As(err, &perr) {
+		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())
 	}
 	if err != nil {
 		return outcome{}, err
@@ -344,7 +378,8 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 }
 
 // reject dead-letters a message found bad before the runner, and answers it
-// with refused where the run can be named.
+// with refused where the run can be named, so that a client waiting on the
+// run learns why.
 func (w *Worker) reject(ctx context.Context, flow, verb, run string, in engine.Inbound, reason, detail string) (outcome, error) {
 	o := outcome{Outcome: engine.Outcome{Flow: flow, Run: run, DeadLetter: reason}, detail: detail}
 	if verb == "start" && run == "" || engine.CheckName("flow", flow) != nil || engine.CheckName("run", run) != nil {
@@ -365,14 +400,4 @@ func nameError(flow, run string) string {
 		return err.Error()
 	}
 	return "invalid name"
-}
-
-// headerRun returns the run id of a binary-mode message that did not decode.
-func headerRun(msg jetstream.Msg) string {
-	for k, v := range msg.Headers() {
-		if len(v) > 0 && (k == "ce-subject" || k == "Ce-Subject") {
-			return v[0]
-		}
-	}
-	return ""
 }

@@ -180,6 +180,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		}
 		t.answerSize = rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits)
 		t.waited = t.now.Sub(in.AskedAt)
+		cp.Status = Running
 		t.begin(cmd.Traceparent, ActionResumed)
 		t.emit(EventResumed, &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin})
 		t.audit(&AuditRecord{Action: ActionResumed, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,

@@ -42,12 +42,6 @@ func (t *txn) begin(traceparent, action string) {
 	if traceparent != "" {
 		cp.Traceparent = traceparent
 	}
-	if cp.Status == Waiting {
-		cp.Status = Running
-	}
-	if cp.Status == Cancelled {
-		cp.Interrupt = nil
-	}
 	cp.Cause = &Cause{ID: t.in.EventID, Key: t.key, Seq: t.in.Seq}
 	cp.Applied = appendApplied(cp.Applied, t.key)
 	cp.Outbox = nil
@@ -260,7 +254,7 @@ func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outc
 		return Outcome{Flow: flow, Run: run, Status: cp.Status, Checkpoint: t.rev, Duplicate: true}, nil
 	}
 	t.cp = cp
-	cp.Status, cp.Node = Running, node
+	cp.Node = node
 	t.begin(t.in.Traceparent, t.action)
 	t.audit(&AuditRecord{Action: t.action, By: t.in.Source, Source: t.in.Source, EventID: t.in.EventID})
 	t.failRun(fmt.Errorf("node %q grew the run's checkpoint to %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); keep large data out of the state (store it elsewhere and keep a reference)", node, big.Size, big.Limit))

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"strings"
@@ -83,6 +84,16 @@ func Decode(header map[string][]string, body []byte) (Event, error) {
 	return ev, nil
 }
 
+// duplicateKeys refuses a body in which one object has a key twice.
+func duplicateKeys(body []byte, where string) error {
+	err := checkDuplicateKeys(body)
+	var dup *duplicateKeyError
+	if errors.As(err, &dup) {
+		return invalid(where, "%v", err)
+	}
+	return nil
+}
+
 func decodeStructured(header map[string][]string, body []byte) (Event, error) {
 	if ct := headerValue(header, "content-type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -102,6 +113,9 @@ func decodeStructured(header map[string][]string, body []byte) (Event, error) {
 	}
 	if probe.SpecVersion == nil {
 		return Event{}, &Error{Reason: ReasonUnparseable, Msg: "body has no \"specversion\": it is plain JSON, not a CloudEvent; wrap it as {\"specversion\":\"1.0\",\"id\":...,\"source\":...,\"type\":...,\"data\":{...}}"}
+	}
+	if err := duplicateKeys(trimmed, "event"); err != nil {
+		return Event{}, err
 	}
 	var ev Event
 	if err := json.Unmarshal(trimmed, &ev); err != nil {
@@ -158,6 +172,9 @@ func decodeBinary(header map[string][]string, body []byte) (Event, error) {
 		ev.SetDataContentType(ct)
 	}
 	if len(body) > 0 {
+		if err := duplicateKeys(body, "data"); err != nil {
+			return Event{}, err
+		}
 		if ev.DataContentType() == "" {
 			ev.SetDataContentType(JSON)
 		}
@@ -223,4 +240,27 @@ func StringExtension(ev Event, name string) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// Peek reads what it can of a message that did not decode: the event id and
+// subject (the run id), from ce- headers or from a JSON body's top-level
+// "id" and "subject". Either may be "". It never fails.
+func Peek(header map[string][]string, body []byte) (id, subject string) {
+	id, subject = headerValue(header, "ce-id"), headerValue(header, "ce-subject")
+	if id != "" && subject != "" || len(body) > MaxSize {
+		return id, subject
+	}
+	var probe struct {
+		ID      any `json:"id"`
+		Subject any `json:"subject"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(body), &probe) == nil {
+		if s, ok := probe.ID.(string); ok && id == "" {
+			id = s
+		}
+		if s, ok := probe.Subject.(string); ok && subject == "" {
+			subject = s
+		}
+	}
+	return id, subject
 }

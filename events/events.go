@@ -9,9 +9,12 @@ type Event = event.Event
 
 // Inbound event types: commands sent to Interlock.
 const (
-	TypeStart       = "io.interlock.run.start"
-	TypeResume      = "io.interlock.run.resume"
-	TypeCancel      = "io.interlock.run.cancel"
+	TypeStart  = "io.interlock.run.start"
+	TypeResume = "io.interlock.run.resume"
+	TypeCancel = "io.interlock.run.cancel"
+	// TypeReannounce asks for a waiting run's interrupt to be announced
+	// again with a fresh resume token.
+	TypeReannounce  = "io.interlock.run.reannounce"
 	TypeToolRequest = "io.interlock.tool.requested"
 )
 
@@ -80,6 +83,8 @@ func InboundType(verb string) (string, bool) {
 		return TypeResume, true
 	case "cancel":
 		return TypeCancel, true
+	case "reannounce":
+		return TypeReannounce, true
 	case "request":
 		return TypeToolRequest, true
 	}

@@ -59,6 +59,28 @@ func ParseStart(data []byte) (Start, error) {
 	return s, nil
 }
 
+// Reannounce is the data of an io.interlock.run.reannounce event: announce
+// a waiting run's pending interrupt again, with a fresh resume token.
+type Reannounce struct {
+	// RequestID, if set, must be the pending request's id.
+	RequestID string `json:"requestId,omitempty"`
+	// Reason is recorded in the audit stream.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ParseReannounce parses reannounce data. Empty data reannounces whatever
+// is pending.
+func ParseReannounce(data []byte) (Reannounce, error) {
+	var r Reannounce
+	if isEmpty(data) {
+		return r, nil
+	}
+	if err := decodeStrict(data, &r, "reannounce"); err != nil {
+		return Reannounce{}, err
+	}
+	return r, nil
+}
+
 // ParseCancel parses cancel data. Empty data is a cancel with no reason.
 func ParseCancel(data []byte) (Cancel, error) {
 	var c Cancel
@@ -190,6 +212,9 @@ func checkID(id, field string) error {
 func decodeStrict(data []byte, v any, what string) error {
 	if !isObject(data) {
 		return invalid("data", "%s data must be a JSON object", what)
+	}
+	if err := duplicateKeys(data, "data"); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

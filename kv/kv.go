@@ -7,6 +7,7 @@
 package kv
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/engine"
@@ -34,13 +36,36 @@ type Bucket interface {
 type Store struct {
 	runs    Bucket
 	pending Bucket
+	// limit is the largest message the server takes (max_payload), 0 if unknown.
+	limit int
 }
+
+// Option configures a [Store].
+type Option func(*Store)
+
+// MaxPayload tells the store the largest message the NATS server takes
+// (the connection's MaxPayload), so that a checkpoint too large to write is
+// a [*engine.TooLargeError] that names the limit.
+func MaxPayload(n int64) Option { return func(s *Store) { s.limit = int(n) } }
 
 var _ engine.Store = (*Store)(nil)
 
 // New returns a store over the two buckets.
-func New(runs, pending Bucket) *Store {
-	return &Store{runs: runs, pending: pending}
+func New(runs, pending Bucket, opts ...Option) *Store {
+	s := &Store{runs: runs, pending: pending}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// tooLarge turns the client's refusal to send an oversized message into
+// the engine's typed error.
+func (s *Store) tooLarge(cp *engine.Checkpoint, size int, err error) error {
+	if !errors.Is(err, nats.ErrMaxPayload) && (s.limit == 0 || size <= s.limit) {
+		return nil
+	}
+	return &engine.TooLargeError{Flow: cp.Flow, Run: cp.Run, Size: size, Limit: cmp.Or(s.limit, size-1)}
 }
 
 // Key returns the key of a run: <flow>.<run>.
@@ -68,7 +93,13 @@ func (s *Store) Create(ctx context.Context, cp *engine.Checkpoint) (uint64, erro
 	if err != nil {
 		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", Key(cp.Flow, cp.Run), err)
 	}
+	if err := s.tooLarge(cp, len(b), nil); err != nil {
+		return 0, err
+	}
 	rev, err := s.runs.Create(ctx, Key(cp.Flow, cp.Run), b)
+	if big := s.tooLarge(cp, len(b), err); big != nil {
+		return 0, big
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, engine.ErrExists
 	}
@@ -84,7 +115,13 @@ func (s *Store) Update(ctx context.Context, cp *engine.Checkpoint, rev uint64) (
 	if err != nil {
 		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", Key(cp.Flow, cp.Run), err)
 	}
+	if err := s.tooLarge(cp, len(b), nil); err != nil {
+		return 0, err
+	}
 	next, err := s.runs.Update(ctx, Key(cp.Flow, cp.Run), b, rev)
+	if big := s.tooLarge(cp, len(b), err); big != nil {
+		return 0, big
+	}
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, &engine.ConflictError{Flow: cp.Flow, Run: cp.Run, Expected: rev}
 	}

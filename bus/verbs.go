@@ -1,0 +1,77 @@
+package bus
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+)
+
+// verb is how the worker applies the messages of one inbound subject verb
+// (interlock.in.<flow>.<verb>): the CloudEvent type the subject takes, and
+// the translation of the event into an engine command. A data parse error
+// (*events.Error) is refused invalid_payload and dead-lettered; any other
+// error has the message delivered again.
+type verb struct {
+	typ string
+	// needsRun: the event's subject must name the run.
+	needsRun bool
+	// unsupported, when set, dead-letters every message of the verb with
+	// this explanation.
+	unsupported string
+	apply       func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error)
+}
+
+// verbs is the table of inbound verbs.
+func verbs() map[string]verb {
+	return map[string]verb{
+		"start": {typ: events.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseStart(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Start(ctx, engine.Start{Flow: flow, Run: ev.Subject(), State: d.State, Origin: d.Origin, Inbound: in})
+		}},
+		"resume": {typ: events.TypeResume, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseResume(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Resume(ctx, engine.Resume{
+				Flow: flow, Run: ev.Subject(), Token: d.ResumeToken, RequestID: d.RequestID,
+				Answers: d.Answers, Selected: d.Selected, Decision: d.Decision, Edits: d.Edits,
+				Update: d.Update, Approver: d.Approver, Reason: d.Reason,
+				ExpectedCheckpoint: d.ExpectedCheckpoint, IdempotencyKey: d.IdempotencyKey, Inbound: in,
+			})
+		}},
+		"cancel": {typ: events.TypeCancel, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseCancel(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Cancel(ctx, engine.Cancel{Flow: flow, Run: ev.Subject(), Reason: d.Reason, By: d.By, Inbound: in})
+		}},
+		"reannounce": {typ: events.TypeReannounce, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseReannounce(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, Inbound: in})
+		}},
+		"request": {typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker"},
+	}
+}
+
+// verbNames lists the flow verbs of a table, for errors.
+func verbNames(vs map[string]verb) string {
+	var names []string
+	for name := range vs {
+		if name != "request" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, "|")
+}

@@ -1,0 +1,111 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/examples/booking"
+)
+
+// stallingPublisher fails to publish events of one kind until released,
+// as a worker that stops between committing a transition and publishing
+// its events would.
+type stallingPublisher struct {
+	*enginetest.Publisher
+	mu    sync.Mutex
+	stall string
+}
+
+func (p *stallingPublisher) Publish(ctx context.Context, msgs []engine.Message, rev uint64, recheck bool) error {
+	p.mu.Lock()
+	stall := p.stall
+	p.mu.Unlock()
+	for _, m := range msgs {
+		if m.Stream == engine.EventStream && m.Kind == stall {
+			return errors.New("worker stopped before publishing")
+		}
+	}
+	return p.Publisher.Publish(ctx, msgs, rev, recheck)
+}
+
+// unackedQueue reports the messages in its set as unacknowledged.
+type unackedQueue struct {
+	mu  sync.Mutex
+	set map[uint64]bool
+}
+
+func (q *unackedQueue) Unacked(_ context.Context, seq uint64) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.set[seq], nil
+}
+
+// TestARefusalNeverComesBeforeTheEventThatExplainsIt: a cancel commits but
+// its cancelled event is not yet out when a resume arrives. The resume is
+// held back (delivered again later), not refused not_waiting ahead of the
+// cancelled event; once the cancel is published, it is refused after it.
+func TestARefusalNeverComesBeforeTheEventThatExplainsIt(t *testing.T) {
+	ctx := t.Context()
+	store, pub := enginetest.NewStore(), &stallingPublisher{Publisher: enginetest.NewPublisher()}
+	queue := &unackedQueue{set: map[uint64]bool{}}
+	r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{booking.Flow()}, Store: store, Publisher: pub, Queue: queue,
+		Secret: []byte("order-test-secret-order-test-secret-01234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, engine.Start{Flow: "booking", Run: "r-1", Inbound: engine.Inbound{EventID: "s", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, m := range pub.Messages("r-1") {
+		if in, ok := m.Data.(*engine.InterruptedEvent); ok {
+			token = in.ResumeToken
+		}
+	}
+
+	pub.stall, queue.set[2] = engine.EventCancelled, true
+	cancel := engine.Cancel{Flow: "booking", Run: "r-1", Inbound: engine.Inbound{EventID: "c", Seq: 2}}
+	if _, err := r.Cancel(ctx, cancel); err == nil {
+		t.Fatal("the cancel's publishing failed, yet Cancel reported success")
+	}
+	resume := engine.Resume{Flow: "booking", Run: "r-1", Token: token, Answers: nil, Inbound: engine.Inbound{EventID: "r", Seq: 3}}
+	out, err := r.Resume(ctx, resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Refused != nil || out.RetryAfter == 0 {
+		t.Fatalf("resume while the cancel is unpublished: %+v; want it held back to be delivered again", out)
+	}
+
+	// The cancel is delivered again, publishes, and is acknowledged.
+	pub.mu.Lock()
+	pub.stall = ""
+	pub.mu.Unlock()
+	if _, err := r.Cancel(ctx, cancel); err != nil {
+		t.Fatal(err)
+	}
+	queue.mu.Lock()
+	delete(queue.set, 2)
+	queue.mu.Unlock()
+	out, err = r.Resume(ctx, resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Refused == nil || out.Refused.Code != engine.CodeNotWaiting {
+		t.Fatalf("resume of the cancelled run: %+v; want not_waiting", out)
+	}
+	var kinds []string
+	for _, m := range pub.Messages("r-1") {
+		if m.Stream == engine.EventStream {
+			kinds = append(kinds, m.Kind)
+		}
+	}
+	if c, f := slices.Index(kinds, engine.EventCancelled), slices.Index(kinds, engine.EventRefused); c < 0 || f < c {
+		t.Fatalf("events %v: the refusal must follow the cancelled event", kinds)
+	}
+}

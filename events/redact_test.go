@@ -1,0 +1,47 @@
+package events_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/interlockhq/interlock/events"
+)
+
+func TestRedactTokensLeavesEverythingButTheToken(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, in, want string
+	}{
+		{"structured", `{"specversion":"1.0","data":{"resumeToken":"SECRET","answers":{"email":"a"}}}`,
+			`{"specversion":"1.0","data":{"resumeToken":"[redacted]","answers":{"email":"a"}}}`},
+		{"binary body", `{ "resumeToken" : "SECRET" , "x":[1,{"y":2}]}`, `{ "resumeToken" : "[redacted]" , "x":[1,{"y":2}]}`},
+		{"any case", `{"data":{"RESUMETOKEN":"SECRET"}}`, `{"data":{"RESUMETOKEN":"[redacted]"}}`},
+		{"not a string", `{"resumeToken":{"a":"SECRET"},"b":1}`, `{"resumeToken":"[redacted]","b":1}`},
+		{"after nested values", `{"a":{"b":[{"c":1}]},"resumeToken":"SECRET"}`, `{"a":{"b":[{"c":1}]},"resumeToken":"[redacted]"}`},
+		{"two", `[{"resumeToken":"SECRET"},{"resumeToken":"SECRET"}]`, `[{"resumeToken":"[redacted]"},{"resumeToken":"[redacted]"}]`},
+		{"a value named so", `{"note":"resumeToken","k":"SECRET-not-a-token"}`, `{"note":"resumeToken","k":"SECRET-not-a-token"}`},
+		{"broken JSON", `{"data":{"resumeToken":"SECRET",`, `{"data":{"resumeToken":"[redacted]",`},
+		{"broken JSON, cut in the token", `{"data":{"resumeToken":"SECR`, `{"data":{"resumeToken":"[redacted]"`},
+		{"no token", `{"data":{"answers":{}}}`, `{"data":{"answers":{}}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := string(events.RedactTokens([]byte(tc.in)))
+			if got != tc.want {
+				t.Fatalf("RedactTokens(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzRedactTokens(f *testing.F) {
+	f.Add([]byte(`{"data":{"resumeToken":"SECRET"}}`))
+	f.Add([]byte(`{"resumeToken":"SECRET"`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out := events.RedactTokens(body)
+		if strings.Contains(strings.ToLower(string(out)), `"resumetoken":"secret`) {
+			t.Fatalf("token left in %q", out)
+		}
+	})
+}
