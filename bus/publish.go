@@ -60,18 +60,14 @@ func (p *Publisher) stream(m engine.Message) string {
 func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 	typ, ok := events.OutboundType(m.Kind)
 	if m.Stream == engine.AuditStream {
-		typ, ok = "io.interlock.audit."+m.Kind, true
+		typ, ok = events.AuditType(m.Kind), true
 	}
 	if !ok {
 		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
-	ev, err := events.New(m.ID, p.source, typ, m.Run, m.Time, m.Data)
+	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, m.Data)
 	if err != nil {
 		return nil, err
-	}
-	ev.SetExtension(events.ExtFlow, m.Flow)
-	if m.Traceparent != "" {
-		ev.SetExtension(events.ExtTraceparent, m.Traceparent)
 	}
 	body, err := events.Encode(ev)
 	if err != nil {

@@ -231,6 +231,22 @@ func New(id, source, typ, subject string, at time.Time, data any) (Event, error)
 	return ev, nil
 }
 
+// Outbound returns an event Interlock publishes: data (a typed value, or a
+// json.RawMessage) under type typ, with the run as subject, the flow as the
+// flow extension and, when set, the W3C traceparent carried from the event
+// that started or resumed the run.
+func Outbound(id, source, typ, flow, run, traceparent string, at time.Time, data any) (Event, error) {
+	ev, err := New(id, source, typ, run, at, data)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.SetExtension(ExtFlow, flow)
+	if traceparent != "" {
+		ev.SetExtension(ExtTraceparent, traceparent)
+	}
+	return ev, nil
+}
+
 // StringExtension returns the extension attribute name of ev as a string, or
 // "" when it is absent or not a string.
 func StringExtension(ev Event, name string) string {

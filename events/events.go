@@ -73,6 +73,13 @@ func OutboundType(kind string) (string, bool) {
 	return "", false
 }
 
+// TypeAuditPrefix begins the type of every audit record: the record of a
+// resume has type io.interlock.audit.resumed.
+const TypeAuditPrefix = "io.interlock.audit."
+
+// AuditType returns the CloudEvent type of an audit record of action.
+func AuditType(action string) string { return TypeAuditPrefix + action }
+
 // InboundType returns the CloudEvent type expected on an inbound subject verb
 // ("start" -> TypeStart), and false for an unknown verb.
 func InboundType(verb string) (string, bool) {

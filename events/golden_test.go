@@ -1,0 +1,106 @@
+package events_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// TestOutboundEventsMatchTheirGoldenFiles pins the JSON of every event and
+// audit record Interlock publishes, envelope and data, as the publisher
+// builds them from the engine's typed data. A change to the wire shows up
+// here; if it is meant, run `go test ./events -run Golden -update` and say
+// so in docs/protocol.md.
+func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	expires := at.Add(30 * time.Minute)
+	origin := json.RawMessage(`{"slack":{"channel":"C1","threadTs":"171.2"}}`)
+	state := engine.Doc{"email": json.RawMessage(`"ann@example.com"`), "notes": json.RawMessage(`["checked"]`)}
+	multiple := true
+	cases := []struct {
+		name  string
+		typ   string
+		data  any
+		check any // a reader type the data must decode into strictly, if any
+	}{
+		{"started", events.TypeStarted, &engine.StartedEvent{Flow: "booking", Run: "r-42", Checkpoint: 1, Origin: origin}, nil},
+		{"interrupted-question", events.TypeInterrupted, &engine.InterruptedEvent{
+			Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", ResumeToken: "TOKEN", Checkpoint: 7, Kind: engine.KindQuestion,
+			Questions: []engine.Question{
+				{Field: "name", Question: "What's your name?", Suggestions: []string{"Ann"}},
+				{Field: "email", Question: "What's your email?", Context: "ERROR: That doesn't look like an email."},
+			},
+			Context: "Ask both in one natural message.", ExpiresAt: &expires, Origin: origin,
+		}, &events.Interrupted{}},
+		{"interrupted-choice", events.TypeInterrupted, &engine.InterruptedEvent{
+			Flow: "booking", Run: "r-42", Node: "pick_topics", RequestID: "rq_2", ResumeToken: "TOKEN", Checkpoint: 9, Kind: engine.KindChoice,
+			Question: "Which topics?", Options: []engine.Option{{ID: "product", Label: "Product"}, {ID: "design", Label: "Design"}}, Multiple: &multiple,
+		}, &events.Interrupted{}},
+		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, nil},
+		{"completed", events.TypeCompleted, &engine.CompletedEvent{Flow: "booking", Run: "r-42", Checkpoint: 12, State: state, Origin: origin}, &events.Completed{}},
+		{"failed", events.TypeFailed, &engine.FailedEvent{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &events.Failed{}},
+		{"cancelled", events.TypeCancelled, &engine.CancelledEvent{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, nil},
+		{"refused", events.TypeRefused, &engine.RefusedEvent{Flow: "booking", Run: "r-42", RequestID: "rq_1", Code: engine.CodeTokenMismatch, Message: "resumeToken does not match", EventID: "ev-1"}, &events.Refused{}},
+		{"audit-started", events.AuditType(engine.ActionStarted), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionStarted, At: at, By: "/agents/support", EventID: "ev-0",
+			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}}, nil},
+		{"audit-resumed", events.AuditType(engine.ActionResumed), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionResumed, At: at, By: "ann@example.com", Source: "/slack/approvals",
+			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}}, nil},
+		{"audit-cancelled", events.AuditType(engine.ActionCancelled), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionCancelled, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}}, nil},
+		{"audit-reannounced", events.AuditType(engine.ActionReannounced), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionReannounced, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion}}, nil},
+		{"audit-failed", events.AuditType(engine.ActionResumed), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionResumed, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := events.Outbound("abc-7", "interlock/host-1", tc.typ, "booking", "r-42",
+				"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", at, tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := events.Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, got, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			pretty.WriteByte('\n')
+			path := filepath.Join("testdata", "golden", tc.name+".json")
+			if *update {
+				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(pretty.Bytes(), want) {
+				t.Fatalf("%s changed on the wire:\n got %s\nwant %s\n(if meant: go test ./events -run Golden -update, and update docs/protocol.md)", tc.name, pretty.Bytes(), want)
+			}
+			back, err := events.Decode(nil, got)
+			if err != nil {
+				t.Fatalf("Interlock's own %s event does not decode: %v", tc.name, err)
+			}
+			if tc.check != nil {
+				dec := json.NewDecoder(bytes.NewReader(back.Data()))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(tc.check); err != nil {
+					t.Fatalf("the reader type %T misses a field of %s: %v", tc.check, tc.name, err)
+				}
+			}
+		})
+	}
+}
