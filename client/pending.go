@@ -62,7 +62,7 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	if q.Limit < 1 || q.Limit > MaxPendingLimit {
 		return PendingPage{}, fmt.Errorf("client: PendingQuery.Limit %d is out of range: use 1 to %d", q.Limit, MaxPendingLimit)
 	}
-	filter := "$KV." + c.names.PendingBucket() + ".>"
+	filter := "" // every key: the server counts and steps without matching subjects
 	if q.Flow != "" {
 		if !nameToken(q.Flow) {
 			return PendingPage{}, fmt.Errorf("client: flow %q is not a flow name: use 1 to 128 letters, digits, _ and -", q.Flow)
@@ -73,7 +73,7 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	if err != nil {
 		return PendingPage{}, err
 	}
-	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + c.names.PendingBucket(), filter: filter}
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + c.names.PendingBucket(), filter: filter, bucket: c.names.PendingBucket()}
 
 	page := PendingPage{Items: []events.Pending{}}
 	var (
@@ -172,7 +172,8 @@ func parseCursor(s string) (uint64, error) {
 type directGet struct {
 	nc      *nats.Conn
 	subject string // $JS.API.DIRECT.GET.<stream>
-	filter  string
+	filter  string // "" for every message
+	bucket  string // for errors
 }
 
 // batchMsg is one message of a batch.
@@ -197,7 +198,7 @@ type batchResult struct {
 func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult, error) {
 	req, err := json.Marshal(struct {
 		Seq     uint64 `json:"seq"`
-		NextBy  string `json:"next_by_subj"`
+		NextBy  string `json:"next_by_subj,omitempty"`
 		Batch   int    `json:"batch"`
 		MaxByte int    `json:"max_bytes,omitempty"`
 	}{Seq: start, NextBy: g.filter, Batch: n})
@@ -211,7 +212,7 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := g.nc.PublishRequest(g.subject, inbox, req); err != nil {
-		return batchResult{}, fmt.Errorf("client: reading %s: %w", g.filter, err)
+		return batchResult{}, fmt.Errorf("client: reading bucket %s: %w", g.bucket, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -222,7 +223,7 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return batchResult{}, fmt.Errorf("client: reading %s: %w (is the bucket provisioned, on nats-server 2.11 or later?)", g.filter, err)
+			return batchResult{}, fmt.Errorf("client: reading bucket %s: %w (is the bucket provisioned, on nats-server 2.11 or later?)", g.bucket, err)
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -232,13 +233,13 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 		case "404": // nothing matches from start on
 			return out, nil
 		case "503":
-			return batchResult{}, fmt.Errorf("client: reading %s: %w", g.filter, nats.ErrNoResponders)
+			return batchResult{}, fmt.Errorf("client: reading bucket %s: %w", g.bucket, nats.ErrNoResponders)
 		default:
-			return batchResult{}, fmt.Errorf("client: reading %s: the server answered %s %s", g.filter, status, m.Header.Get("Description"))
+			return batchResult{}, fmt.Errorf("client: reading bucket %s: the server answered %s %s", g.bucket, status, m.Header.Get("Description"))
 		}
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return batchResult{}, fmt.Errorf("client: reading %s: a message without a sequence: %w", g.filter, err)
+			return batchResult{}, fmt.Errorf("client: reading bucket %s: a message without a sequence: %w", g.bucket, err)
 		}
 		if len(out.msgs) == 0 {
 			left, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
