@@ -53,6 +53,10 @@ type Config struct {
 	Prefix string
 	// Streams configures the protocol's streams and buckets.
 	Streams bus.StreamConfig
+	// KeepFinished is how long a finished run's checkpoint is kept after
+	// it finished; JetStream then removes it. kv.KeepForever keeps them.
+	// Defaults to kv.DefaultKeepFinished.
+	KeepFinished time.Duration
 	// Secret keys the resume tokens; every worker of a deployment needs the
 	// same one, of at least 32 bytes. Defaults to a secret generated once
 	// and kept in the <prefix>_keys bucket.
@@ -166,15 +170,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err := bus.Provision(ctx, s.js, names, cfg.Streams); err != nil {
 		return fail(err)
 	}
-	runs, err := s.js.KeyValue(ctx, names.RunsBucket())
+	s.store, err = kv.Open(ctx, s.js, names, kv.Options{KeepFinished: cfg.KeepFinished})
 	if err != nil {
-		return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.RunsBucket(), err))
+		return fail(err)
 	}
-	pending, err := s.js.KeyValue(ctx, names.PendingBucket())
-	if err != nil {
-		return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.PendingBucket(), err))
-	}
-	s.store = kv.New(runs, pending, kv.MaxPayload(s.nc.MaxPayload()))
 	secret := cfg.Secret
 	if len(secret) == 0 {
 		secret, err = bus.StoredSecret(ctx, s.js, names, cfg.Streams.Replicas)

@@ -75,17 +75,19 @@ type usageError struct{ error }
 
 // options are the parsed flags.
 type options struct {
-	runs        int
-	concurrency int
-	fsync       string
-	paused      int
-	warmup      int
-	json        bool
-	cpuprofile  string
-	memprofile  string
-	timeout     time.Duration
-	server      string
-	idle        time.Duration
+	runs         int
+	concurrency  int
+	fsync        string
+	paused       int
+	finished     int
+	keepFinished time.Duration
+	warmup       int
+	json         bool
+	cpuprofile   string
+	memprofile   string
+	timeout      time.Duration
+	server       string
+	idle         time.Duration
 }
 
 // mode is one fsync mode of the embedded server.
@@ -136,6 +138,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", defaultConcurrency, "client goroutines with a run in flight at once")
 	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the server: always (fsync before ack), lazy, or both")
 	fs.IntVar(&o.paused, "paused", 0, "if > 0, start this many runs, leave them paused at the interrupt, and report memory before and after")
+	fs.IntVar(&o.finished, "finished", 0, "if > 0, run this many runs to completion on a service keeping finished runs for --keep-finished, and report the server's memory and disk with them kept and once they expired")
+	fs.DurationVar(&o.keepFinished, "keep-finished", defaultKeepFinished, "how long the --finished measurement keeps finished runs")
 	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each measurement; -1 picks min(max(runs/10, concurrency), 100)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only)")
@@ -166,8 +170,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--warmup is %d; use -1 for automatic or a count", o.warmup)}
 	case o.fsync != "both" && o.fsync != "always" && o.fsync != "lazy":
 		return o, usageError{fmt.Errorf("--fsync is %q; use both, always or lazy", o.fsync)}
-	case o.runs == 0 && o.paused == 0:
-		return o, usageError{errors.New("nothing to do: --runs and --paused are both 0")}
+	case o.finished < 0:
+		return o, usageError{fmt.Errorf("--finished is %d; it must be 0 or more", o.finished)}
+	case o.keepFinished < time.Second:
+		return o, usageError{fmt.Errorf("--keep-finished is %s; it must be at least 1s", o.keepFinished)}
+	case o.runs == 0 && o.paused == 0 && o.finished == 0:
+		return o, usageError{errors.New("nothing to do: --runs, --paused and --finished are all 0")}
 	case o.timeout <= 0:
 		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive", o.timeout)}
 	case o.server != serverAuto && o.server != serverProcess && o.server != serverInProcess:

@@ -73,6 +73,20 @@ func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ mode
 			return res, err
 		}
 	}
+	if o.finished > 0 {
+		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
+			say("finished: %d runs to completion, kept %s, server %s", o.finished, o.keepFinished, srv.describe())
+			f, err := measureFinished(ctx, o, srv)
+			if err != nil {
+				return fmt.Errorf("finished runs: %w", err)
+			}
+			res.Finished = f
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 

@@ -72,11 +72,12 @@ type machine struct {
 // modeResult is the measurements of one fsync mode.
 type modeResult struct {
 	// Fsync is "always" (fsync before ack) or "lazy".
-	Fsync     string        `json:"fsync"`
-	Floor     *systemResult `json:"floor,omitempty"`
-	Interlock *systemResult `json:"interlock,omitempty"`
-	Ratio     *ratio        `json:"ratio,omitempty"`
-	Paused    *pausedResult `json:"paused,omitempty"`
+	Fsync     string          `json:"fsync"`
+	Floor     *systemResult   `json:"floor,omitempty"`
+	Interlock *systemResult   `json:"interlock,omitempty"`
+	Ratio     *ratio          `json:"ratio,omitempty"`
+	Paused    *pausedResult   `json:"paused,omitempty"`
+	Finished  *finishedResult `json:"finished,omitempty"`
 }
 
 // systemResult is one system's throughput measurement.
@@ -332,6 +333,24 @@ func (r report) writeText(w io.Writer) error {
 				fmt.Fprintf(tw, "%.0f B\t\t", p.ServerRSSBytesPerRun)
 			}
 			fmt.Fprintln(tw)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		if f := mr.Finished; f != nil {
+			fmt.Fprintf(b, "finished runs: %d run to completion, kept %.0f s; the server's %s\n", f.Runs, f.KeepFinishedSeconds, map[bool]string{true: "child process", false: "memory is this whole process"}[f.Server == serverProcess])
+			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "when\truns bucket msgs\truns bucket MB\truns bucket dir MB\tdata dir MB\tserver RSS MB\tserver VmHWM MB\t")
+			for _, p := range f.Points {
+				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.Label, p.RunsMsgs, float64(p.RunsBytes)/mb, float64(p.RunsDiskBytes)/mb, float64(p.DiskBytes)/mb, p.Memory.ServerRSSMB, p.Memory.ServerHWMMB)
+			}
+			per := func(a, b float64) float64 { return (b - a) / float64(f.Runs) }
+			fmt.Fprintf(tw, "per finished run kept\t\t%.0f B\t%.0f B\t%.0f B\t%.0f B\t\t\n",
+				per(float64(f.Before.RunsBytes), float64(f.Kept.RunsBytes)), per(float64(f.Before.RunsDiskBytes), float64(f.Kept.RunsDiskBytes)), per(float64(f.Before.DiskBytes), float64(f.Kept.DiskBytes)),
+				per(f.Before.Memory.ServerRSSMB*mb, f.Kept.Memory.ServerRSSMB*mb))
+			fmt.Fprintf(tw, "per finished run once expired\t\t%.0f B\t%.0f B\t%.0f B\t%.0f B\t\t\n",
+				per(float64(f.Before.RunsBytes), float64(f.Expired.RunsBytes)), per(float64(f.Before.RunsDiskBytes), float64(f.Expired.RunsDiskBytes)), per(float64(f.Before.DiskBytes), float64(f.Expired.DiskBytes)),
+				per(f.Before.Memory.ServerRSSMB*mb, f.Expired.Memory.ServerRSSMB*mb))
 			if err := tw.Flush(); err != nil {
 				return err
 			}

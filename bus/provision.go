@@ -13,20 +13,33 @@ import (
 // Defaults of [StreamConfig].
 const (
 	DefaultEventMaxAge = 7 * 24 * time.Hour
+	DefaultAuditMaxAge = 365 * 24 * time.Hour
 	DefaultDuplicates  = 2 * time.Minute
 	DefaultHistory     = 5
+	DefaultMarkerTTL   = 30 * time.Second
 )
 
 // StreamConfig sets what Provision may vary.
 type StreamConfig struct {
-	// EventMaxAge is how long events are kept. Defaults to DefaultEventMaxAge.
+	// EventMaxAge is how long events are kept, at least Duplicates.
+	// Defaults to DefaultEventMaxAge.
 	EventMaxAge time.Duration
+	// AuditMaxAge is how long audit records are kept, at least Duplicates;
+	// the audit stream denies deletes and purges, so this is the only way
+	// records leave it. Defaults to DefaultAuditMaxAge.
+	AuditMaxAge time.Duration
 	// Duplicates is the deduplication window of every stream. Defaults to
 	// DefaultDuplicates.
 	Duplicates time.Duration
 	// History is how many revisions of a checkpoint are kept, at least 5.
 	// Defaults to DefaultHistory.
 	History int
+	// MarkerTTL is how long the buckets keep the marker of a removed key:
+	// a pending entry removed by a resume, or a finished run's checkpoint
+	// removed when its retention ran out. A KV watcher that reconnects
+	// later than this misses the removal. At least 1s. Defaults to
+	// DefaultMarkerTTL.
+	MarkerTTL time.Duration
 	// Replicas of every stream and bucket, for a cluster. Defaults to 1.
 	Replicas int
 	// Memory stores everything in memory instead of files: for tests and
@@ -34,15 +47,44 @@ type StreamConfig struct {
 	Memory bool
 }
 
+func (c StreamConfig) withDefaults() StreamConfig {
+	c.EventMaxAge = cmp.Or(c.EventMaxAge, DefaultEventMaxAge)
+	c.AuditMaxAge = cmp.Or(c.AuditMaxAge, DefaultAuditMaxAge)
+	c.Duplicates = cmp.Or(c.Duplicates, DefaultDuplicates)
+	c.History = cmp.Or(c.History, DefaultHistory)
+	c.MarkerTTL = cmp.Or(c.MarkerTTL, DefaultMarkerTTL)
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	return c
+}
+
+// validate checks a configuration with its defaults filled in, before
+// the server sees it, so that a bad value is named with its fix.
+func (c StreamConfig) validate() error {
+	switch {
+	case c.History < 5 || c.History > 64:
+		return fmt.Errorf("bus: checkpoint history %d is out of range: use 5 to 64", c.History)
+	case c.Duplicates < 100*time.Millisecond:
+		return fmt.Errorf("bus: StreamConfig.Duplicates %v is too short: use at least 100ms", c.Duplicates)
+	case c.EventMaxAge < c.Duplicates:
+		return fmt.Errorf("bus: StreamConfig.EventMaxAge (--events-max-age) %v is shorter than the deduplication window %v: keep events at least %v", c.EventMaxAge, c.Duplicates, c.Duplicates)
+	case c.AuditMaxAge < c.Duplicates:
+		return fmt.Errorf("bus: StreamConfig.AuditMaxAge (--audit-max-age) %v is shorter than the deduplication window %v: keep audit records at least %v", c.AuditMaxAge, c.Duplicates, c.Duplicates)
+	case c.MarkerTTL < time.Second:
+		return fmt.Errorf("bus: StreamConfig.MarkerTTL %v is too short: JetStream keeps markers at least 1s", c.MarkerTTL)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("bus: StreamConfig.Replicas %d is out of range: use 1 to 5", c.Replicas)
+	}
+	return nil
+}
+
 // Provision creates the streams and buckets of the protocol, or updates
-// them to this configuration. It is idempotent: every worker calls it at start.
+// them to this configuration. It is idempotent: every worker calls it at
+// start. Buckets created by an older version are updated to allow
+// per-message TTLs (which a server never turns off again).
 func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg StreamConfig) error {
-	cfg.EventMaxAge = cmp.Or(cfg.EventMaxAge, DefaultEventMaxAge)
-	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
-	cfg.History = cmp.Or(cfg.History, DefaultHistory)
-	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
-	if cfg.History < 5 || cfg.History > 64 {
-		return fmt.Errorf("bus: checkpoint history %d is out of range: use 5 to 64", cfg.History)
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
 	}
 	storage := jetstream.FileStorage
 	if cfg.Memory {
@@ -64,7 +106,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		{
 			Name: n.AuditStream(), Subjects: []string{n.Prefix + ".audit.>"},
 			Description: "Interlock audit records (append-only)",
-			Retention:   jetstream.LimitsPolicy, Storage: storage,
+			Retention:   jetstream.LimitsPolicy, MaxAge: cfg.AuditMaxAge, Storage: storage,
 			DenyDelete: true, DenyPurge: true,
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true,
 		},
@@ -81,8 +123,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		}
 	}
 	buckets := []jetstream.KeyValueConfig{
-		{Bucket: n.RunsBucket(), Description: "Interlock checkpoints", History: uint8(cfg.History), Storage: storage, Replicas: cfg.Replicas},
-		{Bucket: n.PendingBucket(), Description: "Interlock runs waiting on an interrupt", History: 1, Storage: storage, Replicas: cfg.Replicas},
+		{
+			Bucket: n.RunsBucket(), Description: "Interlock checkpoints", History: uint8(cfg.History),
+			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
+		},
+		{
+			Bucket: n.PendingBucket(), Description: "Interlock runs waiting on an interrupt", History: 1,
+			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
+		},
 	}
 	for _, kc := range buckets {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 			t.Errorf("%s: retention %v max age %v", n.EventStream(), ev.Config.Retention, ev.Config.MaxAge)
 		}
 		au := info(n.AuditStream())
-		if !au.Config.DenyDelete || !au.Config.DenyPurge || au.Config.Subjects[0] != n.Prefix+".audit.>" {
+		if !au.Config.DenyDelete || !au.Config.DenyPurge || au.Config.Subjects[0] != n.Prefix+".audit.>" || au.Config.MaxAge != bus.DefaultAuditMaxAge {
 			t.Errorf("%s: deny delete %v, deny purge %v", n.AuditStream(), au.Config.DenyDelete, au.Config.DenyPurge)
 		}
 		if dl := info(n.DeadLetterStream()); dl.Config.Subjects[0] != n.Prefix+".dlq.>" {
@@ -60,8 +61,15 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 		if err != nil || st.History() < 5 {
 			t.Errorf("%s: history %d (%v), want at least 5", n.RunsBucket(), st.History(), err)
 		}
-		if _, err := js.KeyValue(t.Context(), n.PendingBucket()); err != nil {
-			t.Errorf("%s: %v", n.PendingBucket(), err)
+		if st.LimitMarkerTTL() != bus.DefaultMarkerTTL {
+			t.Errorf("%s: marker TTL %v, want %v", n.RunsBucket(), st.LimitMarkerTTL(), bus.DefaultMarkerTTL)
+		}
+		pending, err := js.KeyValue(t.Context(), n.PendingBucket())
+		if err != nil {
+			t.Fatalf("%s: %v", n.PendingBucket(), err)
+		}
+		if st, err := pending.Status(t.Context()); err != nil || st.History() != 1 || st.LimitMarkerTTL() != bus.DefaultMarkerTTL {
+			t.Errorf("%s: history %d, marker TTL %v (%v); want 1 and %v", n.PendingBucket(), st.History(), st.LimitMarkerTTL(), err, bus.DefaultMarkerTTL)
 		}
 	}
 
@@ -82,12 +90,32 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 	}
 }
 
-func TestProvisionRefusesTooShortACheckpointHistory(t *testing.T) {
+func TestProvisionRefusesABadConfigurationBeforeTheServerSeesIt(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
 	n, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{History: 2}); err == nil {
-		t.Fatal("a checkpoint history of 2 was accepted; the protocol keeps at least 5")
+	cases := []struct {
+		name    string
+		cfg     bus.StreamConfig
+		wantErr string
+	}{
+		{"defaults", bus.StreamConfig{}, ""},
+		{"history too short", bus.StreamConfig{History: 2}, "history 2"},
+		{"history too long", bus.StreamConfig{History: 65}, "history 65"},
+		{"events kept as long as the dedupe window", bus.StreamConfig{EventMaxAge: 2 * time.Minute}, ""},
+		{"events kept less than the dedupe window", bus.StreamConfig{EventMaxAge: time.Minute}, "(--events-max-age) 1m0s is shorter than the deduplication window 2m0s: keep events at least 2m0s"},
+		{"shorter window, shorter events", bus.StreamConfig{EventMaxAge: time.Minute, Duplicates: 30 * time.Second}, ""},
+		{"audit kept less than the dedupe window", bus.StreamConfig{AuditMaxAge: time.Second}, "--audit-max-age"},
+		{"marker TTL under a second", bus.StreamConfig{MarkerTTL: time.Millisecond}, "MarkerTTL"},
+		{"too many replicas", bus.StreamConfig{Replicas: 7}, "Replicas 7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := bus.Provision(t.Context(), js, n, tc.cfg)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Provision(%+v) = %v, want error containing %q", tc.cfg, err, tc.wantErr)
+			}
+		})
 	}
 }

@@ -211,12 +211,3 @@ func (c *Client) Checkpoint(ctx context.Context, flow, run string) (*engine.Chec
 	}
 	return cp, rev, err
 }
-
-// Pending lists runs waiting on an interrupt; flow "" lists every flow.
-func (c *Client) Pending(ctx context.Context, flow string) ([]engine.Pending, error) {
-	st, err := c.store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.ListPending(ctx, flow)
-}

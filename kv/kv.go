@@ -4,6 +4,21 @@
 // Update with the revision read for every later one, so a conflict is a
 // typed error and never an overwrite. The KV revision is the run's
 // checkpoint number.
+//
+// [Open] binds the two buckets of a deployment. A store opened so keeps
+// only what it must:
+//
+//   - The write that finishes a run (completed, failed, cancelled, expired)
+//     carries a per-message TTL ([Options.KeepFinished]) and a subject
+//     roll-up, which removes the run's older revisions. When the TTL runs
+//     out, JetStream removes the checkpoint itself and leaves a short-lived
+//     marker; a Load then says [engine.ErrNotFound]. No sweeper is needed.
+//   - Removing a pending entry is a KV purge whose marker carries the
+//     bucket's marker TTL, so the pending index holds the runs that wait,
+//     plus the markers of runs resumed within that TTL, and nothing else.
+//
+// Both need buckets that allow per-message TTLs (a LimitMarkerTTL), as
+// bus.Provision creates them.
 package kv
 
 import (
@@ -12,14 +27,43 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/wire"
 )
+
+// DefaultKeepFinished is how long a finished run's checkpoint is kept
+// unless [Options.KeepFinished] says otherwise.
+const DefaultKeepFinished = 30 * 24 * time.Hour
+
+// KeepForever, as [Options.KeepFinished], keeps finished runs for ever.
+const KeepForever time.Duration = -1
+
+// Options configure a store opened with [Open].
+type Options struct {
+	// KeepFinished is how long the checkpoint of a finished run (completed,
+	// failed, cancelled or expired) is kept after the write that finished
+	// it; JetStream then removes it. At least one second, or KeepForever.
+	// JetStream raises a retention shorter than the bucket's marker TTL
+	// to that TTL. Defaults to DefaultKeepFinished.
+	KeepFinished time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	o.KeepFinished = cmp.Or(o.KeepFinished, DefaultKeepFinished)
+	return o
+}
+
+func (o Options) validate() error {
+	if o.KeepFinished != KeepForever && o.KeepFinished < time.Second {
+		return fmt.Errorf("kv: Options.KeepFinished %v is too short: JetStream's per-message TTL is at least 1s; use 1s or more, or KeepForever", o.KeepFinished)
+	}
+	return nil
+}
 
 // Bucket is the part of a JetStream key-value bucket the store uses.
 type Bucket interface {
@@ -28,7 +72,18 @@ type Bucket interface {
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
 	Put(ctx context.Context, key string, value []byte) (uint64, error)
 	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
-	ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error)
+	Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+}
+
+// publisher publishes a message to a stream with expectations and headers
+// the KV API does not take (a TTL and a roll-up on a compare-and-set).
+type publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// lastGetter reads the last message of a subject, markers included.
+type lastGetter interface {
+	GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
 }
 
 // Store keeps checkpoints in the runs bucket and the pending index in the
@@ -38,6 +93,13 @@ type Store struct {
 	pending Bucket
 	// limit is the largest message the server takes (max_payload), 0 if unknown.
 	limit int
+
+	// Set by Open; zero in a store made with New.
+	pub          publisher
+	runsStream   lastGetter
+	runsSubject  string        // $KV.<runs bucket>.
+	keepFinished time.Duration // 0: finished runs stay
+	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
 }
 
 // Option configures a [Store].
@@ -50,7 +112,8 @@ func MaxPayload(n int64) Option { return func(s *Store) { s.limit = int(n) } }
 
 var _ engine.Store = (*Store)(nil)
 
-// New returns a store over the two buckets.
+// New returns a store over two bound buckets. It keeps finished runs, and
+// the markers of removed pending entries, for ever: a service uses [Open].
 func New(runs, pending Bucket, opts ...Option) *Store {
 	s := &Store{runs: runs, pending: pending}
 	for _, o := range opts {
@@ -68,10 +131,55 @@ func (s *Store) tooLarge(cp *engine.Checkpoint, size int, err error) error {
 	return &engine.TooLargeError{Flow: cp.Flow, Run: cp.Run, Size: size, Limit: cmp.Or(s.limit, size-1)}
 }
 
+// Open binds the runs and pending buckets of a deployment, which
+// bus.Provision creates, and checks that they allow per-message TTLs.
+func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	bind := func(bucket string) (jetstream.KeyValue, jetstream.KeyValueStatus, error) {
+		b, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kv: binding bucket %s: %w (provision it first: `interlock serve` or bus.Provision does)", bucket, err)
+		}
+		st, err := b.Status(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kv: reading the configuration of bucket %s: %w", bucket, err)
+		}
+		if st.LimitMarkerTTL() == 0 {
+			return nil, nil, fmt.Errorf("kv: bucket %s does not allow per-message TTLs (it was created by an older Interlock); run `interlock serve` (or bus.Provision) once with this version to update it", bucket)
+		}
+		return b, st, nil
+	}
+	runs, _, err := bind(names.RunsBucket())
+	if err != nil {
+		return nil, err
+	}
+	pending, pst, err := bind(names.PendingBucket())
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, "KV_"+names.RunsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("kv: binding the stream of bucket %s: %w", names.RunsBucket(), err)
+	}
+	s := New(runs, pending, MaxPayload(js.Conn().MaxPayload()))
+	s.pub = js
+	s.runsStream = stream
+	s.runsSubject = "$KV." + names.RunsBucket() + "."
+	s.markerTTL = pst.LimitMarkerTTL()
+	if opts.KeepFinished != KeepForever {
+		s.keepFinished = opts.KeepFinished
+	}
+	return s, nil
+}
+
 // Key returns the key of a run: <flow>.<run>.
 func Key(flow, run string) string { return flow + "." + run }
 
-// Load implements [engine.Store]. The revision returned is the checkpoint number.
+// Load implements [engine.Store]. The revision returned is the checkpoint
+// number. A run removed after its retention is [engine.ErrNotFound].
 func (s *Store) Load(ctx context.Context, flow, run string) (*engine.Checkpoint, uint64, error) {
 	e, err := s.runs.Get(ctx, Key(flow, run))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -87,48 +195,118 @@ func (s *Store) Load(ctx context.Context, flow, run string) (*engine.Checkpoint,
 	return &cp, e.Revision(), nil
 }
 
+// finishes reports whether writing cp takes the finished-run retention.
+func (s *Store) finishes(cp *engine.Checkpoint) bool {
+	return s.keepFinished > 0 && cp.Status.Finished()
+}
+
 // Create implements [engine.Store].
 func (s *Store) Create(ctx context.Context, cp *engine.Checkpoint) (uint64, error) {
+	key := Key(cp.Flow, cp.Run)
 	b, err := json.Marshal(cp)
 	if err != nil {
-		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", Key(cp.Flow, cp.Run), err)
+		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", key, err)
 	}
 	if err := s.tooLarge(cp, len(b), nil); err != nil {
 		return 0, err
 	}
-	rev, err := s.runs.Create(ctx, Key(cp.Flow, cp.Run), b)
+	var rev uint64
+	if s.finishes(cp) {
+		rev, err = s.createFinished(ctx, key, b)
+	} else {
+		rev, err = s.runs.Create(ctx, key, b)
+	}
 	if big := s.tooLarge(cp, len(b), err); big != nil {
 		return 0, big
+	}
+	if errors.Is(err, engine.ErrExists) {
+		return 0, err
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, engine.ErrExists
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kv: creating checkpoint %s: %w", Key(cp.Flow, cp.Run), err)
+		return 0, fmt.Errorf("kv: creating checkpoint %s: %w", key, err)
 	}
 	return rev, nil
 }
 
+// createFinished creates a run that finished in its first transition. As
+// a KV Create does, it writes over a key whose last message is a marker.
+func (s *Store) createFinished(ctx context.Context, key string, b []byte) (uint64, error) {
+	rev, err := s.writeFinished(ctx, key, b, 0)
+	if !wrongLastSequence(err) {
+		return rev, err
+	}
+	last, gerr := s.runsStream.GetLastMsgForSubject(ctx, s.runsSubject+key)
+	if gerr != nil {
+		return 0, fmt.Errorf("kv: creating checkpoint %s: reading what is there: %w", key, gerr)
+	}
+	if !isMarker(last.Header) {
+		return 0, engine.ErrExists
+	}
+	rev, err = s.writeFinished(ctx, key, b, last.Sequence)
+	if wrongLastSequence(err) {
+		return 0, engine.ErrExists
+	}
+	return rev, err
+}
+
+// isMarker reports whether a KV message is a delete or purge marker, or a
+// marker JetStream left when a message's TTL or age ran out.
+func isMarker(h nats.Header) bool {
+	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
+}
+
 // Update implements [engine.Store].
 func (s *Store) Update(ctx context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {
+	key := Key(cp.Flow, cp.Run)
 	b, err := json.Marshal(cp)
 	if err != nil {
-		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", Key(cp.Flow, cp.Run), err)
+		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", key, err)
 	}
 	if err := s.tooLarge(cp, len(b), nil); err != nil {
 		return 0, err
 	}
-	next, err := s.runs.Update(ctx, Key(cp.Flow, cp.Run), b, rev)
+	var next uint64
+	if s.finishes(cp) {
+		next, err = s.writeFinished(ctx, key, b, rev)
+	} else {
+		next, err = s.runs.Update(ctx, key, b, rev)
+	}
 	if big := s.tooLarge(cp, len(b), err); big != nil {
 		return 0, big
 	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+	if wrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, &engine.ConflictError{Flow: cp.Flow, Run: cp.Run, Expected: rev}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kv: updating checkpoint %s from revision %d: %w", Key(cp.Flow, cp.Run), rev, err)
+		return 0, fmt.Errorf("kv: updating checkpoint %s from revision %d: %w", key, rev, err)
 	}
 	return next, nil
+}
+
+// writeFinished is a KV update from rev (0: the key must not exist) that
+// also sets the message's TTL to the finished-run retention and rolls the
+// key's older revisions up, so none outlives the run or resurfaces when
+// the TTL runs out. It returns the new revision.
+func (s *Store) writeFinished(ctx context.Context, key string, b []byte, rev uint64) (uint64, error) {
+	m := nats.NewMsg(s.runsSubject + key)
+	m.Data = b
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := s.pub.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.keepFinished))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// wrongLastSequence reports whether err is JetStream refusing a
+// compare-and-set (10071; 10164 on replicated streams).
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // PutPending implements [engine.Store].
@@ -143,48 +321,18 @@ func (s *Store) PutPending(ctx context.Context, p *engine.Pending) error {
 	return nil
 }
 
-// DeletePending implements [engine.Store].
+// DeletePending implements [engine.Store]. In a store opened with [Open]
+// it purges the key with a marker that JetStream removes after the
+// bucket's marker TTL, so resumed runs do not pile up in the index.
 func (s *Store) DeletePending(ctx context.Context, flow, run string) error {
-	if err := s.pending.Delete(ctx, Key(flow, run)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	var err error
+	if s.markerTTL > 0 {
+		err = s.pending.Purge(ctx, Key(flow, run), jetstream.PurgeTTL(s.markerTTL))
+	} else {
+		err = s.pending.Delete(ctx, Key(flow, run))
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("kv: deleting pending entry %s: %w", Key(flow, run), err)
 	}
 	return nil
-}
-
-// ListPending returns the runs waiting on an interrupt, from the pending
-// index alone (finished runs are never scanned), sorted by key. A non-empty
-// flow keeps only that flow's runs.
-func (s *Store) ListPending(ctx context.Context, flow string) ([]engine.Pending, error) {
-	var opts []jetstream.WatchOpt
-	lister, err := s.pending.ListKeys(ctx, opts...)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kv: listing pending runs: %w", err)
-	}
-	defer func() { _ = lister.Stop() }()
-	var keys []string
-	for k := range lister.Keys() {
-		if flow == "" || strings.HasPrefix(k, flow+".") {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	out := make([]engine.Pending, 0, len(keys))
-	for _, k := range keys {
-		e, err := s.pending.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue // resumed while listing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kv: reading pending entry %s: %w", k, err)
-		}
-		var p engine.Pending
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
-			return nil, fmt.Errorf("kv: pending entry %s is not a pending document: %w", k, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }

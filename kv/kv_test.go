@@ -21,10 +21,19 @@ import (
 // reading and writing behind the store's back.
 type rig struct {
 	store         *kv.Store
+	js            jetstream.JetStream
+	names         wire.Names
 	runs, pending jetstream.KeyValue
 }
 
+// newRig opens a store with default options on buckets whose markers last
+// one second.
 func newRig(t *testing.T) rig {
+	t.Helper()
+	return newRigWith(t, kv.Options{})
+}
+
+func newRigWith(t *testing.T, opts kv.Options) rig {
 	t.Helper()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
@@ -32,8 +41,12 @@ func newRig(t *testing.T) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{MarkerTTL: time.Second}); err != nil {
 		t.Fatalf("provisioning: %v", err)
+	}
+	store, err := kv.Open(t.Context(), js, names, opts)
+	if err != nil {
+		t.Fatalf("kv.Open: %v", err)
 	}
 	runs, err := js.KeyValue(t.Context(), names.RunsBucket())
 	if err != nil {
@@ -43,7 +56,7 @@ func newRig(t *testing.T) rig {
 	if err != nil {
 		t.Fatalf("binding %s: %v", names.PendingBucket(), err)
 	}
-	return rig{store: kv.New(runs, pending), runs: runs, pending: pending}
+	return rig{store: store, js: js, names: names, runs: runs, pending: pending}
 }
 
 var at = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
@@ -285,115 +298,6 @@ func TestCheckpointIsPlainJSONUnderFlowDotRun(t *testing.T) {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("checkpoint %s has no %q", e.Value(), k)
 		}
-	}
-}
-
-func TestListPendingWithNoEntriesIsEmpty(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	for _, flow := range []string{"", "booking"} {
-		got, err := r.store.ListPending(t.Context(), flow)
-		if err != nil {
-			t.Fatalf("ListPending(%q): %v", flow, err)
-		}
-		if len(got) != 0 {
-			t.Errorf("ListPending(%q) = %+v, want none", flow, got)
-		}
-	}
-}
-
-func TestListPendingListsOnlyPendingEntriesOfTheFlow(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	for _, p := range []*engine.Pending{
-		pendingEntry("refund", "r-2"),
-		pendingEntry("booking", "r-3"),
-		pendingEntry("booking", "r-1"),
-		pendingEntry("booking_v2", "r-9"),
-		pendingEntry("book", "r-5"),
-		pendingEntry("booking", "r-gone"),
-	} {
-		if err := r.store.PutPending(ctx, p); err != nil {
-			t.Fatalf("PutPending %s.%s: %v", p.Flow, p.Run, err)
-		}
-	}
-	if err := r.store.DeletePending(ctx, "booking", "r-gone"); err != nil {
-		t.Fatalf("DeletePending: %v", err)
-	}
-	// A finished run is in the runs bucket, never in the pending index.
-	if _, err := r.store.Create(ctx, checkpoint("booking", "r-done", engine.Completed, "")); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-
-	cases := []struct {
-		flow string
-		want []string
-	}{
-		{"", []string{"book.r-5", "booking.r-1", "booking.r-3", "booking_v2.r-9", "refund.r-2"}},
-		{"booking", []string{"booking.r-1", "booking.r-3"}},
-		{"book", []string{"book.r-5"}},
-		{"refund", []string{"refund.r-2"}},
-		{"nosuch", nil},
-	}
-	for _, tc := range cases {
-		got, err := r.store.ListPending(ctx, tc.flow)
-		if err != nil {
-			t.Fatalf("ListPending(%q): %v", tc.flow, err)
-		}
-		var keys []string
-		for _, p := range got {
-			keys = append(keys, kv.Key(p.Flow, p.Run))
-		}
-		if !reflect.DeepEqual(keys, tc.want) {
-			t.Errorf("ListPending(%q) = %q, want %q", tc.flow, keys, tc.want)
-		}
-	}
-}
-
-func TestListPendingReturnsTheEntriesAsWritten(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	exp := at.Add(time.Hour)
-	want := pendingEntry("refund", "r-42")
-	want.Kind = "approval"
-	want.ApproverRole = "finance"
-	want.Question = "Refund 400 EUR?"
-	want.ExpiresAt = &exp
-	if err := r.store.PutPending(ctx, pendingEntry("refund", "r-42")); err != nil {
-		t.Fatalf("first PutPending: %v", err)
-	}
-	if err := r.store.PutPending(ctx, want); err != nil {
-		t.Fatalf("second PutPending: %v", err)
-	}
-	got, err := r.store.ListPending(ctx, "refund")
-	if err != nil {
-		t.Fatalf("ListPending: %v", err)
-	}
-	if len(got) != 1 || !reflect.DeepEqual(got[0], *want) {
-		t.Errorf("ListPending = %+v, want only %+v", got, *want)
-	}
-}
-
-func TestListPendingAfterEveryEntryIsDeletedIsEmpty(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	for _, run := range []string{"r-1", "r-2"} {
-		if err := r.store.PutPending(ctx, pendingEntry("booking", run)); err != nil {
-			t.Fatalf("PutPending: %v", err)
-		}
-		if err := r.store.DeletePending(ctx, "booking", run); err != nil {
-			t.Fatalf("DeletePending: %v", err)
-		}
-	}
-	got, err := r.store.ListPending(ctx, "")
-	if err != nil {
-		t.Fatalf("ListPending: %v", err)
-	}
-	if len(got) != 0 {
-		t.Errorf("ListPending = %+v, want none", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -227,38 +228,60 @@ func cancelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var flow string
-	cf, c, _, closeFn, err := clientCommand(ctx, "pending", "pending [--flow NAME]", stderr, args, 0, func(fs *flag.FlagSet) {
-		fs.StringVar(&flow, "flow", "", "only runs of this `flow`")
-	}, nil)
+	var q client.PendingQuery
+	cf, c, _, closeFn, err := clientCommand(ctx, "pending", "pending [--flow NAME] [--limit N] [--after CURSOR]", stderr, args, 0, func(fs *flag.FlagSet) {
+		fs.StringVar(&q.Flow, "flow", "", "only runs of this `flow`")
+		fs.IntVar(&q.Limit, "limit", client.DefaultPendingLimit, "show at most `n` runs, oldest first")
+		fs.StringVar(&q.After, "after", "", "show the page after this `cursor` (printed with the previous page)")
+	}, func([]string) error {
+		if q.Limit < 1 || q.Limit > client.MaxPendingLimit {
+			return usagef("--limit %d: use 1 to %d", q.Limit, client.MaxPendingLimit)
+		}
+		return nil
+	})
 	if err != nil {
 		return helpOK(err)
 	}
 	defer closeFn()
-	ps, err := c.Pending(ctx, flow)
+	page, err := c.ListPending(ctx, q)
 	if err != nil {
 		return err
 	}
 	if cf.json {
-		if ps == nil {
-			ps = []engine.Pending{}
-		}
-		return writeJSON(stdout, ps)
+		return writeJSON(stdout, page)
 	}
-	if len(ps) == 0 {
-		fmt.Fprintln(stdout, "No runs are waiting.")
+	if len(page.Items) == 0 {
+		if q.After != "" {
+			fmt.Fprintln(stdout, "No more runs are waiting.")
+		} else {
+			fmt.Fprintln(stdout, "No runs are waiting.")
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FLOW\tRUN\tNODE\tKIND\tWAITING FOR\tCHECKPOINT\tASKED")
-	for _, p := range ps {
+	for _, p := range page.Items {
 		what := strings.Join(p.Fields, ", ")
 		if p.Kind == engine.KindChoice {
 			what = p.Question
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Flow, p.Run, p.Node, p.Kind, what, p.Checkpoint, p.AskedAt.Local().Format(time.DateTime))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d shown, %d waiting in all.\n", len(page.Items), page.Total)
+	if page.Next != "" {
+		next := "interlock pending"
+		if q.Flow != "" {
+			next += " --flow " + q.Flow
+		}
+		if q.Limit != client.DefaultPendingLimit {
+			next += " --limit " + strconv.Itoa(q.Limit)
+		}
+		fmt.Fprintf(stdout, "Next page: %s --after %s\n", next, page.Next)
+	}
+	return nil
 }
 
 func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

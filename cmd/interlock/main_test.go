@@ -75,8 +75,12 @@ func TestServeAndClientCommandsWalkABookingRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pending []map[string]any
-	if err := json.Unmarshal([]byte(out), &pending); err != nil || len(pending) != 1 || pending[0]["run"] != "r-cli" {
+	var pending struct {
+		Items []map[string]any `json:"items"`
+		Total int              `json:"total"`
+		Next  string           `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(out), &pending); err != nil || len(pending.Items) != 1 || pending.Items[0]["run"] != "r-cli" || pending.Total != 1 || pending.Next != "" {
 		t.Fatalf("pending --json: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{

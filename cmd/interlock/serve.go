@@ -19,6 +19,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -39,7 +40,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret (32+ bytes; or set INTERLOCK_SECRET); default: generated once and kept in NATS")
 	instance := fs.String("instance", envOr("INTERLOCK_INSTANCE", ""), "`name` of this process in event sources (default: host name)")
 	concurrency := fs.Int("concurrency", bus.DefaultConcurrency, "messages handled at once")
-	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept")
+	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept (at least the "+bus.DefaultDuplicates.String()+" deduplication window)")
+	auditMaxAge := fs.Duration("audit-max-age", bus.DefaultAuditMaxAge, "how long audit records are kept (at least "+bus.DefaultDuplicates.String()+")")
+	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
 	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
@@ -48,6 +51,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return err
+	}
+	if *maxAge < bus.DefaultDuplicates || *auditMaxAge < bus.DefaultDuplicates {
+		return usagef("--events-max-age %v, --audit-max-age %v: keep events and audit records at least %v, the deduplication window", *maxAge, *auditMaxAge, bus.DefaultDuplicates)
+	}
+	if *keepFinished == 0 {
+		*keepFinished = kv.KeepForever
+	} else if *keepFinished < time.Second {
+		return usagef("--keep-finished %v: use at least 1s, or 0 to keep finished runs for ever", *keepFinished)
 	}
 	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
@@ -60,13 +71,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := interlock.Config{
 		Flows:       examples.Flows(),
 		Prefix:      *prefix,
-		Streams:     bus.StreamConfig{EventMaxAge: *maxAge, Replicas: *replicas},
+		Streams:     bus.StreamConfig{EventMaxAge: *maxAge, AuditMaxAge: *auditMaxAge, Replicas: *replicas},
 		Secret:      secret,
 		Instance:    *instance,
 		Concurrency: *concurrency,
 		Logger:      &log,
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
+	cfg.KeepFinished = *keepFinished
 	if *natsURL == "" {
 		host, portStr, err := net.SplitHostPort(*listen)
 		if err != nil {

@@ -1,0 +1,58 @@
+package events_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+)
+
+// TestPendingReadsWhatTheEngineWrites keeps events.Pending, the readers'
+// type, in step with engine.Pending, the writer's: every field the engine
+// writes decodes strictly, and encodes back to the same JSON.
+func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
+	t.Parallel()
+	asked := time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
+	expires := asked.Add(time.Hour)
+	written := engine.Pending{
+		Flow: "refund", Run: "r-42", Node: "approve", RequestID: "rq-1", Kind: "approval",
+		Checkpoint: 7, Fields: []string{"amount"}, Question: "Refund 400 EUR?",
+		ApproverRole: "finance", AskedAt: asked, ExpiresAt: &expires,
+	}
+	v := reflect.ValueOf(written)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("engine.Pending.%s is not set in this test: set it so the JSON below covers it", v.Type().Field(i).Name)
+		}
+	}
+	b, err := json.Marshal(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var read events.Pending
+	if err := dec.Decode(&read); err != nil {
+		t.Fatalf("events.Pending cannot read %s: %v", b, err)
+	}
+	again, err := json.Marshal(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, b) {
+		t.Errorf("events.Pending encodes\n%s\nthe engine wrote\n%s", again, b)
+	}
+	dec = json.NewDecoder(bytes.NewReader(again))
+	dec.DisallowUnknownFields()
+	var back engine.Pending
+	if err := dec.Decode(&back); err != nil {
+		t.Fatalf("engine.Pending cannot read %s: %v", again, err)
+	}
+	if !reflect.DeepEqual(back, written) {
+		t.Errorf("round trip = %+v, want %+v", back, written)
+	}
+}
