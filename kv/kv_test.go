@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/storetest"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
@@ -76,139 +76,15 @@ func pendingEntry(flow, run string) *engine.Pending {
 	}
 }
 
+func TestStoreKeepsTheStorePromises(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) engine.Store { return newRig(t).store })
+}
+
 func TestKeyIsFlowDotRun(t *testing.T) {
 	t.Parallel()
 	if got := kv.Key("refund", "r-42"); got != "refund.r-42" {
 		t.Errorf("Key = %q, want refund.r-42", got)
-	}
-}
-
-func TestCreateTwiceIsErrExists(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	first := checkpoint("booking", "r-1", engine.Waiting, "ask")
-	if _, err := r.store.Create(ctx, first); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	second := checkpoint("booking", "r-1", engine.Running, "other")
-	if _, err := r.store.Create(ctx, second); !errors.Is(err, engine.ErrExists) {
-		t.Fatalf("second Create = %v, want engine.ErrExists", err)
-	}
-	got, _, err := r.store.Load(ctx, "booking", "r-1")
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	if got.Node != "ask" || got.Status != engine.Waiting {
-		t.Errorf("the second Create overwrote the first: node %q, status %q", got.Node, got.Status)
-	}
-}
-
-func TestCreateOfTheSameRunInAnotherFlowIsANewRun(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	if _, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Waiting, "ask")); err != nil {
-		t.Fatalf("Create booking.r-1: %v", err)
-	}
-	if _, err := r.store.Create(ctx, checkpoint("refund", "r-1", engine.Waiting, "ask")); err != nil {
-		t.Fatalf("Create refund.r-1: %v", err)
-	}
-}
-
-func TestUpdateWithStaleRevisionIsAConflict(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
-	rev1, err := r.store.Create(ctx, cp)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	cp.Node = "confirm"
-	rev2, err := r.store.Update(ctx, cp, rev1)
-	if err != nil {
-		t.Fatalf("Update from %d: %v", rev1, err)
-	}
-	if rev2 <= rev1 {
-		t.Fatalf("Update returned revision %d, not after %d", rev2, rev1)
-	}
-
-	stale := checkpoint("booking", "r-1", engine.Completed, "done")
-	_, err = r.store.Update(ctx, stale, rev1)
-	var conflict *engine.ConflictError
-	if !errors.As(err, &conflict) {
-		t.Fatalf("Update from stale revision %d = %v, want *engine.ConflictError", rev1, err)
-	}
-	if conflict.Flow != "booking" || conflict.Run != "r-1" || conflict.Expected != rev1 {
-		t.Errorf("conflict = %+v, want booking r-1 expected %d", conflict, rev1)
-	}
-
-	got, rev, err := r.store.Load(ctx, "booking", "r-1")
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	if rev != rev2 || got.Node != "confirm" {
-		t.Errorf("after the conflict Load = node %q at %d, want confirm at %d", got.Node, rev, rev2)
-	}
-}
-
-func TestUpdateOfAMissingRunIsAConflict(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	_, err := r.store.Update(t.Context(), checkpoint("booking", "r-missing", engine.Waiting, "ask"), 1)
-	var conflict *engine.ConflictError
-	if !errors.As(err, &conflict) {
-		t.Fatalf("Update of a missing run = %v, want *engine.ConflictError", err)
-	}
-	if _, _, err := r.store.Load(t.Context(), "booking", "r-missing"); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("the failed Update created the run: Load = %v", err)
-	}
-}
-
-func TestRacingUpdatesFromOneRevisionHaveOneWinner(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	ctx := t.Context()
-	rev, err := r.store.Create(ctx, checkpoint("booking", "r-1", engine.Waiting, "ask"))
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	const writers = 8
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			cp := checkpoint("booking", "r-1", engine.Running, "node-"+string(rune('a'+i)))
-			_, errs[i] = r.store.Update(ctx, cp, rev)
-		})
-	}
-	wg.Wait()
-	won := 0
-	for i, err := range errs {
-		var conflict *engine.ConflictError
-		switch {
-		case err == nil:
-			won++
-		case errors.As(err, &conflict):
-		default:
-			t.Errorf("writer %d: %v, want nil or *engine.ConflictError", i, err)
-		}
-	}
-	if won != 1 {
-		t.Errorf("%d writers won the race from revision %d, want exactly 1", won, rev)
-	}
-}
-
-func TestLoadOfAMissingRunIsErrNotFound(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	cp, rev, err := r.store.Load(t.Context(), "booking", "r-none")
-	if !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("Load = %v, want engine.ErrNotFound", err)
-	}
-	if cp != nil || rev != 0 {
-		t.Errorf("Load of a missing run returned %+v at %d", cp, rev)
 	}
 }
 

@@ -22,9 +22,18 @@ import (
 	"github.com/interlockhq/interlock/events"
 )
 
+// DefaultLimit is the largest checkpoint a [Store] takes, as NATS's default
+// max_payload.
+const DefaultLimit = 1 << 20
+
 // Store is an in-memory [engine.Store]. Revisions increase across all runs,
-// as a JetStream key-value bucket's do.
+// as a JetStream key-value bucket's do, and a checkpoint larger than Limit
+// is refused as one larger than the server's max_payload is.
 type Store struct {
+	// Limit is the largest checkpoint document taken, in bytes. Defaults
+	// to DefaultLimit.
+	Limit int
+
 	mu      sync.Mutex
 	rev     uint64
 	runs    map[string]storedRun
@@ -40,7 +49,14 @@ var _ engine.Store = (*Store)(nil)
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{runs: map[string]storedRun{}, pending: map[string]*engine.Pending{}}
+	return &Store{Limit: DefaultLimit, runs: map[string]storedRun{}, pending: map[string]*engine.Pending{}}
+}
+
+func (s *Store) tooLarge(cp *engine.Checkpoint, b []byte) error {
+	if s.Limit > 0 && len(b) > s.Limit {
+		return &engine.TooLargeError{Flow: cp.Flow, Run: cp.Run, Size: len(b), Limit: s.Limit}
+	}
+	return nil
 }
 
 func key(flow, run string) string { return flow + "." + run }
@@ -66,6 +82,9 @@ func (s *Store) Create(_ context.Context, cp *engine.Checkpoint) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
+	if err := s.tooLarge(cp, b); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := key(cp.Flow, cp.Run)
@@ -81,6 +100,9 @@ func (s *Store) Create(_ context.Context, cp *engine.Checkpoint) (uint64, error)
 func (s *Store) Update(_ context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {
 	b, err := json.Marshal(cp)
 	if err != nil {
+		return 0, err
+	}
+	if err := s.tooLarge(cp, b); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
