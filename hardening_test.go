@@ -56,17 +56,10 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(natstest.Wait)
-	for {
+	natstest.Eventually(t, "the interrupted event aged out of "+r.names.EventStream(), func() bool {
 		_, err := stream.GetLastMsgForSubject(t.Context(), r.names.Event("booking", run, "interrupted"))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the interrupted event is still in %s after %s (err %v)", r.names.EventStream(), natstest.Wait, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	})
 
 	r.send("booking", "reannounce", events.TypeReannounce, run, map[string]any{"reason": "lost the message"})
 	again := r.interrupt("booking", run, 1)

@@ -105,6 +105,9 @@ func (c Config) validate() error {
 	case c.AckWait < 0:
 		return fmt.Errorf("interlock: Config.AckWait is %s; it must be positive (0 for the default)", c.AckWait)
 	}
+	if err := c.Streams.Validate(); err != nil {
+		return err
+	}
 	for i, b := range c.Services {
 		if b == nil {
 			return fmt.Errorf("interlock: Config.Services[%d] is nil", i)

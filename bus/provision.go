@@ -59,6 +59,11 @@ func (c StreamConfig) withDefaults() StreamConfig {
 
 // validate checks a configuration with its defaults filled in, before
 // the server sees it, so that a bad value is named with its fix.
+// Validate reports, before anything reaches the server, a setting the
+// server would refuse or that would break a promise, naming the field and
+// the bound.
+func (c StreamConfig) Validate() error { return c.withDefaults().validate() }
+
 func (c StreamConfig) validate() error {
 	switch {
 	case c.History < 5 || c.History > 64:

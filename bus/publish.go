@@ -26,11 +26,22 @@ const (
 	HeaderStreamSeq = "Interlock-Stream-Seq"
 )
 
+// JetStream is the part of a JetStream context the worker and the
+// publisher use: publishing, and binding a stream by name.
+// jetstream.JetStream implements it.
+type JetStream interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	Stream(ctx context.Context, name string) (jetstream.Stream, error)
+}
+
+var _ JetStream = jetstream.JetStream(nil)
+
 // Publisher publishes events and audit records as structured CloudEvents,
 // each with its event id as Nats-Msg-Id so JetStream drops a repeat. It
 // implements [engine.Publisher].
 type Publisher struct {
-	js     jetstream.JetStream
+	js     JetStream
 	names  wire.Names
 	source string
 }
@@ -39,7 +50,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a publisher; source is the CloudEvents source of
 // what it publishes ("interlock/<instance>").
-func NewPublisher(js jetstream.JetStream, n wire.Names, source string) *Publisher {
+func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
 	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
 }
 
@@ -155,7 +166,7 @@ func (p *Publisher) stored(ctx context.Context, m engine.Message) (bool, error) 
 // interlock.dlq.<reason>, adding the reason, the error and the original
 // subject as headers. A resume token in the body is redacted: a dead letter
 // never holds a credential.
-func DeadLetter(ctx context.Context, js jetstream.JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
+func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
 	dl := nats.NewMsg(n.DeadLetter(reason))
 	for k, vs := range msg.Headers() {
 		for _, v := range vs {
@@ -187,7 +198,7 @@ type Queue struct {
 var _ engine.Queue = (*Queue)(nil)
 
 // NewQueue binds the inbound stream.
-func NewQueue(ctx context.Context, js jetstream.JetStream, n wire.Names) (*Queue, error) {
+func NewQueue(ctx context.Context, js JetStream, n wire.Names) (*Queue, error) {
 	s, err := js.Stream(ctx, n.InStream())
 	if err != nil {
 		return nil, fmt.Errorf("bus: binding stream %s: %w", n.InStream(), err)

@@ -96,7 +96,7 @@ func (c WorkerConfig) validate() error {
 // every worker of the deployment, and acknowledges each message only after
 // its effects are durable.
 type Worker struct {
-	js  jetstream.JetStream
+	js  JetStream
 	cfg WorkerConfig
 	log zerolog.Logger
 
@@ -112,7 +112,7 @@ type Worker struct {
 }
 
 // NewWorker returns a worker; Start starts it.
-func NewWorker(js jetstream.JetStream, cfg WorkerConfig) (*Worker, error) {
+func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

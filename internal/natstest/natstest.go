@@ -248,3 +248,19 @@ func WaitDrained(t testing.TB, js jetstream.JetStream, stream string) {
 		}
 	}
 }
+
+// Eventually polls cond every 10 ms until it holds, and fails the test
+// with what after Wait.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(Wait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("natstest: after %s, still not %s", Wait, what)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package interlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// journal records the lifecycle calls of background services.
+type journal struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (j *journal) add(s string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.calls = append(j.calls, s)
+}
+
+func (j *journal) String() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.calls, " ")
+}
+
+type background struct {
+	name     string
+	j        *journal
+	startErr error
+	stopErr  error
+}
+
+func (b *background) Start(context.Context) error {
+	b.j.add("start:" + b.name)
+	return b.startErr
+}
+
+func (b *background) Stop(context.Context) error {
+	b.j.add("stop:" + b.name)
+	return b.stopErr
+}
+
+func TestServiceStartsBackgroundServicesInOrderAndStopsThemInReverseOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	j := &journal{}
+	stopErr := errors.New("http: drain timed out")
+	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: wire.ConnConfig{URL: srv.ClientURL()},
+		Services: []interlock.Background{&background{name: "deadlines", j: j}, &background{name: "http", j: j, stopErr: stopErr}}}
+	svc, err := interlock.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.String(); got != "start:deadlines start:http" {
+		t.Fatalf("started %q", got)
+	}
+	first := svc.Stop(t.Context())
+	second := svc.Stop(t.Context())
+	if !errors.Is(first, stopErr) || !errors.Is(second, stopErr) {
+		t.Fatalf("Stop = %v then %v; want the background service's error both times", first, second)
+	}
+	if got := j.String(); got != "start:deadlines start:http stop:http stop:deadlines" {
+		t.Fatalf("lifecycle %q; want each stopped once, in reverse order", got)
+	}
+}
+
+func TestServiceThatCannotStartABackgroundServiceStopsWhatItStarted(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	j := &journal{}
+	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: wire.ConnConfig{URL: srv.ClientURL()},
+		Services: []interlock.Background{&background{name: "a", j: j}, &background{name: "b", j: j, startErr: errors.New("port in use")},
+			&background{name: "c", j: j}}}
+	_, err := interlock.Start(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "port in use") {
+		t.Fatalf("Start = %v, want the failing service's error", err)
+	}
+	if got := j.String(); got != "start:a start:b stop:a" {
+		t.Fatalf("lifecycle %q; want a stopped, c never started", got)
+	}
+}
+
+func TestServiceConfigIsValidatedBeforeAnythingStarts(t *testing.T) {
+	t.Parallel()
+	flows := []*engine.Flow{booking.Flow()}
+	cases := []struct {
+		name    string
+		cfg     interlock.Config
+		wantErr string
+	}{
+		{"no flows", interlock.Config{}, "Config.Flows is empty"},
+		{"short secret", interlock.Config{Flows: flows, Secret: []byte("short")}, "Config.Secret is 5 bytes"},
+		{"negative concurrency", interlock.Config{Flows: flows, Concurrency: -1}, "Config.Concurrency"},
+		{"nil service", interlock.Config{Flows: flows, Services: []interlock.Background{nil}}, "Config.Services[0] is nil"},
+		{"bad prefix", interlock.Config{Flows: flows, Prefix: "Bad.Prefix"}, "prefix"},
+		{"events kept less than the dedupe window", interlock.Config{Flows: flows, Streams: bus.StreamConfig{EventMaxAge: 1}}, "EventMaxAge"},
+	}
+	for _, tc := range cases {
+		// No server is running at the default URL in tests: a config error
+		// must come before any attempt to connect.
+		tc.cfg.Conn = wire.ConnConfig{URL: "nats://127.0.0.1:1"}
+		_, err := interlock.Start(t.Context(), tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: Start = %v, want an error naming %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
