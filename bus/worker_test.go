@@ -1,15 +1,20 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
@@ -31,6 +36,11 @@ type workerRig struct {
 
 func newWorkerRig(t *testing.T, store engine.Store, maxDeliver int) *workerRig {
 	t.Helper()
+	return newWorkerRigLogging(t, store, maxDeliver, nil)
+}
+
+func newWorkerRigLogging(t *testing.T, store engine.Store, maxDeliver int, log *zerolog.Logger) *workerRig {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
 	names, _ := wire.NewNames("")
@@ -46,7 +56,7 @@ func newWorkerRig(t *testing.T, store engine.Store, maxDeliver int) *workerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := bus.NewWorker(js, bus.WorkerConfig{Names: names, Runner: r, Concurrency: 4, MaxDeliver: maxDeliver})
+	w, err := bus.NewWorker(js, bus.WorkerConfig{Names: names, Runner: r, Concurrency: 4, MaxDeliver: maxDeliver, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +197,82 @@ func TestDeadLetterKeepsTheMessageWholeButRedactsTheResumeToken(t *testing.T) {
 	want := strings.Replace(body, "LIVE-TOKEN", events.Redacted, 1)
 	if string(dead[0].Data) != want || dead[0].Header.Get("X-Trace") != "keep-me" {
 		t.Fatalf("dead letter %s (headers %v); want %s with its headers", dead[0].Data, dead[0].Header, want)
+	}
+}
+
+// lockedBuffer is a log sink safe for the worker's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWorkerLogsOneInfoLinePerRunEventAndNoSecrets: at info an operator
+// sees each run started, interrupted, resumed, completed and cancelled,
+// with flow, run, node and a duration, and never a token or an answer.
+func TestWorkerLogsOneInfoLinePerRunEventAndNoSecrets(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := zerolog.New(&buf).Level(zerolog.InfoLevel)
+	r := newWorkerRigLogging(t, enginetest.NewStore(), 0, &log)
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-1",
+		map[string]any{"state": map[string]any{"name": "Ann", "phone": "1", "level": "beginner", "driver": map[string]any{"name": "Bob", "license": "D"}}})
+	var in events.Interrupted
+	natstest.Last(t, r.events(t, "r-1", "interrupted", 1), "interrupted").Decode(t, &in)
+	natstest.Publish(t, r.js, r.names.In("booking", "resume"), events.TypeResume, "r-1",
+		map[string]any{"resumeToken": in.ResumeToken, "answers": map[string]any{"email": "secret-answer@example.com"}})
+	natstest.Last(t, r.events(t, "r-1", "interrupted", 2), "interrupted").Decode(t, &in)
+	natstest.Publish(t, r.js, r.names.In("booking", "resume"), events.TypeResume, "r-1",
+		map[string]any{"resumeToken": in.ResumeToken, "selected": "design"})
+	r.events(t, "r-1", "completed", 1)
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-2", nil)
+	r.events(t, "r-2", "interrupted", 1)
+	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), events.TypeCancel, "r-2", nil)
+	r.events(t, "r-2", "cancelled", 1)
+	natstest.WaitDrained(t, r.js, r.names.InStream())
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	want := []struct{ run, msg, dur string }{
+		{"r-1", "run started", ""}, {"r-1", "run interrupted", "run_age"}, {"r-1", "run resumed", "waited"},
+		{"r-1", "run interrupted", "run_age"}, {"r-1", "run resumed", "waited"}, {"r-1", "run completed", "run_age"},
+		{"r-2", "run started", ""}, {"r-2", "run interrupted", "run_age"}, {"r-2", "run cancelled", "run_age"},
+	}
+	var got []string
+	i := 0
+	for _, l := range lines {
+		got = append(got, fmt.Sprint(l["run"], " ", l["message"]))
+		if i < len(want) && l["run"] == want[i].run && l["message"] == want[i].msg {
+			if l["level"] != "info" || l["flow"] != "booking" || l["node"] == nil || l["node"] == "" {
+				t.Errorf("line %v lacks level info, flow or node", l)
+			}
+			if want[i].dur != "" && l[want[i].dur] == nil {
+				t.Errorf("line %v lacks %s", l, want[i].dur)
+			}
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Fatalf("info lines %v; want in order %v", got, want)
+	}
+	if out := buf.String(); strings.Contains(out, in.ResumeToken) || strings.Contains(out, "secret-answer") {
+		t.Fatalf("the log holds a token or an answer:\n%s", out)
 	}
 }
