@@ -1,49 +1,480 @@
+//go:build unix
+
 package interlock_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
 )
 
-// TestReadmeWalkWorksAsWritten replays the `nats pub` commands of the
-// README's five-minute walk, as written there, against a real service.
+// natsCLI is the natscli release the README installs.
+const natsCLI = "github.com/nats-io/natscli/nats@v0.5.1"
+
+// TestReadmeWalkWorksAsWritten replays the README's five-minute walk with
+// the real `nats` CLI against a real service: its commands are read from
+// README.md, run with --server pointing at the service, and their output
+// checked. The `interlock answer` lines are sent with the client package,
+// which the command is built on.
 func TestReadmeWalkWorksAsWritten(t *testing.T) {
 	t.Parallel()
+	nats, err := exec.LookPath("nats")
+	if err != nil {
+		msg := "the nats CLI is not on PATH; install it with `go install " + natsCLI + "` and put $(go env GOPATH)/bin on PATH"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubs := regexp.MustCompile(`nats pub (\S+) -H Nats-Msg-Id:(\S+) \\\n\s+'([^']+)'`).FindAllStringSubmatch(string(readme), -1)
-	if len(pubs) != 3 {
-		t.Fatalf("the README walk has %d `nats pub` commands, want 3 (start, bad answer, good answer)", len(pubs))
+	if !strings.Contains(string(readme), "go install "+natsCLI) {
+		t.Errorf("README.md does not install the nats CLI with `go install %s`", natsCLI)
 	}
-	r := newRig(t)
-	send := func(i int, replace ...string) {
-		t.Helper()
-		body := strings.NewReplacer(replace...).Replace(pubs[i][3])
-		natstest.PublishRaw(t, r.js, pubs[i][1], []byte(body), nats.Header{"Nats-Msg-Id": {pubs[i][2]}})
-	}
+	cmds := walkCommands(t, string(readme))
 
-	send(0)
-	in := r.interrupt("booking", "r-42", 1)
-	if in.Node != "ask_email" {
-		t.Fatalf("after the README's start the run waits at %s", in.Node)
+	srv := natstest.StartServer(t, "")
+	natstest.Start(t, srv, booking.Flow())
+	url := srv.ClientURL()
+	w := &walk{t: t, nats: nats, url: url}
+	nc, js := natstest.Connect(t, url)
+	names, _ := wire.NewNames("")
+	cl := client.New(nc, js, names, "/readme-test", natstest.Wait)
+
+	var (
+		interrupts *proc // the step 1 subscriber
+		refusals   *proc // the step 3 subscriber
+		tokens     []string
+		pubs       int
+	)
+	// nextInterrupt waits for the next interrupted event the subscriber shows.
+	nextInterrupt := func() events.Interrupted {
+		t.Helper()
+		line := interrupts.waitLine(`"type":"io.interlock.run.interrupted"`)
+		var ev struct{ Data events.Interrupted }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("nats sub printed %q: %v", line, err)
+		}
+		tokens = append(tokens, ev.Data.ResumeToken)
+		return ev.Data
 	}
-	send(1, "TOKEN", in.ResumeToken)
-	in = r.interrupt("booking", "r-42", 2)
-	wantContext := "ERROR: That doesn't look like an email. Politely reject generic domains like gmail.com."
-	if in.Questions[0].Context != wantContext || !strings.Contains(string(readme), wantContext) {
-		t.Fatalf("re-ask context %q; the README promises %q", in.Questions[0].Context, wantContext)
+	for _, args := range cmds {
+		line := strings.Join(args, " ")
+		switch {
+		case len(args) == 3 && args[0] == "nats" && args[1] == "sub":
+			p := w.start(args[1:]...)
+			switch args[2] {
+			case "interlock.ev.*.*.interrupted":
+				interrupts = p
+			case "interlock.ev.booking.r-42.refused":
+				refusals = p
+			default:
+				t.Fatalf("the walk subscribes to %s; teach this test what it shows", args[2])
+			}
+
+		case args[0] == "nats" && args[1] == "pub":
+			// TOKEN is the first interrupt's token, NEW_TOKEN the re-ask's.
+			if strings.Contains(line, "NEW_TOKEN") && len(tokens) < 2 || strings.Contains(line, "TOKEN") && len(tokens) < 1 {
+				t.Fatalf("%s needs a token the walk has not shown yet", line)
+			}
+			sub := strings.NewReplacer("NEW_TOKEN", nth(tokens, 1), "TOKEN", nth(tokens, 0))
+			for i := range args {
+				args[i] = sub.Replace(args[i])
+			}
+			w.run(args[1:]...)
+			pubs++
+			switch pubs {
+			case 1: // start
+				if in := nextInterrupt(); in.Node != "ask_email" || in.Run != "r-42" || in.Checkpoint == 0 {
+					t.Fatalf("after the start: %+v", in)
+				}
+			case 2: // a bad email
+				in := nextInterrupt()
+				want := "ERROR: That doesn't look like an email. Politely reject generic domains like gmail.com."
+				if in.Node != "ask_email" || len(in.Questions) != 1 || in.Questions[0].Context != want || !strings.Contains(string(readme), want) {
+					t.Fatalf("after the bad email: %+v; the README promises %q", in, want)
+				}
+			case 3: // the old token again
+				if refusals == nil {
+					t.Fatal("the walk sends the old token before it subscribes to refusals")
+				}
+				got := refusals.waitLine(`"type":"io.interlock.resume.refused"`)
+				if !strings.Contains(got, `"code":"token_mismatch"`) {
+					t.Fatalf("the old token: %s", got)
+				}
+			case 4: // the good email
+				in := nextInterrupt()
+				if in.Node != "ask_contact" || strings.Join(in.Fields(), ",") != "phone" {
+					t.Fatalf("after the good email: %s asking %v, want ask_contact asking only phone", in.Node, in.Fields())
+				}
+			default:
+				t.Fatalf("the walk has a %dth `nats pub`; teach this test what it does", pubs)
+			}
+
+		case line == "nats kv ls interlock_pending":
+			if out := w.run(args[1:]...); !strings.Contains(out, "booking.r-42") {
+				t.Fatalf("%s printed %q", line, out)
+			}
+
+		case line == "nats kv get interlock_runs booking.r-42 --raw":
+			out := w.run(args[1:]...)
+			var cp events.Checkpoint
+			if err := json.Unmarshal([]byte(out), &cp); err != nil || cp.Status != events.StatusCompleted || cp.Run != "r-42" {
+				t.Fatalf("%s printed %q: %v", line, out, err)
+			}
+
+		case len(args) == 6 && args[0] == "nats" && args[1] == "stream" && args[2] == "view":
+			out, ok := w.view(args[1:]...)
+			if !ok {
+				continue
+			}
+			wants := map[string][]string{
+				"INTERLOCK_EVENTS": {"interlock.ev.booking.r-42.started", "interlock.ev.booking.r-42.interrupted",
+					"interlock.ev.booking.r-42.resumed", "interlock.ev.booking.r-42.refused", "token_mismatch"},
+				"INTERLOCK_AUDIT": {"interlock.audit.booking.r-42", `"action":"started"`},
+			}[args[3]]
+			if wants == nil {
+				t.Fatalf("the walk views stream %s; teach this test what it shows", args[3])
+			}
+			for _, want := range wants {
+				if !strings.Contains(out, want) {
+					t.Fatalf("%s does not show %s:\n%s", line, want, out)
+				}
+			}
+
+		case len(args) > 5 && strings.Join(args[:5], " ") == "go run ./cmd/interlock answer booking":
+			cliAnswer(t, cl, args[5], args[6:])
+
+		case strings.HasPrefix(line, "go run ./cmd/interlock "):
+			// Covered by cmd/interlock's tests.
+		default:
+			t.Fatalf("the walk runs %q; teach this test what it shows", line)
+		}
 	}
-	send(2, "NEW_TOKEN", in.ResumeToken)
-	in = r.interrupt("booking", "r-42", 3)
-	if in.Node != "ask_contact" || strings.Join(in.Fields(), ",") != "phone" {
-		t.Fatalf("after the README's answer: %s asking %v, want ask_contact asking only phone", in.Node, in.Fields())
+	if pubs != 4 || interrupts == nil || refusals == nil {
+		t.Fatalf("the walk has %d `nats pub` commands and subscribers %v, %v; want 4 (start, bad answer, old token, good answer) and two", pubs, interrupts != nil, refusals != nil)
+	}
+	cp, err := cl.Checkpoint(t.Context(), "booking", "r-42")
+	if err != nil || cp.Status != events.StatusCompleted {
+		t.Fatalf("at the end of the walk: %+v, %v", cp, err)
+	}
+}
+
+func nth(s []string, i int) string {
+	if i >= len(s) {
+		return ""
+	}
+	return s[i]
+}
+
+// cliAnswer sends what `interlock answer booking <run> args...` sends.
+func cliAnswer(t *testing.T, cl *client.Client, run string, args []string) {
+	t.Helper()
+	r := events.Resume{Answers: map[string]json.RawMessage{}}
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--select" && i+1 < len(args) {
+			r.Selected = append(r.Selected, args[i+1])
+			i++
+			continue
+		}
+		k, v, ok := strings.Cut(args[i], "=")
+		if !ok {
+			t.Fatalf("README: interlock answer argument %q is not field=value", args[i])
+		}
+		b, _ := json.Marshal(v)
+		r.Answers[k] = b
+	}
+	in, err := cl.LastInterrupt(t.Context(), "booking", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ResumeToken = in.ResumeToken
+	ev, err := cl.Resume(t.Context(), "booking", run, r)
+	if err != nil || ev.Kind != events.KindInterrupted && ev.Kind != events.KindCompleted {
+		t.Fatalf("README: interlock answer booking %s %v: %q, %v", run, args, ev.Kind, err)
+	}
+}
+
+// walkCommands returns the shell commands of the README's five-minute
+// walk, split into words as a shell would.
+func walkCommands(t *testing.T, readme string) [][]string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "## Five minutes")
+	if !ok {
+		t.Fatal(`README.md has no "## Five minutes" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var cmds [][]string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		for _, line := range strings.Split(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			words, err := shellWords(line)
+			if err != nil {
+				t.Fatalf("README: %q: %v", line, err)
+			}
+			cmds = append(cmds, words)
+		}
+	}
+	if len(cmds) < 10 {
+		t.Fatalf("found only %d commands in the README walk", len(cmds))
+	}
+	return cmds
+}
+
+// shellWords splits a command line into words: blanks separate words,
+// single quotes keep everything, double quotes keep all but \" and \\.
+func shellWords(line string) ([]string, error) {
+	var (
+		words []string
+		word  strings.Builder
+		in    bool
+	)
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case ' ', '\t':
+			if in {
+				words = append(words, word.String())
+				word.Reset()
+				in = false
+			}
+		case '\'':
+			end := strings.IndexByte(line[i+1:], '\'')
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed '")
+			}
+			word.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			in = true
+		case '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && (line[i+1] == '"' || line[i+1] == '\\') {
+					i++
+				}
+				word.WriteByte(line[i])
+			}
+			if i == len(line) {
+				return nil, fmt.Errorf("unclosed \"")
+			}
+			in = true
+		default:
+			word.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, word.String())
+	}
+	return words, nil
+}
+
+// walk runs the nats CLI against one server.
+type walk struct {
+	t    *testing.T
+	nats string
+	url  string
+}
+
+func (w *walk) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, w.nats, append([]string{"--server", w.url}, args...)...)
+	// Keep the user's natscli settings out of it.
+	cmd.Env = append(os.Environ(), "NATS_CONTEXT=", "NATS_URL=", "XDG_CONFIG_HOME="+w.t.TempDir(), "HOME="+w.t.TempDir())
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// run runs a command to its end and returns its stdout.
+func (w *walk) run(args ...string) string {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.t.Context(), natstest.Wait)
+	defer cancel()
+	cmd := w.command(ctx, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		w.t.Fatalf("nats %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// view runs `nats stream view`, which pages on a terminal and refuses to
+// run without one, under script(1), and stops it at its first page. ok is
+// false when script(1) is missing outside CI.
+func (w *walk) view(args ...string) (out string, ok bool) {
+	w.t.Helper()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		msg := "`nats stream view` needs a terminal, and script(1) (util-linux), which gives it one, is not on PATH"
+		if os.Getenv("CI") == "true" {
+			w.t.Fatal(msg)
+		}
+		w.t.Log(msg + "; not checking it")
+		return "", false
+	}
+	quoted := []string{shellQuote(w.nats), "--server", shellQuote(w.url)}
+	for _, a := range args {
+		quoted = append(quoted, shellQuote(a))
+	}
+	cmd := exec.Command(script, "-qec", strings.Join(quoted, " "), "/dev/null")
+	cmd.Env = w.command(w.t.Context()).Env
+	cmd.WaitDelay = time.Second
+	p := w.startCmd(cmd)
+	p.waitAny("Next Page?", "end of data")
+	p.stop()
+	return p.output(), true
+}
+
+// linesOrPrompt splits output into lines, and also ends one at a pager's
+// prompt, which waits for an answer without a newline.
+func linesOrPrompt(data []byte, atEOF bool) (int, []byte, error) {
+	const prompt = "Next Page?"
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return bufio.ScanLines(data, atEOF)
+	}
+	if i := bytes.Index(data, []byte(prompt)); i >= 0 {
+		return i + len(prompt), data[:i+len(prompt)], nil
+	}
+	return bufio.ScanLines(data, atEOF)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// proc is a command running in the background whose output is collected
+// line by line.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  []string
+	seen int // lines already matched by waitLine
+	more chan struct{}
+	done chan struct{}
+}
+
+// start starts a long-running nats command, such as nats sub, and waits
+// until it says it is subscribed.
+func (w *walk) start(args ...string) *proc {
+	w.t.Helper()
+	p := w.startCmd(w.command(context.WithoutCancel(w.t.Context()), args...))
+	p.waitAny("Subscribing on")
+	return p
+}
+
+func (w *walk) startCmd(cmd *exec.Cmd) *proc {
+	w.t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw // nats sub says "Subscribing on" on stderr
+	p := &proc{t: w.t, cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		w.t.Fatalf("starting %v: %v", cmd.Args, err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		sc.Split(linesOrPrompt)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out = append(p.out, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+	}()
+	w.t.Cleanup(p.stop)
+	return p
+}
+
+// stop ends the command and its children, and waits for its output.
+func (p *proc) stop() {
+	if p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.out, "\n")
+}
+
+// waitAny waits until a line holds one of subs.
+func (p *proc) waitAny(subs ...string) {
+	p.t.Helper()
+	p.wait(func(line string) bool {
+		for _, s := range subs {
+			if strings.Contains(line, s) {
+				return true
+			}
+		}
+		return false
+	}, false)
+}
+
+// waitLine waits for the next line, after those it returned before, that
+// holds sub, and returns it.
+func (p *proc) waitLine(sub string) string {
+	p.t.Helper()
+	return p.wait(func(line string) bool { return strings.Contains(line, sub) }, true)
+}
+
+func (p *proc) wait(ok func(string) bool, consume bool) string {
+	p.t.Helper()
+	deadline := time.NewTimer(natstest.Wait)
+	defer deadline.Stop()
+	ended := false
+	for {
+		p.mu.Lock()
+		for i := p.seen; i < len(p.out); i++ {
+			if ok(p.out[i]) {
+				if consume {
+					p.seen = i + 1
+				}
+				line := p.out[i]
+				p.mu.Unlock()
+				return line
+			}
+		}
+		p.mu.Unlock()
+		if ended {
+			p.t.Fatalf("%v ended; it printed:\n%s", p.cmd.Args, p.output())
+		}
+		select {
+		case <-p.more:
+		case <-p.done:
+			ended = true // look at the last lines once more
+		case <-deadline.C:
+			p.t.Fatalf("waited %s on %v; it printed:\n%s", natstest.Wait, p.cmd.Args, p.output())
+		}
 	}
 }

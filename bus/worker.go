@@ -300,20 +300,23 @@ func busyDelay(base time.Duration, delivered uint64) time.Duration {
 	return max(base, 5*time.Second)
 }
 
-// logRun writes the operator's line for a transition: one per event the
-// run published, with flow, run and node, and how long the run has been
-// going or the interrupt waited. Never tokens, answers or arguments.
+// logRun writes the operator's lines for a transition: one per event the
+// run published (see [LogOutcome]). Never tokens, answers or arguments.
 func logRun(log zerolog.Logger, out engine.Outcome) {
-	for _, kind := range out.Published {
-		ev := log.Info().Str("node", out.Node).Uint64("checkpoint", out.Checkpoint)
-		switch kind {
-		case engine.EventResumed:
-			ev = ev.Dur("waited", out.Waited)
-		case engine.EventStarted:
-		default:
-			ev = ev.Dur("run_age", out.Age)
+	for _, m := range out.Events {
+		r := RunLog{Kind: m.Kind, Flow: m.Flow, Run: m.Run, Node: out.Node, Checkpoint: out.Checkpoint,
+			Started: out.CreatedAt, Asked: out.AskedAt}
+		switch d := m.Data.(type) {
+		case *engine.InterruptedEvent:
+			r.Node, r.RequestID = d.Node, d.RequestID
+		case *engine.ResumedEvent:
+			r.Node, r.RequestID = d.Node, d.RequestID
+		case *engine.FailedEvent:
+			r.Node, r.Error = d.Node, d.Error
+		case *engine.CancelledEvent:
+			r.Node = d.Node
 		}
-		ev.Msg("run " + kind)
+		LogOutcome(log, m.Time, r)
 	}
 }
 

@@ -251,9 +251,9 @@ func TestWorkerLogsOneInfoLinePerRunEventAndNoSecrets(t *testing.T) {
 		lines = append(lines, m)
 	}
 	want := []struct{ run, msg, dur string }{
-		{"r-1", "run started", ""}, {"r-1", "run interrupted", "run_age"}, {"r-1", "run resumed", "waited"},
-		{"r-1", "run interrupted", "run_age"}, {"r-1", "run resumed", "waited"}, {"r-1", "run completed", "run_age"},
-		{"r-2", "run started", ""}, {"r-2", "run interrupted", "run_age"}, {"r-2", "run cancelled", "run_age"},
+		{"r-1", "run started", ""}, {"r-1", "run interrupted", "since_start"}, {"r-1", "run resumed", "waited"},
+		{"r-1", "run interrupted", "since_start"}, {"r-1", "run resumed", "waited"}, {"r-1", "run completed", "waited"},
+		{"r-2", "run started", ""}, {"r-2", "run interrupted", "since_start"}, {"r-2", "run cancelled", "waited"},
 	}
 	var got []string
 	i := 0

@@ -3,6 +3,9 @@
 // that settles them, and reads checkpoints and the pending index. The
 // `interlock` command's client subcommands are built on it; a Go bot or
 // service can use it the same way.
+//
+// The package stands on [events], [wire] and nats.go alone: a program built
+// on it carries neither a NATS server nor the engine.
 package client
 
 import (
@@ -19,18 +22,36 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
-	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
 
 // DefaultWait is how long a call waits for the event that settles it.
 const DefaultWait = 10 * time.Second
 
-// ErrNoAnswer: no settling event came in time. The command stays queued in
-// the inbound stream and is applied when a worker runs.
-var ErrNoAnswer = errors.New("client: no answer from Interlock in time")
+// MaxNameLen is the longest flow name or run id.
+const MaxNameLen = 128
+
+// Polling of the inbound stream while a call waits: it tells a command that
+// Interlock handled without publishing anything (an acknowledged repeat)
+// from one still queued.
+const (
+	firstPoll = 25 * time.Millisecond
+	maxPoll   = time.Second
+	// lateEvents is how long a call still waits for events once its command
+	// has been handled; events are published before the command is
+	// acknowledged, so they are normally in hand already.
+	lateEvents = 250 * time.Millisecond
+)
+
+// Errors of a [Client].
+var (
+	// ErrNoAnswer: no settling event came in time. The command stays queued
+	// in the inbound stream and is applied when a worker runs.
+	ErrNoAnswer = errors.New("client: no answer from Interlock in time")
+	// ErrNotFound: no checkpoint for that run.
+	ErrNotFound = errors.New("client: run not found")
+)
 
 // Client talks to one Interlock deployment.
 type Client struct {
@@ -45,15 +66,26 @@ type Client struct {
 // of what it sends ("/cli/ann"); wait bounds how long calls wait for their
 // outcome (0 for DefaultWait).
 func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string, wait time.Duration) *Client {
+	if names.Prefix == "" {
+		names.Prefix = wire.DefaultPrefix
+	}
 	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait)}
 }
 
-// Event is an event Interlock published.
+// Event is the outcome of a command: the event Interlock published, or, for
+// a repeat it acknowledged without effect, the run as it stands.
 type Event struct {
-	// Kind is the last token of the subject ("interrupted").
+	// Kind is the last token of the subject (events.KindInterrupted), or ""
+	// for a repeat.
 	Kind string
 	// Event is the CloudEvent.
 	Event events.Event
+	// Repeat is set when Interlock acknowledged the command as a repeat of
+	// one it had already applied (the same idempotency key or event id):
+	// it had no effect and published nothing. Current then holds the run.
+	Repeat bool
+	// Current is the run's checkpoint as it stands, set with Repeat.
+	Current *events.Checkpoint
 }
 
 // Decode decodes the event's data into v.
@@ -62,10 +94,35 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Event.Data(), v) }
 // settles reports whether an event of kind ends the wait for a command.
 func settles(kind string) bool {
 	switch kind {
-	case "interrupted", "completed", "failed", "cancelled", "expired", "refused":
+	case events.KindInterrupted, events.KindCompleted, events.KindFailed, events.KindCancelled,
+		events.KindExpired, events.KindRefused:
 		return true
 	}
 	return false
+}
+
+// CheckName reports whether s is a valid flow name or run id: 1 to 128 of
+// A-Z, a-z, 0-9, '_' and '-', so that it is one NATS subject token. what
+// names the thing checked in the error ("flow", "run").
+func CheckName(what, s string) error {
+	if s == "" {
+		return fmt.Errorf("client: %s name is empty: use 1 to %d of A-Z a-z 0-9 _ -", what, MaxNameLen)
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("client: %s name is %d characters long: use at most %d of A-Z a-z 0-9 _ -", what, len(s), MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			continue
+		}
+		shown := s
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return fmt.Errorf("client: %s name %q has %q at byte %d: use only A-Z a-z 0-9 _ - (names are NATS subject tokens)", what, shown, c, i)
+	}
+	return nil
 }
 
 // NewRunID returns a fresh run id.
@@ -86,7 +143,9 @@ func (c *Client) Start(ctx context.Context, flow, run string, state map[string]j
 }
 
 // Resume sends a resume for a run and returns the event that settles it:
-// interrupted (a re-ask or the next interrupt), completed, failed or refused.
+// interrupted (a re-ask or the next interrupt), completed, failed or
+// refused. A resume whose IdempotencyKey was already applied returns an
+// Event with Repeat set and the run as it stands.
 func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) (Event, error) {
 	return c.send(ctx, flow, run, "resume", events.TypeResume, r)
 }
@@ -97,10 +156,10 @@ func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, e
 }
 
 func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any) (Event, error) {
-	if err := engine.CheckName("flow", flow); err != nil {
+	if err := CheckName("flow", flow); err != nil {
 		return Event{}, err
 	}
-	if err := engine.CheckName("run", run); err != nil {
+	if err := CheckName("run", run); err != nil {
 		return Event{}, err
 	}
 	id := randomHex(16)
@@ -114,9 +173,10 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 	// A small channel: the run publishes a handful of events per command.
 	inbox := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(c.names.Event(flow, run, ">"), inbox)
+	subject := c.names.Event(flow, run, ">")
+	sub, err := c.nc.ChanSubscribe(subject, inbox)
 	if err != nil {
-		return Event{}, fmt.Errorf("client: subscribing to %s: %w", c.names.Event(flow, run, ">"), err)
+		return Event{}, fmt.Errorf("client: subscribing to %s: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := c.nc.Flush(); err != nil {
@@ -126,7 +186,8 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
 		return Event{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
 	}
 	deadline := time.Now().Add(c.wait)
@@ -135,6 +196,11 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
+	poll := firstPoll
+	tick := time.NewTimer(poll)
+	defer tick.Stop()
+	var late <-chan time.Time // set once the command is handled
+	var inStream jetstream.Stream
 	for {
 		var m *nats.Msg
 		select {
@@ -143,6 +209,21 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
 		case <-ctx.Done():
 			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
+		case <-tick.C:
+			handled, ok := c.handled(ctx, &inStream, ack)
+			switch {
+			case !ok:
+				// The inbound stream cannot be read (permissions): wait
+				// for an event or the timeout only.
+			case handled:
+				late = time.After(lateEvents)
+			default:
+				poll = min(2*poll, maxPoll)
+				tick.Reset(poll)
+			}
+			continue
+		case <-late:
+			return c.repeated(ctx, flow, run, verb, id)
 		}
 		kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
 		if !settles(kind) {
@@ -152,7 +233,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 		if err != nil {
 			return Event{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
 		}
-		if kind == "refused" {
+		if kind == events.KindRefused {
 			var r events.Refused
 			if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
 				continue // someone else's refusal
@@ -162,14 +243,50 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 }
 
+// handled reports whether the inbound message of ack has been handled
+// (acknowledged, so gone from the work-queue stream). ok is false when the
+// stream cannot be read. *s caches the stream between calls.
+func (c *Client) handled(ctx context.Context, s *jetstream.Stream, ack *jetstream.PubAck) (handled, ok bool) {
+	if *s == nil {
+		var err error
+		if *s, err = c.js.Stream(ctx, ack.Stream); err != nil {
+			return false, false
+		}
+	}
+	_, err := (*s).GetMsg(ctx, ack.Sequence)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return true, true
+	case err != nil:
+		return false, false
+	}
+	return false, true
+}
+
+// repeated is the outcome of a command handled without any event: a repeat
+// Interlock acknowledged. It returns the run as it stands.
+func (c *Client) repeated(ctx context.Context, flow, run, verb, id string) (Event, error) {
+	cp, err := c.Checkpoint(ctx, flow, run)
+	if err != nil {
+		return Event{}, fmt.Errorf("client: %s %s.%s (event %s) was handled without an outcome event, and reading the run failed: %w", verb, flow, run, id, err)
+	}
+	return Event{Repeat: true, Current: &cp}, nil
+}
+
 // LastInterrupt returns the latest interrupted event of a run, with its
 // resume token, from the events stream.
 func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.Interrupted, error) {
+	if err := CheckName("flow", flow); err != nil {
+		return events.Interrupted{}, err
+	}
+	if err := CheckName("run", run); err != nil {
+		return events.Interrupted{}, err
+	}
 	s, err := c.js.Stream(ctx, c.names.EventStream())
 	if err != nil {
-		return events.Interrupted{}, fmt.Errorf("client: binding %s: %w", c.names.EventStream(), err)
+		return events.Interrupted{}, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
 	}
-	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, "interrupted"))
+	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, events.KindInterrupted))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s has no interrupted event in %s (never interrupted, or older than the stream keeps events); check it with `interlock show %s %s`, or pass the token with --token", run, flow, c.names.EventStream(), flow, run)
 	}
@@ -187,27 +304,52 @@ func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.In
 	return in, nil
 }
 
-func (c *Client) store(ctx context.Context) (*kv.Store, error) {
-	runs, err := c.js.KeyValue(ctx, c.names.RunsBucket())
+func (c *Client) bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	b, err := c.js.KeyValue(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("client: binding bucket %s (has `interlock serve` run once?): %w", c.names.RunsBucket(), err)
+		return nil, fmt.Errorf("client: binding bucket %s (has `interlock serve` run once, with the same --prefix?): %w", name, err)
 	}
-	pending, err := c.js.KeyValue(ctx, c.names.PendingBucket())
-	if err != nil {
-		return nil, fmt.Errorf("client: binding bucket %s: %w", c.names.PendingBucket(), err)
-	}
-	return kv.New(runs, pending), nil
+	return b, nil
 }
 
-// Checkpoint returns a run's checkpoint document and number.
-func (c *Client) Checkpoint(ctx context.Context, flow, run string) (*engine.Checkpoint, uint64, error) {
-	st, err := c.store(ctx)
+// Checkpoint returns a run's checkpoint document, with its number in
+// Checkpoint. For a run that does not exist it returns an error wrapping
+// [ErrNotFound] that says whether the flow has any run at all.
+func (c *Client) Checkpoint(ctx context.Context, flow, run string) (events.Checkpoint, error) {
+	if err := CheckName("flow", flow); err != nil {
+		return events.Checkpoint{}, err
+	}
+	if err := CheckName("run", run); err != nil {
+		return events.Checkpoint{}, err
+	}
+	runs, err := c.bucket(ctx, c.names.RunsBucket())
 	if err != nil {
-		return nil, 0, err
+		return events.Checkpoint{}, err
 	}
-	cp, rev, err := st.Load(ctx, flow, run)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil, 0, fmt.Errorf("client: no run %s of flow %s", run, flow)
+	key := flow + "." + run
+	e, err := runs.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return events.Checkpoint{}, c.notFound(ctx, runs, flow, run)
 	}
-	return cp, rev, err
+	if err != nil {
+		return events.Checkpoint{}, fmt.Errorf("client: reading checkpoint %s: %w", key, err)
+	}
+	cp, err := events.DecodeCheckpoint(e.Value(), e.Revision())
+	if err != nil {
+		return events.Checkpoint{}, fmt.Errorf("client: %s in %s: %w", key, c.names.RunsBucket(), err)
+	}
+	return cp, nil
+}
+
+// notFound says that a run does not exist, and whether its flow has any run.
+func (c *Client) notFound(ctx context.Context, runs jetstream.KeyValue, flow, run string) error {
+	lister, err := runs.ListKeysFiltered(ctx, flow+".>")
+	if err == nil {
+		defer func() { _ = lister.Stop() }()
+		for range lister.Keys() {
+			return fmt.Errorf("%w: there is no run %s of flow %s; `interlock pending --flow %s` lists its waiting runs", ErrNotFound, run, flow, flow)
+		}
+		return fmt.Errorf("%w: there is no run %s of flow %s, and no run of a flow named %s at all: check the flow's name", ErrNotFound, run, flow, flow)
+	}
+	return fmt.Errorf("%w: there is no run %s of flow %s", ErrNotFound, run, flow)
 }

@@ -64,8 +64,8 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	}
 	filter := "" // every key: the server counts and steps without matching subjects
 	if q.Flow != "" {
-		if !nameToken(q.Flow) {
-			return PendingPage{}, fmt.Errorf("client: flow %q is not a flow name: use 1 to 128 letters, digits, _ and -", q.Flow)
+		if err := CheckName("flow", q.Flow); err != nil {
+			return PendingPage{}, err
 		}
 		filter = "$KV." + c.names.PendingBucket() + "." + q.Flow + ".*"
 	}
@@ -126,21 +126,6 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	}
 	page.Total = max(total, uint64(len(page.Items)))
 	return page, nil
-}
-
-// nameToken reports whether s is a flow or run name: [A-Za-z0-9_-]{1,128}.
-// Checking it keeps wildcards out of the subject filter.
-func nameToken(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // cursorPrefix versions the cursor's encoding.

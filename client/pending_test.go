@@ -242,8 +242,8 @@ func TestListPendingRefusesBadQueries(t *testing.T) {
 	}{
 		{"negative limit", client.PendingQuery{Limit: -1}, "Limit -1"},
 		{"limit too large", client.PendingQuery{Limit: client.MaxPendingLimit + 1}, "out of range"},
-		{"wildcard flow", client.PendingQuery{Flow: "*"}, "not a flow name"},
-		{"dotted flow", client.PendingQuery{Flow: "a.b"}, "not a flow name"},
+		{"wildcard flow", client.PendingQuery{Flow: "*"}, "flow name"},
+		{"dotted flow", client.PendingQuery{Flow: "a.b"}, "flow name"},
 		{"cursor not from a page", client.PendingQuery{After: "42"}, "not a pending-list cursor"},
 		{"largest limit", client.PendingQuery{Limit: client.MaxPendingLimit}, ""},
 	}

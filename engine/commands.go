@@ -179,7 +179,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 			}
 		}
 		t.answerSize = rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits)
-		t.waited = t.now.Sub(in.AskedAt)
+		t.asked = in.AskedAt
 		cp.Status = Running
 		t.begin(cmd.Traceparent, ActionResumed)
 		t.emit(EventResumed, &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin})
@@ -200,6 +200,9 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 			return t.refuse(ctx, "", CodeNotWaiting, "run %s is %s; only a waiting run can be cancelled", cmd.Run, cp.Status)
 		}
 		node := cp.Node
+		if cp.Interrupt != nil {
+			t.asked = cp.Interrupt.AskedAt
+		}
 		cp.Status, cp.Interrupt = Cancelled, nil
 		t.begin(cmd.Traceparent, ActionCancelled)
 		by := cmp.Or(cmd.By, cmd.Source)

@@ -125,13 +125,13 @@ type Outcome struct {
 	Checkpoint uint64
 	// Node is the node the run is at (or ended at).
 	Node string
-	// Published are the kinds of the run events the command published, in
-	// order ("resumed", "interrupted").
-	Published []string
-	// Age is how long ago the run started.
-	Age time.Duration
-	// Waited is, for a resume, how long the answered interrupt waited.
-	Waited time.Duration
+	// Events are the run events the command published, in order.
+	Events []Message
+	// CreatedAt is when the run started.
+	CreatedAt time.Time
+	// AskedAt is when the interrupt the command answered was asked; zero
+	// when it answered none.
+	AskedAt time.Time
 	// Refused is set when the command was refused; the refused event has
 	// been published.
 	Refused *Refusal

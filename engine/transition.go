@@ -28,8 +28,8 @@ type txn struct {
 	// checkpoint grows too large, whether to refuse the command or fail the run.
 	initial    Doc
 	answerSize int
-	// waited is how long the answered interrupt waited.
-	waited time.Duration
+	// asked is when the answered interrupt was asked.
+	asked time.Time
 }
 
 func (r *Runner) newTxn(f *Flow, cp *Checkpoint, rev uint64, stored bool, in Inbound, key string) *txn {
@@ -198,11 +198,11 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	}
 	out := Outcome{
 		Flow: t.cp.Flow, Run: t.cp.Run, Status: t.cp.Status, Checkpoint: t.rev, Node: t.cp.Node,
-		Age: t.now.Sub(t.cp.CreatedAt), Waited: t.waited,
+		CreatedAt: t.cp.CreatedAt, AskedAt: t.asked,
 	}
 	for _, m := range t.cp.Outbox {
 		if m.Stream == EventStream {
-			out.Published = append(out.Published, m.Kind)
+			out.Events = append(out.Events, m)
 		}
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,36 +21,107 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
-	url, creds, prefix, source string
-	json                       bool
-	wait                       time.Duration
+	url, creds, natsContext, prefix, source string
+	json                                    bool
+	wait                                    time.Duration
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "nats-url", envOr("INTERLOCK_NATS_URL", wire.DefaultURL), "NATS server `url`")
-	fs.StringVar(&c.creds, "creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file`")
+	fs.StringVar(&c.url, "nats-url", "", "NATS server `url` (default: $INTERLOCK_NATS_URL, else $NATS_URL, else the --context's, else "+wire.DefaultURL+")")
+	fs.StringVar(&c.creds, "creds", envOr("NATS_CREDS", ""), "NATS credentials `file` (default: $NATS_CREDS, else the --context's)")
+	fs.StringVar(&c.natsContext, "context", envOr("NATS_CONTEXT", ""), "natscli context `name` (~/.config/nats/context/NAME.json) or file giving url, creds, user, password and TLS files")
 	fs.StringVar(&c.prefix, "prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of streams, subjects and buckets")
 	fs.StringVar(&c.source, "source", envOr("INTERLOCK_SOURCE", "/cli"), "CloudEvents `source` naming you in the audit stream")
 	fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
 	fs.DurationVar(&c.wait, "wait", client.DefaultWait, "how long to wait for the outcome")
 }
 
+// connConfig resolves where and how to connect: flags first, then the
+// environment, then the natscli context, then the default URL.
+func (c *clientFlags) connConfig() (wire.ConnConfig, error) {
+	cfg := wire.ConnConfig{Name: "interlock-cli"}
+	var nc natsContext
+	if c.natsContext != "" {
+		var err error
+		if nc, err = loadNATSContext(c.natsContext); err != nil {
+			return wire.ConnConfig{}, usageError{msg: "--context: " + err.Error()}
+		}
+	}
+	cfg.URL = firstOf(c.url, os.Getenv("INTERLOCK_NATS_URL"), os.Getenv("NATS_URL"), nc.URL, wire.DefaultURL)
+	cfg.CredsFile = firstOf(c.creds, nc.Creds)
+	cfg.User, cfg.Password = nc.User, nc.Password
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = nc.Cert, nc.Key, nc.CA
+	return cfg, nil
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 func (c *clientFlags) dial(ctx context.Context) (*client.Client, func(), error) {
 	names, err := wire.NewNames(c.prefix)
 	if err != nil {
-		return nil, nil, usageError{err.Error()}
+		return nil, nil, usageError{msg: "--prefix: " + err.Error()}
 	}
-	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: c.url, CredsFile: c.creds, Name: "interlock-cli"})
+	cfg, err := c.connConfig()
 	if err != nil {
 		return nil, nil, err
+	}
+	nc, js, err := wire.Connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUnreachable, err: err}
 	}
 	return client.New(nc, js, names, c.source, c.wait), nc.Close, nil
 }
 
-// clientCommand parses a client command's flags and at least npos
-// positional arguments; check, if set, validates them before any
-// connection is made. It then connects, and returns the client and a
-// function that closes the connection.
+// checkArgs checks the positional arguments of a client command, before
+// anything else happens, and says in plain words what is missing or extra.
+func checkArgs(name string, pos []string, min int) error {
+	switch name {
+	case "start":
+		if len(pos) < 1 {
+			return usageOf(name, "start needs a flow name: interlock start <flow> [field=value ...]")
+		}
+	case "answer":
+		if len(pos) < 2 {
+			return usageOf(name, "answer needs a flow and a run: interlock answer <flow> <run> field=value ...")
+		}
+	case "show", "cancel":
+		if len(pos) < 2 {
+			return usageOf(name, "%s needs a flow and a run: interlock %s <flow> <run>", name, name)
+		}
+		if len(pos) > 2 {
+			return usageOf(name, "%s takes a flow and a run, but was also given %s: interlock %s <flow> <run>", name, quoteAll(pos[2:]), name)
+		}
+	case "pending":
+		if len(pos) > 0 {
+			return usageOf(name, "pending takes no arguments, but was given %s; to list one flow's runs: interlock pending --flow %s", quoteAll(pos), pos[0])
+		}
+	default:
+		if len(pos) < min {
+			return usageOf(name, "%s needs %d arguments", name, min)
+		}
+	}
+	return nil
+}
+
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return strings.Join(q, " ")
+}
+
+// clientCommand parses a client command's flags and positional arguments
+// (at least npos); check, if set, validates them before any connection is
+// made. It then connects, and returns the client and a function that
+// closes the connection.
 func clientCommand(ctx context.Context, name, synopsis string, stderr io.Writer, args []string, npos int,
 	extra func(*flag.FlagSet), check func(pos []string) error,
 ) (*clientFlags, *client.Client, []string, func(), error) {
@@ -63,9 +135,8 @@ func clientCommand(ctx context.Context, name, synopsis string, stderr io.Writer,
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if len(pos) < npos {
-		fs.Usage()
-		return nil, nil, nil, nil, usagef("%s needs %d arguments: %s", name, npos, synopsis)
+	if err := checkArgs(name, pos, npos); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	if check != nil {
 		if err := check(pos); err != nil {
@@ -130,6 +201,14 @@ func startCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if origin != "" && !json.Valid([]byte(origin)) {
 			return usagef("--origin must be a JSON object")
 		}
+		if err := checkName("flow", pos[0]); err != nil {
+			return err
+		}
+		if run != "" {
+			if err := checkName("run", run); err != nil {
+				return usageError{msg: "--run: " + err.Error()}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -141,6 +220,22 @@ func startCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return printOutcome(stdout, stderr, cf.json, pos[0], ev)
+}
+
+// checkFlowRun checks the names of a flow and run given on the command line.
+func checkFlowRun(pos []string) error {
+	if err := checkName("flow", pos[0]); err != nil {
+		return err
+	}
+	return checkName("run", pos[1])
+}
+
+// checkName checks a flow name or run id given on the command line.
+func checkName(what, name string) error {
+	if err := client.CheckName(what, name); err != nil {
+		return usageError{msg: strings.TrimPrefix(err.Error(), "client: ")}
+	}
+	return nil
 }
 
 func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -159,9 +254,12 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.StringVar(&approver, "approver", "", "`name` of who answers, for the audit record")
 		fs.StringVar(&reason, "reason", "", "`reason` for the audit record")
 		fs.StringVar(&token, "token", "", "resume `token` (default: read from the run's last interrupted event)")
-		fs.StringVar(&key, "idempotency-key", "", "`key` so a repeat of this answer has its effect once")
+		fs.StringVar(&key, "idempotency-key", "", "`key` so a repeat of this answer has its effect once; a repeat reports \"already applied\" and the run as it stands")
 		fs.Int64Var(&expect, "expect-checkpoint", -1, "refuse unless the run is at checkpoint `n`")
 	}, func(pos []string) error {
+		if err := checkFlowRun(pos); err != nil {
+			return err
+		}
 		r = events.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
 		answers, err := assignments(pos[2:])
 		if err != nil {
@@ -188,7 +286,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			r.ExpectedCheckpoint = &n
 		}
 		if len(r.Answers) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 {
-			return usagef("nothing to send: give field=value answers or --select ID")
+			return usageOf("answer", "nothing to send: give field=value answers or --select ID: interlock answer %s %s field=value ...", pos[0], pos[1])
 		}
 		return nil
 	})
@@ -197,9 +295,17 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer closeFn()
 	flow, run := pos[0], pos[1]
+	cp, err := c.Checkpoint(ctx, flow, run)
+	if err != nil {
+		return err
+	}
+	repeat := key != "" && cp.HasApplied(key)
+	if !cp.Waiting() && !repeat {
+		return &exitError{code: exitRefused, err: fmt.Errorf("run %s of flow %s is %s, not waiting for an answer; `interlock show %s %s` shows it", run, flow, cp.Status, flow, run)}
+	}
 	if token == "" {
 		in, err := c.LastInterrupt(ctx, flow, run)
-		if err != nil {
+		if err != nil && !repeat {
 			return err
 		}
 		r.ResumeToken, r.RequestID = in.ResumeToken, in.RequestID
@@ -208,14 +314,64 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	return printOutcome(stdout, stderr, cf.json, flow, ev)
+	if ev.Repeat {
+		return printRepeat(stdout, cf.json, key, ev.Current)
+	}
+	if err := printOutcome(stdout, stderr, cf.json, flow, ev); err != nil {
+		return err
+	}
+	if cp.Interrupt != nil && reasked(*cp.Interrupt, ev) {
+		return reported(exitReasked)
+	}
+	return nil
+}
+
+// reasked reports whether ev asks again what the interrupt prev asked: an
+// interrupt of the same kind at the same node asking only fields prev
+// asked (a validator rejected an answer, or fields are still missing), or
+// the same choice.
+func reasked(prev events.CheckpointInterrupt, ev client.Event) bool {
+	if ev.Kind != events.KindInterrupted {
+		return false
+	}
+	var in events.Interrupted
+	if ev.Decode(&in) != nil || in.Node != prev.Node || in.Kind != prev.Kind {
+		return false
+	}
+	if len(in.Questions) == 0 {
+		return in.Question == prev.Question
+	}
+	asked := map[string]bool{}
+	for _, q := range prev.Questions {
+		asked[q.Field] = true
+	}
+	for _, f := range prev.Fields {
+		asked[f] = true
+	}
+	for _, q := range in.Questions {
+		if !asked[q.Field] {
+			return false
+		}
+	}
+	return true
+}
+
+// printRepeat reports an answer Interlock had already applied, and the run
+// as it stands.
+func printRepeat(stdout io.Writer, asJSON bool, key string, cp *events.Checkpoint) error {
+	if asJSON {
+		return writeJSON(stdout, map[string]any{"alreadyApplied": true, "idempotencyKey": key, "run": cp})
+	}
+	fmt.Fprintf(stdout, "already applied: an answer with idempotency key %q was applied before; this one changed nothing\n", key)
+	printCheckpoint(stdout, *cp)
+	return nil
 }
 
 func cancelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var reason string
 	cf, c, pos, closeFn, err := clientCommand(ctx, "cancel", "cancel <flow> <run> [--reason TEXT]", stderr, args, 2, func(fs *flag.FlagSet) {
 		fs.StringVar(&reason, "reason", "", "why, for the audit record")
-	}, nil)
+	}, checkFlowRun)
 	if err != nil {
 		return helpOK(err)
 	}
@@ -285,40 +441,42 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cf, c, pos, closeFn, err := clientCommand(ctx, "show", "show <flow> <run>", stderr, args, 2, nil, nil)
+	cf, c, pos, closeFn, err := clientCommand(ctx, "show", "show <flow> <run>", stderr, args, 2, nil, checkFlowRun)
 	if err != nil {
 		return helpOK(err)
 	}
 	defer closeFn()
-	cp, rev, err := c.Checkpoint(ctx, pos[0], pos[1])
+	cp, err := c.Checkpoint(ctx, pos[0], pos[1])
 	if err != nil {
 		return err
 	}
 	if cf.json {
-		var doc map[string]any
-		b, _ := json.Marshal(cp)
-		_ = json.Unmarshal(b, &doc)
-		doc["checkpoint"] = rev
-		return writeJSON(stdout, doc)
+		return writeJSON(stdout, cp)
 	}
-	fmt.Fprintf(stdout, "run %s of flow %s: %s at node %s (checkpoint %d)\n", cp.Run, cp.Flow, cp.Status, cp.Node, rev)
-	fmt.Fprintf(stdout, "created %s, updated %s\n", cp.CreatedAt.Local().Format(time.DateTime), cp.UpdatedAt.Local().Format(time.DateTime))
+	printCheckpoint(stdout, cp)
+	return nil
+}
+
+func printCheckpoint(w io.Writer, cp events.Checkpoint) {
+	fmt.Fprintf(w, "run %s of flow %s: %s at node %s (checkpoint %d)\n", cp.Run, cp.Flow, cp.Status, cp.Node, cp.Checkpoint)
+	fmt.Fprintf(w, "created %s, updated %s\n", cp.CreatedAt.Local().Format(time.DateTime), cp.UpdatedAt.Local().Format(time.DateTime))
 	if cp.Error != "" {
-		fmt.Fprintf(stdout, "error: %s\n", cp.Error)
+		fmt.Fprintf(w, "error: %s\n", cp.Error)
 	}
 	if in := cp.Interrupt; in != nil {
-		fmt.Fprintf(stdout, "waiting on %s interrupt %s\n", in.Kind, in.RequestID)
+		fmt.Fprintf(w, "waiting on %s interrupt %s\n", in.Kind, in.RequestID)
 		for _, q := range in.Questions {
-			fmt.Fprintf(stdout, "  ? %s  (%s)\n", q.Question, q.Field)
+			fmt.Fprintf(w, "  ? %s  (%s)\n", q.Question, q.Field)
 		}
 		if in.Kind == engine.KindChoice {
-			fmt.Fprintf(stdout, "  ? %s\n", in.Question)
+			fmt.Fprintf(w, "  ? %s\n", in.Question)
 		}
 	}
-	fmt.Fprintln(stdout, "state:")
-	b, _ := json.MarshalIndent(cp.State, "  ", "  ")
-	fmt.Fprintf(stdout, "  %s\n", b)
-	return nil
+	fmt.Fprintln(w, "state:")
+	var state any
+	_ = json.Unmarshal(cp.State, &state)
+	b, _ := json.MarshalIndent(state, "  ", "  ")
+	fmt.Fprintf(w, "  %s\n", b)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -327,8 +485,9 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// printOutcome prints the event that settled a command. Refused and failed
-// outcomes are errors.
+// printOutcome prints the event that settled a command. A refused outcome
+// is an error with exit code 3, a failed one with exit code 1; both are
+// printed here, on stdout as JSON with --json, else on stderr.
 func printOutcome(stdout, stderr io.Writer, asJSON bool, flow string, ev client.Event) error {
 	if asJSON {
 		var v any
@@ -337,36 +496,41 @@ func printOutcome(stdout, stderr io.Writer, asJSON bool, flow string, ev client.
 		if err := writeJSON(stdout, v); err != nil {
 			return err
 		}
-		if ev.Kind == "refused" || ev.Kind == "failed" {
-			return errReported
+		switch ev.Kind {
+		case events.KindRefused:
+			return reported(exitRefused)
+		case events.KindFailed:
+			return reported(exitFailed)
 		}
 		return nil
 	}
 	run := ev.Event.Subject()
 	switch ev.Kind {
-	case "interrupted":
+	case events.KindInterrupted:
 		var in events.Interrupted
 		if err := ev.Decode(&in); err != nil {
 			return err
 		}
 		printInterrupt(stdout, flow, in)
-	case "completed":
+	case events.KindCompleted:
 		var done events.Completed
 		if err := ev.Decode(&done); err != nil {
 			return err
 		}
-		b, _ := json.MarshalIndent(done.State, "  ", "  ")
+		var state any
+		_ = json.Unmarshal(done.State, &state)
+		b, _ := json.MarshalIndent(state, "  ", "  ")
 		fmt.Fprintf(stdout, "run %s of %s completed (checkpoint %d) with state:\n  %s\n", run, flow, done.Checkpoint, b)
-	case "failed":
+	case events.KindFailed:
 		var f events.Failed
 		_ = ev.Decode(&f)
 		fmt.Fprintf(stderr, "run %s of %s failed at node %s: %s\n", run, flow, f.Node, f.Error)
-		return errReported
-	case "refused":
+		return reported(exitFailed)
+	case events.KindRefused:
 		var ref events.Refused
 		_ = ev.Decode(&ref)
 		fmt.Fprintf(stderr, "refused (%s): %s\n", ref.Code, ref.Message)
-		return errReported
+		return reported(exitRefused)
 	default:
 		fmt.Fprintf(stdout, "run %s of %s: %s\n", run, flow, ev.Kind)
 	}
@@ -398,7 +562,9 @@ func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
 		for _, o := range in.Options {
 			fmt.Fprintf(w, "      %-14s %s\n", o.ID, o.Label)
 		}
-		example = append(example, "--select "+in.Options[0].ID)
+		if len(in.Options) > 0 {
+			example = append(example, "--select "+in.Options[0].ID)
+		}
 	}
 	fmt.Fprintf(w, "answer with:\n  interlock answer %s %s %s\n", flow, in.Run, strings.Join(example, " "))
 }

@@ -7,13 +7,12 @@
 //	interlock answer booking r-42 email=ann@example.com
 //	interlock cancel booking r-42
 //
-// Run `interlock help` for every flag.
+// Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
+// failed, 2 bad usage, 3 refused, 4 asked again, 5 cannot reach the server.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,16 +22,5 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err == nil {
-		return
-	}
-	var u usageError
-	if errors.As(err, &u) {
-		fmt.Fprintf(os.Stderr, "interlock: %v\n", err)
-		os.Exit(2)
-	}
-	if !errors.Is(err, errReported) {
-		fmt.Fprintf(os.Stderr, "interlock: %v\n", err)
-	}
-	os.Exit(1)
+	os.Exit(exitCode(err, os.Stderr))
 }

@@ -8,19 +8,95 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/interlockhq/interlock/client"
+)
+
+// Exit codes of the interlock command.
+const (
+	// exitOK: done, or the run advanced.
+	exitOK = 0
+	// exitFailed: anything else went wrong (a run failed, an I/O error).
+	exitFailed = 1
+	// exitUsage: the command line is wrong.
+	exitUsage = 2
+	// exitRefused: Interlock refused the command, or the run or flow does
+	// not exist or is not waiting.
+	exitRefused = 3
+	// exitReasked: an answer was taken but the same question is asked
+	// again (a validator rejected it, or fields are still missing).
+	exitReasked = 4
+	// exitUnreachable: no NATS server could be reached, or no Interlock
+	// worker answered within --wait.
+	exitUnreachable = 5
 )
 
 // usageError is a mistake in the command line.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// hint follows the message: where to read the usage.
+	hint string
+}
 
 func (u usageError) Error() string { return u.msg }
 
 func usagef(format string, args ...any) error {
-	return usageError{fmt.Sprintf(format, args...)}
+	return usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// errReported is returned when the command already said what went wrong.
-var errReported = errors.New("reported")
+// exitError is an outcome reported with an exit code. With reported set,
+// the command has already printed it.
+type exitError struct {
+	code     int
+	err      error
+	reported bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// reported is the error of an outcome the command has already printed.
+func reported(code int) error {
+	return &exitError{code: code, err: fmt.Errorf("exit status %d", code), reported: true}
+}
+
+// codeOf maps an error of Run to the exit code.
+func codeOf(err error) int {
+	var u usageError
+	var e *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.As(err, &e):
+		return e.code
+	case errors.Is(err, client.ErrNoAnswer):
+		return exitUnreachable
+	case errors.Is(err, client.ErrNotFound):
+		return exitRefused
+	}
+	return exitFailed
+}
+
+// exitCode prints err on stderr, unless the command already reported it,
+// and returns the exit code it maps to. main calls it with Run's error.
+func exitCode(err error, stderr io.Writer) int {
+	code := codeOf(err)
+	if code == exitOK {
+		return code
+	}
+	var e *exitError
+	if errors.As(err, &e) && e.reported {
+		return code
+	}
+	fmt.Fprintf(stderr, "interlock: %v\n", err)
+	var u usageError
+	if errors.As(err, &u) && u.hint != "" {
+		fmt.Fprint(stderr, u.hint)
+	}
+	return code
+}
 
 const usage = `Interlock: durable interrupt-and-resume for agent flows and human approvals, on NATS JetStream.
 
@@ -35,16 +111,59 @@ Usage:
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
-Run "interlock help <command>" for its flags.
+Flags may come before or after the command: interlock --json show booking r-1.
+Run "interlock help <command>" for its flags and environment variables.
+
+Exit codes:
+  0  done, or the run advanced
+  1  failed (the run failed, or another error)
+  2  bad usage
+  3  refused (also: no such run or flow, or the run is not waiting)
+  4  asked again (an answer was rejected by a validator, or fields are missing)
+  5  cannot reach the NATS server, or no Interlock worker answered in time
 `
+
+// globalBool reports whether a flag that may come before the command is
+// boolean, so takes no value from the next argument.
+func globalBool(name string) bool {
+	name, _, _ = strings.Cut(name, "=")
+	switch name {
+	case "json", "lazy-fsync":
+		return true
+	}
+	return false
+}
 
 // Run runs the interlock command with args (without the program name).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usagef("no command given")
+	// Flags before the command belong to it: move them after it.
+	var pre []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "--" && !isHelp(args[0]) {
+		pre = append(pre, args[0])
+		name := strings.TrimLeft(args[0], "-")
+		args = args[1:]
+		if !strings.Contains(name, "=") && !globalBool(name) && len(args) > 0 {
+			pre = append(pre, args[0])
+			args = args[1:]
+		}
 	}
-	cmd, rest := args[0], args[1:]
+	if len(args) == 0 {
+		return usageError{msg: "no command given", hint: usage}
+	}
+	cmd, rest := args[0], append(pre, args[1:]...)
+	if wantsHelp(rest) {
+		stderr = stdout // asked-for help is output, not a complaint
+	}
+	err := dispatch(ctx, cmd, rest, stdout, stderr)
+	var u usageError
+	if errors.As(err, &u) && u.hint == "" {
+		u.hint = helpHint(cmd)
+		return u
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
@@ -58,26 +177,52 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return answerCmd(ctx, rest, stdout, stderr)
 	case "cancel":
 		return cancelCmd(ctx, rest, stdout, stderr)
-	case "help", "-h", "--help":
-		if len(rest) > 0 {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			if rest[0] == "help" {
+				fmt.Fprint(stdout, usage)
+				return nil
+			}
 			return Run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return usagef("unknown command %q", cmd)
+	return usageError{msg: fmt.Sprintf("unknown command %q", cmd), hint: usage}
 }
 
-// parse parses flags and positional arguments in any order.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// wantsHelp reports whether args ask for help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if isHelp(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parse parses flags and positional arguments in any order. Asked for help,
+// it prints the flag set's usage and returns flag.ErrHelp.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if wantsHelp(args) {
+		fs.Usage()
+		return nil, flag.ErrHelp
+	}
+	// Mistakes are returned, not printed: the error says what is wrong and
+	// points at the help.
+	full, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = full; fs.SetOutput(out) }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err.Error()}
+			return nil, usageError{msg: fs.Name() + ": " + err.Error(), hint: helpHint(fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -91,14 +236,54 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+func helpHint(cmd string) string {
+	return fmt.Sprintf("Run \"interlock help %s\" for its usage.\n", cmd)
+}
+
+// usageOf returns a usage error for cmd with the hint to its help.
+func usageOf(cmd, format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...), hint: helpHint(cmd)}
+}
+
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: interlock %s\n\nFlags:\n", synopsis)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: interlock %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
+		if env := envHelp(name); env != "" {
+			fmt.Fprintf(w, "\nEnvironment:\n%s", env)
+		}
+		fmt.Fprintf(w, "\nExit codes: 0 done, 1 failed, 2 bad usage, 3 refused, 4 asked again, 5 server unreachable.\n")
 	}
 	return fs
+}
+
+// envHelp lists the environment variables a command reads.
+func envHelp(cmd string) string {
+	switch cmd {
+	case "serve":
+		return `  INTERLOCK_SERVE_NATS_URL  default of --nats-url: use this NATS server instead of embedding one
+  INTERLOCK_CREDS           default of --creds
+  INTERLOCK_LISTEN          default of --listen
+  INTERLOCK_DATA_DIR        default of --data-dir
+  INTERLOCK_PREFIX          default of --prefix
+  INTERLOCK_SECRET          the resume-token secret, when --secret-file is not given
+  INTERLOCK_INSTANCE        default of --instance
+  INTERLOCK_LOG_LEVEL       default of --log-level
+`
+	case "start", "answer", "show", "cancel", "pending":
+		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
+  NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
+  NATS_CREDS          default of --creds
+  NATS_CONTEXT        default of --context
+  XDG_CONFIG_HOME     where contexts are found (default ~/.config): <dir>/nats/context/<name>.json
+  INTERLOCK_PREFIX    default of --prefix
+  INTERLOCK_SOURCE    default of --source
+`
+	}
+	return ""
 }
 
 func envOr(name, def string) string {

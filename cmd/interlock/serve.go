@@ -30,7 +30,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", envOr("INTERLOCK_LISTEN", "127.0.0.1:4222"), "`host:port` of the embedded NATS server, for the nats CLI and bots")
 	dataDir := fs.String("data-dir", envOr("INTERLOCK_DATA_DIR", bus.DefaultDataDir), "`dir` of the embedded server's JetStream files")
-	natsURL := fs.String("nats-url", envOr("INTERLOCK_NATS_URL", ""), "connect to the NATS server at `url` instead of embedding one")
+	natsURL := fs.String("nats-url", envOr("INTERLOCK_SERVE_NATS_URL", ""), "connect to the NATS server at `url` instead of embedding one (default: $INTERLOCK_SERVE_NATS_URL; client commands read INTERLOCK_NATS_URL, not this)")
 	creds := fs.String("creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file` (with --nats-url)")
 	tlsCert := fs.String("tls-cert", "", "client certificate `file` (with --nats-url)")
 	tlsKey := fs.String("tls-key", "", "client key `file` (with --nats-url)")

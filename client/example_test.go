@@ -1,0 +1,97 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// A bot starts a run of the example flow booking, shows the question it
+// pauses on, answers it with the resume token of the interrupted event, and
+// reads the run's checkpoint.
+func Example() {
+	ctx := context.Background()
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: natsURL, Name: "example-bot"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c := client.New(nc, js, wire.Names{}, "/examples/bot", 0)
+
+	ev, err := c.Start(ctx, "booking", "r-example", map[string]json.RawMessage{"name": json.RawMessage(`"Ann"`)}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var in events.Interrupted
+	if err := ev.Decode(&in); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ev.Kind, "at", in.Node+":", in.Questions[0].Question)
+
+	ev, err = c.Resume(ctx, "booking", "r-example", events.Resume{
+		ResumeToken: in.ResumeToken,
+		Answers:     map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := ev.Decode(&in); err != nil {
+		log.Fatal(err)
+	}
+	// The name was given at start, so only the phone is asked.
+	fmt.Println(ev.Kind, "at", in.Node, "for", in.Fields())
+
+	cp, err := c.Checkpoint(ctx, "booking", "r-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("run", cp.Run, "is", cp.Status, "at", cp.Node)
+	// Output:
+	// interrupted at ask_email: What's your email?
+	// interrupted at ask_contact for [phone]
+	// run r-example is waiting at ask_contact
+}
+
+// A resume sent twice with the same idempotency key has its effect once;
+// the repeat reports the run as it stands.
+func ExampleClient_Resume_idempotencyKey() {
+	ctx := context.Background()
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: natsURL, Name: "example-bot"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c := client.New(nc, js, wire.Names{}, "/examples/bot", 0)
+
+	if _, err := c.Start(ctx, "booking", "r-once", map[string]json.RawMessage{"name": json.RawMessage(`"Ann"`)}, nil); err != nil {
+		log.Fatal(err)
+	}
+	in, err := c.LastInterrupt(ctx, "booking", "r-once")
+	if err != nil {
+		log.Fatal(err)
+	}
+	answer := events.Resume{
+		ResumeToken:    in.ResumeToken,
+		Answers:        map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
+		IdempotencyKey: "slack-action-1",
+	}
+	for range 2 {
+		ev, err := c.Resume(ctx, "booking", "r-once", answer)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if ev.Repeat {
+			fmt.Println("already applied; the run is", ev.Current.Status, "at", ev.Current.Node)
+			continue
+		}
+		fmt.Println(ev.Kind)
+	}
+	// Output:
+	// interrupted
+	// already applied; the run is waiting at ask_contact
+}

@@ -1,0 +1,108 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Run statuses of a [Checkpoint].
+const (
+	StatusRunning   = "running"
+	StatusWaiting   = "waiting"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+	StatusExpired   = "expired"
+)
+
+// Checkpoint is the public part of a run's checkpoint document, the JSON kept
+// under <flow>.<run> in the runs bucket (interlock_runs). It is what a
+// reader (a bot, an inbox, `interlock show`) may rely on; the engine keeps
+// more fields there for its own use, and [DecodeCheckpoint] ignores them.
+type Checkpoint struct {
+	Flow string `json:"flow"`
+	Run  string `json:"run"`
+	// Status is one of running, waiting, completed, failed, cancelled, expired.
+	Status string `json:"status"`
+	// Node is the node the run is at (or ended at).
+	Node string `json:"node,omitempty"`
+	// State is the run's state, a JSON object.
+	State json.RawMessage `json:"state"`
+	// Interrupt is the interrupt a waiting run waits on.
+	Interrupt *CheckpointInterrupt `json:"interrupt,omitempty"`
+	// Error says why a failed run failed.
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Origin is the object given at start, echoed in every event of the run.
+	Origin json.RawMessage `json:"origin,omitempty"`
+	// Checkpoint is the document's KV revision, the number that
+	// expectedCheckpoint refers to. The stored document does not hold it;
+	// readers fill it from the KV entry.
+	Checkpoint uint64 `json:"checkpoint,omitempty"`
+	// Applied are the idempotency keys of the latest commands applied to
+	// the run (the engine keeps a bounded number of them).
+	Applied []string `json:"applied,omitempty"`
+}
+
+// CheckpointInterrupt is the pending interrupt as recorded in a checkpoint.
+// It never holds the resume token.
+type CheckpointInterrupt struct {
+	// Kind is question, choice or approval.
+	Kind      string `json:"kind"`
+	RequestID string `json:"requestId"`
+	Node      string `json:"node"`
+	// Questions are the questions asked now (a re-ask holds only the
+	// unanswered or rejected ones).
+	Questions []Question `json:"questions,omitempty"`
+	// Fields are all the fields of a question interrupt.
+	Fields []string `json:"fields,omitempty"`
+	// Context is interrupt-wide guidance.
+	Context string `json:"context,omitempty"`
+	// Question, Options and Multiple describe a choice.
+	Question string   `json:"question,omitempty"`
+	Options  []Option `json:"options,omitempty"`
+	Multiple bool     `json:"multiple,omitempty"`
+	// Action, Args, Reason and ApproverRole describe an approval.
+	Action       string          `json:"action,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	AskedAt      time.Time       `json:"askedAt"`
+	ExpiresAt    *time.Time      `json:"expiresAt,omitempty"`
+}
+
+// DecodeCheckpoint decodes a checkpoint document read at KV revision rev.
+// Fields it does not know are ignored, so the engine may keep more.
+func DecodeCheckpoint(data []byte, rev uint64) (Checkpoint, error) {
+	var cp Checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return Checkpoint{}, fmt.Errorf("events: checkpoint at revision %d is not a checkpoint document: %w", rev, err)
+	}
+	if cp.Flow == "" || cp.Run == "" || cp.Status == "" {
+		return Checkpoint{}, fmt.Errorf("events: checkpoint at revision %d lacks flow, run or status", rev)
+	}
+	cp.Checkpoint = rev
+	return cp, nil
+}
+
+// Waiting reports whether the run waits on an interrupt.
+func (cp Checkpoint) Waiting() bool { return cp.Status == StatusWaiting && cp.Interrupt != nil }
+
+// Finished reports whether the run has ended (completed, failed, cancelled
+// or expired).
+func (cp Checkpoint) Finished() bool {
+	switch cp.Status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// HasApplied reports whether a command with idempotency key (or event id)
+// key is among the latest applied to the run.
+func (cp Checkpoint) HasApplied(key string) bool {
+	return key != "" && slices.Contains(cp.Applied, key)
+}
