@@ -287,7 +287,10 @@ func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 			natstest.WaitFor(t, anon.js, n.DeadLetterStream(), n.Prefix+".dlq.>", natstest.Nth(n.Prefix+".dlq", 0))
 
 			denyTampering(t, anon, n)
-			denied := func(what, subject string, op func(context.Context) error) { t.Helper(); anon.denied(t, what, subject, op) }
+			denied := func(what, subject string, op func(context.Context) error) {
+				t.Helper()
+				anon.denied(t, what, subject, op)
+			}
 			denied("read the audit stream", "$JS.API.STREAM.INFO."+n.AuditStream(), func(ctx context.Context) error {
 				_, err := anon.js.Stream(ctx, n.AuditStream())
 				return err
