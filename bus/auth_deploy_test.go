@@ -3,23 +3,16 @@ package bus_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -37,69 +30,11 @@ import (
 // deployUsers are the users every deploy configuration has.
 var deployUsers = []string{"admin", "agent", "bot", "operator", "workers"}
 
-// TLSFiles are a throwaway CA and a certificate it signed for 127.0.0.1,
-// localhost and the deploy configurations' host names, usable by servers
-// and by clients.
-type TLSFiles struct{ Cert, Key, CA string }
-
-func makeTLS(t *testing.T) TLSFiles {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "interlock test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost", "nats", "nats-1", "nats-2", "nats-3"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := TLSFiles{Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key"), CA: filepath.Join(dir, "ca.crt")}
-	for path, block := range map[string]*pem.Block{
-		f.Cert: {Type: "CERTIFICATE", Bytes: leafDER},
-		f.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
-		f.CA:   {Type: "CERTIFICATE", Bytes: caDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return f
-}
-
 // deployEnv sets the environment the deploy configurations read, and
 // returns the users' passwords. The test cannot run in parallel.
-func deployEnv(t *testing.T) (TLSFiles, map[string]string) {
+func deployEnv(t *testing.T) (natstest.TLSFiles, map[string]string) {
 	t.Helper()
-	f := makeTLS(t)
+	f := natstest.TLS(t)
 	t.Setenv("INTERLOCK_TLS_CERT", f.Cert)
 	t.Setenv("INTERLOCK_TLS_KEY", f.Key)
 	t.Setenv("INTERLOCK_TLS_CA", f.CA)
