@@ -245,6 +245,27 @@ func startBooking(t *testing.T, c *client.Client, run string) {
 	}
 }
 
+// lastInterrupt reads the run's last interrupted event as c. A subscriber
+// may see the event before the stream has stored it: it polls.
+func lastInterrupt(t *testing.T, c *client.Client, run string) events.Interrupted {
+	t.Helper()
+	deadline := time.Now().Add(natstest.Wait)
+	for {
+		in, err := c.LastInterrupt(t.Context(), "booking", run)
+		if err == nil && in.ResumeToken != "" {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last interrupt of %s: %+v %v", run, in, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"", "acme"} {
@@ -265,10 +286,7 @@ func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 			anon := connectUser(t, "anonymous", srv.ClientURL())
 			c := client.New(anon.nc, anon.js, n, "/test/anonymous", natstest.Wait)
 			startBooking(t, c, "r-1")
-			in, err := c.LastInterrupt(t.Context(), "booking", "r-1")
-			if err != nil || in.ResumeToken == "" {
-				t.Fatalf("last interrupt: %+v %v", in, err)
-			}
+			in := lastInterrupt(t, c, "r-1")
 			ev, err := c.Resume(t.Context(), "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
 			if err != nil || ev.Kind != "interrupted" {
 				t.Fatalf("resume: %s %v", ev.Kind, err)
