@@ -167,7 +167,7 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 	r := &rig{t: t, srv: srv, js: js, names: names}
 	const run = "r-crash"
 	r.start("booking", run, nil)
-	runCrashWorker(t, srv.ClientURL(), envCrashOn+"=interrupted")
+	runCrashWorker(t, natstest.WorkersURL(srv), envCrashOn+"=interrupted")
 
 	cp, rev := r.checkpoint("booking", run)
 	if cp.Status != engine.Waiting {
@@ -212,7 +212,7 @@ func TestRedeliveredResumeHasItsEffectOnce(t *testing.T) {
 
 	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken,
 		"answers": map[string]any{"email": "a@b.c"}, "update": map[string]any{"notes": "called back"}})
-	runCrashWorker(t, srv.ClientURL(), envCrashOn+"=resumed")
+	runCrashWorker(t, natstest.WorkersURL(srv), envCrashOn+"=resumed")
 
 	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
 	evs := r.wait("booking", run, "interrupted", 2)
@@ -240,7 +240,7 @@ func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	const run = "r-step"
 	r.start("pay", run, map[string]any{"ledger": ledger, "amount": 4800})
-	runCrashWorker(t, srv.ClientURL(), envCrashAfterStep+"=1")
+	runCrashWorker(t, natstest.WorkersURL(srv), envCrashAfterStep+"=1")
 	if cp, _ := r.checkpoint("pay", run); cp.Status != engine.Running || cp.Steps["charge"] == nil {
 		t.Fatalf("after the crash: status %s, steps %v; want the step recorded mid-node", cp.Status, cp.Steps)
 	}

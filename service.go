@@ -158,13 +158,16 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	conn := cfg.Conn
+	conn.InboxPrefix = cmp.Or(conn.InboxPrefix, bus.WorkerInboxPrefix(names))
 	if cfg.Embedded != nil {
-		srv, err := bus.StartServer(ctx, *cfg.Embedded)
+		embedded := *cfg.Embedded
+		embedded.Prefix = names.Prefix
+		srv, err := bus.StartServer(ctx, embedded)
 		if err != nil {
 			return nil, err
 		}
 		s.srv = srv
-		conn.InProcess = srv.NATS()
+		conn = srv.WorkerConn()
 	}
 	s.nc, s.js, err = wire.Connect(ctx, conn)
 	if err != nil {

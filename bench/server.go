@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -83,7 +84,7 @@ func startNATS(ctx context.Context, where string, m mode, stderr io.Writer) (_ *
 	if err != nil {
 		return nil, err
 	}
-	s.url = srv.ClientURL()
+	s.url = workersURL(srv)
 	s.shutdown = func() error { srv.Shutdown(); return nil }
 	return s, nil
 }
@@ -104,9 +105,9 @@ func (s *natsServer) stop() error {
 // describe says where the server runs, for progress lines.
 func (s *natsServer) describe() string {
 	if s.pid != 0 {
-		return fmt.Sprintf("in child process %d at %s", s.pid, s.url)
+		return fmt.Sprintf("in child process %d at %s", s.pid, redacted(s.url))
 	}
-	return "in this process at " + s.url
+	return "in this process at " + redacted(s.url)
 }
 
 // memory reads the child's resident set now and its peak so far (VmRSS
@@ -255,7 +256,7 @@ func serve(ctx context.Context, dir, fsync string, stdin io.Reader, stdout io.Wr
 		return err
 	}
 	defer srv.Shutdown()
-	if _, err := fmt.Fprintln(stdout, srv.ClientURL()); err != nil {
+	if _, err := fmt.Fprintln(stdout, workersURL(srv)); err != nil {
 		return fmt.Errorf("writing the client URL: %w", err)
 	}
 	// The reader returns when the parent closes stdin or exits. If a
@@ -272,4 +273,25 @@ func serve(ctx context.Context, dir, fsync string, stdin io.Reader, stdout io.Wr
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// workersURL is srv's URL with the credentials of its workers' identity:
+// the benchmark's clients create streams and consumers as Interlock does.
+func workersURL(srv *bus.Server) string {
+	w := srv.WorkerConn()
+	u, err := url.Parse(w.URL)
+	if err != nil {
+		return w.URL
+	}
+	u.User = url.UserPassword(w.User, w.Password)
+	return u.String()
+}
+
+// redacted is u without its password, for progress lines.
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Redacted()
 }

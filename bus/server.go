@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Defaults of [ServerConfig].
@@ -21,34 +25,84 @@ const (
 	DefaultReadyTimeout = 15 * time.Second
 )
 
+// ErrNoAuth: the server would listen beyond loopback with no
+// authentication configured.
+var ErrNoAuth = errors.New("bus: refusing to listen beyond loopback without authentication")
+
 // ServerConfig configures the embedded NATS server.
+//
+// Without ConfigFile, the server has two identities: Interlock's workers
+// ([DefaultWorkersUser], every right, a random password held in memory and
+// used by the in-process connection of [Server.WorkerConn]), and the user
+// of every client without credentials ([AnonymousUser], with
+// [ClientPermissions]). A ConfigFile with authentication replaces both.
 type ServerConfig struct {
-	// DataDir holds JetStream's files. Defaults to DefaultDataDir.
+	// DataDir holds JetStream's files and the lock file that keeps a second
+	// server off them. It decides where JetStream stores, even if ConfigFile
+	// names another store_dir. Defaults to DefaultDataDir.
 	DataDir string
-	// Host to listen on. Defaults to DefaultHost (loopback only).
+	// Host to listen on. Overrides ConfigFile's listen host. Defaults to
+	// ConfigFile's, else DefaultHost (loopback only).
 	Host string
-	// Port to listen on; -1 picks a free port. Defaults to DefaultPort.
+	// Port to listen on; -1 picks a free port. Overrides ConfigFile's
+	// listen port. Defaults to ConfigFile's, else DefaultPort.
 	Port int
 	// LazyFsync lets JetStream acknowledge writes before they reach the
 	// disk, syncing every two minutes as nats-server does by default. It is
 	// faster, but a power cut (not a process crash) can lose acknowledged
 	// checkpoints and decisions. Defaults to false: fsync before every
-	// acknowledgement.
+	// acknowledgement, whatever ConfigFile's sync_interval says.
 	LazyFsync bool
-	// Name is the server's name. Defaults to "interlock".
+	// Name is the server's name. Defaults to ConfigFile's server_name, else
+	// "interlock".
 	Name string
+	// Prefix of the deployment's streams, subjects and buckets, which the
+	// default identities' permissions name. Defaults to wire.DefaultPrefix.
+	Prefix string
+	// ConfigFile is a nats-server configuration file (accounts, users, TLS,
+	// cluster, ...), read with the nats-server library. Interlock's settings
+	// above are merged into it. If it configures no authentication, the
+	// default identities apply. Defaults to none.
+	ConfigFile string
+	// WorkersUser is the user of ConfigFile that Interlock's workers
+	// connect as, in process. Defaults to DefaultWorkersUser.
+	WorkersUser string
+	// WorkersPassword is WorkersUser's password, when ConfigFile configures
+	// authentication and WorkersCreds is empty. Without ConfigFile's
+	// authentication it is the password of the default workers identity,
+	// so that workers in other processes can join. Defaults to a random
+	// password, held in memory only, when there is no ConfigFile.
+	WorkersPassword string
+	// WorkersCreds is a NATS credentials file for the workers, when
+	// ConfigFile authenticates with JWTs. Defaults to none.
+	WorkersCreds string
+	// InsecureNoAuth lets the server listen beyond loopback although no
+	// authentication is configured: anyone who reaches the port may then
+	// start, resume and cancel runs (though still not read the keys).
+	// Defaults to false: such a server is refused with [ErrNoAuth].
+	InsecureNoAuth bool
 	// Logger, if set, receives the server's own log lines.
 	Logger server.Logger
 }
 
 // Server is an embedded nats-server with JetStream on file storage.
 type Server struct {
-	ns  *server.Server
-	dir string
+	ns      *server.Server
+	dir     string
+	lock    *dirLock
+	workers wire.ConnConfig
+	auth    bool
 }
 
 // StartServer starts an embedded server and waits until it accepts clients.
+// It fails at once if another server holds the data dir, if the listen
+// address is taken, or if the server would listen beyond loopback without
+// authentication (see [ServerConfig.InsecureNoAuth]).
 func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	names, err := wire.NewNames(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("bus: ServerConfig.Prefix: %w", err)
+	}
 	dir := cmp.Or(cfg.DataDir, DefaultDataDir)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -57,22 +111,29 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("bus: creating data dir %q: %w", abs, err)
 	}
-	port := cfg.Port
-	if port == 0 {
-		port = DefaultPort
+	opts, s, err := serverOptions(cfg, names, abs)
+	if err != nil {
+		return nil, err
 	}
-	opts := &server.Options{
-		ServerName: cmp.Or(cfg.Name, "interlock"),
-		Host:       cmp.Or(cfg.Host, DefaultHost),
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   abs,
-		NoSigs:     true,
-		SyncAlways: !cfg.LazyFsync,
+	if !isLoopback(opts.Host) && !s.auth && !cfg.InsecureNoAuth {
+		return nil, fmt.Errorf("%w: %s would let anyone who reaches it start, resume and cancel runs and read their state; "+
+			"give a nats-server configuration with users (--nats-config; deploy/nats-server.conf is one), "+
+			"listen on 127.0.0.1, or, on a network you trust, pass --insecure-no-auth",
+			ErrNoAuth, net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+	}
+	if s.lock, err = lockDir(abs); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Server, error) {
+		s.lock.release()
+		return nil, err
+	}
+	if err := checkListen(opts.Host, opts.Port); err != nil {
+		return fail(err)
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: configuring embedded NATS server: %w", err)
+		return fail(fmt.Errorf("bus: configuring embedded NATS server: %w", err))
 	}
 	if cfg.Logger != nil {
 		ns.SetLoggerV2(cfg.Logger, false, false, false)
@@ -85,14 +146,75 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if !ns.ReadyForConnections(deadline) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, fmt.Errorf("bus: embedded NATS server did not start on %s:%d within %s (is the port in use? try --listen with another port)", opts.Host, port, deadline)
+		return fail(fmt.Errorf("bus: embedded NATS server did not start on %s within %s (is the port in use? try --listen with another port)",
+			net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), deadline))
 	}
 	if !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, errors.New("bus: embedded NATS server started without JetStream")
+		return fail(errors.New("bus: embedded NATS server started without JetStream"))
 	}
-	return &Server{ns: ns, dir: abs}, nil
+	s.ns = ns
+	s.workers.InProcess = ns
+	return s, nil
+}
+
+// serverOptions builds the server's options from cfg (and its ConfigFile),
+// and the Server's identity for the workers.
+func serverOptions(cfg ServerConfig, names wire.Names, storeDir string) (*server.Options, *Server, error) {
+	s := &Server{dir: storeDir, workers: wire.ConnConfig{Name: "interlock-workers", InboxPrefix: WorkerInboxPrefix(names)}}
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		var err error
+		opts, err = server.ProcessConfigFile(cfg.ConfigFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bus: reading nats-server configuration %s: %w", cfg.ConfigFile, err)
+		}
+		if opts.StoreDir != "" && filepath.Clean(opts.StoreDir) != storeDir && cfg.Logger != nil {
+			cfg.Logger.Warnf("%s sets store_dir %s; JetStream stores in the data dir %s instead", cfg.ConfigFile, opts.StoreDir, storeDir)
+		}
+		s.auth = hasAuth(opts)
+	}
+	opts.Host = cmp.Or(cfg.Host, opts.Host, DefaultHost)
+	opts.Port = cmp.Or(cfg.Port, opts.Port, DefaultPort)
+	opts.ServerName = cmp.Or(opts.ServerName, cfg.Name, "interlock")
+	opts.JetStream = true
+	opts.StoreDir = storeDir
+	opts.SyncAlways = !cfg.LazyFsync
+	opts.NoSigs = true
+	if !s.auth {
+		password, err := defaultIdentities(opts, names, cfg.WorkersPassword)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.workers.User, s.workers.Password = DefaultWorkersUser, password
+		return opts, s, nil
+	}
+	switch {
+	case cfg.WorkersCreds != "":
+		s.workers.CredsFile = cfg.WorkersCreds
+	case cfg.WorkersPassword != "":
+		s.workers.User, s.workers.Password = cmp.Or(cfg.WorkersUser, DefaultWorkersUser), cfg.WorkersPassword
+	default:
+		return nil, nil, fmt.Errorf("bus: %s makes clients authenticate, and Interlock's workers have no credentials: "+
+			"set INTERLOCK_WORKERS_PASSWORD to the password of its user %q (as deploy/nats-server.conf does), "+
+			"or give a credentials file with --creds", cfg.ConfigFile, cmp.Or(cfg.WorkersUser, DefaultWorkersUser))
+	}
+	return opts, s, nil
+}
+
+// checkListen fails fast, with an error saying what to do, when host:port
+// cannot be listened on (typically: another server holds it).
+func checkListen(host string, port int) error {
+	if port < 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("bus: cannot listen on %s: %w; another process (perhaps another `interlock serve`) may hold the port: stop it, or choose another port with --listen", addr, err)
+	}
+	return l.Close()
 }
 
 // ClientURL is the URL clients connect to.
@@ -104,8 +226,20 @@ func (s *Server) DataDir() string { return s.dir }
 // NATS returns the embedded server, for in-process connections.
 func (s *Server) NATS() *server.Server { return s.ns }
 
-// Shutdown stops the server and waits for it to finish. It is safe to call twice.
+// WorkerConn says how Interlock's workers connect to the server: in
+// process, as the workers' identity (see [ServerConfig]), with replies on
+// subjects other clients cannot subscribe to ([WorkerInboxPrefix]). Its
+// URL is the server's, for a worker in another process.
+func (s *Server) WorkerConn() wire.ConnConfig {
+	c := s.workers
+	c.URL = s.ClientURL()
+	return c
+}
+
+// Shutdown stops the server, waits for it to finish and releases the data
+// dir. It is safe to call twice.
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.lock.release()
 }

@@ -32,16 +32,12 @@ const DefaultWait = 10 * time.Second
 // MaxNameLen is the longest flow name or run id.
 const MaxNameLen = 128
 
-// Polling of the inbound stream while a call waits: it tells a command that
-// Interlock handled without publishing anything (an acknowledged repeat)
-// from one still queued.
+// How often a call polls: the checkpoint, for a resume whose idempotency
+// key may already be applied; the events stream, for the interrupted event
+// a checkpoint names.
 const (
 	firstPoll = 25 * time.Millisecond
 	maxPoll   = time.Second
-	// lateEvents is how long a call still waits for events once its command
-	// has been handled; events are published before the command is
-	// acknowledged, so they are normally in hand already.
-	lateEvents = 250 * time.Millisecond
 )
 
 // Errors of a [Client].
@@ -51,6 +47,8 @@ var (
 	ErrNoAnswer = errors.New("client: no answer from Interlock in time")
 	// ErrNotFound: no checkpoint for that run.
 	ErrNotFound = errors.New("client: run not found")
+	// ErrNotWaiting: the run is not waiting on an interrupt.
+	ErrNotWaiting = errors.New("client: run not waiting")
 )
 
 // Client talks to one Interlock deployment.
@@ -139,7 +137,7 @@ func randomHex(n int) string {
 // completed, failed or refused. run may be "" for a fresh id.
 func (c *Client) Start(ctx context.Context, flow, run string, state map[string]json.RawMessage, origin json.RawMessage) (Event, error) {
 	run = cmp.Or(run, NewRunID())
-	return c.send(ctx, flow, run, "start", events.TypeStart, events.Start{State: state, Origin: origin})
+	return c.send(ctx, flow, run, "start", events.TypeStart, events.Start{State: state, Origin: origin}, "")
 }
 
 // Resume sends a resume for a run and returns the event that settles it:
@@ -147,15 +145,27 @@ func (c *Client) Start(ctx context.Context, flow, run string, state map[string]j
 // refused. A resume whose IdempotencyKey was already applied returns an
 // Event with Repeat set and the run as it stands.
 func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) (Event, error) {
-	return c.send(ctx, flow, run, "resume", events.TypeResume, r)
+	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey)
+}
+
+// Reannounce asks for a waiting run's pending interrupt to be announced
+// again, with a fresh token (the previous one is retired), and returns the
+// new interrupted event, or refused. Use it when the run's interrupted
+// event is no longer in the events stream.
+func (c *Client) Reannounce(ctx context.Context, flow, run, reason string) (Event, error) {
+	return c.send(ctx, flow, run, "reannounce", events.TypeReannounce, events.Reannounce{Reason: reason}, "")
 }
 
 // Cancel cancels a waiting run and returns the cancelled or refused event.
 func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "cancel", events.TypeCancel, events.Cancel{Reason: reason, By: c.source})
+	return c.send(ctx, flow, run, "cancel", events.TypeCancel, events.Cancel{Reason: reason, By: c.source}, "")
 }
 
-func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any) (Event, error) {
+// send publishes a command and waits for the event that settles it. With
+// an idempotency key, a command Interlock will absorb as a repeat (the run
+// has applied the key, through another message) is reported at once with
+// the run as it stands: no event would come.
+func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string) (Event, error) {
 	if err := CheckName("flow", flow); err != nil {
 		return Event{}, err
 	}
@@ -186,8 +196,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	ack, err := c.js.PublishMsg(ctx, msg)
-	if err != nil {
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return Event{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
 	}
 	deadline := time.Now().Add(c.wait)
@@ -199,8 +208,9 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	poll := firstPoll
 	tick := time.NewTimer(poll)
 	defer tick.Stop()
-	var late <-chan time.Time // set once the command is handled
-	var inStream jetstream.Stream
+	if key == "" {
+		tick.Stop()
+	}
 	for {
 		var m *nats.Msg
 		select {
@@ -210,20 +220,12 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 		case <-ctx.Done():
 			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
 		case <-tick.C:
-			handled, ok := c.handled(ctx, &inStream, ack)
-			switch {
-			case !ok:
-				// The inbound stream cannot be read (permissions): wait
-				// for an event or the timeout only.
-			case handled:
-				late = time.After(lateEvents)
-			default:
-				poll = min(2*poll, maxPoll)
-				tick.Reset(poll)
+			if ev, ok := c.absorbed(ctx, flow, run, key, id); ok {
+				return ev, nil
 			}
+			poll = min(2*poll, maxPoll)
+			tick.Reset(poll)
 			continue
-		case <-late:
-			return c.repeated(ctx, flow, run, verb, id)
 		}
 		kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
 		if !settles(kind) {
@@ -243,54 +245,67 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 }
 
-// handled reports whether the inbound message of ack has been handled
-// (acknowledged, so gone from the work-queue stream). ok is false when the
-// stream cannot be read. *s caches the stream between calls.
-func (c *Client) handled(ctx context.Context, s *jetstream.Stream, ack *jetstream.PubAck) (handled, ok bool) {
-	if *s == nil {
-		var err error
-		if *s, err = c.js.Stream(ctx, ack.Stream); err != nil {
-			return false, false
-		}
+// absorbed reports whether the run has applied idempotency key through a
+// command other than event id: Interlock acknowledges event id as a repeat
+// and publishes nothing. It returns the run as it stands.
+func (c *Client) absorbed(ctx context.Context, flow, run, key, id string) (Event, bool) {
+	cp, err := c.Checkpoint(ctx, flow, run)
+	if err != nil || !cp.HasApplied(key) || cp.Cause != nil && cp.Cause.ID == id {
+		return Event{}, false
 	}
-	_, err := (*s).GetMsg(ctx, ack.Sequence)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return true, true
-	case err != nil:
-		return false, false
-	}
-	return false, true
+	return Event{Repeat: true, Current: &cp}, true
 }
 
-// repeated is the outcome of a command handled without any event: a repeat
-// Interlock acknowledged. It returns the run as it stands.
-func (c *Client) repeated(ctx context.Context, flow, run, verb, id string) (Event, error) {
+// LastInterrupt returns the pending interrupt of a waiting run as its
+// latest interrupted event announced it, with its resume token. It reads
+// the checkpoint first, and waits (up to the client's wait) until the
+// events stream holds the interrupted event of the request the checkpoint
+// names, so that it never returns an earlier, used token. A run that is not
+// waiting, or whose event has aged out of the stream, is an error saying
+// what to do.
+func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.Interrupted, error) {
 	cp, err := c.Checkpoint(ctx, flow, run)
 	if err != nil {
-		return Event{}, fmt.Errorf("client: %s %s.%s (event %s) was handled without an outcome event, and reading the run failed: %w", verb, flow, run, id, err)
-	}
-	return Event{Repeat: true, Current: &cp}, nil
-}
-
-// LastInterrupt returns the latest interrupted event of a run, with its
-// resume token, from the events stream.
-func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.Interrupted, error) {
-	if err := CheckName("flow", flow); err != nil {
 		return events.Interrupted{}, err
 	}
-	if err := CheckName("run", run); err != nil {
-		return events.Interrupted{}, err
+	if !cp.Waiting() || cp.Interrupt == nil {
+		return events.Interrupted{}, fmt.Errorf("%w: run %s of flow %s is %s, not waiting on an interrupt", ErrNotWaiting, run, flow, cp.Status)
 	}
 	s, err := c.js.Stream(ctx, c.names.EventStream())
 	if err != nil {
 		return events.Interrupted{}, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
 	}
-	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, events.KindInterrupted))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s has no interrupted event in %s (never interrupted, or older than the stream keeps events); check it with `interlock show %s %s`, or pass the token with --token", run, flow, c.names.EventStream(), flow, run)
+	want := cp.Interrupt.RequestID
+	deadline := time.Now().Add(c.wait)
+	poll := firstPoll
+	for {
+		in, err := c.lastInterrupted(ctx, s, flow, run)
+		switch {
+		case err == nil && in.RequestID == want:
+			return in, nil
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+			return events.Interrupted{}, err
+		case time.Now().After(deadline):
+			return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s waits on request %s, but %s holds no interrupted event for it (older than the stream keeps events?); announce it again with `interlock reannounce %s %s`, or pass the token with --token", run, flow, want, c.names.EventStream(), flow, run)
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return events.Interrupted{}, ctx.Err()
+		case <-t.C:
+		}
+		poll = min(2*poll, maxPoll)
 	}
+}
+
+// lastInterrupted reads the last interrupted event of a run.
+func (c *Client) lastInterrupted(ctx context.Context, s jetstream.Stream, flow, run string) (events.Interrupted, error) {
+	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, events.KindInterrupted))
 	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return events.Interrupted{}, err
+		}
 		return events.Interrupted{}, fmt.Errorf("client: reading the last interrupt of %s.%s: %w", flow, run, err)
 	}
 	ev, err := events.Decode(m.Header, m.Data)

@@ -45,6 +45,16 @@ type Checkpoint struct {
 	// Applied are the idempotency keys of the latest commands applied to
 	// the run (the engine keeps a bounded number of them).
 	Applied []string `json:"applied,omitempty"`
+	// Cause names the command of the run's last transition.
+	Cause *CheckpointCause `json:"cause,omitempty"`
+}
+
+// CheckpointCause names the command of a run's last transition.
+type CheckpointCause struct {
+	// ID is the command's CloudEvent id.
+	ID string `json:"id"`
+	// Key is its idempotency key (the event id when none was given).
+	Key string `json:"key"`
 }
 
 // CheckpointInterrupt is the pending interrupt as recorded in a checkpoint.

@@ -63,7 +63,10 @@ func TestDecodeCheckpointReadsTheEngineDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, internal := range []string{"outbox", "steps", "resumes", "cause", "uid", `"seq"`, `"answers"`, `"index"`} {
+	if cp.Cause == nil || cp.Cause.ID != "ev-1" || cp.Cause.Key != "k-1" {
+		t.Errorf("cause %+v, want the last transition's command", cp.Cause)
+	}
+	for _, internal := range []string{"outbox", "steps", "resumes", "uid", `"seq"`, `"answers"`, `"index"`} {
 		if strings.Contains(string(out), internal) {
 			t.Errorf("re-encoded checkpoint holds %s: %s", internal, out)
 		}

@@ -30,6 +30,10 @@ type ConnConfig struct {
 	InProcess nats.InProcessConnProvider
 	// User and Password authenticate the connection (user/password auth).
 	User, Password string
+	// InboxPrefix replaces "_INBOX" as the prefix of the connection's reply
+	// subjects, so that a server can let other users subscribe to "_INBOX.>"
+	// without letting them read this connection's replies. Defaults to "_INBOX".
+	InboxPrefix string
 }
 
 // Connect connects to NATS and returns the connection and its JetStream
@@ -48,6 +52,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))

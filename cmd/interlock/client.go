@@ -91,7 +91,7 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(pos) < 2 {
 			return usageOf(name, "answer needs a flow and a run: interlock answer <flow> <run> field=value ...")
 		}
-	case "show", "cancel":
+	case "show", "cancel", "reannounce":
 		if len(pos) < 2 {
 			return usageOf(name, "%s needs a flow and a run: interlock %s <flow> <run>", name, name)
 		}
@@ -377,6 +377,22 @@ func cancelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer closeFn()
 	ev, err := c.Cancel(ctx, pos[0], pos[1], reason)
+	if err != nil {
+		return err
+	}
+	return printOutcome(stdout, stderr, cf.json, pos[0], ev)
+}
+
+func reannounceCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var reason string
+	cf, c, pos, closeFn, err := clientCommand(ctx, "reannounce", "reannounce <flow> <run> [--reason TEXT]", stderr, args, 2, func(fs *flag.FlagSet) {
+		fs.StringVar(&reason, "reason", "", "why, for the audit record")
+	}, checkFlowRun)
+	if err != nil {
+		return helpOK(err)
+	}
+	defer closeFn()
+	ev, err := c.Reannounce(ctx, pos[0], pos[1], reason)
 	if err != nil {
 		return err
 	}

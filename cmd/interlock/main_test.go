@@ -151,3 +151,35 @@ func TestAssignmentsParseStringsAndJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestReannounceHandsOutAFreshTokenThatAnswerUses(t *testing.T) {
+	url := serveForTest(t)
+	if _, _, err := run(t, url, "start", "booking", "--run", "r-re"); err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := run(t, url, "show", "booking", "r-re", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, url, "reannounce", "booking", "r-re", "--reason", "lost the message")
+	if err != nil || !strings.Contains(out, "waiting at ask_email") {
+		t.Fatalf("reannounce: %v\n%s%s", err, out, errOut)
+	}
+	after, _, err := run(t, url, "show", "booking", "r-re", "--json")
+	if err != nil || before == after {
+		t.Fatalf("the checkpoint did not move: %v", err)
+	}
+	if out, errOut, err := run(t, url, "answer", "booking", "r-re", "email=ann@example.com"); err != nil || !strings.Contains(out, "(name)") {
+		t.Fatalf("answer after reannounce: %v\n%s%s", err, out, errOut)
+	}
+	if _, _, err := run(t, url, "cancel", "booking", "r-re"); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err = run(t, url, "reannounce", "booking", "r-re")
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "not_waiting") {
+		t.Fatalf("reannounce of a cancelled run: exit %d, %q", codeOf(err), errOut)
+	}
+	if _, _, err := run(t, url, "reannounce", "booking"); codeOf(err) != exitUsage {
+		t.Fatalf("reannounce without a run: exit %d", codeOf(err))
+	}
+}

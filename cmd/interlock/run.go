@@ -73,7 +73,7 @@ func codeOf(err error) int {
 		return e.code
 	case errors.Is(err, client.ErrNoAnswer):
 		return exitUnreachable
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrNotWaiting):
 		return exitRefused
 	}
 	return exitFailed
@@ -108,6 +108,8 @@ Usage:
   interlock answer  <flow> <run> [field=value ...] [--select ID ...]
                                                   answer a run's pending interrupt
   interlock cancel  <flow> <run>                  cancel a waiting run
+  interlock reannounce <flow> <run>               announce a waiting run's interrupt again,
+                                                  with a fresh token (the old one is retired)
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -128,7 +130,7 @@ Exit codes:
 func globalBool(name string) bool {
 	name, _, _ = strings.Cut(name, "=")
 	switch name {
-	case "json", "lazy-fsync":
+	case "json", "lazy-fsync", "insecure-no-auth":
 		return true
 	}
 	return false
@@ -177,6 +179,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return answerCmd(ctx, rest, stdout, stderr)
 	case "cancel":
 		return cancelCmd(ctx, rest, stdout, stderr)
+	case "reannounce":
+		return reannounceCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -266,6 +270,9 @@ func envHelp(cmd string) string {
 	case "serve":
 		return `  INTERLOCK_SERVE_NATS_URL  default of --nats-url: use this NATS server instead of embedding one
   INTERLOCK_CREDS           default of --creds
+  INTERLOCK_NATS_CONFIG     default of --nats-config
+  INTERLOCK_NATS_USER       default of --nats-user
+  INTERLOCK_WORKERS_PASSWORD  the workers' password (with --nats-config or --nats-url; never a flag)
   INTERLOCK_LISTEN          default of --listen
   INTERLOCK_DATA_DIR        default of --data-dir
   INTERLOCK_PREFIX          default of --prefix
@@ -273,7 +280,7 @@ func envHelp(cmd string) string {
   INTERLOCK_INSTANCE        default of --instance
   INTERLOCK_LOG_LEVEL       default of --log-level
 `
-	case "start", "answer", "show", "cancel", "pending":
+	case "start", "answer", "show", "cancel", "pending", "reannounce":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

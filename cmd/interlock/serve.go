@@ -28,8 +28,11 @@ const drainTimeout = 30 * time.Second
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [flags]", stderr)
-	listen := fs.String("listen", envOr("INTERLOCK_LISTEN", "127.0.0.1:4222"), "`host:port` of the embedded NATS server, for the nats CLI and bots")
-	dataDir := fs.String("data-dir", envOr("INTERLOCK_DATA_DIR", bus.DefaultDataDir), "`dir` of the embedded server's JetStream files")
+	listen := fs.String("listen", envOr("INTERLOCK_LISTEN", "127.0.0.1:4222"), "`host:port` of the embedded NATS server, for the nats CLI and bots (overrides --nats-config's listen when given)")
+	dataDir := fs.String("data-dir", envOr("INTERLOCK_DATA_DIR", bus.DefaultDataDir), "`dir` of the embedded server's JetStream files and lock file")
+	natsConfig := fs.String("nats-config", envOr("INTERLOCK_NATS_CONFIG", ""), "nats-server configuration `file` for the embedded server (users, TLS, cluster...); see deploy/nats-server.conf")
+	insecure := fs.Bool("insecure-no-auth", false, "let the embedded server listen beyond loopback without authentication: anyone who reaches it may start, resume and cancel runs")
+	natsUser := fs.String("nats-user", envOr("INTERLOCK_NATS_USER", bus.DefaultWorkersUser), "`user` the workers authenticate as, with the password in INTERLOCK_WORKERS_PASSWORD (with --nats-config or --nats-url)")
 	natsURL := fs.String("nats-url", envOr("INTERLOCK_SERVE_NATS_URL", ""), "connect to the NATS server at `url` instead of embedding one (default: $INTERLOCK_SERVE_NATS_URL; client commands read INTERLOCK_NATS_URL, not this)")
 	creds := fs.String("creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file` (with --nats-url)")
 	tlsCert := fs.String("tls-cert", "", "client certificate `file` (with --nats-url)")
@@ -37,7 +40,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tlsCA := fs.String("tls-ca", "", "CA `file` to verify the server (with --nats-url)")
 	prefix := fs.String("prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of every stream, subject and bucket")
 	lazy := fs.Bool("lazy-fsync", false, "let the embedded server acknowledge before data reaches the disk (faster; a power cut can lose acknowledged decisions)")
-	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret (32+ bytes; or set INTERLOCK_SECRET); default: generated once and kept in NATS")
+	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret: 32+ random bytes in hex or base64, e.g. from openssl rand -hex 32 (or set INTERLOCK_SECRET); default: generated once and kept in NATS")
 	instance := fs.String("instance", envOr("INTERLOCK_INSTANCE", ""), "`name` of this process in event sources (default: host name)")
 	concurrency := fs.Int("concurrency", bus.DefaultConcurrency, "messages handled at once")
 	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept (at least the "+bus.DefaultDuplicates.String()+" deduplication window)")
@@ -60,10 +63,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if *keepFinished < time.Second {
 		return usagef("--keep-finished %v: use at least 1s, or 0 to keep finished runs for ever", *keepFinished)
 	}
+	listenGiven := os.Getenv("INTERLOCK_LISTEN") != ""
+	fs.Visit(func(f *flag.Flag) { listenGiven = listenGiven || f.Name == "listen" })
 	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
+	workersPassword := os.Getenv("INTERLOCK_WORKERS_PASSWORD")
 	secret, err := loadSecret(*secretFile)
 	if err != nil {
 		return err
@@ -79,6 +85,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	if *natsURL != "" && workersPassword != "" {
+		cfg.Conn.User, cfg.Conn.Password = *natsUser, workersPassword
+	}
 	if *natsURL == "" {
 		host, portStr, err := net.SplitHostPort(*listen)
 		if err != nil {
@@ -88,7 +97,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil || port < -1 || port > 65535 {
 			return usagef("--listen %q: port must be a number from 0 to 65535", *listen)
 		}
-		cfg.Embedded = &bus.ServerConfig{DataDir: *dataDir, Host: host, Port: port, LazyFsync: *lazy, Logger: bus.ServerLogger(log)}
+		if *natsConfig != "" && !listenGiven {
+			host, port = "", 0 // the file's listen, else the default
+		}
+		cfg.Embedded = &bus.ServerConfig{
+			DataDir: *dataDir, Host: host, Port: port, LazyFsync: *lazy, Logger: bus.ServerLogger(log),
+			ConfigFile: *natsConfig, InsecureNoAuth: *insecure,
+			WorkersUser: *natsUser, WorkersPassword: workersPassword, WorkersCreds: *creds,
+		}
+		if *insecure {
+			log.Warn().Msg("--insecure-no-auth: if the embedded server listens beyond loopback without authentication, ANYONE WHO REACHES ITS PORT MAY START, RESUME AND CANCEL RUNS AND READ THEIR STATE; use --nats-config with users instead (see deploy/nats-server.conf)")
+		}
 	}
 	svc, err := interlock.Start(ctx, cfg)
 	if err != nil {
@@ -115,23 +134,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func loadSecret(file string) ([]byte, error) {
-	var secret []byte
 	switch {
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("reading --secret-file: %w", err)
 		}
-		secret = []byte(strings.TrimSpace(string(b)))
+		secret, err := bus.ParseSecret(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("--secret-file %s: %w", file, err)
+		}
+		return secret, nil
 	case os.Getenv("INTERLOCK_SECRET") != "":
-		secret = []byte(os.Getenv("INTERLOCK_SECRET"))
+		secret, err := bus.ParseSecret(os.Getenv("INTERLOCK_SECRET"))
+		if err != nil {
+			return nil, fmt.Errorf("INTERLOCK_SECRET: %w", err)
+		}
+		return secret, nil
 	default:
 		return nil, nil
 	}
-	if len(secret) < 32 {
-		return nil, fmt.Errorf("the resume-token secret is %d bytes; use at least 32 random bytes (for example: openssl rand -hex 32)", len(secret))
-	}
-	return secret, nil
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {

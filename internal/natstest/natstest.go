@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -27,14 +29,21 @@ const Wait = 15 * time.Second
 // Secret is a fixed resume-token secret for tests.
 var Secret = []byte("natstest-secret-natstest-secret-0123456789")
 
+// WorkersPassword is the password of the workers' identity
+// (bus.DefaultWorkersUser) on the servers of StartServer, so that Connect
+// and workers in other processes can use it with only a URL.
+const WorkersPassword = "natstest-workers"
+
 // StartServer starts an embedded server in dir (a new temporary directory
 // if dir is ""), listening on a free loopback port, shut down at cleanup.
+// It has the default identities: the workers' (with WorkersPassword) and
+// the restricted anonymous user.
 func StartServer(t testing.TB, dir string) *bus.Server {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: true})
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: true, WorkersPassword: WorkersPassword})
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -42,15 +51,46 @@ func StartServer(t testing.TB, dir string) *bus.Server {
 	return srv
 }
 
-// Connect connects a client to srv, closed at cleanup.
+// Connect connects a client with every right (the workers' identity) to
+// the server of StartServer at url, closed at cleanup. Tests use it to set
+// up and inspect anything; ConnectAnonymous connects as a client without
+// credentials.
 func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, js, err := wire.Connect(t.Context(), wire.ConnConfig{URL: url, Name: "natstest"})
+	return ConnectWith(t, wire.ConnConfig{URL: url, User: bus.DefaultWorkersUser, Password: WorkersPassword})
+}
+
+// ConnectAnonymous connects a client without credentials to url, closed at
+// cleanup: it has the rights of bus.AnonymousUser.
+func ConnectAnonymous(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return ConnectWith(t, wire.ConnConfig{URL: url})
+}
+
+// ConnectWith connects with cfg (named "natstest" if cfg has no name),
+// closed at cleanup.
+func ConnectWith(t testing.TB, cfg wire.ConnConfig) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "natstest"
+	}
+	nc, js, err := wire.Connect(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
 	t.Cleanup(nc.Close)
 	return nc, js
+}
+
+// WorkersURL is a URL of srv (a server of StartServer) that carries the
+// workers' credentials, for a worker in another process.
+func WorkersURL(srv *bus.Server) string {
+	u, err := url.Parse(srv.ClientURL())
+	if err != nil {
+		panic(fmt.Sprintf("natstest: server URL %q: %v", srv.ClientURL(), err))
+	}
+	u.User = url.UserPassword(bus.DefaultWorkersUser, WorkersPassword)
+	return u.String()
 }
 
 // Start starts an Interlock service running flows on srv with the test
@@ -65,7 +105,9 @@ func Start(t testing.TB, srv *bus.Server, flows ...*engine.Flow) *interlock.Serv
 // them empty; an empty Secret means the generated one kept in NATS.
 func StartWith(t testing.TB, srv *bus.Server, cfg interlock.Config) *interlock.Service {
 	t.Helper()
-	cfg.Conn = wire.ConnConfig{URL: srv.ClientURL(), Name: "natstest-service"}
+	cfg.Conn = srv.WorkerConn()
+	cfg.Conn.InProcess = nil
+	cfg.Conn.Name = "natstest-service"
 	if cfg.Instance == "" {
 		cfg.Instance = "test"
 	}

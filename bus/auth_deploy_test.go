@@ -1,0 +1,250 @@
+package bus_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/json"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// deployUsers are the users every deploy configuration has.
+var deployUsers = []string{"admin", "agent", "bot", "operator", "workers"}
+
+// deployEnv sets the environment the deploy configurations read, and
+// returns the users' passwords. The test cannot run in parallel.
+func deployEnv(t *testing.T) (natstest.TLSFiles, map[string]string) {
+	t.Helper()
+	f := natstest.TLS(t)
+	t.Setenv("INTERLOCK_TLS_CERT", f.Cert)
+	t.Setenv("INTERLOCK_TLS_KEY", f.Key)
+	t.Setenv("INTERLOCK_TLS_CA", f.CA)
+	t.Setenv("POD_NAME", "nats-0")
+	pw := map[string]string{}
+	for i, u := range deployUsers {
+		// Hex, as `openssl rand -hex 24` makes; one starts with digits.
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		p := strings.Repeat("7", i%2) + "a" + strings.ToLower(strings.TrimLeft(big.NewInt(0).SetBytes(b).Text(16), "0"))
+		pw[u] = p
+		t.Setenv("INTERLOCK_"+strings.ToUpper(u)+"_PASSWORD", p)
+	}
+	return f, pw
+}
+
+// k8sNATSConfig writes the files of the ConfigMap interlock-nats of
+// deploy/k8s/interlock.yaml into a directory and returns its nats.conf.
+func k8sNATSConfig(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open("../deploy/k8s/interlock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	files := map[string]*strings.Builder{}
+	var cur *strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if name, ok := strings.CutSuffix(strings.TrimSpace(line), ": |"); ok && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			cur = &strings.Builder{}
+			files[name] = cur
+			continue
+		}
+		if cur != nil && (strings.HasPrefix(line, "    ") || strings.TrimSpace(line) == "") {
+			cur.WriteString(strings.TrimPrefix(line, "    ") + "\n")
+			continue
+		}
+		cur = nil
+	}
+	for _, name := range []string{"nats.conf", "interlock-auth.conf"} {
+		if files[name] == nil {
+			t.Fatalf("deploy/k8s/interlock.yaml has no %s in a ConfigMap", name)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.TrimRight(files[name].String(), "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("../deploy/interlock-auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimRight(files["interlock-auth.conf"].String(), "\n") + "\n"; got != string(want) {
+		t.Error("the ConfigMap's interlock-auth.conf differs from deploy/interlock-auth.conf; copy it over")
+	}
+	return filepath.Join(dir, "nats.conf")
+}
+
+// TestDeployConfigsLoad loads every NATS configuration of deploy/ into the
+// nats-server library, so none can rot, and checks they agree on one set
+// of users and rights, with TLS where they listen.
+func TestDeployConfigsLoad(t *testing.T) {
+	deployEnv(t)
+	paths := []string{"../deploy/nats-server.conf", "../deploy/cluster/nats-1.conf", "../deploy/cluster/nats-2.conf", "../deploy/cluster/nats-3.conf", k8sNATSConfig(t)}
+	var want map[string]*server.Permissions
+	for _, path := range paths {
+		opts, err := server.ProcessConfigFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		perms := map[string]*server.Permissions{}
+		var names []string
+		for _, u := range opts.Users {
+			perms[u.Username] = u.Permissions
+			names = append(names, u.Username)
+			if u.Password == "" || strings.HasPrefix(u.Password, "$") {
+				t.Errorf("%s: user %s has no password from the environment", path, u.Username)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, deployUsers) {
+			t.Errorf("%s: users %v, want %v", path, names, deployUsers)
+		}
+		if want == nil {
+			want = perms
+		} else if !reflect.DeepEqual(perms, want) {
+			t.Errorf("%s: the users' permissions differ from %s's", path, paths[0])
+		}
+		if opts.TLSConfig == nil {
+			t.Errorf("%s: clients connect without TLS", path)
+		}
+		if opts.Cluster.Port != 0 && (opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert) {
+			t.Errorf("%s: the nodes do not verify each other's certificates", path)
+		}
+		if !opts.SyncAlways {
+			t.Errorf("%s: JetStream does not sync before acknowledging", path)
+		}
+		opts.StoreDir, opts.Port, opts.HTTPPort, opts.NoSigs = t.TempDir(), -1, 0, true
+		if opts.Cluster.Port != 0 {
+			opts.Cluster.Port = -1
+		}
+		if _, err := server.NewServer(opts); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	b, err := os.ReadFile("../deploy/k8s/interlock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "\n  secret: ")
+	placeholder, _, _ := strings.Cut(rest, "\n")
+	if _, err := bus.ParseSecret(strings.Trim(placeholder, `"`)); err == nil {
+		t.Errorf("the placeholder secret %s of deploy/k8s/interlock.yaml is accepted", placeholder)
+	}
+}
+
+// TestDeployUsersHaveOnlyTheirRights runs Interlock's embedded server with
+// deploy/nats-server.conf and checks, as each client user, that it can do
+// its job and nothing that would break Interlock.
+func TestDeployUsersHaveOnlyTheirRights(t *testing.T) {
+	tlsFiles, pw := deployEnv(t)
+	n, err := wire.NewNames("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No secret: the generated one, kept in the keys bucket.
+	svc, err := interlock.Start(t.Context(), interlock.Config{
+		Flows: []*engine.Flow{booking.Flow()}, Instance: "test", Concurrency: 4,
+		Embedded: &bus.ServerConfig{
+			ConfigFile: "../deploy/nats-server.conf", DataDir: t.TempDir(), Host: "127.0.0.1", Port: -1, LazyFsync: true,
+			WorkersPassword: os.Getenv("INTERLOCK_WORKERS_PASSWORD"),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.WithoutCancel(t.Context())) })
+	url := svc.URL()
+	as := func(name string) (*user, *client.Client) {
+		u := connectUser(t, name, url, nats.UserInfo(name, pw[name]), nats.RootCAs(tlsFiles.CA))
+		return u, client.New(u.nc, u.js, n, "/test/"+name, natstest.Wait)
+	}
+	if nc, err := nats.Connect(url, nats.RootCAs(tlsFiles.CA)); err == nil {
+		nc.Close()
+		t.Error("a client without credentials connected")
+	}
+	if nc, err := nats.Connect(strings.Replace(url, "tls://", "nats://", 1), nats.UserInfo("agent", pw["agent"])); err == nil {
+		nc.Close()
+		t.Error("a client connected without TLS")
+	}
+
+	agent, ac := as("agent")
+	startBooking(t, ac, "r-1")
+	in := lastInterrupt(t, ac, "r-1")
+	if _, err := ac.Checkpoint(t.Context(), "booking", "r-1"); err != nil {
+		t.Errorf("agent: checkpoint: %v", err)
+	}
+	agent.denied(t, "list pending runs", "$JS.API.DIRECT.GET.KV_"+n.PendingBucket(), func(ctx context.Context) error {
+		_, err := ac.ListPending(ctx, client.PendingQuery{})
+		return err
+	})
+
+	bot, bc := as("bot")
+	if p, err := bc.ListPending(t.Context(), client.PendingQuery{}); err != nil || len(p.Items) != 1 {
+		t.Errorf("bot: pending: %v %v", p, err)
+	}
+	bot.denied(t, "create a consumer", "$JS.API.CONSUMER.CREATE.KV_"+n.PendingBucket(), func(ctx context.Context) error {
+		_, err := bot.js.OrderedConsumer(ctx, "KV_"+n.PendingBucket(), jetstream.OrderedConsumerConfig{})
+		return err
+	})
+	if in2 := lastInterrupt(t, bc, "r-1"); in2.ResumeToken != in.ResumeToken {
+		t.Fatal("bot: the last interrupt differs from the agent's")
+	}
+	ev, err := bc.Resume(t.Context(), "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
+	if err != nil || ev.Kind != "interrupted" {
+		t.Fatalf("bot: resume: %s %v", ev.Kind, err)
+	}
+	bot.denied(t, "start a run", n.In("booking", "start"), publish(bot.js, n.In("booking", "start")))
+
+	operator, oc := as("operator")
+	if got := natstest.Read(t, operator.js, n.AuditStream(), n.Prefix+".audit.>"); len(got) == 0 {
+		t.Error("operator: read no audit records")
+	}
+	if _, err := oc.ListPending(t.Context(), client.PendingQuery{}); err != nil {
+		t.Errorf("operator: pending: %v", err)
+	}
+	if _, err := oc.Checkpoint(t.Context(), "booking", "r-1"); err != nil {
+		t.Errorf("operator: checkpoint: %v", err)
+	}
+	streams := 0
+	for range operator.js.StreamNames(t.Context()).Name() {
+		streams++
+	}
+	if streams < 7 {
+		t.Errorf("operator: listed %d streams", streams)
+	}
+	operator.denied(t, "answer a run", n.In("booking", "resume"), publish(operator.js, n.In("booking", "resume")))
+
+	for _, u := range []*user{agent, bot, operator} {
+		denyTampering(t, u, n)
+	}
+	for _, u := range []*user{agent, bot} {
+		u.denied(t, "read the audit stream", "$JS.API.STREAM.INFO."+n.AuditStream(), request(u.nc, "$JS.API.STREAM.INFO."+n.AuditStream(), ""))
+	}
+
+	admin, _ := as("admin")
+	checkIntact(t, admin.js, n)
+}
