@@ -55,7 +55,7 @@ func TestServiceStartsBackgroundServicesInOrderAndStopsThemInReverseOnce(t *test
 	srv := natstest.StartServer(t, "")
 	j := &journal{}
 	stopErr := errors.New("http: drain timed out")
-	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: wire.ConnConfig{URL: srv.ClientURL()},
+	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: srv.WorkerConn(),
 		Services: []interlock.Background{&background{name: "deadlines", j: j}, &background{name: "http", j: j, stopErr: stopErr}}}
 	svc, err := interlock.Start(t.Context(), cfg)
 	if err != nil {
@@ -78,7 +78,7 @@ func TestServiceThatCannotStartABackgroundServiceStopsWhatItStarted(t *testing.T
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
 	j := &journal{}
-	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: wire.ConnConfig{URL: srv.ClientURL()},
+	cfg := interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Conn: srv.WorkerConn(),
 		Services: []interlock.Background{&background{name: "a", j: j}, &background{name: "b", j: j, startErr: errors.New("port in use")},
 			&background{name: "c", j: j}}}
 	_, err := interlock.Start(t.Context(), cfg)

@@ -57,8 +57,9 @@ func kvStream(bucket string) string { return "KV_" + bucket }
 // clients that connect to the embedded server without credentials.
 //
 // It may publish commands (<prefix>.in.>) with JetStream acknowledgements;
-// read events (subscribe to <prefix>.ev.> and read the events stream), dead
-// letters, checkpoints (<prefix>_runs) and the pending index
+// read events (subscribe to <prefix>.ev.> and read the events stream), the
+// audit records (which hold no token, answer or argument), dead letters,
+// checkpoints (<prefix>_runs) and the pending index
 // (<prefix>_pending): stream info, direct and message gets, ordered and
 // ephemeral consumers, key listing and watching; see the inbound stream's
 // and consumers' info (backlog); and receive replies on _INBOX.>.
@@ -66,8 +67,9 @@ func kvStream(bucket string) string { return "KV_" + bucket }
 // It may not: read the keys bucket (<prefix>_keys) in any way; write or
 // delete an entry of any bucket; publish events, audit records or dead
 // letters; create, update, delete or purge a stream; delete a consumer;
-// read the inbound stream's messages or pull from the workers' consumer;
-// read the audit stream; or read the workers' replies.
+// read the inbound stream's messages (other clients' commands, resume
+// tokens included) or pull from the workers' consumer; or read the
+// workers' replies.
 func ClientPermissions(n wire.Names) *server.Permissions {
 	pub := []string{
 		n.Prefix + ".in.>",
@@ -75,7 +77,7 @@ func ClientPermissions(n wire.Names) *server.Permissions {
 		"$JS.API.STREAM.INFO." + n.InStream(),
 		"$JS.API.CONSUMER.INFO." + n.InStream() + ".*",
 	}
-	for _, s := range []string{n.EventStream(), n.DeadLetterStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket())} {
+	for _, s := range []string{n.EventStream(), n.AuditStream(), n.DeadLetterStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket())} {
 		pub = append(pub, readStream(s)...)
 	}
 	keys := kvStream(n.KeysBucket())
@@ -92,7 +94,7 @@ func ClientPermissions(n wire.Names) *server.Permissions {
 			},
 		},
 		Subscribe: &server.SubjectPermission{
-			Allow: []string{"_INBOX.>", n.Prefix + ".ev.>", n.Prefix + ".dlq.>"},
+			Allow: []string{"_INBOX.>", n.Prefix + ".ev.>", n.Prefix + ".audit.>", n.Prefix + ".dlq.>"},
 			Deny:  []string{"$KV." + n.KeysBucket() + ".>"},
 		},
 	}

@@ -49,10 +49,17 @@
 //
 // # Runner
 //
-// A [Runner] applies [Start], [Resume] and [Cancel] commands. Each command is
-// one transition: load the checkpoint, run nodes until the run waits or
-// ends, write the checkpoint with compare-and-set, then update the pending
-// index and publish the transition's outbox. Every refusal is published as
-// a refused event with a code ([CodeTokenMismatch], [CodeStaleCheckpoint],
-// ...).
+// A [Runner] applies [Start], [Resume], [Cancel] and [Reannounce]
+// commands. Each command is one transition, through one loop shared by all
+// (transition.go): load the checkpoint, check the command against it, run
+// nodes until the run waits or ends, write the checkpoint with
+// compare-and-set (starting again from the load when another worker won),
+// then update the pending index, append the audit record and publish the
+// transition's outbox. Outbound data is typed ([InterruptedEvent],
+// [AuditRecord], ...); the checkpoint number and the resume token are
+// stamped on a copy when it is published, so neither is stored. Every
+// refusal is published as a refused event with a code ([CodeTokenMismatch],
+// [CodeStaleCheckpoint], ...), after the events of the transition that
+// caused it. Each interrupt kind's rules (how a resume answers it, what its
+// event says) live in a file of their own: question.go, choice.go.
 package engine

@@ -104,3 +104,22 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineAndReadersNameEventKindsAlike: the engine's event kinds and
+// audit actions are the strings readers match on.
+func TestEngineAndReadersNameEventKindsAlike(t *testing.T) {
+	pairs := [][2]string{
+		{engine.EventStarted, events.KindStarted}, {engine.EventInterrupted, events.KindInterrupted},
+		{engine.EventResumed, events.KindResumed}, {engine.EventCompleted, events.KindCompleted},
+		{engine.EventFailed, events.KindFailed}, {engine.EventCancelled, events.KindCancelled},
+		{engine.EventExpired, events.KindExpired}, {engine.EventRefused, events.KindRefused},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("engine kind %q, readers' kind %q", p[0], p[1])
+		}
+		if _, ok := events.OutboundType(p[0]); !ok {
+			t.Errorf("kind %q has no CloudEvent type", p[0])
+		}
+	}
+}
