@@ -344,7 +344,7 @@ func (c *Client) Checkpoint(ctx context.Context, flow, run string) (events.Check
 	key := flow + "." + run
 	e, err := runs.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return events.Checkpoint{}, c.notFound(ctx, runs, flow, run)
+		return events.Checkpoint{}, c.notFound(ctx, flow, run)
 	}
 	if err != nil {
 		return events.Checkpoint{}, fmt.Errorf("client: reading checkpoint %s: %w", key, err)
@@ -356,15 +356,19 @@ func (c *Client) Checkpoint(ctx context.Context, flow, run string) (events.Check
 	return cp, nil
 }
 
-// notFound says that a run does not exist, and whether its flow has any run.
-func (c *Client) notFound(ctx context.Context, runs jetstream.KeyValue, flow, run string) error {
-	lister, err := runs.ListKeysFiltered(ctx, flow+".>")
+// notFound says that a run does not exist, and whether its flow has any
+// run: one get of the first message under the flow's keys, however many
+// runs there are.
+func (c *Client) notFound(ctx context.Context, flow, run string) error {
+	s, err := c.js.Stream(ctx, "KV_"+c.names.RunsBucket())
 	if err == nil {
-		defer func() { _ = lister.Stop() }()
-		for range lister.Keys() {
+		_, err = s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("$KV."+c.names.RunsBucket()+"."+flow+".*"))
+		switch {
+		case err == nil:
 			return fmt.Errorf("%w: there is no run %s of flow %s; `interlock pending --flow %s` lists its waiting runs", ErrNotFound, run, flow, flow)
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return fmt.Errorf("%w: there is no run %s of flow %s, and no run of a flow named %s at all: check the flow's name", ErrNotFound, run, flow, flow)
 		}
-		return fmt.Errorf("%w: there is no run %s of flow %s, and no run of a flow named %s at all: check the flow's name", ErrNotFound, run, flow, flow)
 	}
 	return fmt.Errorf("%w: there is no run %s of flow %s", ErrNotFound, run, flow)
 }
