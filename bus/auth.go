@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/interlockhq/interlock/wire"
 )
@@ -110,13 +111,17 @@ func defaultIdentities(opts *server.Options, n wire.Names, workers string) (stri
 			return "", err
 		}
 	}
-	anonymous, err := randomPassword()
+	// The server holds the workers' password as a bcrypt hash, as a
+	// configuration file should; it is random, so the lowest cost will do.
+	// The anonymous user needs none: connecting without credentials gives
+	// its rights anyway.
+	workersHash, err := bcrypt.GenerateFromPassword([]byte(workers), bcrypt.MinCost)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("bus: hashing the workers' password: %w", err)
 	}
 	opts.Users = []*server.User{
-		{Username: DefaultWorkersUser, Password: workers},
-		{Username: AnonymousUser, Password: anonymous, Permissions: ClientPermissions(n)},
+		{Username: DefaultWorkersUser, Password: string(workersHash)},
+		{Username: AnonymousUser, Permissions: ClientPermissions(n)},
 	}
 	opts.NoAuthUser = AnonymousUser
 	return workers, nil

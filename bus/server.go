@@ -136,7 +136,11 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return fail(fmt.Errorf("bus: configuring embedded NATS server: %w", err))
 	}
 	if cfg.Logger != nil {
-		ns.SetLoggerV2(cfg.Logger, false, false, false)
+		l := cfg.Logger
+		if !s.auth {
+			l = passwordlessAnonymous{l}
+		}
+		ns.SetLoggerV2(l, false, false, false)
 	}
 	go ns.Start()
 	deadline := DefaultReadyTimeout

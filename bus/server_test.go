@@ -15,6 +15,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/wire"
+	"github.com/rs/zerolog"
 )
 
 func TestSecondServerOnADataDirIsRefusedNamingThePID(t *testing.T) {
@@ -212,5 +213,22 @@ func TestGeneratedSecretsAreAccepted(t *testing.T) {
 				t.Fatalf("ParseSecret(%q): %v", text, err)
 			}
 		}
+	}
+}
+
+// TestDefaultIdentitiesStartWithoutAPasswordWarning: the workers' password
+// is held as a bcrypt hash and the anonymous user has none by design, so a
+// newcomer's first start warns of nothing.
+func TestDefaultIdentitiesStartWithoutAPasswordWarning(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := zerolog.New(&buf).Level(zerolog.WarnLevel)
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: t.TempDir(), Port: -1, LazyFsync: true, Logger: bus.ServerLogger(log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	if out := buf.String(); strings.Contains(out, "assword") || strings.Contains(out, "\"level\":\"error\"") {
+		t.Fatalf("the embedded server warned: %s", out)
 	}
 }

@@ -252,6 +252,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		out = outcome{Outcome: engine.Outcome{DeadLetter: ReasonDeliveryLimit},
 			detail: fmt.Sprintf("failed on each of %d deliveries; last error: %v", md.NumDelivered, err)}
 	}
+	msgLog := log
 	log = log.With().Str("flow", out.Flow).Str("run", out.Run).Logger()
 	if out.DeadLetter != "" {
 		if err := DeadLetter(ctx, w.js, w.cfg.Names, msg, out.DeadLetter, out.detail); err != nil {
@@ -273,7 +274,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	case out.Duplicate:
 		log.Debug().Msg("repeat acknowledged")
 	case out.DeadLetter == "":
-		logRun(log, out.Outcome)
+		logRun(msgLog, out.Outcome)
 	}
 	if err := msg.Ack(); err != nil {
 		log.Warn().Err(err).Msg("ack failed; the message will be delivered again and acknowledged as a repeat")
