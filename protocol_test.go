@@ -168,27 +168,37 @@ func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 		}
 	}
 	audit := natstest.Read(t, r.js, r.names.AuditStream(), r.names.Audit("booking", run))
-	if len(audit) != 7 {
-		t.Fatalf("audit stream holds %d records for the run, want one per transition: 7", len(audit))
+	if len(audit) != 13 {
+		t.Fatalf("audit stream holds %d records for the run, want 13: one per transition and one per interrupt", len(audit))
 	}
+	prev := ""
 	for i, a := range audit {
 		var rec struct {
 			Action  string `json:"action"`
+			Seq     int    `json:"seq"`
+			Prev    string `json:"prev"`
+			Hash    string `json:"hash"`
 			Outcome struct {
 				Status string `json:"status"`
 			} `json:"outcome"`
 		}
 		a.Decode(t, &rec)
-		wantAction, wantStatus := "resumed", "waiting"
-		if i == 0 {
+		wantAction, wantStatus := "answered", "waiting"
+		switch {
+		case i == 0:
 			wantAction = "started"
-		}
-		if i == len(audit)-1 {
+		case i%2 == 1:
+			wantAction, wantStatus = "interrupted", ""
+		case i == len(audit)-1:
 			wantStatus = "completed"
 		}
 		if rec.Action != wantAction || rec.Outcome.Status != wantStatus || a.Event.Type() != "io.interlock.audit."+wantAction {
 			t.Fatalf("audit record %d: %s -> %s (%s), want %s -> %s", i, rec.Action, rec.Outcome.Status, a.Event.Type(), wantAction, wantStatus)
 		}
+		if sum, err := engine.CanonicalHash(a.Event.Data()); err != nil || sum != rec.Hash || rec.Prev != prev || rec.Seq != i+1 {
+			t.Fatalf("audit record %d breaks the chain: seq %d prev %q hash %q (recomputed %q, %v), want prev %q", i, rec.Seq, rec.Prev, rec.Hash, sum, err, prev)
+		}
+		prev = rec.Hash
 		if strings.Contains(string(a.Data), "ann@example.com") || strings.Contains(string(a.Data), in.ResumeToken) {
 			t.Fatalf("audit record %d holds an answer or a token: %s", i, a.Data)
 		}

@@ -60,14 +60,15 @@ func kvStream(bucket string) string { return "KV_" + bucket }
 // It may publish commands (<prefix>.in.>) with JetStream acknowledgements;
 // read events (subscribe to <prefix>.ev.> and read the events stream), the
 // audit records (which hold no token, answer or argument), dead letters,
-// checkpoints (<prefix>_runs) and the pending index
-// (<prefix>_pending): stream info, direct and message gets, ordered and
+// checkpoints (<prefix>_runs), the pending index (<prefix>_pending) and
+// the live configuration (<prefix>_config): stream info, direct and message gets, ordered and
 // ephemeral consumers, key listing and watching; see the inbound stream's
 // and consumers' info (backlog); and receive replies on _INBOX.>.
 //
 // It may not: read the keys bucket (<prefix>_keys) in any way; write or
 // delete an entry of any bucket; publish events, audit records or dead
-// letters; create, update, delete or purge a stream; delete a consumer;
+// letters; publish an expire command or a deadline (the server fires
+// deadlines); create, update, delete or purge a stream; delete a consumer;
 // read the inbound stream's messages (other clients' commands, resume
 // tokens included) or pull from the workers' consumer; or read the
 // workers' replies.
@@ -78,7 +79,7 @@ func ClientPermissions(n wire.Names) *server.Permissions {
 		"$JS.API.STREAM.INFO." + n.InStream(),
 		"$JS.API.CONSUMER.INFO." + n.InStream() + ".*",
 	}
-	for _, s := range []string{n.EventStream(), n.AuditStream(), n.DeadLetterStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket())} {
+	for _, s := range []string{n.EventStream(), n.AuditStream(), n.DeadLetterStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket()), kvStream(n.ConfigBucket())} {
 		pub = append(pub, readStream(s)...)
 	}
 	keys := kvStream(n.KeysBucket())
@@ -92,6 +93,8 @@ func ClientPermissions(n wire.Names) *server.Permissions {
 				"$JS.API.*.*.*." + keys, "$JS.API.*.*.*." + keys + ".>",
 				"$KV.>",
 				n.Prefix + ".ev.>", n.Prefix + ".audit.>", n.Prefix + ".dlq.>",
+				// Deadlines are the server's to fire.
+				n.Prefix + ".in.*.expire", n.Prefix + ".schedule.>",
 			},
 		},
 		Subscribe: &server.SubjectPermission{

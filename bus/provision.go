@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/wire"
@@ -91,16 +93,24 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if err := CheckServerVersion(js.Conn().ConnectedServerVersion()); err != nil {
+		return err
+	}
 	storage := jetstream.FileStorage
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
 	}
 	streams := []jetstream.StreamConfig{
 		{
-			Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>"},
-			Description: "Interlock inbound commands",
+			// The deadlines of interrupts wait here too, as message
+			// schedules on <prefix>.schedule.>, which no consumer reads:
+			// the server publishes each to <prefix>.in.<flow>.expire at
+			// its time, even if no worker runs then.
+			Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>", n.Prefix + ".schedule.>"},
+			Description: "Interlock inbound commands and interrupt deadlines",
 			Retention:   jetstream.WorkQueuePolicy, Storage: storage,
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
+			AllowMsgSchedules: true, AllowRollup: true,
 		},
 		{
 			Name: n.EventStream(), Subjects: []string{n.Prefix + ".ev.>"},
@@ -136,6 +146,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Bucket: n.PendingBucket(), Description: "Interlock runs waiting on an interrupt", History: 1,
 			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
 		},
+		{
+			Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules)", History: 5,
+			Storage: storage, Replicas: cfg.Replicas,
+		},
 	}
 	for _, kc := range buckets {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
@@ -143,4 +157,37 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		}
 	}
 	return nil
+}
+
+// MinServerVersion is the oldest nats-server Interlock runs on: interrupt
+// deadlines are JetStream message schedules, which came in 2.12.
+const MinServerVersion = "2.12.0"
+
+// CheckServerVersion refuses a server older than [MinServerVersion],
+// naming the version needed: deadlines would otherwise never fire.
+func CheckServerVersion(version string) error {
+	major, minor, ok := parseVersion(version)
+	if !ok {
+		return fmt.Errorf("bus: the NATS server reports version %q, which Interlock cannot read; it needs nats-server %s or later (for interrupt deadlines, JetStream message schedules)", version, MinServerVersion)
+	}
+	if major < 2 || major == 2 && minor < 12 {
+		return fmt.Errorf("bus: the NATS server is version %s; Interlock needs nats-server %s or later, whose JetStream message schedules fire interrupt deadlines: upgrade the server", version, MinServerVersion)
+	}
+	return nil
+}
+
+func parseVersion(v string) (major, minor int, ok bool) {
+	v = strings.TrimPrefix(v, "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	var err error
+	if major, err = strconv.Atoi(parts[0]); err != nil {
+		return 0, 0, false
+	}
+	if minor, err = strconv.Atoi(parts[1]); err != nil {
+		return 0, 0, false
+	}
+	return major, minor, true
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,28 +57,51 @@ func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
 }
 
 func (p *Publisher) subject(m engine.Message) string {
-	if m.Stream == engine.AuditStream {
+	switch m.Stream {
+	case engine.AuditStream:
 		return p.names.Audit(m.Flow, m.Run)
+	case engine.ScheduleStream:
+		if s, ok := m.Data.(*engine.Schedule); ok {
+			return p.names.Schedule(m.Flow, m.Run, s.RequestID)
+		}
 	}
 	return p.names.Event(m.Flow, m.Run, m.Kind)
 }
 
 func (p *Publisher) stream(m engine.Message) string {
-	if m.Stream == engine.AuditStream {
+	switch m.Stream {
+	case engine.AuditStream:
 		return p.names.AuditStream()
+	case engine.ScheduleStream:
+		return p.names.InStream()
 	}
 	return p.names.EventStream()
 }
 
+// HeaderSchedule and HeaderScheduleTarget make a message a JetStream
+// message schedule: the server publishes its body to the target subject at
+// the time given (nats-server 2.12 and later).
+const (
+	HeaderSchedule       = "Nats-Schedule"
+	HeaderScheduleTarget = "Nats-Schedule-Target"
+)
+
 func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 	typ, ok := events.OutboundType(m.Kind)
-	if m.Stream == engine.AuditStream {
+	var data any = m.Data
+	switch d := m.Data.(type) {
+	case *engine.AuditRecord:
 		typ, ok = events.AuditType(m.Kind), true
+	case *engine.Schedule:
+		typ, ok = events.TypeExpire, true
+		data = events.Expire{RequestID: d.RequestID, ExpiresAt: d.ExpiresAt.UTC().Format(time.RFC3339), Flow: d.Flow, Run: d.Run}
+	case *engine.NodeEvent:
+		typ, ok = events.TypeNodePrefix+m.Kind, true
 	}
 	if !ok {
 		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
-	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, m.Data)
+	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
 	if err != nil {
 		return nil, err
 	}
@@ -88,19 +113,23 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+	if s, ok := m.Data.(*engine.Schedule); ok {
+		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
+		msg.Header.Set(HeaderScheduleTarget, p.names.In(m.Flow, "expire"))
+	}
 	return msg, nil
 }
 
-// Publish implements [engine.Publisher]. Audit records are stored before
-// any event is published: both go out as asynchronous batches, the audit
-// batch acknowledged before the events are sent. With recheck, a message
-// whose subject already ends with that message is skipped, which covers a
-// repeat past the deduplication window.
+// Publish implements [engine.Publisher]. Audit records and deadlines are
+// stored before any event is published: both go out as asynchronous
+// batches, the first acknowledged before the events are sent. With
+// recheck, a message whose subject already ends with that message is
+// skipped, which covers a repeat past the deduplication window.
 func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
-	for _, stream := range []engine.Stream{engine.AuditStream, engine.EventStream} {
+	for _, phase := range [][]engine.Stream{{engine.AuditStream, engine.ScheduleStream}, {engine.EventStream}} {
 		var futures []jetstream.PubAckFuture
 		for _, m := range msgs {
-			if m.Stream != stream {
+			if !slices.Contains(phase, m.Stream) {
 				continue
 			}
 			if recheck {

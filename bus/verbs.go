@@ -60,6 +60,13 @@ func verbs() map[string]verb {
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, Inbound: in})
 		}},
+		"expire": {typ: events.TypeExpire, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseExpire(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Expire(ctx, engine.Expire{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Inbound: in})
+		}},
 		"request": {typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker"},
 	}
 }
@@ -68,7 +75,7 @@ func verbs() map[string]verb {
 func verbNames(vs map[string]verb) string {
 	var names []string
 	for name := range vs {
-		if name != "request" {
+		if name != "request" && name != "expire" {
 			names = append(names, name)
 		}
 	}

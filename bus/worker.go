@@ -331,7 +331,7 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	n := w.cfg.Names
 	flow, name, ok := n.ParseIn(msg.Subject())
 	v, known := w.verbs[name]
-	if !ok || !known || (name == "request") != (flow == "gate") {
+	if !ok || !known || name == "request" && flow != "gate" || name == "start" && flow == "gate" {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
 			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.GateRequest())}, nil
 	}

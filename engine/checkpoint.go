@@ -52,6 +52,21 @@ type Checkpoint struct {
 	Resumes []json.RawMessage `json:"resumes,omitempty"`
 	// Steps are the recorded results of the current node's steps.
 	Steps map[string]json.RawMessage `json:"steps,omitempty"`
+	// Locals are the current node's local values ([SetLocal]): they
+	// survive the node's re-runs and are dropped when it completes.
+	Locals map[string]json.RawMessage `json:"locals,omitempty"`
+	// GatePassed names the current node when its before-gate was
+	// approved in this visit.
+	GatePassed string `json:"gatePassed,omitempty"`
+
+	// Decisions are the run's latest approval decisions, oldest first.
+	Decisions []Decision `json:"decisions,omitempty"`
+	// Rejection is the run's latest rejected approval.
+	Rejection *Decision `json:"rejection,omitempty"`
+	// Expired says which interrupt's deadline ended the run.
+	Expired *Expiry `json:"expired,omitempty"`
+	// Audit is the head of the run's audit chain.
+	Audit *AuditHead `json:"audit,omitempty"`
 
 	// Cause is the inbound message this checkpoint's transition came from.
 	Cause *Cause `json:"cause,omitempty"`
@@ -66,6 +81,13 @@ type Checkpoint struct {
 	Outbox []Message `json:"outbox,omitempty"`
 	// Waited records that the run has been in the pending index.
 	Waited bool `json:"waited,omitempty"`
+}
+
+// AuditHead is the last record of a run's audit chain: how many records
+// the chain holds and the hash of the last.
+type AuditHead struct {
+	Records uint64 `json:"records"`
+	Hash    string `json:"hash"`
 }
 
 // Cause identifies an inbound message.
@@ -85,6 +107,9 @@ type Stream string
 const (
 	EventStream Stream = "events"
 	AuditStream Stream = "audit"
+	// ScheduleStream messages are deadlines: the server publishes each as
+	// an expire command at its time.
+	ScheduleStream Stream = "schedule"
 )
 
 // Message is an outbound event or audit record.
@@ -115,6 +140,7 @@ type Pending struct {
 	Fields       []string   `json:"fields,omitempty"`
 	Question     string     `json:"question,omitempty"`
 	ApproverRole string     `json:"approverRole,omitempty"`
+	Action       string     `json:"action,omitempty"`
 	AskedAt      time.Time  `json:"askedAt"`
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
 }

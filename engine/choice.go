@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Option is one choice among several.
@@ -18,6 +19,9 @@ type Choice struct {
 	Question string
 	Options  []Option
 	Multiple bool
+	// Timeout, if set, is how long the choice may wait; then the run ends
+	// expired.
+	Timeout time.Duration
 }
 
 // Choose pauses the run with a choice interrupt. On the run that follows the
@@ -42,17 +46,21 @@ func (x *exec) choose(_ context.Context, c Choice) ([]string, error) {
 	if err := checkChoice(c); err != nil {
 		return nil, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
 	}
-	if cur := x.current(i, KindChoice); cur != nil && cur.Selected != nil {
+	if err := checkTimeout(KindChoice, c.Timeout, Policy{}); err != nil {
+		return nil, x.fail(fmt.Errorf("node %q: choice: %w", x.cp.Node, err))
+	}
+	cur := x.current(i, KindChoice)
+	if cur != nil && cur.Selected != nil {
 		ids := cur.Selected
 		if err := x.resolve(i, ids); err != nil {
 			return nil, x.fail(err)
 		}
 		return ids, nil
 	}
-	return nil, x.pause(&Interrupt{
+	return nil, x.pause(x.carry(cur, c.Timeout, &Interrupt{
 		Kind: KindChoice, Index: i, Question: c.Question,
 		Options: c.Options, Multiple: c.Multiple,
-	})
+	}))
 }
 
 func checkChoice(c Choice) error {
@@ -122,7 +130,7 @@ type choiceKind struct{}
 
 // answer checks the selected ids against the options (rule 5) and records
 // them until the node runs again and takes them.
-func (choiceKind) answer(_ *Flow, _ *Checkpoint, in *Interrupt, cmd Resume) error {
+func (choiceKind) answer(_ *txn, in *Interrupt, cmd Resume) error {
 	if len(cmd.Answers) > 0 || cmd.Decision != "" {
 		return fmt.Errorf("this interrupt is a choice; send selected with %s", in.optionList())
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -146,6 +147,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if cmd.ExpectedCheckpoint != nil && *cmd.ExpectedCheckpoint != t.rev {
 			return t.refuse(ctx, cmd.RequestID, CodeStaleCheckpoint, "expectedCheckpoint is %d but run %s is at checkpoint %d; answer the latest interrupted event", *cmd.ExpectedCheckpoint, cmd.Run, t.rev)
 		}
+		t.actor = cmd.approver()
 		if cmd.Trusted {
 			// No token proves the caller saw the interrupted event, so make
 			// sure the transition that published it has finished.
@@ -157,20 +159,28 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken is missing; copy it from the interrupted event")
 			}
 			if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) {
+				for _, old := range in.Retired {
+					if hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, old))) {
+						return t.refuse(ctx, cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s); answer the latest interrupted event", old, in.ApproverRole, in.RequestID)
+					}
+				}
 				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken does not match the pending interrupt (request %s); it may be from an earlier, used or re-announced interrupt", in.RequestID)
 			}
 		}
 		if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
+			if slices.Contains(in.Retired, cmd.RequestID) {
+				return t.refuse(ctx, cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s)", cmd.RequestID, in.ApproverRole, in.RequestID)
+			}
 			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
 		}
-		if in.ExpiresAt != nil && !r.cfg.Now().Before(*in.ExpiresAt) {
+		if in.ExpiresAt != nil && !t.now.Before(*in.ExpiresAt) {
 			return t.refuse(ctx, cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
 		}
 		k, ok := kindOf(in.Kind)
 		if !ok {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "interrupt kind %q cannot be answered by this worker", in.Kind)
 		}
-		if err := k.answer(t.f, cp, in, cmd); err != nil {
+		if err := k.answer(t, in, cmd); err != nil {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "%v", err)
 		}
 		if len(cmd.Update) > 0 {
@@ -181,10 +191,25 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		t.answerSize = rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits)
 		t.asked = in.AskedAt
 		cp.Status = Running
-		t.begin(cmd.Traceparent, ActionResumed)
-		t.emit(EventResumed, &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin})
-		t.audit(&AuditRecord{Action: ActionResumed, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-			By: cmp.Or(cmd.Approver, cmd.Source), Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.Trusted})
+		action := ActionAnswered
+		ev := &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin}
+		rec := &AuditRecord{Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+			By: cmd.approver(), Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.Trusted}
+		if d := in.Decision; d != nil {
+			action = auditVerdict(d.Verdict)
+			ev.Decision, ev.Approver, ev.Reason = string(d.Verdict), d.Approver, d.Reason
+			rec.Reason, rec.ApproverRole = d.Reason, in.ApproverRole
+			rec.Approval = &AuditApproval{Action: in.Action, Args: in.Args}
+			if d.Verdict == VerdictEdit {
+				edits, _ := json.Marshal(cmd.Edits)
+				final, _ := json.Marshal(d.Args)
+				ev.Edits, rec.Approval.Edits, rec.Approval.Final = edits, edits, final
+			}
+		}
+		rec.Action = action
+		t.begin(cmd.Traceparent, action)
+		t.emit(EventResumed, ev)
+		t.audit(rec)
 		return r.run(ctx, t)
 	})
 }
@@ -232,8 +257,9 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		t.begin(cmd.Traceparent, ActionReannounced)
 		t.audit(&AuditRecord{Action: ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			By: cmd.Source, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
+			ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt,
 			Outcome: &AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
-		t.emit(EventInterrupted, interruptedEvent(cp, in))
+		t.interrupted(in)
 		return r.commit(ctx, t)
 	})
 }

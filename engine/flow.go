@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // End is the pseudo-node a run reaches when it completes. A router returns it
@@ -31,6 +32,8 @@ type Builder[S any] struct {
 	branches map[string]branch[S]
 	start    string
 	reducers map[string]Reducer
+	gates    map[string]*Gate
+	rejects  map[string]string
 	errs     []error
 }
 
@@ -48,6 +51,8 @@ func NewFlow[S any](name string) *Builder[S] {
 		edges:    map[string]string{},
 		branches: map[string]branch[S]{},
 		reducers: map[string]Reducer{},
+		gates:    map[string]*Gate{},
+		rejects:  map[string]string{},
 	}
 	if err := CheckName("flow", name); err != nil {
 		b.errs = append(b.errs, err)
@@ -154,6 +159,21 @@ func (b *Builder[S]) Build() (*Flow, error) {
 			}
 		}
 	}
+	for _, key := range sortedKeys(b.gates) {
+		at, node, _ := strings.Cut(key, " ")
+		if b.nodes[node] == nil {
+			errs = append(errs, fmt.Errorf("gate %s %q: %q is not a node", at, node, node))
+		}
+	}
+	for _, from := range sortedKeys(b.rejects) {
+		to := b.rejects[from]
+		if b.nodes[from] == nil {
+			errs = append(errs, fmt.Errorf("reject route %s -> %s: %q is not a node", from, to, from))
+		}
+		if !known(to) {
+			errs = append(errs, fmt.Errorf("reject route %s -> %s: %q is not a node", from, to, to))
+		}
+	}
 	if b.nodes[b.start] != nil {
 		reached := map[string]bool{}
 		var walk func(string)
@@ -166,6 +186,9 @@ func (b *Builder[S]) Build() (*Flow, error) {
 				walk(to)
 			}
 			for _, to := range b.branches[n].targets {
+				walk(to)
+			}
+			if to, ok := b.rejects[n]; ok {
 				walk(to)
 			}
 		}
@@ -186,6 +209,8 @@ func (b *Builder[S]) Build() (*Flow, error) {
 		nodes:    map[string]func(context.Context, *exec) error{},
 		next:     map[string]func(*exec) (string, error){},
 		reducers: b.reducers,
+		gates:    b.gates,
+		rejects:  b.rejects,
 	}
 	if !isMap[S]() {
 		f.fit = func(d Doc) error { _, err := decodeState[S](d); return err }
@@ -228,8 +253,12 @@ type Flow struct {
 	nodes    map[string]func(context.Context, *exec) error
 	next     map[string]func(*exec) (string, error)
 	reducers map[string]Reducer
+	gates    map[string]*Gate
+	rejects  map[string]string
 	// fit checks that a state decodes into the flow's typed state.
 	fit func(Doc) error
+	// expired, if set, adds the flow's own events to a run that expired.
+	expired func(t *txn, in *Interrupt)
 }
 
 // Name returns the flow's name.

@@ -14,7 +14,8 @@ const (
 	KindApproval = "approval"
 )
 
-// ErrInterrupted is returned by [Node.Ask] and [Node.Choose] when the run
+// ErrInterrupted is returned by [Node.Ask], [Node.Choose] and
+// [Node.Approve] when the run
 // must pause for an answer. A node returns it (or any error wrapping it) as
 // is; the run resumes later by running the node again from its top.
 var ErrInterrupted = errors.New("engine: run paused for an answer")
@@ -42,8 +43,28 @@ type Interrupt struct {
 	// Selected holds a validated choice answer until the node takes it.
 	Selected []string `json:"selected,omitempty"`
 
+	// Action, Args, Reason, ApproverRole and Decisions: an approval.
+	Action       string          `json:"action,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	Decisions    []Verdict       `json:"decisions,omitempty"`
+	// Gate is "before" or "after" for a static gate declared on the flow.
+	Gate string `json:"gate,omitempty"`
+	// Decision holds an approval's decision until the node takes it.
+	Decision *Decision `json:"decision,omitempty"`
+	// Error is why an approval is asked again (its edits were refused).
+	Error string `json:"error,omitempty"`
+
 	AskedAt   time.Time  `json:"askedAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// OnTimeout is the deadline's policy.
+	OnTimeout *Policy `json:"onTimeout,omitempty"`
+	// Escalations counts how often the interrupt was escalated.
+	Escalations int `json:"escalations,omitempty"`
+	// Retired are request ids of this interrupt that expired by
+	// escalation: a resume with their token is refused expired.
+	Retired []string `json:"retired,omitempty"`
 }
 
 // kind is the rules of one kind of interrupt, each in its own file: how a
@@ -52,7 +73,7 @@ type kind interface {
 	// answer records a resume's answer on the pending interrupt, or says
 	// what is wrong with it (the resume is then refused invalid_answer and
 	// the interrupt stays pending).
-	answer(f *Flow, cp *Checkpoint, in *Interrupt, cmd Resume) error
+	answer(t *txn, in *Interrupt, cmd Resume) error
 	// describe fills the kind's fields of the interrupted event.
 	describe(in *Interrupt, ev *InterruptedEvent)
 }
@@ -64,6 +85,8 @@ func kindOf(name string) (kind, bool) {
 		return questionKind{}, true
 	case KindChoice:
 		return choiceKind{}, true
+	case KindApproval:
+		return approvalKind{}, true
 	}
 	return nil, false
 }
@@ -126,4 +149,15 @@ func (x *exec) pause(in *Interrupt) error {
 	in.AskedAt = x.now
 	x.paused = in
 	return ErrInterrupted
+}
+
+// carry gives an interrupt asked again the deadline of the one it
+// follows, or a new interrupt its own deadline.
+func (x *exec) carry(cur *Interrupt, timeout time.Duration, in *Interrupt) *Interrupt {
+	if cur != nil && cur.ExpiresAt != nil {
+		in.ExpiresAt, in.OnTimeout, in.Retired = cur.ExpiresAt, cur.OnTimeout, cur.Retired
+		return in
+	}
+	x.deadline(in, timeout, Policy{})
+	return in
 }

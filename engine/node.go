@@ -31,6 +31,15 @@ type exec struct {
 	// requestID returns a new request id.
 	requestID func() string
 	steps     map[string]bool
+	// persisted is set once this transition wrote the checkpoint mid-node.
+	persisted bool
+	// rejected is set when an approval of this visit was rejected.
+	rejected bool
+	// invalid is the message of edits the approval's validator refused:
+	// the resume is refused invalid_answer.
+	invalid string
+	// emit adds an event to the transition's outbox.
+	emit func(kind string, data EventData)
 }
 
 func (x *exec) fail(err error) error {
@@ -158,4 +167,82 @@ func Step[T any](ctx context.Context, n Stepper, name string, fn func(context.Co
 		}
 	}
 	return v, nil
+}
+
+// Local returns the node-local value name as set by [SetLocal] in this
+// visit of the node, and false when it is not set (or does not decode
+// into T). Node-local values survive the node's re-runs (on every resume)
+// and are dropped when the node completes, so a node can do a thing once
+// per visit and remember it across its interrupts: announce a pre-event,
+// count re-asks.
+func Local[T any](n Stepper, name string) (T, bool) {
+	x := n.stepper()
+	var v T
+	raw, ok := x.cp.Locals[name]
+	if !ok || json.Unmarshal(raw, &v) != nil {
+		return v, false
+	}
+	return v, true
+}
+
+// SetLocal sets the node-local value name (see [Local]). The value must
+// survive a JSON round trip.
+func SetLocal(n Stepper, name string, v any) error {
+	x := n.stepper()
+	raw, err := encodeValue("local."+name, v)
+	if err != nil {
+		return x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	if x.cp.Locals == nil {
+		x.cp.Locals = map[string]json.RawMessage{}
+	}
+	x.cp.Locals[name] = raw
+	return nil
+}
+
+// Emit publishes an event of the node's own, of type
+// io.interlock.node.<kind> on interlock.ev.<flow>.<run>.<kind>, with the
+// transition (after its checkpoint is written). kind is lower case letters,
+// digits and '_', and none of the protocol's kinds. A node that emits and
+// then pauses emits again on its re-run unless it remembers having done
+// so: use [Local], or [Step] for work that must happen once.
+func (n *Node[S]) Emit(kind string, data any) error {
+	x := n.x
+	if err := checkNodeKind(kind); err != nil {
+		return x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	raw, err := encodeValue("event."+kind, data)
+	if err != nil {
+		return x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	if x.emit == nil {
+		return x.fail(fmt.Errorf("node %q: Emit outside a transition", x.cp.Node))
+	}
+	x.emit(kind, &NodeEvent{Flow: x.cp.Flow, Run: x.cp.Run, Node: x.cp.Node, Data: raw, Origin: x.cp.Origin})
+	return nil
+}
+
+func checkNodeKind(kind string) error {
+	if kind == "" || len(kind) > 64 {
+		return fmt.Errorf("event kind %q: use 1 to 64 of a-z 0-9 _", kind)
+	}
+	for i := 0; i < len(kind); i++ {
+		c := kind[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return fmt.Errorf("event kind %q: use only a-z 0-9 _", kind)
+		}
+	}
+	if reservedKind(kind) {
+		return fmt.Errorf("event kind %q is one of the protocol's; choose another", kind)
+	}
+	return nil
+}
+
+func reservedKind(kind string) bool {
+	switch kind {
+	case EventStarted, EventInterrupted, EventResumed, EventCompleted, EventFailed,
+		EventCancelled, EventExpired, EventRefused, EventDecided:
+		return true
+	}
+	return false
 }

@@ -45,7 +45,7 @@ func (t *txn) add(stream Stream, kind string, data EventData) {
 func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck bool) error {
 	var audits, evs []Message
 	for _, m := range cp.Outbox {
-		if m.Stream == AuditStream {
+		if m.Stream == AuditStream || m.Stream == ScheduleStream {
 			audits = append(audits, m)
 			continue
 		}
@@ -85,6 +85,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 		p := &Pending{
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
+			ApproverRole: in.ApproverRole, Action: in.Action,
 		}
 		if err := r.cfg.Store.PutPending(ctx, p); err != nil {
 			return fmt.Errorf("engine: indexing pending run %s.%s: %w", cp.Flow, cp.Run, err)
@@ -100,6 +101,12 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 // refuse publishes a refused event and returns the outcome; deadLetter, if
 // set, asks for the inbound message to be dead-lettered too.
 func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string) (Outcome, error) {
+	return r.refuseWith(ctx, flow, run, requestID, o, code, deadLetter, msg, nil)
+}
+
+// refuseWith is refuse with the run's audit record of the refusal, when
+// the run exists.
+func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string, rec *AuditRecord) (Outcome, error) {
 	ref := &Refusal{Code: code, Message: msg, RequestID: requestID}
 	out := Outcome{Flow: flow, Run: run, Refused: ref, DeadLetter: deadLetter}
 	id := "refused-" + randomID(16)
@@ -107,13 +114,58 @@ func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbo
 		sum := sha256.Sum256([]byte(flow + "\x00" + run + "\x00" + o.Source + "\x00" + o.EventID))
 		id = "refused-" + hex.EncodeToString(sum[:12])
 	}
-	m := Message{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: r.cfg.Now().UTC(),
+	now := r.cfg.Now().UTC()
+	msgs := []Message{{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: now,
 		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: o.EventID},
-		Traceparent: o.Traceparent}
-	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
+		Traceparent: o.Traceparent}}
+	if rec != nil {
+		msgs = append(msgs, Message{Stream: AuditStream, Kind: ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
+			Data: rec, Traceparent: o.Traceparent})
+	}
+	if err := r.cfg.Publisher.Publish(ctx, msgs, 0, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: publishing refusal of %s.%s: %w", flow, run, err)
 	}
 	return out, nil
+}
+
+// refuseRun refuses a command on an existing run, recording the refusal
+// on the run's audit stream as a side record of its chain.
+func (r *Runner) refuseRun(ctx context.Context, t *txn, requestID, code, msg string) (Outcome, error) {
+	cp := t.cp
+	rec := &AuditRecord{Flow: cp.Flow, Run: cp.Run, Action: ActionRefused, At: t.now, By: t.actor, Source: t.in.Source,
+		EventID: t.in.EventID, RequestID: requestID, Code: code, Reason: msg, Side: true}
+	if cp.Audit != nil {
+		rec.Prev = cp.Audit.Hash
+	}
+	h, err := AuditHash(rec)
+	if err != nil {
+		return Outcome{}, err
+	}
+	rec.Hash = h
+	return r.refuseWith(ctx, cp.Flow, cp.Run, requestID, t.in, code, "", msg, rec)
+}
+
+// refuseAnswer refuses a resume whose answer a validator refused when the
+// node ran again; nothing of the transition was written, so the interrupt
+// stays pending with its token.
+func (r *Runner) refuseAnswer(ctx context.Context, t *txn, msg string) (Outcome, error) {
+	requestID := ""
+	if t.pending != nil {
+		requestID = t.pending.RequestID
+	}
+	t.cp.Audit = t.loadedAudit
+	out, err := r.refuseRun(ctx, t, requestID, CodeInvalidAnswer, msg)
+	out.Status, out.Checkpoint, out.Node = Waiting, t.rev, t.cp.Node
+	return out, err
+}
+
+// interrupted adds the interrupted event announcing in to the outbox and,
+// when in has a deadline, the schedule that expires it.
+func (t *txn) interrupted(in *Interrupt) {
+	if in.ExpiresAt != nil {
+		t.add(ScheduleStream, "expire", &Schedule{Flow: t.cp.Flow, Run: t.cp.Run, RequestID: in.RequestID, ExpiresAt: *in.ExpiresAt})
+	}
+	t.emit(EventInterrupted, interruptedEvent(t.cp, in))
 }
 
 // Refuse publishes a refused event for a message that cannot be applied for

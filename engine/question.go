@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Question asks for one state field.
@@ -32,6 +33,10 @@ type Questions struct {
 	Questions []Question
 	// Context is interrupt-wide guidance ("Ask both in one natural message.").
 	Context string
+	// Timeout, if set, is how long the questions may wait for answers;
+	// then the run ends expired. Partial answers and re-asks keep the
+	// first deadline.
+	Timeout time.Duration
 }
 
 // Validator checks an answer. value is the answer decoded from JSON (a
@@ -103,8 +108,12 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 	if err := checkQuestions(qs); err != nil {
 		return nil, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
 	}
+	if err := checkTimeout(KindQuestion, qs.Timeout, Policy{}); err != nil {
+		return nil, x.fail(fmt.Errorf("node %q: questions: %w", x.cp.Node, err))
+	}
 	given := map[string]json.RawMessage{}
-	if cur := x.current(i, KindQuestion); cur != nil {
+	cur := x.current(i, KindQuestion)
+	if cur != nil {
 		for f, v := range cur.Answers {
 			if filled(v) {
 				given[f] = v
@@ -125,10 +134,10 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, x.pause(&Interrupt{
+		return nil, x.pause(x.carry(cur, qs.Timeout, &Interrupt{
 			Kind: KindQuestion, Index: i, Questions: missing, Fields: fields,
 			Context: qs.Context, Answers: given,
-		})
+		}))
 	}
 
 	// Every field is filled: validate.
@@ -161,10 +170,10 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 			delete(given, q.Field)
 			x.cp.State.clear(q.Field)
 		}
-		return nil, x.pause(&Interrupt{
+		return nil, x.pause(x.carry(cur, qs.Timeout, &Interrupt{
 			Kind: KindQuestion, Index: i, Questions: rejected, Fields: fields,
 			Context: qs.Context, Answers: given,
-		})
+		}))
 	}
 	if err := x.applyRaw(given); err != nil {
 		return nil, x.fail(err)
@@ -198,7 +207,8 @@ type questionKind struct{}
 
 // answer records answers to some or all of the fields asked. Validators run
 // when the node runs again, once every field is filled (rule 3).
-func (questionKind) answer(f *Flow, cp *Checkpoint, in *Interrupt, cmd Resume) error {
+func (questionKind) answer(t *txn, in *Interrupt, cmd Resume) error {
+	f, cp := t.f, t.cp
 	if len(cmd.Selected) > 0 || cmd.Decision != "" {
 		return fmt.Errorf("this interrupt asks questions; send answers for %s", strings.Join(in.Fields, ", "))
 	}

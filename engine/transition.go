@@ -30,10 +30,29 @@ type txn struct {
 	answerSize int
 	// asked is when the answered interrupt was asked.
 	asked time.Time
+	// actor names who sent the command, for refusals' audit records.
+	actor string
+	// savedMid is set once the transition wrote the checkpoint mid-node.
+	savedMid bool
+	// pending is the interrupt the run waited on when it was loaded, and
+	// loadedAudit the head of its audit chain then.
+	pending     *Interrupt
+	loadedAudit *AuditHead
 }
 
 func (r *Runner) newTxn(f *Flow, cp *Checkpoint, rev uint64, stored bool, in Inbound, key string) *txn {
-	return &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key}
+	t := &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key, actor: in.Source}
+	if cp != nil {
+		if cp.Interrupt != nil {
+			p := *cp.Interrupt
+			t.pending = &p
+		}
+		if cp.Audit != nil {
+			a := *cp.Audit
+			t.loadedAudit = &a
+		}
+	}
+	return t
 }
 
 // begin marks the run as changed by the transition's command.
@@ -65,7 +84,7 @@ func (t *txn) refuse(ctx context.Context, requestID, code, format string, args .
 	if requestID == "" && t.cp.Interrupt != nil {
 		requestID = t.cp.Interrupt.RequestID
 	}
-	out, err := t.r.refuse(ctx, t.cp.Flow, t.cp.Run, requestID, t.in, code, "", fmt.Sprintf(format, args...))
+	out, err := t.r.refuseRun(ctx, t, requestID, code, fmt.Sprintf(format, args...))
 	out.Status, out.Checkpoint, out.Node = t.cp.Status, t.rev, t.cp.Node
 	return out, err
 }
@@ -180,6 +199,11 @@ func (r *Runner) lookup(ctx context.Context, flow, run string, o Inbound) (*Flow
 // run advances the transition's run until it waits or finishes, then commits.
 func (r *Runner) run(ctx context.Context, t *txn) (Outcome, error) {
 	if err := r.advance(ctx, t); err != nil {
+		var inv *invalidAnswerError
+		if errors.As(err, &inv) {
+			// Nothing was written: the interrupt stays pending, with its token.
+			return r.refuseAnswer(ctx, t, inv.msg)
+		}
 		return r.failedWrite(ctx, t, err)
 	}
 	return r.commit(ctx, t)
@@ -189,6 +213,9 @@ func (r *Runner) run(ctx context.Context, t *txn) (Outcome, error) {
 func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	if t.cp.Status == Waiting {
 		t.cp.Waited = true
+	}
+	if err := t.seal(); err != nil {
+		return Outcome{}, err
 	}
 	if err := t.save(ctx); err != nil {
 		return r.failedWrite(ctx, t, err)
@@ -262,7 +289,9 @@ func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outc
 }
 
 // advance runs nodes from the checkpoint's current node until the run
-// pauses, completes or fails.
+// pauses, completes or fails. A static gate's decision is taken first; a
+// gate before a node pauses the run before the node runs, a gate after it
+// once it ran.
 func (r *Runner) advance(ctx context.Context, t *txn) error {
 	cp := t.cp
 	for runs := 0; ; runs++ {
@@ -270,40 +299,68 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 			t.failRun(fmt.Errorf("ran %d nodes without pausing or ending; check the flow's edges for a loop", runs))
 			return nil
 		}
-		x := &exec{flow: t.f, cp: cp, now: t.now, steps: map[string]bool{}, requestID: newRequestID}
-		x.persist = func(ctx context.Context) error {
-			cp.Status = Running
-			return t.save(ctx)
-		}
-		x.ensureStored = func(ctx context.Context) error {
-			if t.stored {
+		x := t.exec()
+		runNode := true
+		if in := cp.Interrupt; in != nil && in.Gate != "" && in.Decision != nil {
+			var err error
+			if runNode, err = r.gateDecided(ctx, t, x, in); err != nil {
+				var inv *invalidAnswerError
+				if errors.As(err, &inv) {
+					return err
+				}
+				t.failRun(err)
 				return nil
 			}
-			return x.persist(ctx)
+			if x.rejected && t.f.rejects[cp.Node] == "" {
+				t.rejectedRun()
+				return nil
+			}
 		}
-		nodeErr := r.call(ctx, t.f, x)
-		if x.abort != nil {
-			return x.abort
-		}
-		if x.paused != nil && x.err == nil {
-			cp.Status, cp.Interrupt = Waiting, x.paused
-			t.outcome(AuditOutcome{Node: cp.Node, RequestID: x.paused.RequestID, Kind: x.paused.Kind})
-			t.emit(EventInterrupted, interruptedEvent(cp, x.paused))
-			return nil
-		}
-		if x.err != nil {
-			nodeErr = x.err
-		}
-		if nodeErr != nil && !errors.Is(nodeErr, ErrInterrupted) {
-			t.failRun(nodeErr)
-			return nil
+		if runNode {
+			if g := t.f.gateOf(cp.Node, GateBefore); g != nil && cp.GatePassed != cp.Node {
+				in, err := t.gateInterrupt(g, GateBefore)
+				if err != nil {
+					t.failRun(err)
+					return nil
+				}
+				t.wait(in)
+				return nil
+			}
+			nodeErr := r.call(ctx, t.f, x)
+			if x.abort != nil {
+				return x.abort
+			}
+			if x.invalid != "" && x.err == nil {
+				return &invalidAnswerError{msg: x.invalid}
+			}
+			if x.paused != nil && x.err == nil {
+				t.wait(x.paused)
+				return nil
+			}
+			if x.err != nil {
+				nodeErr = x.err
+			}
+			if nodeErr != nil && !errors.Is(nodeErr, ErrInterrupted) {
+				t.failRun(nodeErr)
+				return nil
+			}
+			if g := t.f.gateOf(cp.Node, GateAfter); g != nil && !x.rejected {
+				cp.Resumes, cp.Steps, cp.Locals, cp.GatePassed = nil, nil, nil, ""
+				in, err := t.gateInterrupt(g, GateAfter)
+				if err != nil {
+					t.failRun(err)
+					return nil
+				}
+				t.wait(in)
+				return nil
+			}
 		}
 		next, err := r.route(t.f, x)
 		if err != nil {
 			t.failRun(err)
 			return nil
 		}
-		cp.Resumes, cp.Steps, cp.Interrupt = nil, nil, nil
+		cp.Resumes, cp.Steps, cp.Interrupt, cp.Locals, cp.GatePassed = nil, nil, nil, nil, ""
 		if next == End {
 			cp.Status = Completed
 			t.outcome(AuditOutcome{Node: cp.Node})
@@ -312,6 +369,54 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 		}
 		cp.Node = next
 	}
+}
+
+// exec returns a new execution of the current node.
+func (t *txn) exec() *exec {
+	cp := t.cp
+	x := &exec{flow: t.f, cp: cp, now: t.now, steps: map[string]bool{}, requestID: newRequestID, persisted: t.savedMid}
+	x.persist = func(ctx context.Context) error {
+		cp.Status = Running
+		if err := t.save(ctx); err != nil {
+			return err
+		}
+		t.savedMid, x.persisted = true, true
+		return nil
+	}
+	x.ensureStored = func(ctx context.Context) error {
+		if t.stored {
+			return nil
+		}
+		return x.persist(ctx)
+	}
+	x.emit = t.emit
+	return x
+}
+
+// wait pauses the run on in: the transition's record gets the outcome,
+// an interrupted record follows it, and the interrupted event (with the
+// deadline's schedule) goes out.
+func (t *txn) wait(in *Interrupt) {
+	cp := t.cp
+	cp.Status, cp.Interrupt = Waiting, in
+	t.outcome(AuditOutcome{Node: cp.Node, RequestID: in.RequestID, Kind: in.Kind})
+	rec := &AuditRecord{Action: ActionInterrupted, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+		By: t.r.cfg.Source, ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt, Reason: in.Reason}
+	if in.Kind == KindApproval {
+		rec.Approval = &AuditApproval{Action: in.Action, Args: in.Args}
+	}
+	t.audit(rec)
+	t.interrupted(in)
+}
+
+// rejectedRun completes a run whose gate was rejected and which declares
+// no reject route.
+func (t *txn) rejectedRun() {
+	cp := t.cp
+	cp.Resumes, cp.Steps, cp.Interrupt, cp.Locals, cp.GatePassed = nil, nil, nil, nil, ""
+	cp.Status = Completed
+	t.outcome(AuditOutcome{Node: cp.Node})
+	t.emit(EventCompleted, &CompletedEvent{Flow: cp.Flow, Run: cp.Run, State: cp.State, Rejection: cp.Rejection, Origin: cp.Origin})
 }
 
 func (t *txn) failRun(err error) {
@@ -336,6 +441,9 @@ func (r *Runner) call(ctx context.Context, f *Flow, x *exec) (err error) {
 }
 
 func (r *Runner) route(f *Flow, x *exec) (next string, err error) {
+	if to, ok := f.rejects[x.cp.Node]; ok && x.rejected {
+		return to, nil
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("router after node %q panicked: %v", x.cp.Node, p)

@@ -47,6 +47,19 @@ type Checkpoint struct {
 	Applied []string `json:"applied,omitempty"`
 	// Cause names the command of the run's last transition.
 	Cause *CheckpointCause `json:"cause,omitempty"`
+	// Rejection is the run's latest rejected approval.
+	Rejection json.RawMessage `json:"rejection,omitempty"`
+	// Decisions are the run's latest approval decisions, oldest first.
+	Decisions json.RawMessage `json:"decisions,omitempty"`
+	// Audit is the head of the run's audit chain.
+	Audit *AuditHead `json:"audit,omitempty"`
+}
+
+// AuditHead is the last record of a run's audit chain, as the checkpoint
+// records it: how many records the chain holds and the last one's hash.
+type AuditHead struct {
+	Records uint64 `json:"records"`
+	Hash    string `json:"hash"`
 }
 
 // CheckpointCause names the command of a run's last transition.

@@ -16,7 +16,15 @@ const (
 	// again with a fresh resume token.
 	TypeReannounce  = "io.interlock.run.reannounce"
 	TypeToolRequest = "io.interlock.tool.requested"
+	// TypeExpire applies an interrupt's deadline. Interlock schedules it
+	// with the server (a JetStream message schedule) when it publishes an
+	// interrupt with a deadline; clients do not send it.
+	TypeExpire = "io.interlock.run.expire"
 )
+
+// TypeNodePrefix begins the type of an event a node emits: a node's
+// "message" event has type io.interlock.node.message.
+const TypeNodePrefix = "io.interlock.node."
 
 // Outbound event types: what Interlock announces.
 const (
@@ -94,6 +102,8 @@ func InboundType(verb string) (string, bool) {
 		return TypeReannounce, true
 	case "request":
 		return TypeToolRequest, true
+	case "expire":
+		return TypeExpire, true
 	}
 	return "", false
 }

@@ -18,20 +18,30 @@ type Option struct {
 
 // Interrupted is the data of an io.interlock.run.interrupted event.
 type Interrupted struct {
-	Flow        string          `json:"flow"`
-	Run         string          `json:"run"`
-	Node        string          `json:"node"`
-	RequestID   string          `json:"requestId"`
-	ResumeToken string          `json:"resumeToken"`
-	Checkpoint  uint64          `json:"checkpoint"`
-	Kind        string          `json:"kind"`
-	Questions   []Question      `json:"questions,omitempty"`
-	Context     string          `json:"context,omitempty"`
-	Question    string          `json:"question,omitempty"`
-	Options     []Option        `json:"options,omitempty"`
-	Multiple    bool            `json:"multiple,omitempty"`
-	ExpiresAt   string          `json:"expiresAt,omitempty"`
-	Origin      json.RawMessage `json:"origin,omitempty"`
+	Flow        string     `json:"flow"`
+	Run         string     `json:"run"`
+	Node        string     `json:"node"`
+	RequestID   string     `json:"requestId"`
+	ResumeToken string     `json:"resumeToken"`
+	Checkpoint  uint64     `json:"checkpoint"`
+	Kind        string     `json:"kind"`
+	Questions   []Question `json:"questions,omitempty"`
+	Context     string     `json:"context,omitempty"`
+	Question    string     `json:"question,omitempty"`
+	Options     []Option   `json:"options,omitempty"`
+	Multiple    bool       `json:"multiple,omitempty"`
+	// Action, Args, Reason, ApproverRole and Decisions: an approval. Gate
+	// is "before" or "after" for a gate declared on the flow; Error says
+	// why an approval is asked again.
+	Action       string          `json:"action,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	Decisions    []string        `json:"decisions,omitempty"`
+	Gate         string          `json:"gate,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	ExpiresAt    string          `json:"expiresAt,omitempty"`
+	Origin       json.RawMessage `json:"origin,omitempty"`
 }
 
 // Fields returns the fields the interrupt asks for, in order.
@@ -59,7 +69,48 @@ type Completed struct {
 	Run        string          `json:"run"`
 	Checkpoint uint64          `json:"checkpoint"`
 	State      json.RawMessage `json:"state"`
+	Rejection  json.RawMessage `json:"rejection,omitempty"`
 	Origin     json.RawMessage `json:"origin,omitempty"`
+}
+
+// Resumed is the data of an io.interlock.run.resumed event.
+type Resumed struct {
+	Flow       string          `json:"flow"`
+	Run        string          `json:"run"`
+	Node       string          `json:"node"`
+	RequestID  string          `json:"requestId"`
+	Kind       string          `json:"kind"`
+	Checkpoint uint64          `json:"checkpoint"`
+	Decision   string          `json:"decision,omitempty"`
+	Approver   string          `json:"approver,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Edits      json.RawMessage `json:"edits,omitempty"`
+}
+
+// Expired is the data of an io.interlock.run.expired event.
+type Expired struct {
+	Flow         string `json:"flow"`
+	Run          string `json:"run"`
+	Checkpoint   uint64 `json:"checkpoint"`
+	Node         string `json:"node"`
+	RequestID    string `json:"requestId"`
+	Kind         string `json:"kind"`
+	ExpiresAt    string `json:"expiresAt"`
+	ApproverRole string `json:"approverRole,omitempty"`
+}
+
+// Decided is the data of an io.interlock.tool.decided event: the gate's
+// answer to a tool-call request.
+type Decided struct {
+	CallID string `json:"callId"`
+	// Decision is allowed, approved, edited, rejected or expired.
+	Decision string          `json:"decision"`
+	Tool     string          `json:"tool,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Approver string          `json:"approver,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Rule     string          `json:"rule,omitempty"`
+	Origin   json.RawMessage `json:"origin,omitempty"`
 }
 
 // Failed is the data of an io.interlock.run.failed event.

@@ -81,6 +81,28 @@ func ParseReannounce(data []byte) (Reannounce, error) {
 	return r, nil
 }
 
+// Expire is the data of an io.interlock.run.expire event: the deadline of
+// one pending request has passed.
+type Expire struct {
+	RequestID string `json:"requestId"`
+	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Flow and Run repeat the subject's flow and the event's subject.
+	Flow string `json:"flow,omitempty"`
+	Run  string `json:"run,omitempty"`
+}
+
+// ParseExpire parses expire data; requestId is required.
+func ParseExpire(data []byte) (Expire, error) {
+	var e Expire
+	if err := decodeStrict(data, &e, "expire"); err != nil {
+		return Expire{}, err
+	}
+	if e.RequestID == "" {
+		return Expire{}, &Error{Reason: ReasonInvalidPayload, Msg: "expire data needs requestId"}
+	}
+	return e, nil
+}
+
 // ParseCancel parses cancel data. Empty data is a cancel with no reason.
 func ParseCancel(data []byte) (Cancel, error) {
 	var c Cancel

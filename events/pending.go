@@ -24,6 +24,9 @@ type Pending struct {
 	Question string `json:"question,omitempty"`
 	// ApproverRole is who may decide an approval interrupt.
 	ApproverRole string `json:"approverRole,omitempty"`
+	// Action is what an approval interrupt proposes (a tool name, or the
+	// node's name for a gate declared on the flow).
+	Action string `json:"action,omitempty"`
 	// AskedAt is when the interrupt was asked.
 	AskedAt time.Time `json:"askedAt"`
 	// ExpiresAt is when the interrupt expires, if it has a timeout.

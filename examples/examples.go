@@ -5,9 +5,10 @@ package examples
 import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/examples/refund"
 )
 
 // Flows returns every example flow.
 func Flows() []*engine.Flow {
-	return []*engine.Flow{booking.Flow()}
+	return []*engine.Flow{booking.Flow(), refund.Flow()}
 }

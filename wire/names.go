@@ -53,6 +53,16 @@ func (n Names) RunsBucket() string { return n.Prefix + "_runs" }
 // PendingBucket is the pending index (interlock_pending).
 func (n Names) PendingBucket() string { return n.Prefix + "_pending" }
 
+// ConfigBucket holds live configuration, such as the gate's rules.
+func (n Names) ConfigBucket() string { return n.Prefix + "_config" }
+
+// Schedule is the subject of the deadline of one request of one run: a
+// JetStream message schedule in the inbound stream, published by the server
+// at its time to [Names.In](flow, "expire").
+func (n Names) Schedule(flow, run, requestID string) string {
+	return n.Prefix + ".schedule." + flow + "." + run + "." + requestID
+}
+
 // KeysBucket holds the generated resume-token secret when none is configured.
 func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
 

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
@@ -219,6 +220,8 @@ type Harness struct {
 	Publisher *Publisher
 	flow      string
 	n         int
+	// offset is how far the harness's clock is ahead of the wall clock.
+	offset time.Duration
 }
 
 // New returns a harness running flows; the first is the default flow of
@@ -229,6 +232,7 @@ func New(t TB, flows ...*engine.Flow) *Harness {
 	r, err := engine.NewRunner(engine.Config{
 		Flows: flows, Store: h.Store, Publisher: h.Publisher,
 		Secret: []byte("enginetest-secret-enginetest-secret-0123"),
+		Now:    func() time.Time { return time.Now().Add(h.offset) },
 	})
 	if err != nil {
 		t.Fatalf("enginetest: %v", err)
@@ -366,6 +370,59 @@ func (h *Harness) Choose(run string, ids ...string) engine.Outcome {
 	out := h.Resume(run, engine.Resume{Selected: ids})
 	if out.Refused != nil {
 		h.t.Fatalf("enginetest: choice refused: %s: %s", out.Refused.Code, out.Refused.Message)
+	}
+	return out
+}
+
+// Decide decides the run's pending approval with verdict ("approve",
+// "edit", "reject"), edits (for an edit), approver and reason, and returns
+// the outcome without failing on refusal.
+func (h *Harness) Decide(run, verdict string, edits map[string]any, approver, reason string) engine.Outcome {
+	h.t.Helper()
+	var raw map[string]json.RawMessage
+	if edits != nil {
+		raw = map[string]json.RawMessage{}
+		for k, v := range edits {
+			b, err := json.Marshal(v)
+			if err != nil {
+				h.t.Fatalf("enginetest: edit %s: %v", k, err)
+			}
+			raw[k] = b
+		}
+	}
+	return h.Resume(run, engine.Resume{Decision: verdict, Edits: raw, Approver: approver, Reason: reason})
+}
+
+// Advance moves the harness's clock forward by d.
+func (h *Harness) Advance(d time.Duration) { h.offset += d }
+
+// Expire delivers the expire command the server schedules for the run's
+// pending interrupt, as if its deadline had passed: it moves the clock
+// past the deadline first. It fails the test if the run has no deadline.
+func (h *Harness) Expire(run string) engine.Outcome {
+	h.t.Helper()
+	cp := h.Checkpoint(run)
+	if cp.Interrupt == nil || cp.Interrupt.ExpiresAt == nil {
+		h.t.Fatalf("enginetest: run %s has no pending interrupt with a deadline", run)
+	}
+	if wait := time.Until(*cp.Interrupt.ExpiresAt) - h.offset; wait >= 0 {
+		h.offset += wait + time.Millisecond
+	}
+	out, err := h.Runner.Expire(h.t.Context(), engine.Expire{Flow: h.flow, Run: run, RequestID: cp.Interrupt.RequestID,
+		Inbound: engine.Inbound{EventID: h.nextID(), Source: "interlock/schedule"}})
+	if err != nil {
+		h.t.Fatalf("enginetest: expire: %v", err)
+	}
+	return out
+}
+
+// Audit returns the run's audit records, in order.
+func (h *Harness) Audit(run string) []*engine.AuditRecord {
+	var out []*engine.AuditRecord
+	for _, m := range h.Publisher.Messages(run) {
+		if rec, ok := m.Data.(*engine.AuditRecord); ok && m.Stream == engine.AuditStream {
+			out = append(out, rec)
+		}
 	}
 	return out
 }

@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Verdict is an approver's decision on a proposed action.
+type Verdict string
+
+// Verdicts of an approval.
+const (
+	// VerdictApprove runs the action with the proposed args.
+	VerdictApprove Verdict = "approve"
+	// VerdictEdit runs the action with the approver's edits merged over
+	// the proposed args.
+	VerdictEdit Verdict = "edit"
+	// VerdictReject never runs the action; the run takes the flow's reject
+	// route, if it declares one.
+	VerdictReject Verdict = "reject"
+)
+
+// AllVerdicts are the verdicts an approval allows unless it says otherwise.
+var allVerdicts = []Verdict{VerdictApprove, VerdictEdit, VerdictReject}
+
+// TimeoutActor is the approver named on a decision that a deadline's
+// policy took.
+const TimeoutActor = "interlock/timeout"
+
+// Approval is an approval interrupt: a proposed action (a tool call, an
+// email, a refund) that a person with ApproverRole approves, edits or
+// rejects.
+type Approval struct {
+	// Action names the proposed action, for example a tool name. Required.
+	Action string
+	// Args are the action's proposed arguments: a map or a struct that
+	// encodes as a JSON object.
+	Args any
+	// Reason says why approval is needed, for the approver.
+	Reason string
+	// ApproverRole is the role that may decide.
+	ApproverRole string
+	// Decisions are the verdicts allowed. Defaults to all three.
+	Decisions []Verdict
+	// Timeout, if set, is how long the approval may wait; OnTimeout says
+	// what happens then.
+	Timeout time.Duration
+	// OnTimeout is the deadline's policy. Defaults to expiring the run.
+	OnTimeout Policy
+	// Validate, if set, checks the final args of an edit before the run
+	// advances. Returning [Reject] refuses the resume invalid_answer with
+	// the message (the approval stays pending, with its token); any other
+	// error fails the run.
+	Validate func(ctx context.Context, args map[string]any) error
+}
+
+// Decision is the decision taken on an approval.
+type Decision struct {
+	Verdict Verdict `json:"verdict"`
+	// Action is the approval's action (the node's name for a static gate).
+	Action string `json:"action"`
+	// Args are the final args: the proposed args with any edits merged
+	// over them, key by key.
+	Args map[string]any `json:"args"`
+	// Edits are the approver's edits, for an edit.
+	Edits map[string]any `json:"edits,omitempty"`
+	// Approver names who decided: the resume's approver (or its source),
+	// or [TimeoutActor] when a deadline's policy decided.
+	Approver string `json:"approver,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// At is when the decision was taken.
+	At        time.Time `json:"at"`
+	Node      string    `json:"node,omitempty"`
+	RequestID string    `json:"requestId,omitempty"`
+	// Timeout is set when a deadline's policy decided.
+	Timeout bool `json:"timeout,omitempty"`
+}
+
+// Approved reports whether the action may run (approved or edited).
+func (d Decision) Approved() bool { return d.Verdict == VerdictApprove || d.Verdict == VerdictEdit }
+
+// maxDecisions bounds the decisions a checkpoint keeps.
+const maxDecisions = 32
+
+// Approve pauses the run with an approval interrupt. On the run that
+// follows the decision it returns the decision; a rejection is recorded in
+// the checkpoint (see [Node.Rejection]) and, when the node ends, the flow
+// takes the node's reject route if [Builder.OnReject] declares one. While
+// the run must wait it returns [ErrInterrupted]: return it.
+func (n *Node[S]) Approve(ctx context.Context, a Approval) (Decision, error) {
+	return n.x.approve(ctx, a)
+}
+
+// Decision returns the latest decision taken in this run on approvals of
+// action, and false if there is none.
+func (n *Node[S]) Decision(action string) (Decision, bool) {
+	for i := len(n.x.cp.Decisions) - 1; i >= 0; i-- {
+		if d := n.x.cp.Decisions[i]; d.Action == action {
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// Rejection returns the run's latest rejection, and false if nothing was
+// rejected.
+func (n *Node[S]) Rejection() (Decision, bool) {
+	if r := n.x.cp.Rejection; r != nil {
+		return *r, true
+	}
+	return Decision{}, false
+}
+
+func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
+	i, err := x.begin()
+	if err != nil {
+		return Decision{}, err
+	}
+	if raw, ok := x.resolved(i); ok {
+		var d Decision
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return Decision{}, x.fail(fmt.Errorf("recorded decision of interrupt %d: %w", i, err))
+		}
+		if d.Verdict == VerdictReject {
+			x.rejected = true
+		}
+		return d, nil
+	}
+	in, err := newApproval(x.cp.Node, a.Action, a.Args, a.Reason, a.ApproverRole, a.Decisions)
+	if err != nil {
+		return Decision{}, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	if err := checkTimeout(KindApproval, a.Timeout, a.OnTimeout); err != nil {
+		return Decision{}, x.fail(fmt.Errorf("node %q: approval %q: %w", x.cp.Node, a.Action, err))
+	}
+	in.Index = i
+	if cur := x.current(i, KindApproval); cur != nil {
+		if cur.Decision != nil {
+			d := *cur.Decision
+			if d.Verdict == VerdictEdit && a.Validate != nil {
+				if err := a.Validate(ctx, d.Args); err != nil {
+					var rej *Rejection
+					if !errors.As(err, &rej) {
+						return Decision{}, x.fail(fmt.Errorf("validating the edited args of %q: %w", a.Action, err))
+					}
+					return Decision{}, x.invalidEdit(cur, rej.Message)
+				}
+			}
+			x.decided(d)
+			if err := x.resolve(i, d); err != nil {
+				return Decision{}, x.fail(err)
+			}
+			return d, nil
+		}
+		// Still pending (a re-run after a crash): ask the same again.
+		in.ExpiresAt, in.OnTimeout, in.Escalations = cur.ExpiresAt, cur.OnTimeout, cur.Escalations
+		in.ApproverRole = cur.ApproverRole
+	} else {
+		x.deadline(in, a.Timeout, a.OnTimeout)
+	}
+	return Decision{}, x.pause(in)
+}
+
+// invalidEdit answers an edit whose validator refused the final args. If
+// nothing of this transition was written yet, the resume is refused
+// invalid_answer and the approval stays pending with its token; otherwise
+// the approval is asked again with the message as its error.
+func (x *exec) invalidEdit(cur *Interrupt, msg string) error {
+	if !x.persisted {
+		x.invalid = msg
+		return ErrInterrupted
+	}
+	again := *cur
+	again.Decision = nil
+	again.Error = msg
+	return x.pause(&again)
+}
+
+// decided records a decision on the checkpoint.
+func (x *exec) decided(d Decision) {
+	x.cp.Decisions = append(x.cp.Decisions, d)
+	if len(x.cp.Decisions) > maxDecisions {
+		x.cp.Decisions = x.cp.Decisions[len(x.cp.Decisions)-maxDecisions:]
+	}
+	if d.Verdict == VerdictReject {
+		r := d
+		x.cp.Rejection = &r
+		x.rejected = true
+	}
+}
+
+// newApproval checks an approval's declaration and returns its interrupt.
+func newApproval(node, action string, args any, reason, role string, decisions []Verdict) (*Interrupt, error) {
+	if action == "" {
+		return nil, errors.New("an approval needs an action (what is proposed, e.g. a tool name)")
+	}
+	if role != "" {
+		if err := CheckName("approver role", role); err != nil {
+			return nil, fmt.Errorf("approval %q: %w", action, err)
+		}
+	}
+	raw, err := encodeValue("args", args)
+	if err != nil {
+		return nil, fmt.Errorf("approval %q: %w", action, err)
+	}
+	if args == nil {
+		raw = json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("approval %q: args must encode as a JSON object, not %s", action, jsonKind(raw))
+	}
+	if len(decisions) == 0 {
+		decisions = allVerdicts
+	}
+	seen := map[Verdict]bool{}
+	for _, d := range decisions {
+		if !slices.Contains(allVerdicts, d) {
+			return nil, fmt.Errorf("approval %q: decision %q is not one of approve, edit, reject", action, d)
+		}
+		if seen[d] {
+			return nil, fmt.Errorf("approval %q: decision %q is listed twice", action, d)
+		}
+		seen[d] = true
+	}
+	return &Interrupt{
+		Kind: KindApproval, Node: node, Action: action, Args: raw, Reason: reason,
+		ApproverRole: role, Decisions: slices.Clone(decisions),
+	}, nil
+}
+
+// approvalKind is the rules of an approval interrupt.
+type approvalKind struct{}
+
+// answer checks a decision against the approval (rule 6) and records it,
+// with the final args, until the node runs again and takes it.
+func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
+	if len(cmd.Answers) > 0 || len(cmd.Selected) > 0 {
+		return fmt.Errorf("this interrupt is an approval of %s; send decision (%s)", in.Action, verdictList(in.Decisions))
+	}
+	v := Verdict(cmd.Decision)
+	if v == "" {
+		return fmt.Errorf("decision is missing; send one of %s", verdictList(in.Decisions))
+	}
+	if !slices.Contains(in.Decisions, v) {
+		return fmt.Errorf("decision %q is not allowed here; send one of %s", truncate(string(v), 32), verdictList(in.Decisions))
+	}
+	if v != VerdictEdit && len(cmd.Edits) > 0 {
+		return fmt.Errorf("edits are taken only with decision edit; send decision edit, or leave edits out to %s", v)
+	}
+	var proposed map[string]json.RawMessage
+	if err := json.Unmarshal(in.Args, &proposed); err != nil {
+		return fmt.Errorf("the approval's args do not decode: %w", err)
+	}
+	final := map[string]json.RawMessage{}
+	for k, val := range proposed {
+		final[k] = val
+	}
+	if v == VerdictEdit {
+		if len(cmd.Edits) == 0 {
+			return fmt.Errorf("decision edit needs edits: an object of the args to change (%s)", strings.Join(sortedKeys(proposed), ", "))
+		}
+		for _, k := range sortedKeys(cmd.Edits) {
+			if _, ok := proposed[k]; !ok {
+				return fmt.Errorf("edits name %q, which is not an arg of %s; edit one of %s", truncate(k, 64), in.Action, strings.Join(sortedKeys(proposed), ", "))
+			}
+			if !json.Valid(cmd.Edits[k]) {
+				return fmt.Errorf("edit of %s is not valid JSON", k)
+			}
+			final[k] = cmd.Edits[k]
+		}
+		if in.Gate != "" {
+			trial := *t.cp
+			if err := applyDoc(t.f, &trial, cmd.Edits); err != nil {
+				return fmt.Errorf("edits do not fit the state: %w", err)
+			}
+		}
+	}
+	d := &Decision{
+		Verdict: v, Action: in.Action, Approver: cmd.approver(), Reason: cmd.Reason, At: t.now,
+		Node: in.Node, RequestID: in.RequestID,
+	}
+	var err error
+	if d.Args, err = decodeObject(final); err != nil {
+		return err
+	}
+	if v == VerdictEdit {
+		if d.Edits, err = decodeObject(cmd.Edits); err != nil {
+			return err
+		}
+	}
+	in.Decision = d
+	return nil
+}
+
+func (approvalKind) describe(in *Interrupt, ev *InterruptedEvent) {
+	ev.Action, ev.Args, ev.Reason, ev.ApproverRole = in.Action, in.Args, in.Reason, in.ApproverRole
+	ev.Decisions, ev.Gate, ev.Error = in.Decisions, in.Gate, in.Error
+}
+
+// approver names who decided a resume: its approver, else its source.
+func (cmd Resume) approver() string {
+	if cmd.Approver != "" {
+		return cmd.Approver
+	}
+	return cmd.Source
+}
+
+func decodeObject(m map[string]json.RawMessage) (map[string]any, error) {
+	out := make(map[string]any, len(m))
+	for k, raw := range m {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func verdictList(vs []Verdict) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
