@@ -24,8 +24,28 @@ type verb struct {
 	apply       func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error)
 }
 
-// verbs is the table of inbound verbs.
-func verbs() map[string]verb {
+// ToolRules decides which gate rule, if any, fires for a tool request: nil
+// allows the call. An implementation fails closed: a rule it cannot
+// evaluate fires.
+type ToolRules interface {
+	Rule(ctx context.Context, req events.ToolRequest) *engine.GateRule
+}
+
+// verbs is the table of inbound verbs; rules, if set, serve the tool gate.
+func verbs(rules ToolRules) map[string]verb {
+	request := verb{typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker (interlock serve --gate-rules FILE)"}
+	if rules != nil {
+		request = verb{typ: events.TypeToolRequest, apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseToolRequest(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Request(ctx, engine.ToolRequest{
+				CallID: d.CallID, Tool: d.Tool, Args: d.Args, ConversationID: d.ConversationID, Agent: d.Agent,
+				Messages: d.Messages, Context: d.Context, Origin: d.Origin, Rule: rules.Rule(ctx, d), Inbound: in,
+			})
+		}}
+	}
 	return map[string]verb{
 		"start": {typ: events.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseStart(ev.Data())
@@ -67,7 +87,7 @@ func verbs() map[string]verb {
 			}
 			return r.Expire(ctx, engine.Expire{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Inbound: in})
 		}},
-		"request": {typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker"},
+		"request": request,
 	}
 }
 

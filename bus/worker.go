@@ -58,6 +58,10 @@ type WorkerConfig struct {
 	// MaxDeliver is how many times a message is delivered before a failing
 	// one is dead-lettered. Defaults to DefaultMaxDeliver.
 	MaxDeliver int
+	// Tools, if set, answers tool requests on <prefix>.in.gate.request;
+	// the runner must run [engine.GateFlow]. Without it such requests are
+	// dead-lettered unsupported.
+	Tools ToolRules
 	// Logger receives one line per refused, dead-lettered or failed message.
 	// Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -117,7 +121,7 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, sem: make(chan struct{}, cfg.Concurrency), verbs: verbs()}, nil
+	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, sem: make(chan struct{}, cfg.Concurrency), verbs: verbs(cfg.Tools)}, nil
 }
 
 // Start binds the inbound stream, creates or updates the durable consumer,

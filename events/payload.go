@@ -81,6 +81,51 @@ func ParseReannounce(data []byte) (Reannounce, error) {
 	return r, nil
 }
 
+// ToolRequest is the data of an io.interlock.tool.requested event: an
+// agent asks whether it may run a tool call.
+type ToolRequest struct {
+	// CallID names the call; it is the run id of the gate run when a rule
+	// fires, and repeating it never starts a second run.
+	CallID string `json:"callId"`
+	// Tool is the tool's name.
+	Tool string `json:"tool"`
+	// Args are the call's arguments, a JSON object.
+	Args           map[string]json.RawMessage `json:"args,omitempty"`
+	ConversationID string                     `json:"conversationId,omitempty"`
+	Agent          string                     `json:"agent,omitempty"`
+	// Messages are the conversation so far, for the approver.
+	Messages json.RawMessage `json:"messages,omitempty"`
+	// Context is any JSON object the rules may read.
+	Context json.RawMessage `json:"context,omitempty"`
+	// Origin is echoed in every event of the call.
+	Origin json.RawMessage `json:"origin,omitempty"`
+}
+
+// ParseToolRequest parses tool request data: callId and tool are required;
+// context and origin, when given, are objects and messages a list.
+func ParseToolRequest(data []byte) (ToolRequest, error) {
+	var r ToolRequest
+	if isEmpty(data) {
+		return r, invalid("data", "is empty; a tool request needs callId, tool and args")
+	}
+	if err := decodeStrict(data, &r, "tool request"); err != nil {
+		return ToolRequest{}, err
+	}
+	switch {
+	case r.CallID == "":
+		return ToolRequest{}, invalid("data.callId", "is missing; name the call (it becomes the gate run's id)")
+	case r.Tool == "":
+		return ToolRequest{}, invalid("data.tool", "is missing; name the tool the agent wants to call")
+	case len(r.Context) > 0 && !isObject(r.Context):
+		return ToolRequest{}, invalid("data.context", "must be a JSON object")
+	case len(r.Origin) > 0 && !isObject(r.Origin):
+		return ToolRequest{}, invalid("data.origin", "must be a JSON object")
+	case len(r.Messages) > 0 && !bytes.HasPrefix(bytes.TrimSpace(r.Messages), []byte("[")):
+		return ToolRequest{}, invalid("data.messages", "must be a JSON list")
+	}
+	return r, nil
+}
+
 // Expire is the data of an io.interlock.run.expire event: the deadline of
 // one pending request has passed.
 type Expire struct {

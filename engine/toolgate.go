@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// GateFlowName is the name of the built-in flow that holds tool calls
+// waiting for approval: one run per call, whose run id is the call's id.
+const GateFlowName = "gate"
+
+// Decisions of a tool-call gate's decided event.
+const (
+	ToolAllowed  = "allowed"
+	ToolApproved = "approved"
+	ToolEdited   = "edited"
+	ToolRejected = "rejected"
+	ToolExpired  = "expired"
+)
+
+// ToolRequest asks whether an agent may run a tool call.
+type ToolRequest struct {
+	CallID, Tool string
+	// Args are the call's arguments.
+	Args map[string]json.RawMessage
+	// ConversationID, Agent, Messages and Context describe the call for
+	// the approver; Origin is echoed in every event of the call.
+	ConversationID, Agent string
+	Messages, Context     json.RawMessage
+	Origin                json.RawMessage
+	// Rule is the gate rule that fires for the call; nil allows it.
+	Rule *GateRule
+	Inbound
+}
+
+// GateRule is what a firing gate rule asks for: who decides, why, and how
+// long they have.
+type GateRule struct {
+	Name         string
+	Reason       string
+	ApproverRole string
+	Timeout      time.Duration
+	OnTimeout    Policy
+}
+
+// gateState is the state of a gate run.
+type gateState struct {
+	CallID         string                     `json:"callId"`
+	Tool           string                     `json:"tool"`
+	Args           map[string]json.RawMessage `json:"args"`
+	ConversationID string                     `json:"conversationId,omitempty"`
+	Agent          string                     `json:"agent,omitempty"`
+	Messages       json.RawMessage            `json:"messages,omitempty"`
+	Context        json.RawMessage            `json:"context,omitempty"`
+	Rule           gateRuleState              `json:"rule"`
+	// Decided is the decided event's data once the call is decided.
+	Decided *DecidedEvent `json:"decided,omitempty"`
+}
+
+type gateRuleState struct {
+	Name         string  `json:"name,omitempty"`
+	Reason       string  `json:"reason"`
+	ApproverRole string  `json:"approverRole,omitempty"`
+	Timeout      string  `json:"timeout,omitempty"`
+	OnTimeout    *Policy `json:"onTimeout,omitempty"`
+}
+
+// GateFlow returns the built-in gate flow. A worker that serves the tool
+// gate registers it; its runs start only through [Runner.Request].
+func GateFlow() *Flow {
+	f := NewFlow[gateState](GateFlowName).
+		Node("decide", decideTool).
+		Start("decide").
+		MustBuild()
+	f.expired = func(t *txn, in *Interrupt) {
+		var s gateState
+		if err := json.Unmarshal(mustJSON(t.cp.State), &s); err != nil {
+			return
+		}
+		d := &DecidedEvent{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Rule: s.Rule.Name,
+			Reason: fmt.Sprintf("no decision by %s", in.ExpiresAt.Format(time.RFC3339)), Origin: t.cp.Origin}
+		if raw, err := json.Marshal(d); err == nil {
+			t.cp.State["decided"] = raw
+		}
+		t.emit(EventDecided, d)
+	}
+	return f
+}
+
+func mustJSON(d Doc) []byte {
+	b, _ := json.Marshal(d)
+	return b
+}
+
+func decideTool(ctx context.Context, n *Node[gateState]) error {
+	s := n.State()
+	timeout := time.Duration(0)
+	if s.Rule.Timeout != "" {
+		d, err := time.ParseDuration(s.Rule.Timeout)
+		if err != nil {
+			return fmt.Errorf("gate rule %q: timeout: %w", s.Rule.Name, err)
+		}
+		timeout = d
+	}
+	p := Policy{}
+	if s.Rule.OnTimeout != nil {
+		p = *s.Rule.OnTimeout
+	}
+	args := map[string]json.RawMessage{}
+	for k, v := range s.Args {
+		args[k] = v
+	}
+	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
+		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p})
+	if err != nil {
+		return err
+	}
+	ev := &DecidedEvent{CallID: s.CallID, Tool: s.Tool, Approver: d.Approver, Reason: d.Reason, Rule: s.Rule.Name, Origin: n.x.cp.Origin}
+	switch d.Verdict {
+	case VerdictApprove:
+		ev.Decision = ToolApproved
+	case VerdictEdit:
+		ev.Decision, ev.Args = ToolEdited, d.Args
+	default:
+		ev.Decision = ToolRejected
+	}
+	if err := n.Set("decided", ev); err != nil {
+		return err
+	}
+	n.x.emit(EventDecided, ev)
+	return nil
+}
+
+// Request applies a tool request. With no rule firing it answers allowed
+// at once. Otherwise it starts a run of the gate flow named after the
+// call, which waits on an approval and answers approved, edited, rejected
+// or expired. A request repeating a call already known starts nothing: it
+// is acknowledged while the call waits, and answered again with the same
+// decision once the call is decided.
+func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) {
+	if err := CheckName("run", req.CallID); err != nil {
+		return Outcome{Flow: GateFlowName, Run: req.CallID, DeadLetter: ReasonInvalidName}, nil
+	}
+	f, ok := r.flows[GateFlowName]
+	if !ok {
+		return Outcome{}, errors.New("engine: the gate flow is not registered; add engine.GateFlow() to Config.Flows")
+	}
+	cp, rev, err := r.cfg.Store.Load(ctx, GateFlowName, req.CallID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return Outcome{}, fmt.Errorf("engine: loading gate call %s: %w", req.CallID, err)
+	default:
+		return r.requestAgain(ctx, f, cp, rev, req)
+	}
+	if req.Rule == nil {
+		d := &DecidedEvent{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Origin: req.Origin}
+		return r.answerCall(ctx, req, d, Completed)
+	}
+	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
+		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
+		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole}}
+	if state.Args == nil {
+		state.Args = map[string]json.RawMessage{}
+	}
+	if req.Rule.Timeout > 0 {
+		state.Rule.Timeout = req.Rule.Timeout.String()
+		p := req.Rule.OnTimeout
+		state.Rule.OnTimeout = &p
+	}
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("engine: gate call %s: %w", req.CallID, err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return Outcome{}, fmt.Errorf("engine: gate call %s: %w", req.CallID, err)
+	}
+	req.FirstDelivery = false
+	out, err := r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, Inbound: req.Inbound})
+	if err == nil && out.Refused != nil && out.Refused.Code == CodeRunExists {
+		// Another worker started the call meanwhile: answer as a repeat.
+		if cp, rev, err := r.cfg.Store.Load(ctx, GateFlowName, req.CallID); err == nil {
+			return r.requestAgain(ctx, f, cp, rev, req)
+		}
+	}
+	return out, err
+}
+
+// requestAgain answers a request for a call the gate already holds.
+func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, req ToolRequest) (Outcome, error) {
+	if out, done, err := r.repeat(ctx, f, cp, rev, req.EventID, req.Seq); done || err != nil {
+		return out, err
+	}
+	if !cp.Status.Finished() {
+		if busy, err := r.busy(ctx, cp); err != nil || busy {
+			return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, err
+		}
+		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, Checkpoint: rev, Node: cp.Node, Duplicate: true}, nil
+	}
+	var d DecidedEvent
+	raw, ok := cp.State["decided"]
+	if !ok || json.Unmarshal(raw, &d) != nil {
+		// A call cancelled, or failed, before it was decided.
+		d = DecidedEvent{CallID: req.CallID, Decision: ToolRejected, Tool: req.Tool,
+			Approver: r.cfg.Source, Reason: fmt.Sprintf("the call's gate run is %s", cp.Status)}
+	}
+	d.Origin = cp.Origin
+	return r.answerCall(ctx, req, &d, cp.Status)
+}
+
+// answerCall publishes a decided event answering one request, with an id
+// of its own so that the request's redelivery is dropped and a new
+// request is answered.
+func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *DecidedEvent, status Status) (Outcome, error) {
+	sum := sha256.Sum256([]byte(req.CallID + "\x00" + req.Source + "\x00" + req.EventID))
+	m := Message{Stream: EventStream, Kind: EventDecided, ID: "decided-" + hex.EncodeToString(sum[:12]),
+		Flow: GateFlowName, Run: req.CallID, Time: r.cfg.Now().UTC(), Data: d, Traceparent: req.Traceparent}
+	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
+		return Outcome{}, fmt.Errorf("engine: answering gate call %s: %w", req.CallID, err)
+	}
+	return Outcome{Flow: GateFlowName, Run: req.CallID, Status: status, Events: []Message{m}}, nil
+}
