@@ -1,0 +1,356 @@
+package gate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/interlockhq/interlock/gate"
+)
+
+func mustParse(t testing.TB, src string) *gate.RuleSet {
+	t.Helper()
+	rs, err := gate.Parse([]byte(src), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// args decodes JSON as an agent service does: numbers are float64.
+func args(t testing.TB, js string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// argsNumber decodes JSON with UseNumber: numbers are json.Number.
+func argsNumber(t testing.TB, js string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// when returns a rule set of one rule for tool t with when w.
+func when(t testing.TB, w string) *gate.RuleSet {
+	t.Helper()
+	return mustParse(t, "rules:\n  - name: r\n    tool: t\n    when: '"+strings.ReplaceAll(w, "'", "''")+"'\n    reason: r\n    approverRole: a\n")
+}
+
+// Numbers compare across int and double, however the rule writes them
+// and however the arguments were decoded.
+func TestMatchNumbers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		when string
+		args map[string]any
+		want bool // the rule fires
+	}{
+		{"args.amount > 500", map[string]any{"amount": 600}, true},
+		{"args.amount > 500", map[string]any{"amount": int64(500)}, false},
+		{"args.amount > 500", map[string]any{"amount": 500.5}, true},
+		{"args.amount > 500", map[string]any{"amount": 500.0}, false},
+		{"args.amount > 500", map[string]any{"amount": uint(501)}, true},
+		{"args.amount > 500", args(t, `{"amount": 4800}`), true},
+		{"args.amount > 500", args(t, `{"amount": 200}`), false},
+		{"args.amount > 500", args(t, `{"amount": 500.01}`), true},
+		{"args.amount > 500", argsNumber(t, `{"amount": 4800}`), true},
+		{"args.amount > 500", argsNumber(t, `{"amount": 499.99}`), false},
+		{"args.amount > 500.0", map[string]any{"amount": 600}, true},
+		{"args.amount > 500.0", args(t, `{"amount": 4800}`), true},
+		{"args.amount > 500.0", args(t, `{"amount": 200}`), false},
+		{"args.amount >= 500", args(t, `{"amount": 500}`), true},
+		{"args.amount == 500", args(t, `{"amount": 500}`), true},
+		{"args.amount == 500", map[string]any{"amount": 500.0}, true},
+		{"args.amount != 500", args(t, `{"amount": 500}`), false},
+		{"args.amount in [100, 500]", args(t, `{"amount": 500}`), true},
+		{"args.order.total > 1000", args(t, `{"order": {"total": 1500.5}}`), true},
+		{"args.items.exists(i, i.price > 100)", args(t, `{"items": [{"price": 10}, {"price": 150}]}`), true},
+		{"size(args.items) > 1", args(t, `{"items": [1, 2]}`), true},
+		{"args.amount > 500 && args.currency == 'USD'", args(t, `{"amount": 501, "currency": "USD"}`), true},
+		{"args.amount > 500 && args.currency == 'USD'", args(t, `{"amount": 501, "currency": "EUR"}`), false},
+	}
+	for _, tt := range tests {
+		rs := when(t, tt.when)
+		m := rs.Match(t.Context(), gate.Request{Tool: "t", Args: tt.args})
+		if m.Err != nil {
+			t.Errorf("%s with %v: %v", tt.when, tt.args, m.Err)
+			continue
+		}
+		if got := m.Rule != nil; got != tt.want {
+			t.Errorf("%s with %v (%T): fired = %v, want %v", tt.when, tt.args, tt.args["amount"], got, tt.want)
+		}
+	}
+}
+
+// Every field of the request is a variable.
+func TestMatchVariables(t *testing.T) {
+	t.Parallel()
+	req := gate.Request{
+		CallID: "c-1", Tool: "t", ConversationID: "conv-9", Agent: "support-bot",
+		Args:    map[string]any{"amount": 1},
+		Context: map[string]any{"tier": "gold", "region": map[string]any{"eu": true}},
+	}
+	for _, w := range []string{
+		"tool == 't'",
+		"agent == 'support-bot'",
+		"conversationId.startsWith('conv-')",
+		"context.tier == 'gold'",
+		"context.region.eu == true",
+		"has(args.amount) && !has(args.note)",
+		"'amount' in args",
+	} {
+		if m := when(t, w).Match(t.Context(), req); m.Rule == nil || m.Err != nil {
+			t.Errorf("%s: %+v", w, m)
+		}
+	}
+	// A request without args or context has empty maps.
+	for _, w := range []string{"size(args) == 0", "!has(context.tier)"} {
+		if m := when(t, w).Match(t.Context(), gate.Request{Tool: "t"}); m.Rule == nil || m.Err != nil {
+			t.Errorf("%s on an empty request: %+v", w, m)
+		}
+	}
+}
+
+// A rule whose when fails at run time fires, with the failure in Err.
+func TestMatchFailsClosed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		when    string
+		args    map[string]any
+		wantErr []string
+	}{
+		{"missing key", "args.amount > 500", map[string]any{"note": "x"}, []string{
+			"gate rules rules.yaml: rule 1 (r): when failed, so the rule fires and the call waits for approval: no such key: amount",
+			"guard optional arguments with has(), e.g. has(args.amount) && args.amount > 500",
+		}},
+		{"no args at all", "args.amount > 500", nil, []string{"no such key: amount"}},
+		{"wrong type", "args.amount > 500", map[string]any{"amount": "600"}, []string{"no such overload", "an argument has another type than the rule expects"}},
+		{"not a bool", "args.flag == true || args.flag", map[string]any{"flag": "yes"}, []string{"no such overload"}},
+		{"division by zero", "10 / args.n > 1", map[string]any{"n": 0}, []string{"division by zero", "fix the rule's when"}},
+	}
+	for _, tt := range tests {
+		m := when(t, tt.when).Match(t.Context(), gate.Request{Tool: "t", Args: tt.args})
+		if m.Rule == nil || m.Rule.Name != "r" {
+			t.Errorf("%s: rule did not fire: %+v", tt.name, m)
+		}
+		if m.Allowed() {
+			t.Errorf("%s: Allowed", tt.name)
+		}
+		if m.Err == nil {
+			t.Errorf("%s: no Err", tt.name)
+			continue
+		}
+		for _, want := range tt.wantErr {
+			if !strings.Contains(m.Err.Error(), want) {
+				t.Errorf("%s: Err\n  %v\ndoes not contain\n  %s", tt.name, m.Err, want)
+			}
+		}
+		var ee *gate.EvalError
+		if !errors.As(m.Err, &ee) || ee.Rule != 1 || ee.Name != "r" || ee.Source != "rules.yaml" {
+			t.Errorf("%s: Err %#v is not an *EvalError for rule 1 (r)", tt.name, m.Err)
+		}
+	}
+}
+
+// A when that would run for long stops at the cost limit, and the rule
+// fires.
+func TestMatchCostLimit(t *testing.T) {
+	t.Parallel()
+	// 10^6 iterations of nested comprehensions.
+	ten := "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+	w := ten + ".all(a, " + ten + ".all(b, " + ten + ".all(c, " + ten + ".all(d, " + ten + ".all(e, " + ten + ".all(f, a + b + c + d + e + f >= 0))))))"
+	m := when(t, w).Match(t.Context(), gate.Request{Tool: "t"})
+	if m.Rule == nil || m.Err == nil || !strings.Contains(m.Err.Error(), "cost limit exceeded") {
+		t.Fatalf("Match = %+v, want the rule to fire with a cost limit error", m)
+	}
+	if !strings.Contains(m.Err.Error(), "costs more than 1000000") {
+		t.Errorf("Err %v does not say what to do", m.Err)
+	}
+	// Arguments that are large make a simple macro costly too.
+	big := make([]any, 2_000_000)
+	for i := range big {
+		big[i] = 1
+	}
+	m = when(t, "args.items.exists(i, i > 1)").Match(t.Context(), gate.Request{Tool: "t", Args: map[string]any{"items": big}})
+	if m.Rule == nil || m.Err == nil || !strings.Contains(m.Err.Error(), "cost limit exceeded") {
+		t.Fatalf("Match over a large list = %+v, want a cost limit error", m)
+	}
+}
+
+// An ended ctx stops the evaluation, and the rule fires.
+func TestMatchContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	m := when(t, "args.amount > 500").Match(ctx, gate.Request{Tool: "t", Args: map[string]any{"amount": 1}})
+	if m.Rule == nil || !errors.Is(m.Err, context.Canceled) {
+		t.Fatalf("Match = %+v, want the rule to fire with context.Canceled", m)
+	}
+	if !strings.Contains(m.Err.Error(), "the caller's context ended") {
+		t.Errorf("Err = %v", m.Err)
+	}
+	// A rule without when needs no evaluation.
+	rs := mustParse(t, "rules:\n"+rule("t"))
+	if m := rs.Match(ctx, gate.Request{Tool: "t"}); m.Rule == nil || m.Err != nil {
+		t.Errorf("Match without when = %+v", m)
+	}
+}
+
+// The first rule in file order whose tool matches and whose when holds
+// fires.
+func TestMatchOrder(t *testing.T) {
+	t.Parallel()
+	rs := mustParse(t, `rules:
+  - name: huge-refund
+    tool: issue_refund
+    when: args.amount > 10000
+    reason: r
+    approverRole: cfo
+  - name: other-tool
+    tool: send_contract
+    reason: r
+    approverRole: legal
+  - name: vip-refund
+    tool: issue_refund
+    when: context.tier == "vip"
+    reason: r
+    approverRole: account_manager
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    reason: r
+    approverRole: supervisor
+  - name: every-refund
+    tool: issue_refund
+    reason: r
+    approverRole: agent_lead
+  - name: never-reached
+    tool: issue_refund
+    when: args.amount > 0
+    reason: r
+    approverRole: nobody
+`)
+	tests := []struct {
+		args    string
+		context map[string]any
+		want    string
+	}{
+		{`{"amount": 20000}`, map[string]any{"tier": "vip"}, "huge-refund"},
+		{`{"amount": 600}`, map[string]any{"tier": "vip"}, "vip-refund"},
+		{`{"amount": 600}`, map[string]any{"tier": "basic"}, "large-refund"},
+		{`{"amount": 5}`, map[string]any{"tier": "basic"}, "every-refund"},
+	}
+	for _, tt := range tests {
+		m := rs.Match(t.Context(), gate.Request{Tool: "issue_refund", Args: args(t, tt.args), Context: tt.context})
+		if m.Err != nil || m.Rule == nil || m.Rule.Name != tt.want {
+			t.Errorf("%s %v: Match = %+v, want rule %s", tt.args, tt.context, m, tt.want)
+		}
+	}
+	// A failing rule stops the search: later rules are not evaluated.
+	m := rs.Match(t.Context(), gate.Request{Tool: "issue_refund", Args: map[string]any{}})
+	if m.Rule == nil || m.Rule.Name != "huge-refund" || m.Err == nil {
+		t.Errorf("Match without amount = %+v, want huge-refund to fire with an error", m)
+	}
+	for _, tool := range []string{"lookup_order", "Issue_Refund", ""} {
+		if m := rs.Match(t.Context(), gate.Request{Tool: tool}); !m.Allowed() || m.Err != nil {
+			t.Errorf("tool %q: Match = %+v, want allowed", tool, m)
+		}
+	}
+	var none *gate.RuleSet
+	if m := none.Match(t.Context(), gate.Request{Tool: "issue_refund"}); !m.Allowed() {
+		t.Errorf("nil rule set: Match = %+v", m)
+	}
+}
+
+// A rule set is safe for concurrent use.
+func TestMatchConcurrent(t *testing.T) {
+	t.Parallel()
+	rs := when(t, "args.amount > 500")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 200 {
+				amount := float64(i*100 + j)
+				m := rs.Match(t.Context(), gate.Request{Tool: "t", Args: map[string]any{"amount": amount}})
+				if (m.Rule != nil) != (amount > 500) || m.Err != nil {
+					t.Errorf("amount %v: %+v", amount, m)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// The rules of examples/gate/rules.yaml do what the file says.
+func TestExampleRules(t *testing.T) {
+	t.Parallel()
+	data := readFile(t, "../examples/gate/rules.yaml")
+	rs, err := gate.Parse(data, "examples/gate/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rs.Rules()); n != 3 {
+		t.Fatalf("%d rules, want 3", n)
+	}
+	tests := []struct {
+		tool string
+		args string
+		want string // approver role; "" for allowed
+	}{
+		{"issue_refund", `{"amount": 4800, "orderId": "o-1"}`, "supervisor"},
+		{"issue_refund", `{"amount": 200, "orderId": "o-1"}`, ""},
+		{"issue_refund", `{"amount": 500}`, ""},
+		{"issue_refund", `{"amount": 500.01}`, "supervisor"},
+		{"cancel_subscription", `{"subscriptionId": "s-1"}`, "retention_lead"},
+		{"cancel_subscription", `{}`, "retention_lead"},
+		{"send_contract", `{"value": 20000}`, "legal"},
+		{"send_contract", `{"value": 5000}`, ""},
+		{"lookup_order", `{"orderId": "o-1"}`, ""},
+	}
+	for _, tt := range tests {
+		m := rs.Match(t.Context(), gate.Request{CallID: "c-1", Tool: tt.tool, Args: args(t, tt.args)})
+		if m.Err != nil {
+			t.Errorf("%s %s: %v", tt.tool, tt.args, m.Err)
+			continue
+		}
+		got := ""
+		if m.Rule != nil {
+			got = m.Rule.ApproverRole
+		}
+		if got != tt.want {
+			t.Errorf("%s %s: approver %q, want %q", tt.tool, tt.args, got, tt.want)
+		}
+	}
+	for _, r := range rs.Rules() {
+		if r.Name == r.Tool+"#"+string(rune('0'+r.Index)) || r.Reason == "" || r.Timeout == 0 || r.OnTimeout != gate.Expire {
+			t.Errorf("rule %+v: want a name, a reason and a timeout that expires", r)
+		}
+	}
+	if !bytes.Equal(rs.Source(), data) {
+		t.Error("Source differs from the file")
+	}
+}
