@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -73,6 +75,12 @@ type Config struct {
 	// MaxDeliver is how many times a failing message is delivered before it
 	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.
 	MaxDeliver int
+	// GateRules, if set, are the tool-call gate's rules: the service then
+	// runs the built-in gate flow, answers tool requests on
+	// <prefix>.in.gate.request, writes the rules to the <prefix>_config
+	// bucket (key gate.rules) and applies every change made there.
+	// Without them tool requests are dead-lettered unsupported.
+	GateRules *gate.RuleSet
 	// Services are started, in order, once the workers consume, and
 	// stopped in reverse order before them: the deadline handler, an HTTP
 	// server, a metrics endpoint. Optional.
@@ -195,15 +203,31 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	source := "interlock/" + cfg.Instance
+	flows := cfg.Flows
+	var tools bus.ToolRules
+	if cfg.GateRules != nil {
+		flows = append(slices.Clone(flows), engine.GateFlow())
+		config, err := s.js.KeyValue(ctx, names.ConfigBucket())
+		if err != nil {
+			return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.ConfigBucket(), err))
+		}
+		live := gate.NewLive(cfg.GateRules)
+		g := &gateService{live: live, kv: config, rules: cfg.GateRules, log: *log}
+		if err := g.Start(ctx); err != nil {
+			return fail(err)
+		}
+		s.started = append(s.started, g)
+		tools = &toolRules{live: live, log: *log}
+	}
 	s.runner, err = engine.NewRunner(engine.Config{
-		Flows: cfg.Flows, Store: s.store, Publisher: bus.NewPublisher(s.js, names, source),
+		Flows: flows, Store: s.store, Publisher: bus.NewPublisher(s.js, names, source),
 		Queue: queue, Secret: secret, Source: source,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
-		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log,
+		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {

@@ -278,6 +278,7 @@ func envHelp(cmd string) string {
   INTERLOCK_PREFIX          default of --prefix
   INTERLOCK_SECRET          the resume-token secret, when --secret-file is not given
   INTERLOCK_INSTANCE        default of --instance
+  INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_LOG_LEVEL       default of --log-level
 `
 	case "start", "answer", "show", "cancel", "pending", "reannounce":

@@ -19,6 +19,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -47,6 +48,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	auditMaxAge := fs.Duration("audit-max-age", bus.DefaultAuditMaxAge, "how long audit records are kept (at least "+bus.DefaultDuplicates.String()+")")
 	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
 	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
+	gateRules := fs.String("gate-rules", envOr("INTERLOCK_GATE_RULES", ""), "YAML `file` of the tool-call gate's rules (see examples/gate/rules.yaml); without it tool requests are dead-lettered unsupported")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	if _, err := parse(fs, args); err != nil {
@@ -85,6 +87,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	if *gateRules != "" {
+		b, err := os.ReadFile(*gateRules)
+		if err != nil {
+			return usagef("--gate-rules: %v", err)
+		}
+		if cfg.GateRules, err = gate.Parse(b, *gateRules); err != nil {
+			return usagef("--gate-rules: %v", err)
+		}
+	}
 	if *natsURL != "" && workersPassword != "" {
 		cfg.Conn.User, cfg.Conn.Password = *natsUser, workersPassword
 	}

@@ -264,8 +264,9 @@ func Count(rs []Received, kind string) int {
 	return c
 }
 
-// WaitDrained waits until every message of a work-queue stream has been
-// acknowledged (the stream is empty). It polls, and fails the test after Wait.
+// WaitDrained waits until every command of a work-queue stream has been
+// acknowledged: no message is left but deadlines waiting on their time
+// (subjects <prefix>.schedule.>). It polls, and fails the test after Wait.
 func WaitDrained(t testing.TB, js jetstream.JetStream, stream string) {
 	t.Helper()
 	deadline := time.After(Wait)
@@ -276,16 +277,20 @@ func WaitDrained(t testing.TB, js jetstream.JetStream, stream string) {
 		if err != nil {
 			t.Fatalf("natstest: %v", err)
 		}
-		info, err := s.Info(t.Context())
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("*.in.>"))
 		if err != nil {
 			t.Fatalf("natstest: %v", err)
 		}
-		if info.State.Msgs == 0 {
+		var held uint64
+		for _, n := range info.State.Subjects {
+			held += n
+		}
+		if held == 0 {
 			return
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("natstest: %s still holds %d unacknowledged messages after %s", stream, info.State.Msgs, Wait)
+			t.Fatalf("natstest: %s still holds %d unacknowledged commands after %s", stream, held, Wait)
 		case <-tick.C:
 		}
 	}

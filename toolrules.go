@@ -1,0 +1,86 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/gate"
+)
+
+// toolRules answers the worker's question "which rule fires?" from the
+// gate's live rule set, failing closed on a rule that cannot be evaluated.
+type toolRules struct {
+	live *gate.Live
+	log  zerolog.Logger
+}
+
+var _ bus.ToolRules = (*toolRules)(nil)
+
+// Rule implements [bus.ToolRules].
+func (t *toolRules) Rule(ctx context.Context, req events.ToolRequest) *engine.GateRule {
+	args := map[string]any{}
+	for k, raw := range req.Args {
+		var v any
+		if err := json.Unmarshal(raw, &v); err == nil {
+			args[k] = v
+		}
+	}
+	var gctx map[string]any
+	if len(req.Context) > 0 {
+		_ = json.Unmarshal(req.Context, &gctx)
+	}
+	m := t.live.Match(ctx, gate.Request{CallID: req.CallID, Tool: req.Tool, Args: args,
+		ConversationID: req.ConversationID, Agent: req.Agent, Context: gctx})
+	if m.Err != nil {
+		t.log.Error().Err(m.Err).Str("call_id", req.CallID).Str("tool", req.Tool).Msg("gate rule failed to evaluate; the call needs approval")
+	}
+	if m.Rule == nil {
+		return nil
+	}
+	r := m.Rule
+	return &engine.GateRule{Name: r.Name, Reason: r.Reason, ApproverRole: r.ApproverRole, Timeout: r.Timeout,
+		OnTimeout: policyOf(r.OnTimeout, r.Escalate)}
+}
+
+// policyOf turns a rule's timeout action, and its escalations, into the
+// engine's policy.
+func policyOf(a gate.TimeoutAction, next *gate.Escalation) engine.Policy {
+	switch a {
+	case gate.Reject:
+		return engine.Policy{Action: engine.OnTimeoutReject}
+	case gate.Approve:
+		return engine.Policy{Action: engine.OnTimeoutApprove}
+	case gate.Escalate:
+		if next == nil {
+			return engine.Policy{}
+		}
+		return engine.Escalate(next.ApproverRole, next.Timeout, policyOf(next.OnTimeout, next.Escalate))
+	}
+	return engine.Policy{}
+}
+
+// gateService keeps the gate's rules in the config bucket and applies
+// changes made there: a [Background] of the service.
+type gateService struct {
+	live  *gate.Live
+	kv    gate.ConfigKV
+	rules *gate.RuleSet
+	log   zerolog.Logger
+}
+
+// Start writes the configured rules to the bucket and watches it.
+func (g *gateService) Start(ctx context.Context) error {
+	if _, err := gate.Put(ctx, g.kv, g.rules); err != nil {
+		return fmt.Errorf("interlock: writing the gate's rules: %w", err)
+	}
+	return g.live.Watch(ctx, g.kv, g.log)
+}
+
+// Stop stops watching.
+func (g *gateService) Stop(ctx context.Context) error { return g.live.Stop(ctx) }
