@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
@@ -145,7 +146,7 @@ func payFlow() *engine.Flow {
 		Start("charge").Reducer("notes", engine.Append).MustBuild()
 }
 
-func testFlows() []*engine.Flow { return []*engine.Flow{booking.Flow(), payFlow()} }
+func testFlows() []*engine.Flow { return []*engine.Flow{booking.Flow(), payFlow(), refund.Flow()} }
 
 func ledgerLines(t *testing.T, path string) int {
 	t.Helper()
@@ -192,6 +193,54 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 	}
 	if n := natstest.Count(evs, "interrupted"); n != 2 {
 		t.Fatalf("%d interrupted events, want 2", n)
+	}
+}
+
+func TestWorkerKilledBetweenAnApprovalsCheckpointAndItsPublish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := wire.NewNames("")
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	const run = "r-crash-approval"
+	r.start("refund", run, map[string]any{"orderId": "o-1", "amount": 4800, "last4": "4821"})
+	runCrashWorker(t, natstest.WorkersURL(srv), envCrashOn+"=interrupted")
+
+	cp, rev := r.checkpoint("refund", run)
+	if cp.Status != engine.Waiting || cp.Interrupt.Kind != engine.KindApproval {
+		t.Fatalf("after the crash the checkpoint is %s %+v, want waiting on the approval", cp.Status, cp.Interrupt)
+	}
+	if got := natstest.Read(t, js, names.EventStream(), names.Event("refund", run, ">")); len(got) != 0 {
+		t.Fatalf("the crashed worker published %d events", len(got))
+	}
+	if got := natstest.Read(t, js, names.AuditStream(), names.Audit("refund", run)); len(got) != 0 {
+		t.Fatalf("the crashed worker appended %d audit records", len(got))
+	}
+
+	natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	in := r.interrupt("refund", run, 1)
+	if in.Checkpoint != rev || in.RequestID != cp.Interrupt.RequestID || in.Kind != "approval" {
+		t.Fatalf("published approval (checkpoint %d, %s) is not the checkpointed one (%d, %s)", in.Checkpoint, in.RequestID, rev, cp.Interrupt.RequestID)
+	}
+	r.resume("refund", run, map[string]any{"resumeToken": in.ResumeToken, "decision": "approve", "approver": "sam"})
+	evs := r.wait("refund", run, "completed", 1)
+	for kind, want := range map[string]int{"started": 1, "interrupted": 1, "resumed": 1, "completed": 1} {
+		if n := natstest.Count(evs, kind); n != want {
+			t.Fatalf("%d %s events, want %d", n, kind, want)
+		}
+	}
+	audit := natstest.Read(t, js, names.AuditStream(), names.Audit("refund", run))
+	var actions []string
+	for _, a := range audit {
+		var rec engine.AuditRecord
+		a.Decode(t, &rec)
+		actions = append(actions, rec.Action)
+	}
+	if got := strings.Join(actions, ","); got != "started,interrupted,approved" {
+		t.Fatalf("audit records %s, want started,interrupted,approved once each", got)
 	}
 }
 
