@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
@@ -103,4 +104,49 @@ func ExampleStep() {
 	h.Answer(run, map[string]any{"ok": "yes"})
 	fmt.Println(h.Checkpoint(run).Status, "after", charges, "lookup")
 	// Output: completed after 1 lookup
+}
+
+// An approval pauses the run until a person approves, edits or rejects the
+// proposed action; an edit's args are merged over the proposal.
+func ExampleNode_Approve() {
+	flow := engine.NewFlow[map[string]any]("refund").
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			d, err := n.Approve(ctx, engine.Approval{
+				Action:       "issue_refund",
+				Args:         map[string]any{"orderId": "o-1", "amount": 4800},
+				Reason:       "Refund exceeds $500 threshold.",
+				ApproverRole: "supervisor",
+				Timeout:      30 * time.Minute,
+				OnTimeout:    engine.Escalate("finance_lead", 30*time.Minute, engine.Policy{}),
+			})
+			if err != nil {
+				return err
+			}
+			if !d.Approved() {
+				return nil // the reject route takes over; the refund never runs
+			}
+			return n.Update(engine.Update{"refunded": d.Args["amount"], "approvedBy": d.Approver})
+		}).
+		Node("notify_rejected", func(_ context.Context, n *engine.Node[map[string]any]) error {
+			r, _ := n.Rejection()
+			return n.Set("rejectedBy", r.Approver)
+		}).
+		Start("review").
+		OnReject("review", "notify_rejected").
+		MustBuild()
+
+	h := enginetest.New(exampleT{context.Background()}, flow)
+	run := h.Start(nil)
+	in := h.Interrupt(run)
+	fmt.Println(in.Kind, in.Action, in.ApproverRole, in.Decisions)
+	h.Decide(run, "edit", map[string]any{"amount": 400}, "sam@example.com", "partial refund")
+	fmt.Println(h.State(run)["refunded"], h.State(run)["approvedBy"])
+
+	other := h.Start(nil)
+	h.Decide(other, "reject", nil, "sam@example.com", "duplicate")
+	fmt.Println(h.State(other)["rejectedBy"], h.State(other)["refunded"])
+	// Output:
+	// approval issue_refund supervisor [approve edit reject]
+	// 400 sam@example.com
+	// sam@example.com <nil>
 }
