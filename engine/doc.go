@@ -47,10 +47,23 @@
 //		return err
 //	}
 //
+// # Approvals, gates and deadlines
+//
+// [Node.Approve] asks a person with a role to approve, edit or reject a
+// proposed action; the node gets the [Decision] (final args, approver,
+// reason) and a rejection takes the node's reject route
+// ([Builder.OnReject]). [Builder.GateBefore] and [Builder.GateAfter]
+// declare the same approval around a node without touching its code. Any
+// interrupt may have a Timeout: the NATS server fires the deadline (a
+// JetStream message schedule) as an [Expire] command, and the interrupt's
+// [Policy] expires the run, decides, or escalates to another role.
+// [Runner.Request] answers tool-call requests with the built-in
+// [GateFlow].
+//
 // # Runner
 //
-// A [Runner] applies [Start], [Resume], [Cancel] and [Reannounce]
-// commands. Each command is one transition, through one loop shared by all
+// A [Runner] applies [Start], [Resume], [Cancel], [Reannounce], [Expire]
+// and [ToolRequest] commands. Each command is one transition, through one loop shared by all
 // (transition.go): load the checkpoint, check the command against it, run
 // nodes until the run waits or ends, write the checkpoint with
 // compare-and-set (starting again from the load when another worker won),
@@ -61,5 +74,7 @@
 // refusal is published as a refused event with a code ([CodeTokenMismatch],
 // [CodeStaleCheckpoint], ...), after the events of the transition that
 // caused it. Each interrupt kind's rules (how a resume answers it, what its
-// event says) live in a file of their own: question.go, choice.go.
+// event says) live in a file of their own: question.go, choice.go,
+// approval.go. Audit records are chained by hash ([AuditHash]); the head is
+// kept in the checkpoint.
 package engine
