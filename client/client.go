@@ -1,6 +1,7 @@
 // Package client speaks Interlock's protocol from Go: it publishes start,
 // resume and cancel CloudEvents to the inbound subjects, waits for the event
-// that settles them, and reads checkpoints and the pending index. The
+// that settles them, and reads checkpoints, the pending index and the
+// audit stream, whose hash chain [Client.VerifyAudit] checks. The
 // `interlock` command's client subcommands are built on it; a Go bot or
 // service can use it the same way.
 //

@@ -95,3 +95,53 @@ func ExampleClient_Resume_idempotencyKey() {
 	// interrupted
 	// already applied; the run is waiting at ask_contact
 }
+
+// A supervisor approves a refund; its audit records are read back and
+// their hash chain checked against the run's checkpoint.
+func ExampleClient_VerifyAudit() {
+	ctx := context.Background()
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: natsURL, Name: "example-auditor"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c := client.New(nc, js, wire.Names{}, "/examples/inbox", 0)
+
+	state := map[string]json.RawMessage{"orderId": json.RawMessage(`"o-7"`), "amount": json.RawMessage(`900`)}
+	if _, err := c.Start(ctx, "refund", "r-audited", state, nil); err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range []events.Resume{
+		{Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"1234"`)}},
+		{Decision: "approve", Approver: "sam@example.com", Reason: "matches ticket 4821"},
+	} {
+		in, err := c.LastInterrupt(ctx, "refund", "r-audited")
+		if err != nil {
+			log.Fatal(err)
+		}
+		r.ResumeToken = in.ResumeToken
+		if _, err := c.Resume(ctx, "refund", "r-audited", r); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	recs, err := c.Audit(ctx, "refund", "r-audited")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		fmt.Println(r.Seq, r.Action, r.By)
+	}
+	rep, err := c.VerifyAudit(ctx, "refund", "r-audited")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("intact:", rep.Intact, "records:", rep.Records, "head is the checkpoint's:", rep.HeadCompared && *rep.Checkpoint == rep.Head)
+	// Output:
+	// 1 started /examples/inbox
+	// 2 interrupted interlock/example
+	// 3 answered /examples/inbox
+	// 4 interrupted interlock/example
+	// 5 approved sam@example.com
+	// intact: true records: 5 head is the checkpoint's: true
+}

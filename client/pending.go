@@ -73,7 +73,7 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	if err != nil {
 		return PendingPage{}, err
 	}
-	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + c.names.PendingBucket(), filter: filter, bucket: c.names.PendingBucket()}
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + c.names.PendingBucket(), filter: filter, what: "bucket " + c.names.PendingBucket()}
 
 	page := PendingPage{Items: []events.Pending{}}
 	var (
@@ -152,19 +152,21 @@ func parseCursor(s string) (uint64, error) {
 	return 0, fmt.Errorf("client: %q is not a pending-list cursor: pass the Next of a previous page, or \"\" for the first", s)
 }
 
-// directGet reads a KV bucket's stream with JetStream's batched direct
-// get (nats-server 2.11+), which needs no consumer.
+// directGet reads a stream (a KV bucket's, or the audit stream) with
+// JetStream's batched direct get (nats-server 2.11+), which needs no
+// consumer.
 type directGet struct {
 	nc      *nats.Conn
 	subject string // $JS.API.DIRECT.GET.<stream>
 	filter  string // "" for every message
-	bucket  string // for errors
+	what    string // "bucket interlock_pending", for errors
 }
 
 // batchMsg is one message of a batch.
 type batchMsg struct {
 	subject string
 	seq     uint64
+	header  nats.Header
 	data    []byte
 	marker  bool
 }
@@ -197,7 +199,7 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := g.nc.PublishRequest(g.subject, inbox, req); err != nil {
-		return batchResult{}, fmt.Errorf("client: reading bucket %s: %w", g.bucket, err)
+		return batchResult{}, fmt.Errorf("client: reading %s: %w", g.what, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -208,7 +210,7 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return batchResult{}, fmt.Errorf("client: reading bucket %s: %w (is the bucket provisioned, on nats-server 2.11 or later?)", g.bucket, err)
+			return batchResult{}, fmt.Errorf("client: reading %s: %w (is it provisioned, on nats-server 2.11 or later?)", g.what, err)
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -218,13 +220,13 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 		case "404": // nothing matches from start on
 			return out, nil
 		case "503":
-			return batchResult{}, fmt.Errorf("client: reading bucket %s: %w", g.bucket, nats.ErrNoResponders)
+			return batchResult{}, fmt.Errorf("client: reading %s: %w", g.what, nats.ErrNoResponders)
 		default:
-			return batchResult{}, fmt.Errorf("client: reading bucket %s: the server answered %s %s", g.bucket, status, m.Header.Get("Description"))
+			return batchResult{}, fmt.Errorf("client: reading %s: the server answered %s %s", g.what, status, m.Header.Get("Description"))
 		}
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return batchResult{}, fmt.Errorf("client: reading bucket %s: a message without a sequence: %w", g.bucket, err)
+			return batchResult{}, fmt.Errorf("client: reading %s: a message without a sequence: %w", g.what, err)
 		}
 		if len(out.msgs) == 0 {
 			left, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
@@ -233,6 +235,7 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 		out.msgs = append(out.msgs, batchMsg{
 			subject: m.Header.Get("Nats-Subject"),
 			seq:     seq,
+			header:  m.Header,
 			data:    m.Data,
 			marker:  m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "",
 		})

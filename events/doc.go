@@ -16,4 +16,8 @@
 // `nats sub` shows a whole, readable event:
 //
 //	body, err := events.Encode(ev)
+//
+// Readers of what Interlock keeps have types too: [Checkpoint]
+// ([DecodeCheckpoint]), [Pending], and [AuditRecord] ([DecodeAuditRecord])
+// for the records of the audit stream and their hash chain.
 package events

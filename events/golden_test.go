@@ -60,29 +60,29 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		{"audit-edited", events.AuditType(engine.ActionEdited), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEdited, At: at, By: "sam@example.com",
 			Source: "/slack/approvals", EventID: "ev-7", Node: "review", RequestID: "rq_7", Kind: engine.KindApproval, Reason: "Partial refund agreed", ApproverRole: "supervisor",
 			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800,"orderId":"o-1"}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400,"orderId":"o-1"}`)},
-			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e"}, nil},
+			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e"}, &events.AuditRecord{}},
 		{"audit-escalated", events.AuditType(engine.ActionEscalated), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEscalated, At: at, By: engine.TimeoutActor,
 			EventID: "ev-8", Node: "review", RequestID: "rq_8", Kind: engine.KindApproval, Replaces: "rq_7", ApproverRole: "finance_lead", EscalatedFrom: "supervisor",
 			Reason: "no decision by 2026-11-21T10:30:00Z; escalated from supervisor to finance_lead", Seq: 5, Prev: "4f0c", Hash: "9a1e",
-			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "review", RequestID: "rq_8", Kind: engine.KindApproval}}, nil},
+			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "review", RequestID: "rq_8", Kind: engine.KindApproval}}, &events.AuditRecord{}},
 		{"audit-refused", events.AuditType(engine.ActionRefused), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionRefused, At: at, By: "sam@example.com",
 			Source: "/slack/approvals", EventID: "ev-9", RequestID: "rq_7", Code: engine.CodeInvalidAnswer, Reason: "amount 9000.00 is more than the 4800.00 asked for; a refund can only be lowered.",
-			Side: true, Prev: "4f0c", Hash: "77b2"}, nil},
+			Side: true, Prev: "4f0c", Hash: "77b2"}, &events.AuditRecord{}},
 		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, nil},
 		{"completed", events.TypeCompleted, &engine.CompletedEvent{Flow: "booking", Run: "r-42", Checkpoint: 12, State: state, Origin: origin}, &events.Completed{}},
 		{"failed", events.TypeFailed, &engine.FailedEvent{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &events.Failed{}},
 		{"cancelled", events.TypeCancelled, &engine.CancelledEvent{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, nil},
 		{"refused", events.TypeRefused, &engine.RefusedEvent{Flow: "booking", Run: "r-42", RequestID: "rq_1", Code: engine.CodeTokenMismatch, Message: "resumeToken does not match", EventID: "ev-1"}, &events.Refused{}},
 		{"audit-started", events.AuditType(engine.ActionStarted), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionStarted, At: at, By: "/agents/support", EventID: "ev-0",
-			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}}, nil},
+			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}}, &events.AuditRecord{}},
 		{"audit-answered", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "ann@example.com", Source: "/slack/approvals",
-			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}}, nil},
+			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}}, &events.AuditRecord{}},
 		{"audit-cancelled", events.AuditType(engine.ActionCancelled), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionCancelled, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}}, nil},
+			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}}, &events.AuditRecord{}},
 		{"audit-reannounced", events.AuditType(engine.ActionReannounced), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionReannounced, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion}}, nil},
+			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion}}, &events.AuditRecord{}},
 		{"audit-failed", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}}, nil},
+			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}}, &events.AuditRecord{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +143,19 @@ func TestEngineAndReadersNameEventKindsAlike(t *testing.T) {
 		}
 		if _, ok := events.OutboundType(p[0]); !ok {
 			t.Errorf("kind %q has no CloudEvent type", p[0])
+		}
+	}
+	actions := [][2]string{
+		{engine.ActionStarted, events.AuditStarted}, {engine.ActionInterrupted, events.AuditInterrupted},
+		{engine.ActionAnswered, events.AuditAnswered}, {engine.ActionApproved, events.AuditApproved},
+		{engine.ActionEdited, events.AuditEdited}, {engine.ActionRejected, events.AuditRejected},
+		{engine.ActionExpired, events.AuditExpired}, {engine.ActionEscalated, events.AuditEscalated},
+		{engine.ActionCancelled, events.AuditCancelled}, {engine.ActionReannounced, events.AuditReannounced},
+		{engine.ActionRefused, events.AuditRefused},
+	}
+	for _, p := range actions {
+		if p[0] != p[1] {
+			t.Errorf("engine audit action %q, readers' action %q", p[0], p[1])
 		}
 	}
 }

@@ -39,6 +39,19 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"answer", "booking", "r-1", "just-a-word"}, `argument "just-a-word" is not field=value or field:=JSON`},
 		{[]string{"answer", "booking", "r-1", "n:={bad json"}, "the value after := must be JSON"},
 		{[]string{"answer", "booking", "r 1", "a=b"}, `run name "r 1" has ' '`},
+		{[]string{"answer", "refund", "r-1", "--approve", "--reject"}, "give one decision, not --approve and --reject: --approve, --reject or --edit field=value"},
+		{[]string{"answer", "refund", "r-1", "--reject", "--edit", "amount=4"}, "give one decision, not --reject and --edit"},
+		{[]string{"answer", "refund", "r-1", "--approve", "last4=1234"}, "--approve decides an approval, while field=value answers, --answers and --select answer a question or choice"},
+		{[]string{"answer", "refund", "r-1", "--reject", "--select", "x"}, "--reject decides an approval"},
+		{[]string{"answer", "refund", "r-1", "--edit", "amount"}, `--edit "amount" is not field=value or field:=JSON`},
+		{[]string{"answer", "refund", "r-1", "--edit", "amount:=four"}, "the value after := must be JSON"},
+		{[]string{"audit"}, "audit needs a flow and a run: interlock audit <flow> <run>"},
+		{[]string{"audit", "refund"}, "audit needs a flow and a run"},
+		{[]string{"audit", "refund", "r-1", "x"}, `audit takes a flow and a run, but was also given "x"`},
+		{[]string{"audit", "verify", "refund"}, "audit verify needs a flow and a run: interlock audit verify <flow> <run>"},
+		{[]string{"audit", "verify", "refund", "r-1", "x"}, `audit verify takes a flow and a run, but was also given "x"`},
+		{[]string{"audit", "verify", "refund", "r 1"}, `run name "r 1" has ' '`},
+		{[]string{"audit", "refund", "r-1", "--nope"}, "audit: flag provided but not defined: -nope"},
 		{[]string{"show"}, "show needs a flow and a run: interlock show <flow> <run>"},
 		{[]string{"show", "booking"}, "show needs a flow and a run"},
 		{[]string{"show", "booking", "r-1", "extra"}, `show takes a flow and a run, but was also given "extra"`},
@@ -108,7 +121,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending"} {
+	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit"} {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}, {"--json", cmd, "-h"}} {
 			var stdout, stderr bytes.Buffer
 			if err := Run(t.Context(), args, &stdout, &stderr); err != nil {
@@ -134,8 +147,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 	t.Parallel()
 	commands := map[string][]string{
 		"serve.go":       {"serve"},
-		"client.go":      {"start", "answer", "show", "cancel", "pending"},
-		"natscontext.go": {"start", "answer", "show", "cancel", "pending"},
+		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
+		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

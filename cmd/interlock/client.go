@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -98,6 +101,17 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(pos) > 2 {
 			return usageOf(name, "%s takes a flow and a run, but was also given %s: interlock %s <flow> <run>", name, quoteAll(pos[2:]), name)
 		}
+	case "audit":
+		what, args := "audit", pos
+		if len(pos) > 0 && pos[0] == "verify" {
+			what, args = "audit verify", pos[1:]
+		}
+		if len(args) < 2 {
+			return usageOf(name, "%s needs a flow and a run: interlock %s <flow> <run>", what, what)
+		}
+		if len(args) > 2 {
+			return usageOf(name, "%s takes a flow and a run, but was also given %s: interlock %s <flow> <run>", what, quoteAll(args[2:]), what)
+		}
 	case "pending":
 		if len(pos) > 0 {
 			return usageOf(name, "pending takes no arguments, but was given %s; to list one flow's runs: interlock pending --flow %s", quoteAll(pos), pos[0])
@@ -157,11 +171,20 @@ func helpOK(err error) error {
 	return err
 }
 
+// jsonAssignment splits a field:=JSON argument; ok is false for any other.
+func jsonAssignment(a string) (field, value string, ok bool) {
+	k, v, ok := strings.Cut(a, ":=")
+	if !ok || k == "" || strings.Contains(k, "=") {
+		return "", "", false
+	}
+	return k, v, true
+}
+
 // assignments parses field=value (a string) and field:=JSON arguments.
 func assignments(args []string) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
 	for _, a := range args {
-		if k, v, ok := strings.Cut(a, ":="); ok && k != "" && !strings.Contains(k, "=") {
+		if k, v, ok := jsonAssignment(a); ok {
 			if !json.Valid([]byte(v)) {
 				return nil, usagef("%s: the value after := must be JSON (use field=value for a string)", a)
 			}
@@ -238,21 +261,30 @@ func checkName(what, name string) error {
 	return nil
 }
 
+// answerSynopsis is the usage line of answer: answers to a question or
+// choice, or a decision on an approval.
+const answerSynopsis = `answer <flow> <run> [field=value ...] [--select ID ...]
+       interlock answer <flow> <run> --approve | --reject | --edit field=value ... [--reason TEXT] [--approver NAME]`
+
 func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		selected            listFlag
+		selected, edits     listFlag
+		approve, reject     bool
 		answersJSON, update string
 		approver, reason    string
 		token, key          string
 		expect              int64
 		r                   events.Resume
 	)
-	cf, c, pos, closeFn, err := clientCommand(ctx, "answer", "answer <flow> <run> [field=value ...] [--select ID ...]", stderr, args, 2, func(fs *flag.FlagSet) {
+	cf, c, pos, closeFn, err := clientCommand(ctx, "answer", answerSynopsis, stderr, args, 2, func(fs *flag.FlagSet) {
 		fs.Var(&selected, "select", "option `id` to choose (repeat for several)")
 		fs.StringVar(&answersJSON, "answers", "", "answers as a JSON `object`")
+		fs.BoolVar(&approve, "approve", false, "approve the pending approval: its action runs with the proposed args")
+		fs.BoolVar(&reject, "reject", false, "reject the pending approval: its action never runs (give --reason to say why)")
+		fs.Var(&edits, "edit", "approve with the arg changed: `field=value` (JSON if it parses, else a string; a string when the proposed arg is one) or field:=JSON; repeat for several")
 		fs.StringVar(&update, "update", "", "state update as a JSON `object`, merged through the flow's reducers")
-		fs.StringVar(&approver, "approver", "", "`name` of who answers, for the audit record")
-		fs.StringVar(&reason, "reason", "", "`reason` for the audit record")
+		fs.StringVar(&approver, "approver", "", "`name` of who answers or decides, for the audit record")
+		fs.StringVar(&reason, "reason", "", "`reason` for the audit record (a rejection's reason is kept in the run's state)")
 		fs.StringVar(&token, "token", "", "resume `token` (default: read from the run's last interrupted event)")
 		fs.StringVar(&key, "idempotency-key", "", "`key` so a repeat of this answer has its effect once; a repeat reports \"already applied\" and the run as it stands")
 		fs.Int64Var(&expect, "expect-checkpoint", -1, "refuse unless the run is at checkpoint `n`")
@@ -261,6 +293,18 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		r = events.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
+		var err error
+		if r.Decision, err = decisionOf(approve, reject, edits); err != nil {
+			return err
+		}
+		if r.Decision != "" {
+			if len(pos) > 2 || answersJSON != "" || len(selected) > 0 {
+				return usageOf("answer", "--%s decides an approval, while field=value answers, --answers and --select answer a question or choice: give one or the other", r.Decision)
+			}
+			if _, err := editValues(edits, nil); err != nil {
+				return err
+			}
+		}
 		answers, err := assignments(pos[2:])
 		if err != nil {
 			return err
@@ -285,8 +329,8 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			n := uint64(expect)
 			r.ExpectedCheckpoint = &n
 		}
-		if len(r.Answers) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 {
-			return usageOf("answer", "nothing to send: give field=value answers or --select ID: interlock answer %s %s field=value ...", pos[0], pos[1])
+		if len(r.Answers) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 && r.Decision == "" {
+			return usageOf("answer", "nothing to send: give field=value answers or --select ID, or decide an approval with --approve, --reject or --edit field=value: interlock answer %s %s field=value ...", pos[0], pos[1])
 		}
 		return nil
 	})
@@ -303,10 +347,29 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !cp.Waiting() && !repeat {
 		return &exitError{code: exitRefused, err: fmt.Errorf("run %s of flow %s is %s, not waiting for an answer; `interlock show %s %s` shows it", run, flow, cp.Status, flow, run)}
 	}
+	var proposed json.RawMessage
+	if in := cp.Interrupt; in != nil && cp.Waiting() {
+		if !repeat {
+			if err := fitsInterrupt(flow, run, *in, r); err != nil {
+				return err
+			}
+		}
+		if in.Kind == engine.KindApproval {
+			proposed = in.Args
+		}
+	}
+	if len(edits) > 0 {
+		if r.Edits, err = editValues(edits, proposed); err != nil {
+			return err
+		}
+	}
 	if token == "" {
 		in, err := c.LastInterrupt(ctx, flow, run)
 		if err != nil && !repeat {
 			return err
+		}
+		if err == nil && !repeat && r.Decision != "" && len(in.Decisions) > 0 && !slices.Contains(in.Decisions, r.Decision) {
+			return usageOf("answer", "the approval of %s on run %s of flow %s allows only %s, not %s", in.Action, run, flow, strings.Join(in.Decisions, ", "), r.Decision)
 		}
 		r.ResumeToken, r.RequestID = in.ResumeToken, in.RequestID
 	}
@@ -326,10 +389,108 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// decisionOf returns the decision the flags of answer give: "" for none,
+// or a usage error when more than one is given.
+func decisionOf(approve, reject bool, edits []string) (string, error) {
+	var given []string
+	if approve {
+		given = append(given, "--approve")
+	}
+	if reject {
+		given = append(given, "--reject")
+	}
+	if len(edits) > 0 {
+		given = append(given, "--edit")
+	}
+	switch len(given) {
+	case 0:
+		return "", nil
+	case 1:
+		return map[string]string{"--approve": "approve", "--reject": "reject", "--edit": "edit"}[given[0]], nil
+	}
+	return "", usageOf("answer", "give one decision, not %s: --approve, --reject or --edit field=value (repeat --edit to change several args)", strings.Join(given, " and "))
+}
+
+// fitsInterrupt checks that what answer sends fits the kind of interrupt
+// the run waits on, and says what the interrupt wants when it does not.
+func fitsInterrupt(flow, run string, in events.CheckpointInterrupt, r events.Resume) error {
+	switch {
+	case in.Kind == engine.KindApproval && r.Decision == "":
+		args := ""
+		if keys := argNames(in.Args); len(keys) > 0 {
+			args = " (args: " + strings.Join(keys, ", ") + ")"
+		}
+		role := ""
+		if in.ApproverRole != "" {
+			role = " for role " + in.ApproverRole
+		}
+		return usageOf("answer", "run %s of flow %s waits on an approval of %s%s, not on answers: decide with --approve, --reject [--reason TEXT] or --edit field=value%s",
+			run, flow, in.Action, role, args)
+	case in.Kind != engine.KindApproval && r.Decision != "":
+		var how string
+		switch in.Kind {
+		case engine.KindChoice:
+			var ids []string
+			for _, o := range in.Options {
+				ids = append(ids, o.ID)
+			}
+			how = fmt.Sprintf("a choice (%s): answer it with interlock answer %s %s --select ID (options: %s)", in.Question, flow, run, strings.Join(ids, ", "))
+		default:
+			var ask []string
+			for _, q := range in.Questions {
+				ask = append(ask, q.Field+"=...")
+			}
+			how = fmt.Sprintf("a %s: answer it with interlock answer %s %s %s", in.Kind, flow, run, strings.Join(ask, " "))
+		}
+		return usageOf("answer", "--%s decides an approval, but run %s of flow %s waits on %s", r.Decision, run, flow, how)
+	}
+	return nil
+}
+
+// editValues turns --edit arguments into the edits of a decision. A
+// field:=JSON value is sent as is; a field=value value is sent as a string
+// when the proposed arg is a string (or the value is not JSON), else as
+// the JSON it spells, so that amount=400 edits a number.
+func editValues(args []string, proposed json.RawMessage) (map[string]json.RawMessage, error) {
+	var current map[string]json.RawMessage
+	_ = json.Unmarshal(proposed, &current)
+	out := map[string]json.RawMessage{}
+	for _, a := range args {
+		if k, v, ok := jsonAssignment(a); ok {
+			if !json.Valid([]byte(v)) {
+				return nil, usageOf("answer", "--edit %s: the value after := must be JSON (use field=value for a string)", a)
+			}
+			out[k] = json.RawMessage(v)
+			continue
+		}
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, usageOf("answer", "--edit %q is not field=value or field:=JSON", a)
+		}
+		was := bytes.TrimSpace(current[k])
+		if json.Valid([]byte(v)) && (len(was) == 0 || was[0] != '"') {
+			out[k] = json.RawMessage(v)
+			continue
+		}
+		b, _ := json.Marshal(v)
+		out[k] = b
+	}
+	return out, nil
+}
+
+// argNames returns the names of an approval's args, sorted.
+func argNames(args json.RawMessage) []string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
 // reasked reports whether ev asks again what the interrupt prev asked: an
 // interrupt of the same kind at the same node asking only fields prev
-// asked (a validator rejected an answer, or fields are still missing), or
-// the same choice.
+// asked (a validator rejected an answer, or fields are still missing), the
+// same choice, or the same approval with an error (its edit was refused).
 func reasked(prev events.CheckpointInterrupt, ev client.Event) bool {
 	if ev.Kind != events.KindInterrupted {
 		return false
@@ -337,6 +498,10 @@ func reasked(prev events.CheckpointInterrupt, ev client.Event) bool {
 	var in events.Interrupted
 	if ev.Decode(&in) != nil || in.Node != prev.Node || in.Kind != prev.Kind {
 		return false
+	}
+	if in.Kind == engine.KindApproval {
+		// An approval is asked again only when its edit was refused.
+		return in.Action == prev.Action && in.Error != ""
 	}
 	if len(in.Questions) == 0 {
 		return in.Question == prev.Question
@@ -434,8 +599,14 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintln(tw, "FLOW\tRUN\tNODE\tKIND\tWAITING FOR\tCHECKPOINT\tASKED")
 	for _, p := range page.Items {
 		what := strings.Join(p.Fields, ", ")
-		if p.Kind == engine.KindChoice {
+		switch p.Kind {
+		case engine.KindChoice:
 			what = p.Question
+		case engine.KindApproval:
+			what = "approval of " + p.Action
+			if p.ApproverRole != "" {
+				what += " by " + p.ApproverRole
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Flow, p.Run, p.Node, p.Kind, what, p.Checkpoint, p.AskedAt.Local().Format(time.DateTime))
 	}
@@ -487,12 +658,109 @@ func printCheckpoint(w io.Writer, cp events.Checkpoint) {
 		if in.Kind == engine.KindChoice {
 			fmt.Fprintf(w, "  ? %s\n", in.Question)
 		}
+		if in.Kind == engine.KindApproval {
+			printApproval(w, approvalView{action: in.Action, args: in.Args, reason: in.Reason, role: in.ApproverRole, expiresAt: in.ExpiresAt}, time.Now())
+		} else if in.ExpiresAt != nil {
+			fmt.Fprintf(w, "  deadline: %s\n", deadline(*in.ExpiresAt, time.Now()))
+		}
 	}
+	printDecisions(w, cp.Decisions)
 	fmt.Fprintln(w, "state:")
 	var state any
 	_ = json.Unmarshal(cp.State, &state)
 	b, _ := json.MarshalIndent(state, "  ", "  ")
 	fmt.Fprintf(w, "  %s\n", b)
+}
+
+// approvalView is what is shown of an approval interrupt.
+type approvalView struct {
+	action, reason, role, gate, err string
+	args                            json.RawMessage
+	decisions                       []string
+	expiresAt                       *time.Time
+}
+
+// printApproval shows an approval: the proposed action and its args, why,
+// who decides, what may be decided, and by when.
+func printApproval(w io.Writer, a approvalView, now time.Time) {
+	fmt.Fprintf(w, "  approval of %s", a.action)
+	if a.role != "" {
+		fmt.Fprintf(w, ", for role %s", a.role)
+	}
+	if a.gate != "" {
+		fmt.Fprintf(w, " (gate %s the node)", a.gate)
+	}
+	fmt.Fprintln(w)
+	if a.reason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", a.reason)
+	}
+	fmt.Fprintf(w, "  args: %s\n", indentJSON(a.args, "  "))
+	if len(a.decisions) > 0 {
+		fmt.Fprintf(w, "  decisions: %s\n", strings.Join(a.decisions, ", "))
+	}
+	if a.expiresAt != nil {
+		fmt.Fprintf(w, "  deadline: %s\n", deadline(*a.expiresAt, now))
+	}
+	if a.err != "" {
+		fmt.Fprintf(w, "  error: %s\n", a.err)
+	}
+}
+
+// deadline shows a deadline in local time with the time left.
+func deadline(at, now time.Time) string {
+	left := at.Sub(now).Round(time.Second)
+	if left < 0 {
+		return fmt.Sprintf("%s (passed %s ago)", at.Local().Format(time.DateTime), -left)
+	}
+	return fmt.Sprintf("%s (%s left)", at.Local().Format(time.DateTime), left)
+}
+
+// indentJSON pretty-prints a JSON value, each line after the first
+// starting with prefix.
+func indentJSON(raw json.RawMessage, prefix string) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, prefix, "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// compactJSON prints a JSON value on one line.
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// printDecisions shows the approval decisions a checkpoint holds.
+func printDecisions(w io.Writer, raw json.RawMessage) {
+	var ds []struct {
+		Verdict  string          `json:"verdict"`
+		Action   string          `json:"action"`
+		Args     json.RawMessage `json:"args"`
+		Approver string          `json:"approver"`
+		Reason   string          `json:"reason"`
+		At       time.Time       `json:"at"`
+	}
+	if json.Unmarshal(raw, &ds) != nil || len(ds) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "decisions:")
+	for _, d := range ds {
+		fmt.Fprintf(w, "  %s  %s %s by %s, args %s", d.At.Local().Format(time.DateTime), d.Verdict, d.Action, d.Approver, compactJSON(d.Args))
+		if d.Reason != "" {
+			fmt.Fprintf(w, "; reason: %s", d.Reason)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -568,6 +836,39 @@ func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
 			fmt.Fprintf(w, "      context: %s\n", q.Context)
 		}
 		example = append(example, q.Field+"=...")
+	}
+	if in.Kind == engine.KindApproval {
+		a := approvalView{action: in.Action, args: in.Args, reason: in.Reason, role: in.ApproverRole, gate: in.Gate, err: in.Error, decisions: in.Decisions}
+		t, err := time.Parse(time.RFC3339, in.ExpiresAt)
+		if err == nil {
+			a.expiresAt = &t
+		}
+		printApproval(w, a, time.Now())
+		if err != nil && in.ExpiresAt != "" {
+			fmt.Fprintf(w, "  deadline: %s\n", in.ExpiresAt)
+		}
+		decide := map[string]string{"approve": "--approve", "reject": "--reject --reason TEXT", "edit": "--edit FIELD=VALUE"}
+		if keys := argNames(in.Args); len(keys) > 0 {
+			decide["edit"] = "--edit " + keys[0] + "=..."
+		}
+		allowed := in.Decisions
+		if len(allowed) == 0 {
+			allowed = []string{"approve", "edit", "reject"}
+		}
+		fmt.Fprintln(w, "decide with:")
+		for _, d := range allowed {
+			if how, ok := decide[d]; ok {
+				fmt.Fprintf(w, "  interlock answer %s %s %s\n", flow, in.Run, how)
+			}
+		}
+		return
+	}
+	if in.ExpiresAt != "" {
+		shown := in.ExpiresAt
+		if t, err := time.Parse(time.RFC3339, in.ExpiresAt); err == nil {
+			shown = deadline(t, time.Now())
+		}
+		fmt.Fprintf(w, "  deadline: %s\n", shown)
 	}
 	if in.Kind == engine.KindChoice {
 		how := "choose one"

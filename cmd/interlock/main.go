@@ -5,10 +5,14 @@
 //	interlock pending                    list runs waiting on an interrupt
 //	interlock show booking r-42          show a run's checkpoint
 //	interlock answer booking r-42 email=ann@example.com
+//	interlock answer refund r-7 --edit amount=400 --reason "partial refund"
 //	interlock cancel booking r-42
+//	interlock audit refund r-7           show a run's audit history
+//	interlock audit verify refund r-7    check its hash chain
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
-// failed, 2 bad usage, 3 refused, 4 asked again, 5 cannot reach the server.
+// failed (also: an audit chain is broken), 2 bad usage, 3 refused, 4 asked
+// again, 5 cannot reach the server.
 package main
 
 import (

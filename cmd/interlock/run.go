@@ -16,7 +16,8 @@ import (
 const (
 	// exitOK: done, or the run advanced.
 	exitOK = 0
-	// exitFailed: anything else went wrong (a run failed, an I/O error).
+	// exitFailed: anything else went wrong (a run failed, a run's audit
+	// chain is broken, an I/O error).
 	exitFailed = 1
 	// exitUsage: the command line is wrong.
 	exitUsage = 2
@@ -106,10 +107,14 @@ Usage:
   interlock pending [--flow F]                    list runs waiting on an interrupt
   interlock show    <flow> <run>                  show a run's checkpoint
   interlock answer  <flow> <run> [field=value ...] [--select ID ...]
-                                                  answer a run's pending interrupt
+                                                  answer a run's pending question or choice
+  interlock answer  <flow> <run> --approve | --reject [--reason TEXT] | --edit field=value ...
+                                                  decide a run's pending approval
   interlock cancel  <flow> <run>                  cancel a waiting run
   interlock reannounce <flow> <run>               announce a waiting run's interrupt again,
                                                   with a fresh token (the old one is retired)
+  interlock audit   <flow> <run>                  show a run's audit history, one line a record
+  interlock audit verify <flow> <run>             check a run's audit hash chain
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -118,7 +123,7 @@ Run "interlock help <command>" for its flags and environment variables.
 
 Exit codes:
   0  done, or the run advanced
-  1  failed (the run failed, or another error)
+  1  failed (the run failed, the audit chain is broken, or another error)
   2  bad usage
   3  refused (also: no such run or flow, or the run is not waiting)
   4  asked again (an answer was rejected by a validator, or fields are missing)
@@ -130,7 +135,7 @@ Exit codes:
 func globalBool(name string) bool {
 	name, _, _ = strings.Cut(name, "=")
 	switch name {
-	case "json", "lazy-fsync", "insecure-no-auth":
+	case "json", "lazy-fsync", "insecure-no-auth", "approve", "reject":
 		return true
 	}
 	return false
@@ -181,6 +186,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return cancelCmd(ctx, rest, stdout, stderr)
 	case "reannounce":
 		return reannounceCmd(ctx, rest, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -254,14 +261,50 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: interlock %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(w, "Usage: interlock %s\n", synopsis)
+		if about := aboutHelp(name); about != "" {
+			fmt.Fprintf(w, "\n%s", about)
+		}
+		fmt.Fprintf(w, "\nFlags:\n")
 		fs.PrintDefaults()
 		if env := envHelp(name); env != "" {
 			fmt.Fprintf(w, "\nEnvironment:\n%s", env)
 		}
-		fmt.Fprintf(w, "\nExit codes: 0 done, 1 failed, 2 bad usage, 3 refused, 4 asked again, 5 server unreachable.\n")
+		fmt.Fprintf(w, "\n%s", exitHelp(name))
 	}
 	return fs
+}
+
+// aboutHelp says what a command does, where its flags do not.
+func aboutHelp(cmd string) string {
+	switch cmd {
+	case "answer":
+		return `A question or choice takes field=value answers or --select; an approval
+takes one decision: --approve, --reject, or --edit (approve with args changed).
+`
+	case "audit":
+		return `audit prints a run's audit records, oldest first, one line each: the
+record's position in the chain (- for a refusal), time, action, who, node,
+kind, and what was decided (an approval's args, an edit's args before → after,
+a reason, a refusal's code). With --json it prints the records as stored, a
+JSON array, so a script can recompute their hashes.
+
+audit verify recomputes every record's hash (the SHA-256 of its canonical JSON
+without "hash"), checks that the records follow each other (seq 1, 2, 3, each
+naming the one before in prev), that every refusal names a record of the
+chain, and that the last record is the head the run's checkpoint holds. It
+prints "audit chain of <flow> <run> intact: ..." or where the chain breaks.
+`
+	}
+	return ""
+}
+
+// exitHelp lists a command's exit codes.
+func exitHelp(cmd string) string {
+	if cmd == "audit" {
+		return "Exit codes: 0 done (verify: the chain is intact), 1 failed (verify: the chain is broken; where is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
+	}
+	return "Exit codes: 0 done, 1 failed, 2 bad usage, 3 refused, 4 asked again, 5 server unreachable.\n"
 }
 
 // envHelp lists the environment variables a command reads.
@@ -281,7 +324,7 @@ func envHelp(cmd string) string {
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_LOG_LEVEL       default of --log-level
 `
-	case "start", "answer", "show", "cancel", "pending", "reannounce":
+	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

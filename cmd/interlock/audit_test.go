@@ -1,0 +1,350 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// refundServer starts a server running the refund flow. It returns the
+// URL the commands use (they connect as the anonymous client) and a
+// JetStream connection with every right, to forge what a client may not
+// publish.
+func refundServer(t *testing.T) (string, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	natstest.Start(t, srv, refund.Flow())
+	_, js := natstest.Connect(t, srv.ClientURL())
+	return srv.ClientURL(), js
+}
+
+// startRefund starts a refund of amount and answers the identity
+// question, leaving the run waiting on the supervisor's approval.
+func startRefund(t *testing.T, url, id string, amount int) string {
+	t.Helper()
+	out, errOut, err := run(t, url, "start", "refund", "--run", id, "orderId=o-1", "amount:="+itoa(amount))
+	if err != nil || !strings.Contains(out, "(last4)") {
+		t.Fatalf("start: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", id, "last4=1234")
+	if err != nil {
+		t.Fatalf("last4: %v\n%s%s", err, out, errOut)
+	}
+	return out
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// completedState returns the final state printed by a command whose run
+// completed.
+func completedState(t *testing.T, out string) map[string]any {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, "with state:\n")
+	var state map[string]any
+	if !ok || json.Unmarshal([]byte(rest), &state) != nil {
+		t.Fatalf("no final state in:\n%s", out)
+	}
+	return state
+}
+
+// auditActions returns the ACTION column of `interlock audit`'s lines.
+func auditActions(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "#") {
+		t.Fatalf("no header in:\n%s", out)
+	}
+	var actions []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			t.Fatalf("short line %q", l)
+		}
+		actions = append(actions, f[3]) // #, date, time, action
+	}
+	return actions
+}
+
+// lineOf returns the first line of out holding s.
+func lineOf(out, s string) string {
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
+
+// forge publishes an audit record Interlock never wrote onto a run's audit
+// subject, with the hash computed as Interlock would.
+func forge(t *testing.T, js jetstream.JetStream, id string, seq uint64, prev string) string {
+	t.Helper()
+	rec := map[string]any{
+		"flow": "refund", "run": id, "action": "approved", "at": time.Now().UTC().Format(time.RFC3339Nano),
+		"by": "mallory", "node": "review", "kind": "approval", "seq": seq, "prev": prev,
+		"approval": map[string]any{"action": "issue_refund", "args": map[string]any{"amount": 99999, "orderId": "o-1"}},
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec["hash"], err = client.AuditHash(b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("refund", id), events.AuditType("approved"), id, rec)
+	return rec["hash"].(string)
+}
+
+// TestAuditShowsAndVerifiesARefundAndCatchesAForgery walks a refund with
+// a refused edit and an edit, reads its history with `interlock audit`,
+// verifies it, then forges a record after the head and checks that verify
+// catches it.
+func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
+	url, js := refundServer(t)
+
+	out := startRefund(t, url, "r-a", 4800)
+	for _, want := range []string{
+		"waiting at review", "approval of issue_refund, for role supervisor",
+		"reason: Refund exceeds $500 threshold. Supervisor review required.",
+		`"amount": 4800`, `"orderId": "o-1"`, "decisions: approve, edit, reject", "deadline: ", " left)",
+		"decide with:", "interlock answer refund r-a --approve", "interlock answer refund r-a --edit amount=...",
+		"interlock answer refund r-a --reject --reason TEXT",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the approval does not show %q:\n%s", want, out)
+		}
+	}
+	out, _, err := run(t, url, "show", "refund", "r-a")
+	if err != nil || !strings.Contains(out, "waiting on approval interrupt") || !strings.Contains(out, "approval of issue_refund, for role supervisor") ||
+		!strings.Contains(out, `"amount": 4800`) || !strings.Contains(out, "deadline: ") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+
+	// An edit above the amount asked for: the validator refuses it.
+	_, errOut, err := run(t, url, "answer", "refund", "r-a", "--edit", "amount=9000", "--approver", "sam")
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "refused (invalid_answer)") || !strings.Contains(errOut, "can only be lowered") {
+		t.Fatalf("edit above the amount: exit %d (%v) %q", codeOf(err), err, errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-a", "--edit", "amount=400", "--approver", "sam", "--reason", "partial refund")
+	if err != nil || !strings.Contains(out, "completed") {
+		t.Fatalf("edit: %v\n%s%s", err, out, errOut)
+	}
+	if r, _ := completedState(t, out)["refund"].(map[string]any); r["amount"] != 400.0 || r["approvedBy"] != "sam" {
+		t.Fatalf("refund after the edit: %v\n%s", r, out)
+	}
+	out, _, err = run(t, url, "show", "refund", "r-a")
+	if err != nil || !regexp.MustCompile(`edit issue_refund by sam, args \{"amount":400,.*reason: partial refund`).MatchString(out) {
+		t.Fatalf("show of the decision: %v\n%s", err, out)
+	}
+
+	out, errOut, err = run(t, url, "audit", "refund", "r-a")
+	if err != nil {
+		t.Fatalf("audit: %v\n%s%s", err, out, errOut)
+	}
+	if got, want := auditActions(t, out), []string{"started", "interrupted", "answered", "interrupted", "refused", "edited"}; !slices.Equal(got, want) {
+		t.Fatalf("actions %v, want %v:\n%s", got, want, out)
+	}
+	for s, want := range map[string][]string{
+		"edited":          {" sam ", "review", "approval", `issue_refund {"amount":4800,"currency":"","orderId":"o-1"} → {"amount":400,"currency":"","orderId":"o-1"}`, "reason: partial refund", "→ completed"},
+		"refused":         {"invalid_answer: ", "can only be lowered", "- "},
+		"for role":        {"interrupted", `issue_refund {"amount":4800`, "for role supervisor", "deadline "},
+		"verify_identity": {"question"},
+	} {
+		l := lineOf(out, s)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("the %s line does not say %q: %q", s, w, l)
+			}
+		}
+	}
+
+	out, _, err = run(t, url, "audit", "refund", "r-a", "--json")
+	var recs []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 6 {
+		t.Fatalf("audit --json: %v\n%s", err, out)
+	}
+	var raw []json.RawMessage
+	_ = json.Unmarshal([]byte(out), &raw)
+	for i, r := range raw {
+		if sum, err := client.AuditHash(r); err != nil || sum != recs[i]["hash"] {
+			t.Errorf("record %d of --json: hash %v, recomputed %s (%v)", i, recs[i]["hash"], sum, err)
+		}
+	}
+	head := recs[5]["hash"].(string)
+	if recs[5]["action"] != "edited" || recs[5]["seq"] != 5.0 || recs[4]["side"] != true {
+		t.Fatalf("records: %v", recs)
+	}
+
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
+	if want := "audit chain of refund r-a intact: 5 records (1 refusal), head " + head + "\n"; err != nil || out != want {
+		t.Fatalf("verify: %v\n%q, want %q", err, out, want)
+	}
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
+	var rep client.AuditReport
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.Intact || rep.Records != 5 || !rep.HeadCompared {
+		t.Fatalf("verify --json: %v\n%s", err, out)
+	}
+
+	// A record appended by hand, well formed and chained onto the last:
+	// only the checkpoint's head shows it is not Interlock's.
+	forge(t, js, "r-a", 6, head)
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
+	if codeOf(err) != exitFailed || !strings.Contains(out, "audit chain of refund r-a BROKEN: 1 problem") ||
+		!strings.Contains(out, "the chain ends at record 6") || !strings.Contains(out, "but the checkpoint's head is record 5 ("+head[:16]) ||
+		!strings.Contains(out, "records after 5 were not written by Interlock") {
+		t.Fatalf("verify of a forged record: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
+	if codeOf(err) != exitFailed || json.Unmarshal([]byte(out), &rep) != nil || rep.Intact || rep.Problems[0].Check != client.CheckHead || rep.Problems[0].Record != 6 {
+		t.Fatalf("verify --json of a forged record: exit %d\n%s", codeOf(err), out)
+	}
+	if out, _, err := run(t, url, "audit", "refund", "r-a"); err != nil || !strings.Contains(lineOf(out, "mallory"), "approved") {
+		t.Fatalf("audit after the forgery: %v\n%s", err, out)
+	}
+
+	// Unknown runs.
+	_, _, err = run(t, url, "audit", "refund", "r-never")
+	if codeOf(err) != exitRefused || !strings.Contains(err.Error(), "there is no run r-never of flow refund") {
+		t.Fatalf("audit of an unknown run: exit %d: %v", codeOf(err), err)
+	}
+	_, _, err = run(t, url, "audit", "verify", "refund", "r-never")
+	if codeOf(err) != exitRefused {
+		t.Fatalf("verify of an unknown run: exit %d: %v", codeOf(err), err)
+	}
+}
+
+// TestAuditVerifyNamesAForgedPrev forges a record whose prev names no
+// record of the chain, and checks that verify names it.
+func TestAuditVerifyNamesAForgedPrev(t *testing.T) {
+	url, js := refundServer(t)
+	startRefund(t, url, "r-b", 4800)
+	// Flags may come before the command, boolean ones too.
+	var stdout, stderr strings.Builder
+	err := Run(t.Context(), []string{"--approve", "answer", "refund", "r-b", "--approver", "sam", "--nats-url", url}, &stdout, &stderr)
+	if err != nil || !strings.Contains(stdout.String(), "completed") {
+		t.Fatalf("approve: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if r, _ := completedState(t, stdout.String())["refund"].(map[string]any); r["amount"] != 4800.0 || r["approvedBy"] != "sam" {
+		t.Fatalf("refund after approval: %v", r)
+	}
+	out, _, err := run(t, url, "audit", "verify", "refund", "r-b")
+	if err != nil || !strings.Contains(out, "intact: 5 records (0 refusals)") {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	recs, _, err := run(t, url, "audit", "refund", "r-b", "--json")
+	var list []map[string]any
+	if err != nil || json.Unmarshal([]byte(recs), &list) != nil || len(list) != 5 {
+		t.Fatalf("audit --json: %v\n%s", err, recs)
+	}
+	head := list[4]["hash"].(string)
+
+	wrong := strings.Repeat("deadbeef", 8)
+	forge(t, js, "r-b", 6, wrong)
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-b")
+	prev := regexp.MustCompile(`record at stream seq \d+ \(seq 6, action approved\): prev names deadbeefdeadbeef…, but the record before it \(seq 5, stream seq \d+\) has hash ` + head[:16] + `…`)
+	if codeOf(err) != exitFailed || !prev.MatchString(out) || !strings.Contains(out, "BROKEN: 2 problems") {
+		t.Fatalf("verify of a forged prev: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+}
+
+// TestAnswerDecidesApprovals rejects refunds, with and without a reason,
+// and checks the usage errors of decisions sent to the wrong interrupt.
+func TestAnswerDecidesApprovals(t *testing.T) {
+	url, _ := refundServer(t)
+
+	startRefund(t, url, "r-c", 4800)
+	if out, _, err := run(t, url, "pending", "--flow", "refund"); err != nil || !strings.Contains(lineOf(out, "r-c"), "approval of issue_refund by supervisor") {
+		t.Fatalf("pending: %v\n%s", err, out)
+	}
+	out, errOut, err := run(t, url, "answer", "refund", "r-c", "--reject", "--reason", "not eligible", "--approver", "sam")
+	if err != nil || errOut != "" {
+		t.Fatalf("reject: %v\n%s%s", err, out, errOut)
+	}
+	state := completedState(t, out)
+	if rej, _ := state["rejection"].(map[string]any); state["outcome"] != "rejected" || state["refund"] != nil || rej["approver"] != "sam" || rej["reason"] != "not eligible" {
+		t.Fatalf("state after rejection: %v", state)
+	}
+	if out, _, err := run(t, url, "audit", "refund", "r-c"); err != nil || !strings.Contains(lineOf(out, "rejected"), "reason: not eligible") {
+		t.Fatalf("audit of a rejection: %v\n%s", err, out)
+	}
+
+	// A rejection without a reason is taken as it is.
+	startRefund(t, url, "r-d", 900)
+	out, errOut, err = run(t, url, "answer", "refund", "r-d", "--reject")
+	if err != nil || errOut != "" || completedState(t, out)["outcome"] != "rejected" {
+		t.Fatalf("reject without a reason: %v\n%s%s", err, out, errOut)
+	}
+
+	// Decisions sent to a question, and answers sent to an approval.
+	if out, _, err := run(t, url, "start", "refund", "--run", "r-e", "orderId=o-2", "amount:=700"); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	_, _, err = run(t, url, "answer", "refund", "r-e", "--approve")
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "--approve decides an approval, but run r-e of flow refund waits on a question: answer it with interlock answer refund r-e last4=...") {
+		t.Fatalf("--approve on a question: exit %d: %v", codeOf(err), err)
+	}
+	if _, _, err := run(t, url, "answer", "refund", "r-e", "last4=4321"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, url, "answer", "refund", "r-e", "amount=3")
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "run r-e of flow refund waits on an approval of issue_refund for role supervisor, not on answers: decide with --approve, --reject [--reason TEXT] or --edit field=value (args: amount, currency, orderId)") {
+		t.Fatalf("answers to an approval: exit %d: %v", codeOf(err), err)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-e", "--edit", "amount=650", "--edit", "currency=EUR", "--approver", "ann")
+	if err != nil {
+		t.Fatalf("edit of two args: %v\n%s%s", err, out, errOut)
+	}
+	if r, _ := completedState(t, out)["refund"].(map[string]any); r["amount"] != 650.0 || r["approvedBy"] != "ann" {
+		t.Fatalf("refund after the edit: %v", r)
+	}
+	if out, _, err := run(t, url, "audit", "refund", "r-e"); err != nil || !strings.Contains(lineOf(out, "edited"), `{"amount":650,"currency":"EUR","orderId":"o-2"}`) {
+		t.Fatalf("audit of the edit: %v\n%s", err, out)
+	}
+}
+
+func TestEditValuesFollowTheProposedArgs(t *testing.T) {
+	t.Parallel()
+	proposed := json.RawMessage(`{"amount":4800,"orderId":"123","currency":"","note":null}`)
+	cases := []struct {
+		args    []string
+		want    map[string]string
+		wantErr string
+	}{
+		{args: []string{"amount=400"}, want: map[string]string{"amount": "400"}},
+		{args: []string{"orderId=124"}, want: map[string]string{"orderId": `"124"`}},
+		{args: []string{"currency=EUR", "note=true"}, want: map[string]string{"currency": `"EUR"`, "note": "true"}},
+		{args: []string{"note=checked with finance"}, want: map[string]string{"note": `"checked with finance"`}},
+		{args: []string{"orderId:=124", "amount:=\"400\""}, want: map[string]string{"orderId": "124", "amount": `"400"`}},
+		{args: []string{"amount:=four"}, wantErr: "the value after := must be JSON"},
+		{args: []string{"amount"}, wantErr: `--edit "amount" is not field=value or field:=JSON`},
+	}
+	for _, tc := range cases {
+		got, err := editValues(tc.args, proposed)
+		if tc.wantErr != "" {
+			if codeOf(err) != exitUsage || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: err = %v, want a usage error saying %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("%q: %v, %v", tc.args, got, err)
+			continue
+		}
+		for k, v := range tc.want {
+			if string(got[k]) != v {
+				t.Errorf("%q: %s = %s, want %s", tc.args, k, got[k], v)
+			}
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Actions of audit records: what happened to a run. An audit record's
+// CloudEvent type is [AuditType] of its action.
+const (
+	AuditStarted = "started"
+	// AuditInterrupted: the run paused on an interrupt.
+	AuditInterrupted = "interrupted"
+	// AuditAnswered: a question or choice was answered.
+	AuditAnswered = "answered"
+	// AuditApproved, AuditEdited and AuditRejected: an approval was decided.
+	AuditApproved = "approved"
+	AuditEdited   = "edited"
+	AuditRejected = "rejected"
+	// AuditExpired: an interrupt's deadline passed and the run ended.
+	AuditExpired = "expired"
+	// AuditEscalated: an approval's deadline passed and it went to another role.
+	AuditEscalated   = "escalated"
+	AuditCancelled   = "cancelled"
+	AuditReannounced = "reannounced"
+	// AuditRefused: a command on the run was refused. Refusals hang off
+	// the chain: see [AuditRecord.Side].
+	AuditRefused = "refused"
+)
+
+// AuditRecord is one record of the audit stream (subject
+// <prefix>.audit.<flow>.<run>), the data of an io.interlock.audit.<action>
+// event: what happened to a run, who did it, and where the run ended up.
+//
+// A run's records form a hash chain. Each chained record holds its
+// position (Seq, from 1), the hash of the record before it (Prev, "" for
+// the first) and its own Hash: the hex SHA-256 of its canonical JSON
+// without the hash member. A side record (Side, a refusal) names the
+// chain's head at the time in Prev but takes no position. The checkpoint
+// holds the chain's head ([Checkpoint.Audit]).
+type AuditRecord struct {
+	Flow   string    `json:"flow"`
+	Run    string    `json:"run"`
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+	// By names who acted: the approver or canceller when given, else the
+	// command's source; Interlock's own source for an interrupt, and
+	// interlock/timeout for a deadline's policy.
+	By string `json:"by,omitempty"`
+	// Source is the CloudEvents source of the command.
+	Source    string `json:"source,omitempty"`
+	EventID   string `json:"eventId,omitempty"`
+	Node      string `json:"node,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	// Trusted is set when an authenticated caller resumed without a token.
+	Trusted bool `json:"trusted,omitempty"`
+	// Reason is a decision's or cancel's reason, an approval's reason on
+	// its interrupt, and a refusal's message.
+	Reason string `json:"reason,omitempty"`
+	// Replaces is the request id a reannounce or an escalation replaced.
+	Replaces string `json:"replaces,omitempty"`
+	// ApproverRole is the role an approval is (or was) waiting on;
+	// EscalatedFrom the role an escalation took it from.
+	ApproverRole  string `json:"approverRole,omitempty"`
+	EscalatedFrom string `json:"escalatedFrom,omitempty"`
+	// Timeout is set when a deadline's policy acted.
+	Timeout bool `json:"timeout,omitempty"`
+	// Approval is the proposal an approval's records are about.
+	Approval *AuditApproval `json:"approval,omitempty"`
+	// ExpiresAt is an interrupt's deadline.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Code is a refusal's code.
+	Code    string        `json:"code,omitempty"`
+	Outcome *AuditOutcome `json:"outcome,omitempty"`
+
+	Seq  uint64 `json:"seq,omitempty"`
+	Prev string `json:"prev,omitempty"`
+	Side bool   `json:"side,omitempty"`
+	Hash string `json:"hash,omitempty"`
+
+	// Data is the record exactly as it was stored, the input of its hash.
+	// Readers fill it, with StreamSeq (the message's sequence in the audit
+	// stream) and EventType (the CloudEvent type that carried it); none of
+	// the three is part of the record.
+	Data      json.RawMessage `json:"-"`
+	StreamSeq uint64          `json:"-"`
+	EventType string          `json:"-"`
+}
+
+// AuditApproval is the proposal of an approval's records: the action and
+// its args as proposed and, after an edit, the edits and the final args.
+type AuditApproval struct {
+	Action string          `json:"action"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Edits  json.RawMessage `json:"edits,omitempty"`
+	Final  json.RawMessage `json:"final,omitempty"`
+}
+
+// AuditOutcome is where a transition left the run.
+type AuditOutcome struct {
+	// Status is the run's status afterwards (waiting, completed, ...).
+	Status string `json:"status"`
+	Node   string `json:"node,omitempty"`
+	// RequestID and Kind name the interrupt the run then waits on.
+	RequestID string `json:"requestId,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	// Error says why the run failed.
+	Error string `json:"error,omitempty"`
+}
+
+// DecodeAuditRecord decodes the data of an audit record event, keeping
+// the bytes in Data. Fields it does not know are ignored (they still count
+// in the hash).
+func DecodeAuditRecord(data []byte) (AuditRecord, error) {
+	var r AuditRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return AuditRecord{}, fmt.Errorf("events: audit record is not a JSON object of a record: %w", err)
+	}
+	if r.Action == "" {
+		return AuditRecord{}, fmt.Errorf("events: audit record has no action")
+	}
+	r.Data = append(json.RawMessage(nil), data...)
+	return r, nil
+}
