@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// serveForTest runs `interlock serve` on a free port and returns its URL.
-func serveForTest(t *testing.T) string {
+// serveForTest runs `interlock serve` on a free port, with extra flags,
+// and returns its URL.
+func serveForTest(t *testing.T, extra ...string) string {
 	t.Helper()
 	// The data dir's cleanup must be registered before the one that stops
 	// serve, so that it runs after it (cleanups run last-in, first-out).
@@ -21,7 +22,7 @@ func serveForTest(t *testing.T) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, pw, io.Discard)
+		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, extra...), pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {

@@ -115,6 +115,8 @@ Usage:
                                                   with a fresh token (the old one is retired)
   interlock audit   <flow> <run>                  show a run's audit history, one line a record
   interlock audit verify <flow> <run>             check a run's audit hash chain
+  interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
+                                                  and wait for the decision
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -188,6 +190,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return reannounceCmd(ctx, rest, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, rest, stdout, stderr)
+	case "gate":
+		return gateCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -301,6 +305,9 @@ prints "audit chain of <flow> <run> intact: ..." or where the chain breaks.
 
 // exitHelp lists a command's exit codes.
 func exitHelp(cmd string) string {
+	if cmd == "gate" {
+		return "Exit codes: 0 the call may run (allowed, approved or edited), 1 failed, 2 bad usage, 3 the call may not run (rejected or expired), 4 still waiting for a decision after --wait, 5 server unreachable or no worker serves the gate.\n"
+	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: the chain is intact), 1 failed (verify: the chain is broken; where is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
 	}
@@ -324,7 +331,7 @@ func envHelp(cmd string) string {
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_LOG_LEVEL       default of --log-level
 `
-	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit":
+	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

@@ -1,0 +1,136 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/events"
+)
+
+// GateFlow is the flow of the tool-call gate's runs.
+const GateFlow = "gate"
+
+// ToolAnswer is what the tool-call gate said about a request: its decision,
+// or, when the wait ran out before anyone decided, the approval the call
+// waits on.
+type ToolAnswer struct {
+	// Decided is set once the call is decided: allowed, approved, edited,
+	// rejected or expired.
+	Decided *events.Decided
+	// Pending is the approval the call waits on, when it is not decided yet.
+	Pending *events.Interrupted
+}
+
+// May reports whether the agent may run the call: allowed, approved or
+// edited (then with Decided.Args).
+func (a ToolAnswer) May() bool {
+	if a.Decided == nil {
+		return false
+	}
+	switch a.Decided.Decision {
+	case "allowed", "approved", "edited":
+		return true
+	}
+	return false
+}
+
+// RequestTool asks the tool-call gate whether an agent may run a call and
+// waits up to wait (the client's wait when 0) for the decision. When a rule
+// fires and no one decides in time, it returns the pending approval; ask
+// again with the same CallID later: a repeated request never starts a
+// second approval, and is answered with the decision once there is one.
+func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
+	if req.CallID == "" {
+		req.CallID = "call-" + randomHex(8)
+	}
+	if err := CheckName("call id", req.CallID); err != nil {
+		return ToolAnswer{}, err
+	}
+	if req.Tool == "" {
+		return ToolAnswer{}, errors.New("client: a tool request needs the tool's name")
+	}
+	if wait <= 0 {
+		wait = c.wait
+	}
+	id := randomHex(16)
+	ev, err := events.New(id, c.source, events.TypeToolRequest, req.CallID, time.Now().UTC(), req)
+	if err != nil {
+		return ToolAnswer{}, err
+	}
+	body, err := events.Encode(ev)
+	if err != nil {
+		return ToolAnswer{}, err
+	}
+	inbox := make(chan *nats.Msg, 64)
+	subject := c.names.Event(GateFlow, req.CallID, ">")
+	sub, err := c.nc.ChanSubscribe(subject, inbox)
+	if err != nil {
+		return ToolAnswer{}, fmt.Errorf("client: subscribing to %s: %w", subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.Flush(); err != nil {
+		return ToolAnswer{}, fmt.Errorf("client: %w", err)
+	}
+	msg := nats.NewMsg(c.names.GateRequest())
+	msg.Data = body
+	msg.Header.Set("Content-Type", events.Structured)
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return ToolAnswer{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
+	}
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	var pending *events.Interrupted
+	for {
+		select {
+		case m := <-inbox:
+			kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
+			if kind != events.KindDecided && kind != events.KindInterrupted && kind != events.KindRefused {
+				continue
+			}
+			out, err := events.Decode(m.Header, m.Data)
+			if err != nil {
+				return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
+			}
+			switch kind {
+			case events.KindDecided:
+				var d events.Decided
+				if err := json.Unmarshal(out.Data(), &d); err != nil {
+					return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
+				}
+				return ToolAnswer{Decided: &d}, nil
+			case events.KindInterrupted:
+				var in events.Interrupted
+				if err := json.Unmarshal(out.Data(), &in); err == nil {
+					pending = &in
+				}
+			case events.KindRefused:
+				var r events.Refused
+				if json.Unmarshal(out.Data(), &r) == nil && r.EventID == id {
+					return ToolAnswer{}, fmt.Errorf("client: tool request %s refused (%s): %s", req.CallID, r.Code, r.Message)
+				}
+			}
+		case <-timeout.C:
+			if pending == nil {
+				// A repeated request for a call still waiting publishes
+				// nothing: read the approval it waits on.
+				if in, err := c.LastInterrupt(ctx, GateFlow, req.CallID); err == nil {
+					pending = &in
+				}
+			}
+			if pending != nil {
+				return ToolAnswer{Pending: pending}, nil
+			}
+			return ToolAnswer{}, fmt.Errorf("%w: tool request %s was queued as event %s; is `interlock serve --gate-rules FILE` running?", ErrNoAnswer, req.CallID, id)
+		case <-ctx.Done():
+			return ToolAnswer{}, fmt.Errorf("client: waiting for the decision on %s: %w", req.CallID, ctx.Err())
+		}
+	}
+}
