@@ -119,3 +119,21 @@ func TestProvisionRefusesABadConfigurationBeforeTheServerSeesIt(t *testing.T) {
 		})
 	}
 }
+
+func TestServersWithoutMessageSchedulesAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		version string
+		ok      bool
+	}{
+		{"2.15.2", true}, {"2.12.0", true}, {"3.0.0", true}, {"v2.12.1", true},
+		{"2.11.9", false}, {"2.10.22", false}, {"1.4.0", false}, {"", false}, {"nats", false},
+	} {
+		err := bus.CheckServerVersion(tt.version)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckServerVersion(%q) = %v, want ok=%v", tt.version, err, tt.ok)
+		}
+		if err != nil && tt.version != "" && tt.version != "nats" && !strings.Contains(err.Error(), "needs nats-server 2.12.0 or later") {
+			t.Errorf("CheckServerVersion(%q) = %v: the error must name the version needed", tt.version, err)
+		}
+	}
+}

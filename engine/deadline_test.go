@@ -213,3 +213,31 @@ func resumeDirect(t *testing.T, h *enginetest.Harness, flow, run, token string) 
 	}
 	return out
 }
+
+func TestEscalationsChainTwoDeep(t *testing.T) {
+	h := enginetest.New(t, approvalFlow(engine.Escalate("team_lead", time.Minute,
+		engine.Escalate("director", time.Minute, engine.Policy{Action: engine.OnTimeoutReject}))))
+	run := h.Start(nil)
+	var roles []string
+	for range 2 {
+		h.Expire(run)
+		roles = append(roles, h.Interrupt(run).ApproverRole)
+	}
+	if strings.Join(roles, ",") != "team_lead,director" {
+		t.Fatalf("escalated to %v", roles)
+	}
+	h.Expire(run)
+	h.WantStatus(run, engine.Completed)
+	if h.State(run)["sent"] != false {
+		t.Fatalf("after the last deadline sent = %v, want a rejection", h.State(run)["sent"])
+	}
+	n := 0
+	for _, rec := range h.Audit(run) {
+		if rec.Action == engine.ActionEscalated {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d escalated records, want 2", n)
+	}
+}
