@@ -206,3 +206,39 @@ func sameJSON(a, b []byte) bool {
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
+
+// FuzzParseToolRequest parses arbitrary tool request data: it never
+// panics, and what it accepts names a call and a tool and encodes back to
+// data it accepts again.
+func FuzzParseToolRequest(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := events.ParseToolRequest(data)
+		if err != nil {
+			var e *events.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("ParseToolRequest(%q) error %v is not an *events.Error", data, err)
+			}
+			return
+		}
+		if r.CallID == "" || r.Tool == "" {
+			t.Fatalf("ParseToolRequest(%q) accepted a request without callId or tool: %+v", data, r)
+		}
+		enc, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := events.ParseToolRequest(enc); err != nil {
+			t.Fatalf("ParseToolRequest accepted %q but not its encoding %s: %v", data, enc, err)
+		}
+	})
+}
+
+// FuzzParseExpire parses arbitrary expire data without panicking.
+func FuzzParseExpire(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := events.ParseExpire(data)
+		if err == nil && e.RequestID == "" {
+			t.Fatalf("ParseExpire(%q) accepted data without requestId", data)
+		}
+	})
+}
