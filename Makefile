@@ -29,6 +29,8 @@ fuzz: ## fuzz the decoders for 30 s each
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseResume -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseSelected -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzRedactTokens -fuzztime 30s
+	$(GO) test ./events -run '^$$' -fuzz FuzzParseToolRequest -fuzztime 30s
+	$(GO) test ./events -run '^$$' -fuzz FuzzParseExpire -fuzztime 30s
 	$(GO) test ./gate -run '^$$' -fuzz FuzzParse -fuzztime 30s
 
 bench: ## throughput and latency against the raw JetStream floor
