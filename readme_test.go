@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,8 +20,10 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
-	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -53,28 +56,37 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 	cmds := walkCommands(t, string(readme))
 
 	srv := natstest.StartServer(t, "")
-	natstest.Start(t, srv, booking.Flow())
+	natstest.Start(t, srv, examples.Flows()...)
 	url := srv.ClientURL()
 	w := &walk{t: t, nats: nats, url: url}
 	nc, js := natstest.Connect(t, url)
 	names, _ := wire.NewNames("")
 	cl := client.New(nc, js, names, "/readme-test", natstest.Wait)
 
+	// refundArgs are the refund's start state and its approval's args.
+	type refundArgs struct {
+		OrderID  string  `json:"orderId"`
+		Amount   float64 `json:"amount"`
+		Currency string  `json:"currency"`
+	}
 	var (
-		interrupts *proc // the step 1 subscriber
-		refusals   *proc // the step 3 subscriber
-		tokens     []string
-		pubs       int
+		interrupts  *proc // the step 1 subscriber
+		refusals    *proc // the step 3 subscriber
+		completions *proc // the step 7 subscriber
+		// tokens holds the resume token each placeholder (TOKEN, ...)
+		// stands for, once the walk has shown it.
+		tokens = map[string]string{}
+		pubs   int
+		// The refund the walk starts, and the decision it sends.
+		refundStart refundArgs
+		decision    events.Resume
 	)
-	// nextInterrupt waits for the next interrupted event the subscriber shows.
-	nextInterrupt := func() events.Interrupted {
+	// nextInterrupt waits for the next interrupted event of run that the
+	// subscriber shows.
+	nextInterrupt := func(run string) events.Interrupted {
 		t.Helper()
-		line := interrupts.waitLine(`"type":"io.interlock.run.interrupted"`)
 		var ev struct{ Data events.Interrupted }
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("nats sub printed %q: %v", line, err)
-		}
-		tokens = append(tokens, ev.Data.ResumeToken)
+		interrupts.waitEvent("io.interlock.run.interrupted", run, &ev)
 		return ev.Data
 	}
 	for _, args := range cmds {
@@ -87,32 +99,48 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				interrupts = p
 			case "interlock.ev.booking.r-42.refused":
 				refusals = p
+			case "interlock.ev.*.*.completed":
+				completions = p
 			default:
 				t.Fatalf("the walk subscribes to %s; teach this test what it shows", args[2])
 			}
 
 		case args[0] == "nats" && args[1] == "pub":
-			// TOKEN is the first interrupt's token, NEW_TOKEN the re-ask's.
-			if strings.Contains(line, "NEW_TOKEN") && len(tokens) < 2 || strings.Contains(line, "TOKEN") && len(tokens) < 1 {
-				t.Fatalf("%s needs a token the walk has not shown yet", line)
+			// The placeholders stand for tokens the subscriber showed.
+			for _, m := range tokenPlaceholder.FindAllStringSubmatch(line, -1) {
+				if tokens[m[1]] == "" {
+					t.Fatalf("%s needs a token (%s) the walk has not shown yet", line, m[1])
+				}
 			}
-			sub := strings.NewReplacer("NEW_TOKEN", nth(tokens, 1), "TOKEN", nth(tokens, 0))
 			for i := range args {
-				args[i] = sub.Replace(args[i])
+				args[i] = tokenPlaceholder.ReplaceAllStringFunc(args[i], func(m string) string {
+					return `"resumeToken":"` + tokens[tokenPlaceholder.FindStringSubmatch(m)[1]] + `"`
+				})
 			}
+			var ce struct {
+				Subject string
+				Data    json.RawMessage
+			}
+			if err := json.Unmarshal([]byte(args[len(args)-1]), &ce); err != nil {
+				t.Fatalf("README: %s does not publish a structured CloudEvent: %v", line, err)
+			}
+			run := ce.Subject
 			w.run(args[1:]...)
 			pubs++
 			switch pubs {
 			case 1: // start
-				if in := nextInterrupt(); in.Node != "ask_email" || in.Run != "r-42" || in.Checkpoint == 0 {
+				in := nextInterrupt(run)
+				if in.Node != "ask_email" || in.Run != "r-42" || in.Checkpoint == 0 {
 					t.Fatalf("after the start: %+v", in)
 				}
+				tokens["TOKEN"] = in.ResumeToken
 			case 2: // a bad email
-				in := nextInterrupt()
+				in := nextInterrupt(run)
 				want := "ERROR: That doesn't look like an email. Politely reject generic domains like gmail.com."
 				if in.Node != "ask_email" || len(in.Questions) != 1 || in.Questions[0].Context != want || !strings.Contains(string(readme), want) {
 					t.Fatalf("after the bad email: %+v; the README promises %q", in, want)
 				}
+				tokens["NEW_TOKEN"] = in.ResumeToken
 			case 3: // the old token again
 				if refusals == nil {
 					t.Fatal("the walk sends the old token before it subscribes to refusals")
@@ -122,9 +150,58 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 					t.Fatalf("the old token: %s", got)
 				}
 			case 4: // the good email
-				in := nextInterrupt()
+				in := nextInterrupt(run)
 				if in.Node != "ask_contact" || strings.Join(in.Fields(), ",") != "phone" {
 					t.Fatalf("after the good email: %s asking %v, want ask_contact asking only phone", in.Node, in.Fields())
+				}
+			case 5: // a refund large enough to need a supervisor
+				var start struct{ State refundArgs }
+				if err := json.Unmarshal(ce.Data, &start); err != nil || start.State.Amount <= refund.Threshold {
+					t.Fatalf("README: the refund start %s, want an amount over %d: %v", ce.Data, refund.Threshold, err)
+				}
+				refundStart = start.State
+				in := nextInterrupt(run)
+				var args refundArgs
+				if err := json.Unmarshal(in.Args, &args); err != nil || in.Flow != refund.Name || in.Node != "review" || in.Kind != "approval" ||
+					in.Action != "issue_refund" || args != refundStart || in.ApproverRole != refund.SupervisorRole ||
+					!slices.Contains(in.Decisions, "edit") {
+					t.Fatalf("after the refund start: %+v, want the review approval of %+v", in, refundStart)
+				}
+				if want := `"action":"issue_refund","args":` + string(in.Args); !strings.Contains(string(readme), want) {
+					t.Fatalf("the approval shows %s; the README does not", want)
+				}
+				if at, err := time.Parse(time.RFC3339, in.ExpiresAt); err != nil || time.Until(at) < 29*time.Minute || time.Until(at) > 31*time.Minute {
+					t.Fatalf("the approval expires at %q, want in 30 minutes as the README says: %v", in.ExpiresAt, err)
+				}
+				tokens["APPROVAL_TOKEN"] = in.ResumeToken
+			case 6: // the approval, edited
+				if completions == nil {
+					t.Fatal("the walk approves the refund before it subscribes to completions")
+				}
+				if err := json.Unmarshal(ce.Data, &decision); err != nil || decision.Decision != "edit" || decision.Approver == "" {
+					t.Fatalf("README: the approval %s, want an edit with an approver: %v", ce.Data, err)
+				}
+				var ev struct{ Data events.Completed }
+				completions.waitEvent("io.interlock.run.completed", run, &ev)
+				var state struct {
+					Outcome string          `json:"outcome"`
+					Refund  json.RawMessage `json:"refund"`
+				}
+				var got refund.Refund
+				if err := json.Unmarshal(ev.Data.State, &state); err != nil || json.Unmarshal(state.Refund, &got) != nil {
+					t.Fatalf("the refund completed with state %s: %v", ev.Data.State, err)
+				}
+				var edited float64
+				if err := json.Unmarshal(decision.Edits["amount"], &edited); err != nil {
+					t.Fatalf("README: the approval edits %v, want an amount: %v", decision.Edits, err)
+				}
+				if state.Outcome != "refunded" || got.OrderID != refundStart.OrderID || got.Amount != edited || got.Amount == refundStart.Amount ||
+					got.ApprovedBy != decision.Approver || !strings.HasPrefix(got.RefundID, "re_") {
+					t.Fatalf("the refund completed with %s, want %s refunded %v approved by %s", ev.Data.State, refundStart.OrderID, edited, decision.Approver)
+				}
+				shown := `"outcome":"refunded","refund":` + strings.Replace(string(state.Refund), got.RefundID, "re_...", 1)
+				if !strings.Contains(string(readme), shown) {
+					t.Fatalf("the completed event shows %s; the README does not", shown)
 				}
 			default:
 				t.Fatalf("the walk has a %dth `nats pub`; teach this test what it does", pubs)
@@ -142,18 +219,22 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				t.Fatalf("%s printed %q: %v", line, out, err)
 			}
 
-		case len(args) == 6 && args[0] == "nats" && args[1] == "stream" && args[2] == "view":
+		case len(args) == 6 && args[0] == "nats" && args[1] == "stream" && args[2] == "view" && args[4] == "--subject":
 			out, ok := w.view(args[1:]...)
 			if !ok {
 				continue
 			}
+			if args[5] == "interlock.audit.refund.r-7" {
+				checkRefundAudit(t, string(readme), out, decision)
+				continue
+			}
 			wants := map[string][]string{
-				"INTERLOCK_EVENTS": {"interlock.ev.booking.r-42.started", "interlock.ev.booking.r-42.interrupted",
+				"interlock.ev.booking.r-42.>": {"interlock.ev.booking.r-42.started", "interlock.ev.booking.r-42.interrupted",
 					"interlock.ev.booking.r-42.resumed", "interlock.ev.booking.r-42.refused", "token_mismatch"},
-				"INTERLOCK_AUDIT": {"interlock.audit.booking.r-42", `"action":"started"`},
-			}[args[3]]
+				"interlock.audit.booking.r-42": {"interlock.audit.booking.r-42", `"action":"started"`},
+			}[args[5]]
 			if wants == nil {
-				t.Fatalf("the walk views stream %s; teach this test what it shows", args[3])
+				t.Fatalf("the walk views %s %s; teach this test what it shows", args[3], args[5])
 			}
 			for _, want := range wants {
 				if !strings.Contains(out, want) {
@@ -170,20 +251,70 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 			t.Fatalf("the walk runs %q; teach this test what it shows", line)
 		}
 	}
-	if pubs != 4 || interrupts == nil || refusals == nil {
-		t.Fatalf("the walk has %d `nats pub` commands and subscribers %v, %v; want 4 (start, bad answer, old token, good answer) and two", pubs, interrupts != nil, refusals != nil)
+	if pubs != 6 || interrupts == nil || refusals == nil || completions == nil {
+		t.Fatalf("the walk has %d `nats pub` commands and subscribers %v, %v, %v; want 6 (start, bad answer, old token, good answer, refund start, approval) and three",
+			pubs, interrupts != nil, refusals != nil, completions != nil)
 	}
-	cp, err := cl.Checkpoint(t.Context(), "booking", "r-42")
-	if err != nil || cp.Status != events.StatusCompleted {
-		t.Fatalf("at the end of the walk: %+v, %v", cp, err)
+	for _, run := range []string{"booking.r-42", "refund.r-7"} {
+		flow, id, _ := strings.Cut(run, ".")
+		cp, err := cl.Checkpoint(t.Context(), flow, id)
+		if err != nil || cp.Status != events.StatusCompleted {
+			t.Fatalf("at the end of the walk, %s: %+v, %v", run, cp, err)
+		}
 	}
 }
 
-func nth(s []string, i int) string {
-	if i >= len(s) {
-		return ""
+// tokenPlaceholder is a resume token in a README command: TOKEN, NEW_TOKEN,
+// APPROVAL_TOKEN.
+var tokenPlaceholder = regexp.MustCompile(`"resumeToken":"([A-Z_]*TOKEN)"`)
+
+// checkRefundAudit checks what `nats stream view` shows of the refund's
+// audit records: started, interrupted and edited, hash-chained, the edit
+// with the args before and after, as the README shows them.
+func checkRefundAudit(t *testing.T, readme, out string, decision events.Resume) {
+	t.Helper()
+	var (
+		actions []string
+		prev    string
+		edited  *engine.AuditRecord
+	)
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev struct{ Data json.RawMessage }
+		var rec engine.AuditRecord
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || json.Unmarshal(ev.Data, &rec) != nil {
+			t.Fatalf("nats stream view printed %q: %v", line, err)
+		}
+		hash, err := engine.CanonicalHash(ev.Data)
+		if err != nil || rec.Seq != uint64(len(actions)+1) || rec.Prev != prev || rec.Hash != hash {
+			t.Fatalf("audit record %d (seq %d, prev %q, hash %q) does not chain onto %q; its hash is %q: %v", len(actions)+1, rec.Seq, rec.Prev, rec.Hash, prev, hash, err)
+		}
+		prev = rec.Hash
+		actions = append(actions, rec.Action)
+		if rec.Action == "edited" {
+			edited = &rec
+		}
 	}
-	return s[i]
+	if strings.Join(actions, ",") != "started,interrupted,edited" || edited == nil || edited.Approval == nil {
+		t.Fatalf("the refund's audit records are %v, want started, interrupted, edited:\n%s", actions, out)
+	}
+	a := edited.Approval
+	edits, _ := json.Marshal(decision.Edits)
+	var before, after struct{ Amount float64 }
+	var want float64
+	if err := json.Unmarshal(a.Args, &before); err != nil || json.Unmarshal(a.Final, &after) != nil || json.Unmarshal(decision.Edits["amount"], &want) != nil ||
+		edited.By != decision.Approver || edited.Reason != decision.Reason || string(a.Edits) != string(edits) ||
+		after.Amount != want || before.Amount == after.Amount {
+		t.Fatalf("the edited record: by %q, reason %q, args %s, edits %s, final %s; the approval sent %+v: %v", edited.By, edited.Reason, a.Args, a.Edits, a.Final, decision, err)
+	}
+	for _, want := range []string{`"action":"edited"`, `"by":"` + edited.By + `"`, `"args":` + string(a.Args), `"edits":` + string(a.Edits), `"final":` + string(a.Final)} {
+		if !strings.Contains(readme, want) {
+			t.Fatalf("the edited record shows %s; the README does not", want)
+		}
+	}
 }
 
 // cliAnswer sends what `interlock answer booking <run> args...` sends.
@@ -426,6 +557,18 @@ func (p *proc) output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.out, "\n")
+}
+
+// waitEvent waits for the next CloudEvent of type typ about run that the
+// command prints, and decodes it into v.
+func (p *proc) waitEvent(typ, run string, v any) {
+	p.t.Helper()
+	line := p.wait(func(line string) bool {
+		return strings.Contains(line, `"type":"`+typ+`"`) && strings.Contains(line, `"subject":"`+run+`"`)
+	}, true)
+	if err := json.Unmarshal([]byte(line), v); err != nil {
+		p.t.Fatalf("%v printed %q: %v", p.cmd.Args, line, err)
+	}
 }
 
 // waitAny waits until a line holds one of subs.
