@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -26,10 +29,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestRun runs a tiny benchmark end to end so the program cannot rot.
+// TestRun runs a tiny benchmark of both workloads end to end so the
+// program cannot rot.
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	args := []string{"--runs", "20", "--concurrency", "4", "--fsync", "lazy", "--json"}
+	args := []string{"--runs", "20", "--concurrency", "4", "--fsync", "lazy", "--workload", "both", "--json"}
 	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
 		t.Fatalf("Run(%v): %v", args, err)
 	}
@@ -37,24 +41,169 @@ func TestRun(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
 	}
-	if len(rep.Modes) != 1 || rep.Modes[0].Fsync != "lazy" {
-		t.Fatalf("got modes %+v, want one lazy mode", rep.Modes)
+	if len(rep.Modes) != 2 || rep.Modes[0].Workload != "question" || rep.Modes[1].Workload != "approval" {
+		t.Fatalf("got modes %+v, want the question workload, then the approval workload", rep.Modes)
 	}
-	m := rep.Modes[0]
-	for name, s := range map[string]*systemResult{"floor": m.Floor, "interlock": m.Interlock} {
-		if s == nil {
-			t.Fatalf("%s: no result", name)
+	for _, m := range rep.Modes {
+		if m.Fsync != "lazy" {
+			t.Errorf("%s: fsync %q, want lazy", m.Workload, m.Fsync)
 		}
-		if s.Runs != 20 || s.RunsPerSec <= 0 {
-			t.Errorf("%s: %d runs at %v runs/s, want 20 runs at a positive rate", name, s.Runs, s.RunsPerSec)
+		for name, s := range map[string]*systemResult{"floor": m.Floor, "interlock": m.Interlock} {
+			if s == nil {
+				t.Fatalf("%s, %s: no result", m.Workload, name)
+			}
+			if s.Runs != 20 || s.RunsPerSec <= 0 {
+				t.Errorf("%s, %s: %d runs at %v runs/s, want 20 runs at a positive rate", m.Workload, name, s.Runs, s.RunsPerSec)
+			}
+			if s.StartToInterrupted.P99Ms <= 0 || s.ResumeToCompleted.P99Ms <= 0 {
+				t.Errorf("%s, %s: latencies %+v and %+v, want positive", m.Workload, name, s.StartToInterrupted, s.ResumeToCompleted)
+			}
 		}
-		if s.StartToInterrupted.P99Ms <= 0 || s.ResumeToCompleted.P99Ms <= 0 {
-			t.Errorf("%s: latencies %+v and %+v, want positive", name, s.StartToInterrupted, s.ResumeToCompleted)
+		if m.Ratio == nil || m.Ratio.RunsPerSec <= 0 {
+			t.Errorf("%s: ratio %+v, want a positive runs/s ratio", m.Workload, m.Ratio)
 		}
 	}
-	if m.Ratio == nil || m.Ratio.RunsPerSec <= 0 {
-		t.Errorf("ratio %+v, want a positive runs/s ratio", m.Ratio)
+	// A waiting approval carries more than a waiting question.
+	for _, s := range []string{"floor", "interlock"} {
+		sizes := func(m modeResult) []int {
+			if s == "floor" {
+				return m.Floor.CheckpointBytes
+			}
+			return m.Interlock.CheckpointBytes
+		}
+		q, a := sizes(rep.Modes[0]), sizes(rep.Modes[1])
+		if len(q) != 2 || len(a) != 2 || a[0] <= q[0] {
+			t.Errorf("%s: checkpoint bytes (waiting, completed) %v for the question, %v for the approval; want two each, the approval's waiting one larger", s, q, a)
+		}
 	}
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"question workload, lazy fsync", "approval workload, lazy fsync", "interlock/floor"} {
+		if !bytes.Contains(text.Bytes(), []byte(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// writes is what one system wrote for a few runs, once its worker stopped.
+type writes struct {
+	// inbound is the messages left in the inbound stream: the deadlines'
+	// schedules, which no consumer reads.
+	inbound uint64
+	events  uint64
+	audit   uint64
+	// runsWrites and pendingWrites are the writes to the buckets (their
+	// streams' last sequence), runs and pending what is left in them.
+	runsWrites, runs       uint64
+	pendingWrites, pending uint64
+	// schedule and target are the Nats-Schedule and Nats-Schedule-Target
+	// headers of the first schedule, the target without its prefix.
+	schedule, target string
+}
+
+// TestFloorMirrorsInterlock runs a few runs of each workload through the
+// floor and through Interlock and checks that the floor writes what
+// Interlock writes: as many messages to each stream and bucket, as many
+// left there, and the same deadline.
+func TestFloorMirrorsInterlock(t *testing.T) {
+	const runs = 3
+	for _, w := range []workload{questionWorkload, approvalWorkload} {
+		t.Run(w.name, func(t *testing.T) {
+			srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.stop() })
+			names, err := wire.NewNames(floorPrefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := startFloor(t.Context(), srv.url, names, w, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			floor := collect(t, srv, w, names, runs, floorProtocol{w}, func() error { return errors.Join(f.stop(t.Context()), f.failure()) })
+			svc, err := startInterlock(t.Context(), srv.url, benchPrefix, w, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			il := collect(t, srv, w, svc.Names(), runs, interlockProtocol{w}, func() error { return stopInterlock(t.Context(), svc) })
+			for name, got := range map[string]*writes{"floor": &floor, "interlock": &il} {
+				// The deadline is 30 minutes from the start, to the second:
+				// check it, then compare the rest.
+				if w.approval {
+					at, ok := strings.CutPrefix(got.schedule, "@at ")
+					deadline, err := time.Parse(time.RFC3339, at)
+					if !ok || err != nil || time.Until(deadline) < refundTimeout-time.Minute || time.Until(deadline) > refundTimeout+time.Second {
+						t.Errorf("%s: schedule %q, want @at about %s from now", name, got.schedule, refundTimeout)
+					}
+				}
+				got.schedule = ""
+			}
+			if floor != il {
+				t.Errorf("floor wrote %+v, interlock %+v; want the same", floor, il)
+			}
+			wantInbound, wantWrites := uint64(0), uint64(2*runs)
+			if w.approval {
+				// The deadlines' schedules; the step's write.
+				wantInbound, wantWrites = runs, 3*runs
+			}
+			if il.inbound != wantInbound || il.events != 4*runs || il.audit != 3*runs || il.runsWrites != wantWrites || il.runs != runs {
+				t.Errorf("interlock wrote %+v; want %d inbound messages left, %d events, %d audit records, %d checkpoint writes leaving %d",
+					il, wantInbound, 4*runs, 3*runs, wantWrites, runs)
+			}
+		})
+	}
+}
+
+// collect drives runs full runs with protocol p, stops the worker with
+// stop, and reads what was written under names.
+func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs int, p protocol, stop func() error) writes {
+	t.Helper()
+	ctx := t.Context()
+	cl, err := newClient(ctx, srv.url, "bench-test-client", names, w.flow, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.close()
+	for i := range runs {
+		if _, _, err := cl.full(ctx, runID(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stopping the worker waits for its last acknowledgements.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var got writes
+	state := func(stream string) jetstream.StreamState {
+		s, err := cl.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stream == names.InStream() && info.State.Msgs > 0 {
+			m, err := s.GetMsg(ctx, info.State.FirstSeq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.schedule = m.Header.Get(bus.HeaderSchedule)
+			got.target = strings.TrimPrefix(m.Header.Get(bus.HeaderScheduleTarget), names.Prefix)
+		}
+		return info.State
+	}
+	got.inbound = state(names.InStream()).Msgs
+	got.events = state(names.EventStream()).Msgs
+	got.audit = state(names.AuditStream()).Msgs
+	rs, ps := state("KV_"+names.RunsBucket()), state("KV_"+names.PendingBucket())
+	got.runsWrites, got.runs = rs.LastSeq, rs.Msgs
+	got.pendingWrites, got.pending = ps.LastSeq, ps.Msgs
+	return got
 }
 
 // TestRunServerProcess runs a tiny benchmark with the server in a child
@@ -171,6 +320,10 @@ func TestParse(t *testing.T) {
 		{[]string{"--server", "inprocess", "--paused", "5", "--idle", "0s"}, false},
 		{[]string{"--server", "elsewhere"}, true},
 		{[]string{"--idle", "-1s"}, true},
+		{[]string{"--workload", "approval"}, false},
+		{[]string{"--workload", "both", "--concurrency", "1"}, false},
+		{[]string{"--workload", "refund"}, true},
+		{[]string{"--workload", ""}, true},
 	}
 	for _, tt := range tests {
 		_, err := parse(tt.args, io.Discard)

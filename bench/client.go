@@ -14,9 +14,6 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
-// flowName is the flow every measurement runs.
-const flowName = "bench"
-
 // protocol is how a system's clients encode commands and read events.
 type protocol interface {
 	// start returns the inbound message that starts run.
@@ -34,15 +31,17 @@ type client struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	names wire.Names
+	flow  string
 	proto protocol
 }
 
-func newClient(ctx context.Context, url, name string, names wire.Names, p protocol) (*client, error) {
+// newClient connects a client running flow's runs with protocol p.
+func newClient(ctx context.Context, url, name string, names wire.Names, flow string, p protocol) (*client, error) {
 	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &client{nc: nc, js: js, names: names, proto: p}, nil
+	return &client{nc: nc, js: js, names: names, flow: flow, proto: p}, nil
 }
 
 func (c *client) close() { c.nc.Close() }
@@ -96,7 +95,7 @@ type subscription struct {
 // (65536) slots, 512 KB per run, and the garbage collection that causes
 // would dominate the tail latency of both systems.
 func (c *client) subscribe(run string) (*subscription, error) {
-	subject := c.names.Event(flowName, run, ">")
+	subject := c.names.Event(c.flow, run, ">")
 	ch := make(chan *nats.Msg, eventBuffer)
 	sub, err := c.nc.ChanSubscribe(subject, ch)
 	if err != nil {

@@ -54,12 +54,12 @@ type finishedPoint struct {
 	Memory        memPoint `json:"memory"`
 }
 
-// measureFinished runs o.finished runs to completion on a service that
-// keeps finished runs for o.keepFinished, and reads the server's memory,
-// the runs bucket and the data directory: before, with every run kept,
-// and after the retention removed them.
-func measureFinished(ctx context.Context, o options, srv *natsServer) (_ *finishedResult, err error) {
-	flow, err := benchFlow()
+// measureFinished runs o.finished runs of w's flow to completion on a
+// service that keeps finished runs for o.keepFinished, and reads the
+// server's memory, the runs bucket and the data directory: before, with
+// every run kept, and after the retention removed them.
+func measureFinished(ctx context.Context, o options, w workload, srv *natsServer) (_ *finishedResult, err error) {
+	flow, err := interlockFlow(w)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func measureFinished(ctx context.Context, o options, srv *natsServer) (_ *finish
 		return nil, fmt.Errorf("starting the Interlock service: %w", err)
 	}
 	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, srv.url, "bench-finished-client", svc.Names(), interlockProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-finished-client", svc.Names(), w.flow, interlockProtocol{w})
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -21,15 +26,24 @@ import (
 // provision, so the streams and buckets are configured as Interlock's):
 //
 //	start:  consume the start from the work queue; KV Create the checkpoint
-//	        (~1 KB of JSON); KV Put the pending entry while publishing one
-//	        audit record; publish started and interrupted; ack.
-//	resume: consume the resume; KV Get the checkpoint; KV Update it with
-//	        the revision read; KV Delete the pending entry while publishing
-//	        one audit record; publish resumed and completed; ack.
+//	        (~1 KB of JSON); KV Put the pending entry while storing the
+//	        transition's audit record, the interrupted record (hash-chained,
+//	        the checkpoint keeping the chain's head) and, for an approval,
+//	        the deadline's message schedule; publish started and
+//	        interrupted; ack.
+//	resume: consume the resume; KV Get the checkpoint; for an approval, KV
+//	        Update it with the refund recorded as a step (the write
+//	        Interlock makes mid-node, before the step's result is used);
+//	        write it completed from the revision read or written, with a
+//	        TTL and a roll-up of the key's older revisions; KV Purge the
+//	        pending entry (with a marker TTL) while storing one audit
+//	        record; publish resumed and completed; ack.
 //
 // Every publish carries a Nats-Msg-Id. The pending entry is written while
-// the audit record is stored, as Interlock does, and both are acknowledged
-// before the two events are published asynchronously and awaited together.
+// the audit records are stored, as Interlock does, and all are
+// acknowledged before the two events are published asynchronously and
+// awaited together. TestFloorMirrorsInterlock checks that the floor stores
+// as many messages in every stream and bucket as Interlock does.
 
 // floorHandlerTimeout bounds the handling of one message.
 const floorHandlerTimeout = 25 * time.Second
@@ -44,8 +58,11 @@ type floorCommand struct {
 	Subject     string    `json:"subject"`
 	Time        time.Time `json:"time"`
 	Data        struct {
+		State       map[string]any    `json:"state,omitempty"`
 		ResumeToken string            `json:"resumeToken,omitempty"`
 		Answers     map[string]string `json:"answers,omitempty"`
+		Decision    string            `json:"decision,omitempty"`
+		Approver    string            `json:"approver,omitempty"`
 	} `json:"data"`
 }
 
@@ -68,9 +85,12 @@ type floorDoc struct {
 	Run       string            `json:"run"`
 	Status    string            `json:"status"`
 	Node      string            `json:"node"`
-	State     map[string]string `json:"state"`
+	State     map[string]any    `json:"state"`
 	Interrupt *floorInterrupt   `json:"interrupt,omitempty"`
 	Token     string            `json:"token,omitempty"`
+	Decisions []floorDecision   `json:"decisions,omitempty"`
+	Steps     map[string]string `json:"steps,omitempty"`
+	Audit     *floorAuditHead   `json:"audit,omitempty"`
 	CreatedAt time.Time         `json:"createdAt"`
 	UpdatedAt time.Time         `json:"updatedAt"`
 	Cause     string            `json:"cause"`
@@ -79,24 +99,52 @@ type floorDoc struct {
 	Notes string `json:"notes"`
 }
 
+// floorInterrupt is the pending interrupt of a floor checkpoint: a question
+// or an approval.
 type floorInterrupt struct {
 	RequestID string              `json:"requestId"`
 	Kind      string              `json:"kind"`
-	Questions []map[string]string `json:"questions"`
-	AskedAt   time.Time           `json:"askedAt"`
+	Node      string              `json:"node"`
+	Questions []map[string]string `json:"questions,omitempty"`
+	// Action, Args, Reason, ApproverRole, Decisions, ExpiresAt and
+	// OnTimeout: an approval.
+	Action       string         `json:"action,omitempty"`
+	Args         map[string]any `json:"args,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
+	ApproverRole string         `json:"approverRole,omitempty"`
+	Decisions    []string       `json:"decisions,omitempty"`
+	ExpiresAt    *time.Time     `json:"expiresAt,omitempty"`
+	OnTimeout    map[string]any `json:"onTimeout,omitempty"`
+	AskedAt      time.Time      `json:"askedAt"`
 }
 
-// floorDocPadding makes a waiting floor checkpoint about 1 KB.
+// floorDecision is a decision taken on an approval.
+type floorDecision struct {
+	Verdict   string         `json:"verdict"`
+	Action    string         `json:"action"`
+	Args      map[string]any `json:"args"`
+	Approver  string         `json:"approver"`
+	At        time.Time      `json:"at"`
+	Node      string         `json:"node"`
+	RequestID string         `json:"requestId"`
+}
+
+// floorDocPadding makes a waiting floor checkpoint of the question
+// workload about 1 KB.
 var floorDocPadding = strings.Repeat("n", 560)
 
 // floorProtocol is the client side of the floor.
-type floorProtocol struct{}
+type floorProtocol struct{ w workload }
 
-func (floorProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
-	return floorMsg(names.In(flowName, "start"), "start", run, "", nil)
+func (p floorProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
+	c := newFloorCommand("start", run)
+	if p.w.approval {
+		c.Data.State = refundState(run)
+	}
+	return c.msg(names.In(p.w.flow, "start"))
 }
 
-func (floorProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
+func (p floorProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
 	var ev struct {
 		Data struct {
 			ResumeToken string `json:"resumeToken"`
@@ -105,12 +153,21 @@ func (floorProtocol) resume(names wire.Names, run string, interrupted *nats.Msg)
 	if err := json.Unmarshal(interrupted.Data, &ev); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", interrupted.Subject, err)
 	}
-	return floorMsg(names.In(flowName, "resume"), "resume", run, ev.Data.ResumeToken, map[string]string{"answer": "ok"})
+	c := newFloorCommand("resume", run)
+	c.Data.ResumeToken = ev.Data.ResumeToken
+	if p.w.approval {
+		c.Data.Decision, c.Data.Approver = "approve", approverName
+	} else {
+		c.Data.Answers = map[string]string{"answer": "ok"}
+	}
+	return c.msg(names.In(p.w.flow, "resume"))
 }
 
-func floorMsg(subject, verb, run, token string, answers map[string]string) (*nats.Msg, error) {
-	c := floorCommand{SpecVersion: "1.0", ID: newID(), Source: clientSource, Type: "io.interlock.run." + verb, Subject: run, Time: time.Now().UTC()}
-	c.Data.ResumeToken, c.Data.Answers = token, answers
+func newFloorCommand(verb, run string) floorCommand {
+	return floorCommand{SpecVersion: "1.0", ID: newID(), Source: clientSource, Type: "io.interlock.run." + verb, Subject: run, Time: time.Now().UTC()}
+}
+
+func (c floorCommand) msg(subject string) (*nats.Msg, error) {
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -128,21 +185,26 @@ type floor struct {
 	nc            *nats.Conn
 	js            jetstream.JetStream
 	names         wire.Names
+	w             workload
 	runs, pending jetstream.KeyValue
-	iter          jetstream.MessagesContext
-	msgs          chan jetstream.Msg
-	wg            sync.WaitGroup
-	abort         context.CancelFunc
-	stopOnce      sync.Once
-	stopErr       error
+	// markerTTL is how long the marker of a removed pending entry stays:
+	// the pending bucket's LimitMarkerTTL.
+	markerTTL time.Duration
+	iter      jetstream.MessagesContext
+	msgs      chan jetstream.Msg
+	wg        sync.WaitGroup
+	abort     context.CancelFunc
+	stopOnce  sync.Once
+	stopErr   error
 
 	mu  sync.Mutex
 	err error
 }
 
 // startFloor provisions the streams and buckets of names on the server at
-// url and starts a pool of workers goroutines consuming the inbound stream.
-func startFloor(ctx context.Context, url string, names wire.Names, workers int) (_ *floor, err error) {
+// url and starts a pool of workers goroutines consuming the inbound stream
+// and doing the work of workload w.
+func startFloor(ctx context.Context, url string, names wire.Names, w workload, workers int) (_ *floor, err error) {
 	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: "bench-floor-worker"})
 	if err != nil {
 		return nil, err
@@ -155,13 +217,18 @@ func startFloor(ctx context.Context, url string, names wire.Names, workers int) 
 	if err := bus.Provision(ctx, js, names, bus.StreamConfig{}); err != nil {
 		return nil, err
 	}
-	f := &floor{nc: nc, js: js, names: names, msgs: make(chan jetstream.Msg)}
+	f := &floor{nc: nc, js: js, names: names, w: w, msgs: make(chan jetstream.Msg)}
 	if f.runs, err = js.KeyValue(ctx, names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)
 	}
 	if f.pending, err = js.KeyValue(ctx, names.PendingBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.PendingBucket(), err)
 	}
+	st, err := f.pending.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the configuration of bucket %s: %w", names.PendingBucket(), err)
+	}
+	f.markerTTL = st.LimitMarkerTTL()
 	stream, err := js.Stream(ctx, names.InStream())
 	if err != nil {
 		return nil, fmt.Errorf("binding stream %s: %w", names.InStream(), err)
@@ -272,7 +339,7 @@ func (f *floor) handle(base context.Context, msg jetstream.Msg) {
 		f.mu.Unlock()
 		// Tell the waiting client at once rather than let it time out.
 		if cmd.Subject != "" {
-			_ = f.nc.Publish(f.names.Event(flowName, cmd.Subject, "failed"), []byte(err.Error()))
+			_ = f.nc.Publish(f.names.Event(f.w.flow, cmd.Subject, "failed"), []byte(err.Error()))
 		}
 		_ = msg.Term()
 		return
@@ -280,16 +347,30 @@ func (f *floor) handle(base context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
+// start starts a run and leaves it waiting on the workload's interrupt.
 func (f *floor) start(ctx context.Context, cmd floorCommand) error {
-	run, key := cmd.Subject, flowName+"."+cmd.Subject
+	run, key := cmd.Subject, f.w.flow+"."+cmd.Subject
 	now := time.Now().UTC()
-	requestID, token := "rq_"+newID(), newID()
+	token := newID()
+	in := f.interrupt(cmd.Data.State, "rq_"+newID(), now)
+	state := cmd.Data.State
+	if state == nil {
+		state = map[string]any{}
+	}
 	doc := floorDoc{
-		Flow: flowName, Run: run, Status: "waiting", Node: "ask", State: map[string]string{},
-		Interrupt: &floorInterrupt{RequestID: requestID, Kind: "question", AskedAt: now,
-			Questions: []map[string]string{{"field": "answer", "question": "Go ahead?"}}},
+		Flow: f.w.flow, Run: run, Status: "waiting", Node: in.Node, State: state, Interrupt: in,
 		Token: token, CreatedAt: now, UpdatedAt: now, Cause: cmd.ID, Notes: floorDocPadding,
 	}
+	// The transition's record and the interrupted record, chained; the
+	// checkpoint keeps the chain's head.
+	waiting := map[string]any{"status": "waiting", "node": in.Node, "requestId": in.RequestID, "kind": in.Kind}
+	records, head, err := f.chain(run, now, nil,
+		map[string]any{"action": "started", "by": cmd.Source, "eventId": cmd.ID, "outcome": waiting},
+		f.interruptedRecord(in))
+	if err != nil {
+		return err
+	}
+	doc.Audit = head
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encoding checkpoint %s: %w", key, err)
@@ -298,8 +379,16 @@ func (f *floor) start(ctx context.Context, cmd floorCommand) error {
 	if err != nil {
 		return fmt.Errorf("creating checkpoint %s: %w", key, err)
 	}
-	p, err := json.Marshal(map[string]any{"flow": flowName, "run": run, "node": "ask", "requestId": requestID,
-		"kind": "question", "checkpoint": rev, "fields": []string{"answer"}, "askedAt": now})
+	pending := map[string]any{
+		"flow": f.w.flow, "run": run, "node": in.Node, "requestId": in.RequestID,
+		"kind": in.Kind, "checkpoint": rev, "askedAt": now,
+	}
+	if in.Kind == "approval" {
+		pending["action"], pending["approverRole"], pending["expiresAt"] = in.Action, in.ApproverRole, in.ExpiresAt
+	} else {
+		pending["fields"] = []string{"answer"}
+	}
+	p, err := json.Marshal(pending)
 	if err != nil {
 		return fmt.Errorf("encoding pending entry %s: %w", key, err)
 	}
@@ -309,16 +398,83 @@ func (f *floor) start(ctx context.Context, cmd floorCommand) error {
 		}
 		return nil
 	}
-	return f.publish(ctx, run, now, index, "started",
-		map[string]any{"by": cmd.Source, "eventId": cmd.ID, "action": "started"},
-		map[string]any{"flow": flowName, "run": run, "checkpoint": rev},
-		"interrupted",
-		map[string]any{"flow": flowName, "run": run, "node": "ask", "requestId": requestID, "kind": "question",
-			"questions": doc.Interrupt.Questions, "checkpoint": rev, "resumeToken": token})
+	if in.ExpiresAt != nil {
+		sm, err := f.schedule(run, in)
+		if err != nil {
+			return err
+		}
+		records = append(records, sm)
+	}
+	interrupted := map[string]any{
+		"flow": f.w.flow, "run": run, "node": in.Node, "requestId": in.RequestID,
+		"kind": in.Kind, "checkpoint": rev, "resumeToken": token,
+	}
+	if in.Kind == "approval" {
+		interrupted["action"], interrupted["args"], interrupted["reason"] = in.Action, in.Args, in.Reason
+		interrupted["approverRole"], interrupted["decisions"], interrupted["expiresAt"] = in.ApproverRole, in.Decisions, in.ExpiresAt
+	} else {
+		interrupted["questions"] = in.Questions
+	}
+	return f.publish(ctx, run, now, index, records,
+		"started", map[string]any{"flow": f.w.flow, "run": run, "checkpoint": rev},
+		"interrupted", interrupted)
 }
 
+// interrupt returns the interrupt that a run of the floor's workload,
+// started with state, waits on from now.
+func (f *floor) interrupt(state map[string]any, requestID string, now time.Time) *floorInterrupt {
+	if !f.w.approval {
+		return &floorInterrupt{
+			RequestID: requestID, Kind: "question", Node: "ask", AskedAt: now,
+			Questions: []map[string]string{{"field": "answer", "question": "Go ahead?"}},
+		}
+	}
+	at := expiry(now, refundTimeout)
+	return &floorInterrupt{
+		RequestID: requestID, Kind: "approval", Node: reviewNode, AskedAt: now,
+		Action:       refundAction,
+		Args:         map[string]any{"orderId": state["orderId"], "amount": state["amount"], "currency": state["currency"]},
+		Reason:       refundReason,
+		ApproverRole: supervisorRole,
+		Decisions:    []string{"approve", "edit", "reject"},
+		ExpiresAt:    &at,
+		OnTimeout: map[string]any{
+			"action": "escalate", "approverRole": financeLeadRole,
+			"timeout": refundTimeout.String(), "then": map[string]any{"action": "expire"},
+		},
+	}
+}
+
+// interruptedRecord is the audit record of a run pausing on in.
+func (f *floor) interruptedRecord(in *floorInterrupt) map[string]any {
+	rec := map[string]any{
+		"action": "interrupted", "by": "interlock/floor", "node": in.Node,
+		"requestId": in.RequestID, "kind": in.Kind,
+	}
+	if in.Kind == "approval" {
+		rec["approverRole"], rec["expiresAt"], rec["reason"] = in.ApproverRole, in.ExpiresAt, in.Reason
+		rec["approval"] = map[string]any{"action": in.Action, "args": in.Args}
+	}
+	return rec
+}
+
+// schedule returns the message schedule of in's deadline: the server
+// publishes its body to <prefix>.in.<flow>.expire at that time.
+func (f *floor) schedule(run string, in *floorInterrupt) (*nats.Msg, error) {
+	at := in.ExpiresAt.UTC().Format(time.RFC3339)
+	m, err := f.event(f.names.Schedule(f.w.flow, run, in.RequestID), "io.interlock.run.expire", run, time.Now().UTC(),
+		map[string]any{"requestId": in.RequestID, "expiresAt": at, "flow": f.w.flow, "run": run})
+	if err != nil {
+		return nil, err
+	}
+	m.Header.Set(bus.HeaderSchedule, "@at "+at)
+	m.Header.Set(bus.HeaderScheduleTarget, f.names.In(f.w.flow, "expire"))
+	return m, nil
+}
+
+// resume answers a run's interrupt and completes the run.
 func (f *floor) resume(ctx context.Context, cmd floorCommand) error {
-	run, key := cmd.Subject, flowName+"."+cmd.Subject
+	run, key := cmd.Subject, f.w.flow+"."+cmd.Subject
 	e, err := f.runs.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("reading checkpoint %s: %w", key, err)
@@ -327,81 +483,179 @@ func (f *floor) resume(ctx context.Context, cmd floorCommand) error {
 	if err := json.Unmarshal(e.Value(), &doc); err != nil {
 		return fmt.Errorf("decoding checkpoint %s: %w", key, err)
 	}
-	if doc.Status != "waiting" || doc.Token != cmd.Data.ResumeToken {
+	if doc.Status != "waiting" || doc.Interrupt == nil || doc.Token != cmd.Data.ResumeToken {
 		return fmt.Errorf("resume of %s does not match its checkpoint (status %s)", key, doc.Status)
 	}
 	now := time.Now().UTC()
-	requestID := doc.Interrupt.RequestID
-	doc.Status, doc.Node, doc.Interrupt, doc.Token, doc.UpdatedAt, doc.Cause = "completed", "", nil, "", now, cmd.ID
-	doc.State["answer"] = cmd.Data.Answers["answer"]
+	in, rev := doc.Interrupt, e.Revision()
+	record := map[string]any{
+		"action": "answered", "by": cmd.Source, "source": cmd.Source, "eventId": cmd.ID,
+		"node": in.Node, "requestId": in.RequestID, "kind": in.Kind,
+	}
+	resumed := map[string]any{"flow": f.w.flow, "run": run, "node": in.Node, "requestId": in.RequestID, "kind": in.Kind}
+	doc.Interrupt, doc.Token, doc.UpdatedAt, doc.Cause = nil, "", now, cmd.ID
+	if in.Kind == "approval" {
+		if in.ExpiresAt != nil && !now.Before(*in.ExpiresAt) {
+			return fmt.Errorf("resume of %s after its deadline %s", key, in.ExpiresAt)
+		}
+		if !slices.Contains(in.Decisions, cmd.Data.Decision) || cmd.Data.Decision != "approve" {
+			return fmt.Errorf("resume of %s with decision %q, want approve", key, cmd.Data.Decision)
+		}
+		d := floorDecision{
+			Verdict: cmd.Data.Decision, Action: in.Action, Args: in.Args, Approver: cmp.Or(cmd.Data.Approver, cmd.Source),
+			At: now, Node: in.Node, RequestID: in.RequestID,
+		}
+		doc.Decisions = append(doc.Decisions, d)
+		record["action"], record["by"], record["approverRole"] = "approved", d.Approver, in.ApproverRole
+		record["approval"] = map[string]any{"action": in.Action, "args": in.Args}
+		resumed["decision"], resumed["approver"] = d.Verdict, d.Approver
+		// The refund, recorded before it is used, as a step is.
+		doc.Status, doc.Node, doc.Steps = "running", issueRefundNode, map[string]string{refundStep: refundID()}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return fmt.Errorf("encoding checkpoint %s: %w", key, err)
+		}
+		if rev, err = f.runs.Update(ctx, key, b, rev); err != nil {
+			return fmt.Errorf("recording the refund of %s at revision %d: %w", key, e.Revision(), err)
+		}
+		doc.State["refundId"], doc.State["approvedBy"], doc.State["outcome"] = doc.Steps[refundStep], d.Approver, "refunded"
+		doc.Steps = nil
+	} else {
+		doc.State["answer"] = cmd.Data.Answers["answer"]
+	}
+	doc.Status, doc.Node = "completed", ""
+	record["outcome"] = map[string]any{"status": "completed", "node": in.Node}
+	records, head, err := f.chain(run, now, doc.Audit, record)
+	if err != nil {
+		return err
+	}
+	doc.Audit = head
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encoding checkpoint %s: %w", key, err)
 	}
-	rev, err := f.runs.Update(ctx, key, b, e.Revision())
-	if err != nil {
-		return fmt.Errorf("updating checkpoint %s from revision %d: %w", key, e.Revision(), err)
+	if rev, err = f.finish(ctx, key, b, rev); err != nil {
+		return err
 	}
 	index := func(ctx context.Context) error {
-		if err := f.pending.Delete(ctx, key); err != nil {
-			return fmt.Errorf("deleting pending entry %s: %w", key, err)
+		if err := f.pending.Purge(ctx, key, jetstream.PurgeTTL(f.markerTTL)); err != nil {
+			return fmt.Errorf("removing pending entry %s: %w", key, err)
 		}
 		return nil
 	}
-	return f.publish(ctx, run, now, index, "resumed",
-		map[string]any{"by": cmd.Source, "eventId": cmd.ID, "requestId": requestID, "action": "resumed"},
-		map[string]any{"flow": flowName, "run": run, "node": "ask", "requestId": requestID, "kind": "question", "checkpoint": rev},
-		"completed",
-		map[string]any{"flow": flowName, "run": run, "state": doc.State, "checkpoint": rev})
+	resumed["checkpoint"] = rev
+	return f.publish(ctx, run, now, index, records,
+		"resumed", resumed,
+		"completed", map[string]any{"flow": f.w.flow, "run": run, "state": doc.State, "checkpoint": rev})
 }
 
-// publish stores one audit record while index updates the pending index,
-// then publishes the events first and second asynchronously and waits for
-// both.
-func (f *floor) publish(ctx context.Context, run string, now time.Time, index func(context.Context) error, first string, audit, firstData map[string]any, second string, secondData map[string]any) error {
-	am, err := f.event(f.names.Audit(flowName, run), "io.interlock.audit."+first, run, now, audit)
+// finish writes the checkpoint of a run that finished as Interlock's store
+// does: a KV update from rev that also carries the finished-run retention
+// as a per-message TTL and rolls the key's older revisions up.
+func (f *floor) finish(ctx context.Context, key string, b []byte, rev uint64) (uint64, error) {
+	m := nats.NewMsg("$KV." + f.names.RunsBucket() + "." + key)
+	m.Data = b
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := f.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(kv.DefaultKeepFinished))
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("updating checkpoint %s from revision %d: %w", key, rev, err)
 	}
+	return ack.Sequence, nil
+}
+
+// floorAuditHead is the head of a run's audit chain, kept in the
+// checkpoint.
+type floorAuditHead struct {
+	Records uint64 `json:"records"`
+	Hash    string `json:"hash"`
+}
+
+// chain appends records to the audit chain whose head is head: each gets
+// the run, the time, its position, the previous record's hash and its own
+// (the SHA-256 of its JSON without the hash, keys sorted as encoding/json
+// sorts a map's). It returns the records as messages and the new head.
+func (f *floor) chain(run string, now time.Time, head *floorAuditHead, records ...map[string]any) ([]*nats.Msg, *floorAuditHead, error) {
+	h := floorAuditHead{}
+	if head != nil {
+		h = *head
+	}
+	msgs := make([]*nats.Msg, 0, len(records))
+	for _, rec := range records {
+		rec["flow"], rec["run"], rec["at"] = f.w.flow, run, now
+		rec["seq"], rec["prev"] = h.Records+1, h.Hash
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encoding an audit record of %s: %w", run, err)
+		}
+		sum := sha256.Sum256(b)
+		rec["hash"] = hex.EncodeToString(sum[:])
+		h = floorAuditHead{Records: h.Records + 1, Hash: rec["hash"].(string)}
+		m, err := f.event(f.names.Audit(f.w.flow, run), "io.interlock.audit."+rec["action"].(string), run, now, rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, &h, nil
+}
+
+// publish stores the transition's audit records (and deadline) while index
+// updates the pending index, all asynchronously and awaited together, then
+// publishes the events first and second asynchronously and waits for both.
+func (f *floor) publish(ctx context.Context, run string, now time.Time, index func(context.Context) error, stored []*nats.Msg, first string, firstData map[string]any, second string, secondData map[string]any) error {
 	indexed := make(chan error, 1)
 	go func() { indexed <- index(ctx) }()
-	_, auditErr := f.js.PublishMsg(ctx, am)
+	storedErr := f.publishAll(ctx, stored)
 	if err := <-indexed; err != nil {
 		return err
 	}
-	if auditErr != nil {
-		return fmt.Errorf("publishing %s: %w", am.Subject, auditErr)
+	if storedErr != nil {
+		return storedErr
 	}
-	futures := make([]jetstream.PubAckFuture, 0, 2)
+	evs := make([]*nats.Msg, 0, 2)
 	for _, e := range []struct {
 		kind string
 		data map[string]any
 	}{{first, firstData}, {second, secondData}} {
-		m, err := f.event(f.names.Event(flowName, run, e.kind), "io.interlock.run."+e.kind, run, now, e.data)
+		m, err := f.event(f.names.Event(f.w.flow, run, e.kind), "io.interlock.run."+e.kind, run, now, e.data)
 		if err != nil {
 			return err
 		}
+		evs = append(evs, m)
+	}
+	return f.publishAll(ctx, evs)
+}
+
+// publishAll publishes msgs asynchronously and waits for every ack.
+func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
 		fut, err := f.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("publishing %s: %w", m.Subject, err)
 		}
 		futures = append(futures, fut)
 	}
+	var first error
 	for _, fut := range futures {
 		select {
 		case <-fut.Ok():
 		case err := <-fut.Err():
-			return fmt.Errorf("publishing %s: %w", fut.Msg().Subject, err)
+			if first == nil {
+				first = fmt.Errorf("publishing %s: %w", fut.Msg().Subject, err)
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("publishing %s: %w", fut.Msg().Subject, ctx.Err())
 		}
 	}
-	return nil
+	return first
 }
 
 func (f *floor) event(subject, typ, run string, now time.Time, data map[string]any) (*nats.Msg, error) {
-	ev := floorEvent{SpecVersion: "1.0", ID: newID(), Source: "interlock/floor", Type: typ, Subject: run,
-		Time: now, DataContentType: "application/json", Flow: flowName, Data: data}
+	ev := floorEvent{
+		SpecVersion: "1.0", ID: newID(), Source: "interlock/floor", Type: typ, Subject: run,
+		Time: now, DataContentType: "application/json", Flow: f.w.flow, Data: data,
+	}
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", subject, err)

@@ -25,9 +25,17 @@ const clientSource = "/bench/client"
 // stopWait bounds how long a service takes to stop.
 const stopWait = 30 * time.Second
 
-// benchFlow is one node that asks one question and then completes.
-func benchFlow() (*engine.Flow, error) {
-	return engine.NewFlow[map[string]any](flowName).
+// interlockFlow returns the flow of workload w.
+func interlockFlow(w workload) (*engine.Flow, error) {
+	if w.approval {
+		return refundFlow()
+	}
+	return questionFlow()
+}
+
+// questionFlow is one node that asks one question and then completes.
+func questionFlow() (*engine.Flow, error) {
+	return engine.NewFlow[map[string]any](questionWorkload.flow).
 		Node("ask", func(ctx context.Context, n *engine.Node[map[string]any]) error {
 			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{
 				{Field: "answer", Question: "Go ahead?"},
@@ -39,10 +47,56 @@ func benchFlow() (*engine.Flow, error) {
 		Build()
 }
 
-// startInterlock starts a service running the bench flow on the server at
+// refund is the state of the approval workload's flow.
+type refund struct {
+	OrderID    string  `json:"orderId"`
+	Amount     float64 `json:"amount"`
+	Currency   string  `json:"currency"`
+	RefundID   string  `json:"refundId,omitempty"`
+	ApprovedBy string  `json:"approvedBy,omitempty"`
+	Outcome    string  `json:"outcome,omitempty"`
+}
+
+// refundFlow is examples/refund's review and issue_refund: an approval of
+// the refund with a deadline that escalates, then the refund, issued once
+// as a step.
+func refundFlow() (*engine.Flow, error) {
+	return engine.NewFlow[refund](approvalWorkload.flow).
+		Node(reviewNode, func(ctx context.Context, n *engine.Node[refund]) error {
+			s := n.State()
+			_, err := n.Approve(ctx, engine.Approval{
+				Action:       refundAction,
+				Args:         map[string]any{"orderId": s.OrderID, "amount": s.Amount, "currency": s.Currency},
+				Reason:       refundReason,
+				ApproverRole: supervisorRole,
+				Timeout:      refundTimeout,
+				OnTimeout:    engine.Escalate(financeLeadRole, refundTimeout, engine.Policy{Action: engine.OnTimeoutExpire}),
+			})
+			return err
+		}).
+		Node(issueRefundNode, func(ctx context.Context, n *engine.Node[refund]) error {
+			d, ok := n.Decision(refundAction)
+			if !ok || !d.Approved() {
+				return fmt.Errorf("no approved decision on %s", refundAction)
+			}
+			id, err := engine.Step(ctx, n, refundStep, func(context.Context) (string, error) {
+				return refundID(), nil
+			})
+			if err != nil {
+				return err
+			}
+			return n.Update(engine.Update{"refundId": id, "approvedBy": d.Approver, "outcome": "refunded"})
+		}).
+		Start(reviewNode).
+		Edge(reviewNode, issueRefundNode).
+		Edge(issueRefundNode, engine.End).
+		Build()
+}
+
+// startInterlock starts a service running the flow of w on the server at
 // url, under prefix, handling workers messages at once.
-func startInterlock(ctx context.Context, url, prefix string, workers int) (*interlock.Service, error) {
-	flow, err := benchFlow()
+func startInterlock(ctx context.Context, url, prefix string, w workload, workers int) (*interlock.Service, error) {
+	flow, err := interlockFlow(w)
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +125,24 @@ func stopInterlock(ctx context.Context, svc *interlock.Service) error {
 
 // interlockProtocol speaks the Interlock protocol: structured CloudEvents
 // with the event id as Nats-Msg-Id.
-type interlockProtocol struct{}
+type interlockProtocol struct{ w workload }
 
-func (interlockProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
-	return cloudEvent(names.In(flowName, "start"), events.TypeStart, run, events.Start{})
+func (p interlockProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
+	var start events.Start
+	if p.w.approval {
+		start.State = map[string]json.RawMessage{}
+		for k, v := range refundState(run) {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			start.State[k] = b
+		}
+	}
+	return cloudEvent(names.In(p.w.flow, "start"), events.TypeStart, run, start)
 }
 
-func (interlockProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
+func (p interlockProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
 	ev, err := events.Decode(interrupted.Header, interrupted.Data)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", interrupted.Subject, err)
@@ -89,10 +154,13 @@ func (interlockProtocol) resume(names wire.Names, run string, interrupted *nats.
 	if in.ResumeToken == "" {
 		return nil, fmt.Errorf("%s carries no resumeToken", interrupted.Subject)
 	}
-	return cloudEvent(names.In(flowName, "resume"), events.TypeResume, run, events.Resume{
-		ResumeToken: in.ResumeToken,
-		Answers:     map[string]json.RawMessage{"answer": json.RawMessage(`"ok"`)},
-	})
+	resume := events.Resume{ResumeToken: in.ResumeToken}
+	if p.w.approval {
+		resume.Decision, resume.Approver = string(engine.VerdictApprove), approverName
+	} else {
+		resume.Answers = map[string]json.RawMessage{"answer": json.RawMessage(`"ok"`)}
+	}
+	return cloudEvent(names.In(p.w.flow, "resume"), events.TypeResume, run, resume)
 }
 
 func cloudEvent(subject, typ, run string, data any) (*nats.Msg, error) {
@@ -112,14 +180,14 @@ func cloudEvent(subject, typ, run string, data any) (*nats.Msg, error) {
 	return msg, nil
 }
 
-// checkpointSizes returns the size of every stored revision of run's
-// checkpoint, oldest first.
-func checkpointSizes(ctx context.Context, js jetstream.JetStream, names wire.Names, run string) ([]int, error) {
+// checkpointSizes returns the size of every stored revision of the
+// checkpoint of run of flow, oldest first.
+func checkpointSizes(ctx context.Context, js jetstream.JetStream, names wire.Names, flow, run string) ([]int, error) {
 	kv, err := js.KeyValue(ctx, names.RunsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)
 	}
-	key := flowName + "." + run
+	key := flow + "." + run
 	hist, err := kv.History(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil

@@ -1,14 +1,17 @@
 // Command bench measures Interlock against the raw JetStream floor: the same
 // JetStream work a start->interrupted and resume->completed round needs,
-// done by hand with no Interlock code in the loop. It starts an embedded
-// nats-server per fsync mode and measurement, drives N runs through each
-// system at a given concurrency, and reports runs/s, latency percentiles and
-// memory. The server runs in this process or, so that the memory figures
-// are the worker's alone, in a child process: the bench binary run again
-// with INTERLOCK_BENCH_SERVER set.
+// done by hand with no Interlock code in the loop. The interrupt is a
+// question (the default workload) or examples/refund's approval with a
+// deadline (--workload approval). It starts an embedded nats-server per
+// fsync mode and measurement, drives N runs through each system at a given
+// concurrency, and reports runs/s, latency percentiles and memory. The
+// server runs in this process or, so that the memory figures are the
+// worker's alone, in a child process: the bench binary run again with
+// INTERLOCK_BENCH_SERVER set.
 //
 //	go run ./bench --runs 2000 --concurrency 1
 //	go run ./bench --runs 2000 --concurrency 32
+//	go run ./bench --workload approval --runs 2000 --concurrency 32
 //	go run ./bench --runs 0 --paused 20000 --fsync lazy
 //
 // See bench/README.md for what is measured exactly and for results.
@@ -34,6 +37,7 @@ const (
 	defaultRuns        = 2000
 	defaultConcurrency = 32
 	defaultFsync       = "both"
+	defaultWorkload    = "question"
 	defaultTimeout     = 10 * time.Minute
 	defaultServer      = serverAuto
 	// defaultIdle is how long the paused check leaves the server without
@@ -78,6 +82,7 @@ type options struct {
 	runs         int
 	concurrency  int
 	fsync        string
+	workload     string
 	paused       int
 	finished     int
 	keepFinished time.Duration
@@ -88,6 +93,12 @@ type options struct {
 	timeout      time.Duration
 	server       string
 	idle         time.Duration
+}
+
+// workloads are the workloads o asks for, in the order they are measured.
+func (o options) workloads() []workload {
+	ws, _ := workloadsNamed(o.workload)
+	return ws
 }
 
 // mode is one fsync mode of the embedded server.
@@ -134,9 +145,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system and fsync mode; 0 skips the throughput measurement")
+	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system, workload and fsync mode; 0 skips the throughput measurement")
 	fs.IntVar(&o.concurrency, "concurrency", defaultConcurrency, "client goroutines with a run in flight at once")
 	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the server: always (fsync before ack), lazy, or both")
+	fs.StringVar(&o.workload, "workload", defaultWorkload, "what each run does between start and completed: question (one question, answered), approval (examples/refund's approval of issue_refund with a 30-minute deadline, approved, then the refund as a step), or both")
 	fs.IntVar(&o.paused, "paused", 0, "if > 0, start this many runs, leave them paused at the interrupt, and report memory before and after")
 	fs.IntVar(&o.finished, "finished", 0, "if > 0, run this many runs to completion on a service keeping finished runs for --keep-finished, and report the server's memory and disk with them kept and once they expired")
 	fs.DurationVar(&o.keepFinished, "keep-finished", defaultKeepFinished, "how long the --finished measurement keeps finished runs")
@@ -170,6 +182,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--warmup is %d; use -1 for automatic or a count", o.warmup)}
 	case o.fsync != "both" && o.fsync != "always" && o.fsync != "lazy":
 		return o, usageError{fmt.Errorf("--fsync is %q; use both, always or lazy", o.fsync)}
+	case len(o.workloads()) == 0:
+		return o, usageError{fmt.Errorf("--workload is %q; use %s", o.workload, workloadsFlag)}
 	case o.finished < 0:
 		return o, usageError{fmt.Errorf("--finished is %d; it must be 0 or more", o.finished)}
 	case o.keepFinished < time.Second:
@@ -218,12 +232,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if o.runs == 0 {
 		rep.Warmup = 0
 	}
+	// The workloads of one fsync mode are measured one after the other, so
+	// that they see the disk in the same state.
 	for _, m := range o.modes() {
-		res, err := runMode(ctx, o, m, stderr)
-		if err != nil {
-			return fmt.Errorf("fsync=%s: %w", m.name, err)
+		for _, w := range o.workloads() {
+			res, err := runMode(ctx, o, w, m, stderr)
+			if err != nil {
+				return fmt.Errorf("%s, fsync=%s: %w", w.name, m.name, err)
+			}
+			rep.Modes = append(rep.Modes, res)
 		}
-		rep.Modes = append(rep.Modes, res)
 	}
 	rep.Notes = serverNotes(o)
 	rep.Machine.LoadAvgEnd = loadAvg()

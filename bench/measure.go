@@ -22,26 +22,26 @@ const (
 	pausedPrefix = "paused"
 )
 
-// runMode runs the measurements o asks for with fsync mode m: the
-// throughput measurements (floor, then Interlock) on one server, the
+// runMode runs the measurements o asks for with workload w and fsync mode
+// m: the throughput measurements (floor, then Interlock) on one server, the
 // paused check on another, each server in a fresh directory removed at
 // the end, in this process or in a child process as o says.
-func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ modeResult, err error) {
-	res := modeResult{Fsync: m.name}
+func runMode(ctx context.Context, o options, w workload, m mode, progress io.Writer) (_ modeResult, err error) {
+	res := modeResult{Workload: w.name, Fsync: m.name}
 	say := func(format string, args ...any) {
-		fmt.Fprintf(progress, "bench: fsync=%s: "+format+"\n", append([]any{m.name}, args...)...)
+		fmt.Fprintf(progress, "bench: %s, fsync=%s: "+format+"\n", append([]any{w.name, m.name}, args...)...)
 	}
 	if o.runs > 0 {
 		err := withServer(ctx, o.serverFor(false), m, progress, func(srv *natsServer) error {
 			say("floor: %d runs at concurrency %d (+%d warm-up), server %s", o.runs, o.concurrency, o.warmupRuns(), srv.describe())
-			floor, err := measureFloor(ctx, o, srv)
+			floor, err := measureFloor(ctx, o, w, srv)
 			if err != nil {
 				return fmt.Errorf("floor: %w", err)
 			}
 			res.Floor = floor
 			say("floor: %.0f runs/s", floor.RunsPerSec)
 			say("interlock: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
-			il, err := measureInterlock(ctx, o, srv)
+			il, err := measureInterlock(ctx, o, w, srv)
 			if err != nil {
 				return fmt.Errorf("interlock: %w", err)
 			}
@@ -57,7 +57,7 @@ func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ mode
 	if o.paused > 0 {
 		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
 			say("paused: starting %d runs and leaving them at the interrupt, server %s", o.paused, srv.describe())
-			p, err := measurePaused(ctx, o, srv)
+			p, err := measurePaused(ctx, o, w, srv)
 			if err != nil {
 				return fmt.Errorf("paused runs: %w", err)
 			}
@@ -76,7 +76,7 @@ func runMode(ctx context.Context, o options, m mode, progress io.Writer) (_ mode
 	if o.finished > 0 {
 		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
 			say("finished: %d runs to completion, kept %s, server %s", o.finished, o.keepFinished, srv.describe())
-			f, err := measureFinished(ctx, o, srv)
+			f, err := measureFinished(ctx, o, w, srv)
 			if err != nil {
 				return fmt.Errorf("finished runs: %w", err)
 			}
@@ -100,18 +100,19 @@ func withServer(ctx context.Context, where string, m mode, stderr io.Writer, do 
 	return do(srv)
 }
 
-// measureFloor measures the hand-written JetStream floor under floorPrefix.
-func measureFloor(ctx context.Context, o options, srv *natsServer) (_ *systemResult, err error) {
+// measureFloor measures the hand-written JetStream floor doing the work of
+// workload w under floorPrefix.
+func measureFloor(ctx context.Context, o options, w workload, srv *natsServer) (_ *systemResult, err error) {
 	names, err := wire.NewNames(floorPrefix)
 	if err != nil {
 		return nil, err
 	}
-	f, err := startFloor(ctx, srv.url, names, o.workers())
+	f, err := startFloor(ctx, srv.url, names, w, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, f.stop(context.WithoutCancel(ctx))) }()
-	cl, err := newClient(ctx, srv.url, "bench-floor-client", names, floorProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-floor-client", names, w.flow, floorProtocol{w})
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func measureFloor(ctx context.Context, o options, srv *natsServer) (_ *systemRes
 	if err := f.failure(); err != nil {
 		return nil, err
 	}
-	if res.CheckpointBytes, err = checkpointSizes(ctx, cl.js, names, runID(0)); err != nil {
+	if res.CheckpointBytes, err = checkpointBytes(ctx, cl, names); err != nil {
 		return nil, err
 	}
 	if err := f.stop(ctx); err != nil {
@@ -132,14 +133,15 @@ func measureFloor(ctx context.Context, o options, srv *natsServer) (_ *systemRes
 	return res, deleteStreams(ctx, cl.js, names)
 }
 
-// measureInterlock measures an Interlock service under benchPrefix.
-func measureInterlock(ctx context.Context, o options, srv *natsServer) (_ *systemResult, err error) {
-	svc, err := startInterlock(ctx, srv.url, benchPrefix, o.workers())
+// measureInterlock measures an Interlock service running the flow of w
+// under benchPrefix.
+func measureInterlock(ctx context.Context, o options, w workload, srv *natsServer) (_ *systemResult, err error) {
+	svc, err := startInterlock(ctx, srv.url, benchPrefix, w, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, srv.url, "bench-interlock-client", svc.Names(), interlockProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-interlock-client", svc.Names(), w.flow, interlockProtocol{w})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +150,7 @@ func measureInterlock(ctx context.Context, o options, srv *natsServer) (_ *syste
 	if err != nil {
 		return nil, err
 	}
-	if res.CheckpointBytes, err = checkpointSizes(ctx, cl.js, svc.Names(), runID(0)); err != nil {
+	if res.CheckpointBytes, err = checkpointBytes(ctx, cl, svc.Names()); err != nil {
 		return nil, err
 	}
 	if o.memprofile != "" && o.paused == 0 {
@@ -163,6 +165,31 @@ func measureInterlock(ctx context.Context, o options, srv *natsServer) (_ *syste
 }
 
 func runID(i int) string { return fmt.Sprintf("r-%06d", i) }
+
+// sizeRun is the run checkpointBytes leaves waiting.
+const sizeRun = "size-waiting"
+
+// checkpointBytes returns the size of a waiting checkpoint, that of a run
+// started once the measurement is over and left waiting, and of the first
+// measured run's completed one. A finished run's write rolls its older
+// revisions up, so the completed run has only the one.
+func checkpointBytes(ctx context.Context, cl *client, names wire.Names) ([]int, error) {
+	if err := cl.pause(ctx, sizeRun); err != nil {
+		return nil, fmt.Errorf("starting a run to read its waiting checkpoint: %w", err)
+	}
+	var sizes []int
+	for _, run := range []string{sizeRun, runID(0)} {
+		revs, err := checkpointSizes(ctx, cl.js, names, cl.flow, run)
+		if err != nil {
+			return nil, err
+		}
+		if len(revs) == 0 {
+			return nil, fmt.Errorf("no checkpoint of run %s", run)
+		}
+		sizes = append(sizes, revs[len(revs)-1])
+	}
+	return sizes, nil
+}
 
 // measure drives the warm-up runs, then o.runs full runs at o.concurrency,
 // recording both latencies of every run and peak memory, the server's too
@@ -196,16 +223,16 @@ func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*syst
 	}, nil
 }
 
-// measurePaused starts o.paused runs of an Interlock service under
-// pausedPrefix and leaves them waiting. It reads memory before, after each
+// measurePaused starts o.paused runs of w's flow on an Interlock service
+// under pausedPrefix and leaves them waiting. It reads memory before, after each
 // quarter of the runs, and once more after o.idle without traffic.
-func measurePaused(ctx context.Context, o options, srv *natsServer) (_ *pausedResult, err error) {
-	svc, err := startInterlock(ctx, srv.url, pausedPrefix, o.workers())
+func measurePaused(ctx context.Context, o options, w workload, srv *natsServer) (_ *pausedResult, err error) {
+	svc, err := startInterlock(ctx, srv.url, pausedPrefix, w, o.workers())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, srv.url, "bench-paused-client", svc.Names(), interlockProtocol{})
+	cl, err := newClient(ctx, srv.url, "bench-paused-client", svc.Names(), w.flow, interlockProtocol{w})
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +316,7 @@ func deleteStreams(ctx context.Context, js jetstream.JetStream, names wire.Names
 			return fmt.Errorf("deleting stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{names.RunsBucket(), names.PendingBucket()} {
+	for _, b := range []string{names.RunsBucket(), names.PendingBucket(), names.ConfigBucket()} {
 		if err := js.DeleteKeyValue(ctx, b); err != nil {
 			return fmt.Errorf("deleting bucket %s: %w", b, err)
 		}

@@ -69,8 +69,10 @@ type machine struct {
 	LoadAvgEnd   string `json:"loadAvgEnd"`
 }
 
-// modeResult is the measurements of one fsync mode.
+// modeResult is the measurements of one workload in one fsync mode.
 type modeResult struct {
+	// Workload is "question" or "approval".
+	Workload string `json:"workload"`
 	// Fsync is "always" (fsync before ack) or "lazy".
 	Fsync     string          `json:"fsync"`
 	Floor     *systemResult   `json:"floor,omitempty"`
@@ -91,8 +93,9 @@ type systemResult struct {
 	StartToInterrupted latency `json:"startToInterrupted"`
 	ResumeToCompleted  latency `json:"resumeToCompleted"`
 	Memory             memPeak `json:"memory"`
-	// CheckpointBytes are the sizes of the first run's checkpoint
-	// revisions (waiting, completed).
+	// CheckpointBytes are the sizes of a waiting checkpoint (of a run
+	// started after the measurement and left waiting) and of the first
+	// run's completed one.
 	CheckpointBytes []int `json:"checkpointBytes,omitempty"`
 }
 
@@ -250,11 +253,12 @@ func procField(path, name string) string {
 	return ""
 }
 
-func modeTitle(fsync string) string {
+func modeTitle(workload, fsync string) string {
+	f := "fsync before ack (fsync=always)"
 	if fsync == "lazy" {
-		return "lazy fsync (fsync=lazy)"
+		f = "lazy fsync (fsync=lazy)"
 	}
-	return "fsync before ack (fsync=always)"
+	return workload + " workload, " + f
 }
 
 // writeText writes the report as tables for a person.
@@ -271,7 +275,7 @@ func (r report) writeText(w io.Writer) error {
 		fmt.Fprintf(b, "memory: %s\n", n)
 	}
 	for _, mr := range r.Modes {
-		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Fsync))
+		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Workload, mr.Fsync))
 		if mr.Floor != nil && mr.Interlock != nil {
 			child := mr.Floor.Server == serverProcess
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
