@@ -158,7 +158,7 @@ func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
 			return d, nil
 		}
 		// Still pending (a re-run after a crash): ask the same again.
-		in.ExpiresAt, in.OnTimeout, in.Escalations = cur.ExpiresAt, cur.OnTimeout, cur.Escalations
+		in.ExpiresAt, in.OnTimeout, in.Escalations, in.Retired = cur.ExpiresAt, cur.OnTimeout, cur.Escalations, cur.Retired
 		in.ApproverRole = cur.ApproverRole
 	} else {
 		x.deadline(in, a.Timeout, a.OnTimeout)
