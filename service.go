@@ -29,7 +29,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
@@ -75,6 +77,12 @@ type Config struct {
 	// MaxDeliver is how many times a failing message is delivered before it
 	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.
 	MaxDeliver int
+	// RequireRoles takes approval decisions only with an approver role:
+	// on <prefix>.in.<flow>.resume.<role> (NATS permissions decide who may
+	// publish there) or vouched for by the HTTP API. Set it whenever NATS
+	// authorization is configured; without it the plain resume subject
+	// decides approvals too, as on the local default.
+	RequireRoles bool
 	// GateRules, if set, are the tool-call gate's rules: the service then
 	// runs the built-in gate flow, answers tool requests on
 	// <prefix>.in.gate.request, writes the rules to the <prefix>_config
@@ -145,6 +153,8 @@ type Service struct {
 	started []Background
 	once    sync.Once
 	err     error
+	// secret keys resume tokens and vouches; it never leaves the service.
+	secret []byte
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
@@ -198,6 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			log.Warn().Str("bucket", names.KeysBucket()).Msg("resume tokens use a generated secret kept in NATS; configure a secret for production")
 		}
 	}
+	s.secret = secret
 	queue, err := bus.NewQueue(ctx, s.js, names)
 	if err != nil {
 		return fail(err)
@@ -228,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
+		Secret: secret, RequireRoles: cfg.RequireRoles,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {
@@ -260,6 +272,20 @@ func (s *Service) URL() string {
 		return s.srv.ClientURL()
 	}
 	return s.nc.ConnectedUrl()
+}
+
+// Client returns a client of the wire protocol on the service's own
+// connection; source names it in the audit stream.
+func (s *Service) Client(source string) *client.Client {
+	return client.New(s.nc, s.js, s.names, source, 0)
+}
+
+// ResumeAs sends a resume on behalf of a caller the service has
+// authenticated, vouched for with the deployment's secret: no token is
+// needed, the audit record names approver, and an approval is decided only
+// by a caller holding its approver role.
+func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error) {
+	return c.ResumeAs(ctx, flow, run, r, s.secret, approver, roles)
 }
 
 // Names are the service's stream, subject and bucket names.

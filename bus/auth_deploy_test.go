@@ -248,3 +248,99 @@ func TestDeployUsersHaveOnlyTheirRights(t *testing.T) {
 	admin, _ := as("admin")
 	checkIntact(t, admin.js, n)
 }
+
+// legalFlow asks one approval for role legal.
+func legalFlow() *engine.Flow {
+	return engine.NewFlow[map[string]any]("contract").
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Approve(ctx, engine.Approval{Action: "send_contract", Args: map[string]any{"value": 20000}, ApproverRole: "legal"})
+			return err
+		}).
+		Node("supervise", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Approve(ctx, engine.Approval{Action: "issue_refund", Args: map[string]any{"amount": 4800}, ApproverRole: "supervisor"})
+			return err
+		}).
+		Start("review").Edge("review", "supervise").MustBuild()
+}
+
+func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
+	tlsFiles, pw := deployEnv(t)
+	n, _ := wire.NewNames("")
+	svc, err := interlock.Start(t.Context(), interlock.Config{
+		Flows: []*engine.Flow{legalFlow()}, Instance: "test", Concurrency: 4, RequireRoles: true,
+		Embedded: &bus.ServerConfig{
+			ConfigFile: "../deploy/nats-server.conf", DataDir: t.TempDir(), Host: "127.0.0.1", Port: -1, LazyFsync: true,
+			WorkersPassword: os.Getenv("INTERLOCK_WORKERS_PASSWORD"),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.WithoutCancel(t.Context())) })
+	as := func(name string) (*user, *client.Client) {
+		u := connectUser(t, name, svc.URL(), nats.UserInfo(name, pw[name]), nats.RootCAs(tlsFiles.CA))
+		return u, client.New(u.nc, u.js, n, "/test/"+name, natstest.Wait)
+	}
+	_, ac := as("agent")
+	if _, err := ac.Start(t.Context(), "contract", "r-legal", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	in := lastInterruptOf(t, ac, "contract", "r-legal")
+	decide := events.Resume{ResumeToken: in.ResumeToken, Decision: "approve"}
+
+	bot, bc := as("bot")
+	// NATS refuses the bot a role it does not hold.
+	bot.denied(t, "decide for legal", n.ResumeAs("contract", "legal"), publish(bot.js, n.ResumeAs("contract", "legal")))
+	// Interlock refuses a role that is not the approval's.
+	ev, err := bc.ResumeWithRole(t.Context(), "contract", "r-legal", "supervisor", decide)
+	if err != nil || ev.Kind != "refused" {
+		t.Fatalf("supervisor deciding for legal: %s %v", ev.Kind, err)
+	}
+	var ref events.Refused
+	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden || !strings.Contains(ref.Message, "approver role legal") {
+		t.Fatalf("refusal = %+v %v", ref, err)
+	}
+	// With authorization, the plain subject decides no approval.
+	ev, err = bc.Resume(t.Context(), "contract", "r-legal", decide)
+	if err != nil || ev.Kind != "refused" {
+		t.Fatalf("plain resume of an approval: %s %v", ev.Kind, err)
+	}
+	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden {
+		t.Fatalf("plain resume refusal = %+v", ref)
+	}
+	// The HTTP API's way: a caller the service vouches for.
+	ev, err = svc.ResumeAs(t.Context(), svc.Client("/http"), "contract", "r-legal", events.Resume{Decision: "approve", Approver: "typed-in-the-body"}, "lena@example.com", []string{"legal"})
+	if err != nil || ev.Kind != "interrupted" {
+		t.Fatalf("vouched legal decision: %s %v", ev.Kind, err)
+	}
+	next := lastInterruptOf(t, bc, "contract", "r-legal")
+	ev, err = bc.ResumeWithRole(t.Context(), "contract", "r-legal", "supervisor", events.Resume{ResumeToken: next.ResumeToken, Decision: "approve"})
+	if err != nil || ev.Kind != "completed" {
+		t.Fatalf("supervisor deciding for supervisor: %s %v", ev.Kind, err)
+	}
+	_, oc := as("operator")
+	recs, err := oc.Audit(t.Context(), "contract", "r-legal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, approvedBy []string
+	for _, r := range recs {
+		switch r.Action {
+		case "refused":
+			refused = append(refused, r.Code)
+		case "approved":
+			approvedBy = append(approvedBy, r.By)
+		}
+	}
+	if strings.Join(refused, ",") != "forbidden,forbidden" || strings.Join(approvedBy, ",") != "lena@example.com,/test/bot" {
+		t.Fatalf("audit: refused %v, approved by %v", refused, approvedBy)
+	}
+	// A vouch made without the deployment's secret is refused.
+	ev, err = svc.Client("/forger").ResumeAs(t.Context(), "contract", "r-legal", events.Resume{Decision: "approve"}, []byte("not-the-secret-not-the-secret-xx"), "mallory", []string{"legal"})
+	if err != nil || ev.Kind != "refused" {
+		t.Fatalf("forged vouch: %s %v", ev.Kind, err)
+	}
+	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeInvalidPayload || !strings.Contains(ref.Message, "does not verify") {
+		t.Fatalf("forged vouch refusal = %+v", ref)
+	}
+}

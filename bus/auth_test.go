@@ -249,9 +249,15 @@ func startBooking(t *testing.T, c *client.Client, run string) {
 // may see the event before the stream has stored it: it polls.
 func lastInterrupt(t *testing.T, c *client.Client, run string) events.Interrupted {
 	t.Helper()
+	return lastInterruptOf(t, c, "booking", run)
+}
+
+// lastInterruptOf is lastInterrupt for a run of any flow.
+func lastInterruptOf(t *testing.T, c *client.Client, flow, run string) events.Interrupted {
+	t.Helper()
 	deadline := time.Now().Add(natstest.Wait)
 	for {
-		in, err := c.LastInterrupt(t.Context(), "booking", run)
+		in, err := c.LastInterrupt(t.Context(), flow, run)
 		if err == nil && in.ResumeToken != "" {
 			return in
 		}

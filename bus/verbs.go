@@ -21,7 +21,18 @@ type verb struct {
 	// unsupported, when set, dead-letters every message of the verb with
 	// this explanation.
 	unsupported string
-	apply       func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error)
+	apply       func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, c caller) (engine.Outcome, error)
+}
+
+// caller is who sent a command, as far as the transport can tell: the
+// approver role of a role subject, or the approver and roles an
+// authenticated part of the deployment vouched for.
+type caller struct {
+	role         string
+	vouched      bool
+	approver     string
+	roles        []string
+	roleRequired bool
 }
 
 // ToolRules decides which gate rule, if any, fires for a tool request: nil
@@ -35,7 +46,7 @@ type ToolRules interface {
 func verbs(rules ToolRules) map[string]verb {
 	request := verb{typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker (interlock serve --gate-rules FILE)"}
 	if rules != nil {
-		request = verb{typ: events.TypeToolRequest, apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		request = verb{typ: events.TypeToolRequest, apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseToolRequest(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
@@ -47,40 +58,53 @@ func verbs(rules ToolRules) map[string]verb {
 		}}
 	}
 	return map[string]verb{
-		"start": {typ: events.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		"start": {typ: events.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseStart(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Start(ctx, engine.Start{Flow: flow, Run: ev.Subject(), State: d.State, Origin: d.Origin, Inbound: in})
 		}},
-		"resume": {typ: events.TypeResume, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		"resume": {typ: events.TypeResume, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, c caller) (engine.Outcome, error) {
 			d, err := events.ParseResume(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
-			return r.Resume(ctx, engine.Resume{
+			cmd := engine.Resume{
 				Flow: flow, Run: ev.Subject(), Token: d.ResumeToken, RequestID: d.RequestID,
 				Answers: d.Answers, Selected: d.Selected, Decision: d.Decision, Edits: d.Edits,
 				Update: d.Update, Approver: d.Approver, Reason: d.Reason,
 				ExpectedCheckpoint: d.ExpectedCheckpoint, IdempotencyKey: d.IdempotencyKey, Inbound: in,
-			})
+				RoleRequired: c.roleRequired,
+			}
+			switch {
+			case c.vouched:
+				// The caller was authenticated: no token, and the audit
+				// names the caller, never a name typed in the body.
+				cmd.Trusted, cmd.Approver, cmd.Roles, cmd.RolesKnown = true, c.approver, c.roles, true
+				if c.role != "" {
+					cmd.Roles = []string{c.role}
+				}
+			case c.role != "":
+				cmd.Roles, cmd.RolesKnown = []string{c.role}, true
+			}
+			return r.Resume(ctx, cmd)
 		}},
-		"cancel": {typ: events.TypeCancel, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		"cancel": {typ: events.TypeCancel, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseCancel(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Cancel(ctx, engine.Cancel{Flow: flow, Run: ev.Subject(), Reason: d.Reason, By: d.By, Inbound: in})
 		}},
-		"reannounce": {typ: events.TypeReannounce, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		"reannounce": {typ: events.TypeReannounce, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseReannounce(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, Inbound: in})
 		}},
-		"expire": {typ: events.TypeExpire, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+		"expire": {typ: events.TypeExpire, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseExpire(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err

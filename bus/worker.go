@@ -58,6 +58,15 @@ type WorkerConfig struct {
 	// MaxDeliver is how many times a message is delivered before a failing
 	// one is dead-lettered. Defaults to DefaultMaxDeliver.
 	MaxDeliver int
+	// Secret is the deployment's secret: it verifies commands an
+	// authenticated service vouched for (events.HeaderVouch). Without it
+	// such commands are refused.
+	Secret []byte
+	// RequireRoles takes approval decisions only with an approver role:
+	// on <prefix>.in.<flow>.resume.<role>, whose NATS permissions say who
+	// may send them, or vouched for by the HTTP API. Set it whenever NATS
+	// authorization is configured.
+	RequireRoles bool
 	// Tools, if set, answers tool requests on <prefix>.in.gate.request;
 	// the runner must run [engine.GateFlow]. Without it such requests are
 	// dead-lettered unsupported.
@@ -333,11 +342,14 @@ type outcome struct {
 
 func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) (outcome, error) {
 	n := w.cfg.Names
-	flow, name, ok := n.ParseIn(msg.Subject())
+	flow, name, role, ok := n.ParseCommand(msg.Subject())
+	if role != "" && engine.CheckName("approver role", role) != nil {
+		ok = false
+	}
 	v, known := w.verbs[name]
 	if !ok || !known || name == "request" && flow != "gate" || name == "start" && flow == "gate" {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
-			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.GateRequest())}, nil
+			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.Prefix, n.GateRequest())}, nil
 	}
 	if v.unsupported != "" {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnsupported}, detail: v.unsupported}, nil
@@ -364,7 +376,16 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if v.needsRun && ev.Subject() == "" {
 		return w.reject(ctx, flow, name, "", in, events.ReasonInvalidPayload, fmt.Sprintf("the event's subject must be the run id to %s", name))
 	}
-	out, err := v.apply(ctx, w.cfg.Runner, flow, ev, in)
+	c := caller{role: role, roleRequired: w.cfg.RequireRoles}
+	if vouch := msg.Headers().Get(events.HeaderVouch); vouch != "" {
+		approver, roles := msg.Headers().Get(events.HeaderApprover), events.ParseRoles(msg.Headers().Get(events.HeaderRoles))
+		if len(w.cfg.Secret) == 0 || !events.VerifyVouch(w.cfg.Secret, ev.ID(), approver, roles, vouch) {
+			return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
+				fmt.Sprintf("header %s does not verify: only the deployment's own services may vouch for a caller", events.HeaderVouch))
+		}
+		c.vouched, c.approver, c.roles = true, approver, roles
+	}
+	out, err := v.apply(ctx, w.cfg.Runner, flow, ev, in, c)
 	var perr *events.Error
 	if errors.As(err, &perr) {
 		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())

@@ -138,7 +138,7 @@ func randomHex(n int) string {
 // completed, failed or refused. run may be "" for a fresh id.
 func (c *Client) Start(ctx context.Context, flow, run string, state map[string]json.RawMessage, origin json.RawMessage) (Event, error) {
 	run = cmp.Or(run, NewRunID())
-	return c.send(ctx, flow, run, "start", events.TypeStart, events.Start{State: state, Origin: origin}, "")
+	return c.send(ctx, flow, run, "start", events.TypeStart, events.Start{State: state, Origin: origin}, "", nil)
 }
 
 // Resume sends a resume for a run and returns the event that settles it:
@@ -146,7 +146,7 @@ func (c *Client) Start(ctx context.Context, flow, run string, state map[string]j
 // refused. A resume whose IdempotencyKey was already applied returns an
 // Event with Repeat set and the run as it stands.
 func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) (Event, error) {
-	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey)
+	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey, nil)
 }
 
 // Reannounce asks for a waiting run's pending interrupt to be announced
@@ -154,19 +154,19 @@ func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) 
 // new interrupted event, or refused. Use it when the run's interrupted
 // event is no longer in the events stream.
 func (c *Client) Reannounce(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "reannounce", events.TypeReannounce, events.Reannounce{Reason: reason}, "")
+	return c.send(ctx, flow, run, "reannounce", events.TypeReannounce, events.Reannounce{Reason: reason}, "", nil)
 }
 
 // Cancel cancels a waiting run and returns the cancelled or refused event.
 func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "cancel", events.TypeCancel, events.Cancel{Reason: reason, By: c.source}, "")
+	return c.send(ctx, flow, run, "cancel", events.TypeCancel, events.Cancel{Reason: reason, By: c.source}, "", nil)
 }
 
 // send publishes a command and waits for the event that settles it. With
 // an idempotency key, a command Interlock will absorb as a repeat (the run
 // has applied the key, through another message) is reported at once with
 // the run as it stands: no event would come.
-func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string) (Event, error) {
+func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string, header func(id string, h nats.Header)) (Event, error) {
 	if err := CheckName("flow", flow); err != nil {
 		return Event{}, err
 	}
@@ -194,9 +194,15 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 		return Event{}, fmt.Errorf("client: %w", err)
 	}
 	msg := nats.NewMsg(c.names.In(flow, verb))
+	if strings.Contains(verb, ".") {
+		msg.Subject = c.names.In(flow, "") + verb
+	}
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
+	if header != nil {
+		header(id, msg.Header)
+	}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return Event{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
 	}

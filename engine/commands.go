@@ -41,6 +41,13 @@ type Resume struct {
 	IdempotencyKey     string
 	// Trusted resumes need no token: the caller was authenticated.
 	Trusted bool
+	// Roles are the approver roles the resume was sent with (the role of a
+	// role subject, or the roles an authenticated caller holds), when
+	// RolesKnown. An approval is decided only by a resume holding its
+	// approverRole; without known roles, only when RoleRequired is false.
+	Roles        []string
+	RolesKnown   bool
+	RoleRequired bool
 	Inbound
 }
 
@@ -176,6 +183,14 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if in.ExpiresAt != nil && !t.now.Before(*in.ExpiresAt) {
 			return t.refuse(ctx, cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
 		}
+		if in.Kind == KindApproval && in.ApproverRole != "" {
+			switch {
+			case cmd.RolesKnown && !slices.Contains(cmd.Roles, in.ApproverRole):
+				return t.refuse(ctx, cmd.RequestID, CodeForbidden, "deciding this approval takes approver role %s; the decision came with %s", in.ApproverRole, roleList(cmd.Roles))
+			case !cmd.RolesKnown && cmd.RoleRequired:
+				return t.refuse(ctx, cmd.RequestID, CodeForbidden, "approval decisions are taken only with an approver role: send it on <prefix>.in.%s.resume.%s, or through the HTTP API", cp.Flow, in.ApproverRole)
+			}
+		}
 		k, ok := kindOf(in.Kind)
 		if !ok {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "interrupt kind %q cannot be answered by this worker", in.Kind)
@@ -270,4 +285,11 @@ func rawSize(m map[string]json.RawMessage) int {
 		n += len(k) + len(v)
 	}
 	return n
+}
+
+func roleList(roles []string) string {
+	if len(roles) == 0 {
+		return "no role"
+	}
+	return "role " + strings.Join(roles, ", ")
 }

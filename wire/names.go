@@ -89,13 +89,32 @@ func (n Names) DeadLetter(reason string) string { return n.Prefix + ".dlq." + re
 // ParseIn splits an inbound subject into flow and verb; ok is false when the
 // subject is not interlock.in.<flow>.<verb>.
 func (n Names) ParseIn(subject string) (flow, verb string, ok bool) {
+	flow, verb, role, ok := n.ParseCommand(subject)
+	if role != "" {
+		return "", "", false
+	}
+	return flow, verb, ok
+}
+
+// ResumeAs is the subject of an approval decision taken with an approver
+// role: <prefix>.in.<flow>.resume.<role>. NATS permissions on these
+// subjects decide who may approve what.
+func (n Names) ResumeAs(flow, role string) string { return n.In(flow, "resume") + "." + role }
+
+// ParseCommand splits an inbound subject into its flow, verb and, for a
+// resume sent with an approver role (<prefix>.in.<flow>.resume.<role>),
+// the role.
+func (n Names) ParseCommand(subject string) (flow, verb, role string, ok bool) {
 	rest, found := strings.CutPrefix(subject, n.Prefix+".in.")
 	if !found {
-		return "", "", false
+		return "", "", "", false
 	}
-	flow, verb, found = strings.Cut(rest, ".")
-	if !found || strings.Contains(verb, ".") {
-		return "", "", false
+	parts := strings.Split(rest, ".")
+	switch {
+	case len(parts) == 2:
+		return parts[0], parts[1], "", true
+	case len(parts) == 3 && parts[1] == "resume" && parts[2] != "":
+		return parts[0], parts[1], parts[2], true
 	}
-	return flow, verb, true
+	return "", "", "", false
 }

@@ -87,6 +87,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	// With authorization configured, NATS permissions on the role subjects
+	// decide who may approve what.
+	cfg.RequireRoles = *natsConfig != "" || *natsURL != ""
 	if *gateRules != "" {
 		b, err := os.ReadFile(*gateRules)
 		if err != nil {
