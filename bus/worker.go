@@ -71,6 +71,11 @@ type WorkerConfig struct {
 	// the runner must run [engine.GateFlow]. Without it such requests are
 	// dead-lettered unsupported.
 	Tools ToolRules
+	// Observe, if set, is called once for every message the worker is done
+	// with (acknowledged, dead-lettered or refused; not for one delivered
+	// again), from the goroutine that handled it: metrics count outcomes
+	// with it. It must not block.
+	Observe func(Observation)
 	// Logger receives one line per refused, dead-lettered or failed message.
 	// Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -253,6 +258,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	log := w.log.With().Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).Logger()
+	began := time.Now()
 	out, err := w.apply(ctx, msg, md)
 	if err != nil {
 		if md.NumDelivered < uint64(w.cfg.MaxDeliver) {
@@ -281,6 +287,10 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		w.nak(log, msg, delay)
 		return
 	}
+	if w.cfg.Observe != nil {
+		_, verb, _, _ := w.cfg.Names.ParseCommand(msg.Subject())
+		w.cfg.Observe(Observation{Verb: verb, Outcome: out.Outcome, Took: time.Since(began)})
+	}
 	switch {
 	case out.Refused != nil:
 		log.Info().Str("code", out.Refused.Code).Str("reason", out.Refused.Message).Msg("refused")
@@ -292,6 +302,16 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		log.Warn().Err(err).Msg("ack failed; the message will be delivered again and acknowledged as a repeat")
 	}
+}
+
+// Observation is what became of one inbound message: the verb of its
+// subject (start, resume, cancel, reannounce, expire, request; "" for an
+// unknown subject), the engine's outcome (its Events, Refused, DeadLetter,
+// Duplicate and AskedAt say what happened), and how long handling took.
+type Observation struct {
+	Verb    string
+	Outcome engine.Outcome
+	Took    time.Duration
 }
 
 // nak asks for the message to be delivered again after delay.
