@@ -117,6 +117,7 @@ Usage:
   interlock audit verify <flow> <run>             check a run's audit hash chain
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
+  interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -192,6 +193,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return auditCmd(ctx, rest, stdout, stderr)
 	case "gate":
 		return gateCmd(ctx, rest, stdout, stderr)
+	case "schema":
+		return schemaCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
