@@ -15,6 +15,19 @@ import (
 // and returns its URL.
 func serveForTest(t *testing.T, extra ...string) string {
 	t.Helper()
+	line := serveLine(t, extra...)
+	_, rest, ok := strings.Cut(line, " on ")
+	url, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(url, "nats://") {
+		t.Fatalf("serve's first line has no URL: %q", line)
+	}
+	return url
+}
+
+// serveLine runs `interlock serve` on free ports, with extra flags, and
+// returns the first line it prints.
+func serveLine(t *testing.T, extra ...string) string {
+	t.Helper()
 	// The data dir's cleanup must be registered before the one that stops
 	// serve, so that it runs after it (cleanups run last-in, first-out).
 	dir := t.TempDir()
@@ -22,7 +35,7 @@ func serveForTest(t *testing.T, extra ...string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, extra...), pw, io.Discard)
+		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn", "--metrics", "127.0.0.1:0"}, extra...), pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -41,12 +54,7 @@ func serveForTest(t *testing.T, extra ...string) string {
 		t.Fatalf("serve printed nothing: %v", err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	_, rest, ok := strings.Cut(line, " on ")
-	url, _, _ := strings.Cut(rest, " ")
-	if !ok || !strings.HasPrefix(url, "nats://") {
-		t.Fatalf("serve's first line has no URL: %q", line)
-	}
-	return url
+	return line
 }
 
 func run(t *testing.T, url string, args ...string) (string, string, error) {
