@@ -73,7 +73,7 @@ func TestImageServesAsNonrootWithTheDeployConfig(t *testing.T) {
 	defer cancel()
 	data := filepath.Join(dir, "data")
 	cmd := exec.CommandContext(ctx, bin, "serve", "--data-dir", data, "--nats-config", filepath.Join(dir, "nats-server.conf"),
-		"--listen", "127.0.0.1:-1", "--log-format", "json", "--log-level", "warn", "--metrics", "127.0.0.1:0")
+		"--listen", "127.0.0.1:-1", "--log-format", "json", "--log-level", "warn")
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nonroot, Gid: nonroot}}
 	cmd.Env = []string{
@@ -81,6 +81,7 @@ func TestImageServesAsNonrootWithTheDeployConfig(t *testing.T) {
 		"INTERLOCK_TLS_CERT=" + filepath.Join(dir, "tls.crt"),
 		"INTERLOCK_TLS_KEY=" + filepath.Join(dir, "tls.key"),
 		"INTERLOCK_TLS_CA=" + filepath.Join(dir, "ca.crt"),
+		"INTERLOCK_METRICS=127.0.0.1:0",
 	}
 	for _, u := range []string{"WORKERS", "AGENT", "BOT", "OPERATOR", "ADMIN"} {
 		cmd.Env = append(cmd.Env, "INTERLOCK_"+u+"_PASSWORD="+password+strings.ToLower(u))

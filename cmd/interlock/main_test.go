@@ -15,19 +15,8 @@ import (
 // and returns its URL.
 func serveForTest(t *testing.T, extra ...string) string {
 	t.Helper()
-	line := serveLine(t, extra...)
-	_, rest, ok := strings.Cut(line, " on ")
-	url, _, _ := strings.Cut(rest, " ")
-	if !ok || !strings.HasPrefix(url, "nats://") {
-		t.Fatalf("serve's first line has no URL: %q", line)
-	}
-	return url
-}
-
-// serveLine runs `interlock serve` on free ports, with extra flags, and
-// returns the first line it prints.
-func serveLine(t *testing.T, extra ...string) string {
-	t.Helper()
+	// Metrics on a free port too, not on the default one.
+	extra = append([]string{"--metrics", "127.0.0.1:0"}, extra...)
 	// The data dir's cleanup must be registered before the one that stops
 	// serve, so that it runs after it (cleanups run last-in, first-out).
 	dir := t.TempDir()
@@ -35,7 +24,7 @@ func serveLine(t *testing.T, extra ...string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn", "--metrics", "127.0.0.1:0"}, extra...), pw, io.Discard)
+		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, extra...), pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -54,7 +43,12 @@ func serveLine(t *testing.T, extra ...string) string {
 		t.Fatalf("serve printed nothing: %v", err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	return line
+	_, rest, ok := strings.Cut(line, " on ")
+	url, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(url, "nats://") {
+		t.Fatalf("serve's first line has no URL: %q", line)
+	}
+	return url
 }
 
 func run(t *testing.T, url string, args ...string) (string, string, error) {

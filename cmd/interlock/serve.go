@@ -50,10 +50,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
 	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
 	gateRules := fs.String("gate-rules", envOr("INTERLOCK_GATE_RULES", ""), "YAML `file` of the tool-call gate's rules (see examples/gate/rules.yaml); without it tool requests are dead-lettered unsupported")
-	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
-	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	metricsAddr := fs.String("metrics", envOr("INTERLOCK_METRICS", metrics.DefaultAddr), "`host:port` of /metrics, /healthz and /readyz (\"\" turns them off); loopback only, unless --metrics-insecure-public")
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
+	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
+	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -146,12 +146,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy)
 	}
 	ev.Msg("Interlock is serving; try: interlock start booking")
-	also := ""
-	if m != nil {
-		also = "; metrics on http://" + m.Addr() + "/metrics"
-	}
-	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s)%s. Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "), also)
+	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "))
 
+	if m != nil {
+		fmt.Fprintf(stdout, "Metrics on http://%s/metrics (liveness /healthz, readiness /readyz).\n", m.Addr())
+	}
 	<-ctx.Done()
 	log.Info().Msg("draining in-flight work; press Ctrl-C again to stop at once")
 	drain, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
