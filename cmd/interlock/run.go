@@ -333,6 +333,7 @@ func envHelp(cmd string) string {
   INTERLOCK_INSTANCE        default of --instance
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_LOG_LEVEL       default of --log-level
+  INTERLOCK_METRICS         default of --metrics
 `
 	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
