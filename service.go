@@ -93,6 +93,10 @@ type Config struct {
 	// stopped in reverse order before them: the deadline handler, an HTTP
 	// server, a metrics endpoint. Optional.
 	Services []Background
+	// Observe, if set, hears what became of every message the workers are
+	// done with (see bus.WorkerConfig.Observe): metrics count with it. It
+	// must not block. Optional.
+	Observe func(bus.Observation)
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -138,6 +142,14 @@ func (c Config) validate() error {
 type Background interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+}
+
+// JetStreamUser is a [Background] that works on the service's own
+// connection: before starting it, the service hands it its JetStream
+// context and names.
+type JetStreamUser interface {
+	Background
+	UseJetStream(js jetstream.JetStream, names wire.Names)
 }
 
 // Service is a running Interlock: NATS (embedded or not), the workers, and
@@ -242,7 +254,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
-		Secret: secret, RequireRoles: cfg.RequireRoles,
+		Secret: secret, RequireRoles: cfg.RequireRoles, Observe: cfg.Observe,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {
@@ -253,6 +265,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.started = append(s.started, s.worker)
 	for _, b := range cfg.Services {
+		if u, ok := b.(JetStreamUser); ok {
+			u.UseJetStream(s.js, names)
+		}
 		if err := b.Start(ctx); err != nil {
 			return fail(fmt.Errorf("interlock: starting %T: %w", b, err))
 		}

@@ -28,7 +28,10 @@ func refundOf(t *testing.T, h *enginetest.Harness, run string) map[string]any {
 
 func TestRefundAtOrBelowThresholdNeedsNoApproval(t *testing.T) {
 	h := enginetest.New(t, refund.Flow())
-	run := startRefund(t, h, 500)
+	run := h.Start(map[string]any{"orderId": "o-1", "amount": 500, "currency": "USD", "customer": "Ann"})
+	if out := h.Answer(run, map[string]any{"last4": "4821"}); out.Action != "" || out.AskedAt.IsZero() {
+		t.Fatalf("answering a question: outcome action %q, asked at %v; want none, and when it was asked", out.Action, out.AskedAt)
+	}
 	h.WantStatus(run, engine.Completed)
 	if r := refundOf(t, h, run); r["amount"] != 500.0 || r["approvedBy"] != "auto" {
 		t.Fatalf("refund = %v", r)
@@ -71,6 +74,9 @@ func TestApproveRunsTheActionWithTheProposedArgs(t *testing.T) {
 	out := h.Decide(run, "approve", nil, "sam@example.com", "Verified against ticket 4821")
 	if out.Refused != nil {
 		t.Fatalf("approve refused: %+v", out.Refused)
+	}
+	if out.Action != "issue_refund" || out.AskedAt.IsZero() {
+		t.Fatalf("outcome names action %q, asked at %v; want issue_refund and when it was asked", out.Action, out.AskedAt)
 	}
 	h.WantStatus(run, engine.Completed)
 	r := refundOf(t, h, run)

@@ -132,6 +132,9 @@ type Outcome struct {
 	// AskedAt is when the interrupt the command answered was asked; zero
 	// when it answered none.
 	AskedAt time.Time
+	// Action is what the approval the command answered proposed (its
+	// [Approval].Action); empty when it answered no approval.
+	Action string
 	// Refused is set when the command was refused; the refused event has
 	// been published.
 	Refused *Refusal

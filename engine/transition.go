@@ -227,6 +227,9 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 		Flow: t.cp.Flow, Run: t.cp.Run, Status: t.cp.Status, Checkpoint: t.rev, Node: t.cp.Node,
 		CreatedAt: t.cp.CreatedAt, AskedAt: t.asked,
 	}
+	if !t.asked.IsZero() && t.pending != nil {
+		out.Action = t.pending.Action
+	}
 	for _, m := range t.cp.Outbox {
 		if m.Stream == EventStream {
 			out.Events = append(out.Events, m)

@@ -20,4 +20,10 @@
 // Readers of what Interlock keeps have types too: [Checkpoint]
 // ([DecodeCheckpoint]), [Pending], and [AuditRecord] ([DecodeAuditRecord])
 // for the records of the audit stream and their hash chain.
+//
+// The data of every outbound event has a reader type: [Started],
+// [Interrupted], [Resumed], [Completed], [Failed], [Cancelled], [Expired],
+// [Refused], [Decided] and [NodeEvent]. The JSON Schemas in docs/schema
+// describe the same data for readers in other languages; the tests of
+// package docs keep the two in step.
 package events

@@ -32,7 +32,7 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		data  any
 		check any // a reader type the data must decode into strictly, if any
 	}{
-		{"started", events.TypeStarted, &engine.StartedEvent{Flow: "booking", Run: "r-42", Checkpoint: 1, Origin: origin}, nil},
+		{"started", events.TypeStarted, &engine.StartedEvent{Flow: "booking", Run: "r-42", Checkpoint: 1, Origin: origin}, &events.Started{}},
 		{"interrupted-question", events.TypeInterrupted, &engine.InterruptedEvent{
 			Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", ResumeToken: "TOKEN", Checkpoint: 7, Kind: engine.KindQuestion,
 			Questions: []engine.Question{
@@ -68,21 +68,24 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		{"audit-refused", events.AuditType(engine.ActionRefused), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionRefused, At: at, By: "sam@example.com",
 			Source: "/slack/approvals", EventID: "ev-9", RequestID: "rq_7", Code: engine.CodeInvalidAnswer, Reason: "amount 9000.00 is more than the 4800.00 asked for; a refund can only be lowered.",
 			Side: true, Prev: "4f0c", Hash: "77b2"}, &events.AuditRecord{}},
-		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, nil},
+		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, &events.Resumed{}},
 		{"completed", events.TypeCompleted, &engine.CompletedEvent{Flow: "booking", Run: "r-42", Checkpoint: 12, State: state, Origin: origin}, &events.Completed{}},
 		{"failed", events.TypeFailed, &engine.FailedEvent{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &events.Failed{}},
-		{"cancelled", events.TypeCancelled, &engine.CancelledEvent{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, nil},
+		{"cancelled", events.TypeCancelled, &engine.CancelledEvent{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, &events.Cancelled{}},
+		{"node-event", events.TypeNodePrefix + "draft", &engine.NodeEvent{Flow: "booking", Run: "r-42", Node: "pick_topics", Checkpoint: 10,
+			Data: json.RawMessage(`{"text":"Thanks, Ann."}`), Origin: origin}, &events.NodeEvent{}},
 		{"refused", events.TypeRefused, &engine.RefusedEvent{Flow: "booking", Run: "r-42", RequestID: "rq_1", Code: engine.CodeTokenMismatch, Message: "resumeToken does not match", EventID: "ev-1"}, &events.Refused{}},
 		{"audit-started", events.AuditType(engine.ActionStarted), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionStarted, At: at, By: "/agents/support", EventID: "ev-0",
-			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}}, &events.AuditRecord{}},
+			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}, Seq: 1, Hash: "1f2e"}, &events.AuditRecord{}},
 		{"audit-answered", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "ann@example.com", Source: "/slack/approvals",
-			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}}, &events.AuditRecord{}},
+			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}, Seq: 3, Prev: "3d4c", Hash: "5b6a"}, &events.AuditRecord{}},
 		{"audit-cancelled", events.AuditType(engine.ActionCancelled), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionCancelled, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}}, &events.AuditRecord{}},
+			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}, Seq: 3, Prev: "3d4c", Hash: "7f8e"}, &events.AuditRecord{}},
 		{"audit-reannounced", events.AuditType(engine.ActionReannounced), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionReannounced, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion}}, &events.AuditRecord{}},
+			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion},
+			Seq: 3, Prev: "3d4c", Hash: "9a0b"}, &events.AuditRecord{}},
 		{"audit-failed", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}}, &events.AuditRecord{}},
+			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}, Seq: 7, Prev: "6e5d", Hash: "c1d2"}, &events.AuditRecord{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -63,6 +63,14 @@ type Refused struct {
 	EventID   string `json:"eventId,omitempty"`
 }
 
+// Started is the data of an io.interlock.run.started event.
+type Started struct {
+	Flow       string          `json:"flow"`
+	Run        string          `json:"run"`
+	Checkpoint uint64          `json:"checkpoint"`
+	Origin     json.RawMessage `json:"origin,omitempty"`
+}
+
 // Completed is the data of an io.interlock.run.completed event.
 type Completed struct {
 	Flow       string          `json:"flow"`
@@ -85,18 +93,20 @@ type Resumed struct {
 	Approver   string          `json:"approver,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Edits      json.RawMessage `json:"edits,omitempty"`
+	Origin     json.RawMessage `json:"origin,omitempty"`
 }
 
 // Expired is the data of an io.interlock.run.expired event.
 type Expired struct {
-	Flow         string `json:"flow"`
-	Run          string `json:"run"`
-	Checkpoint   uint64 `json:"checkpoint"`
-	Node         string `json:"node"`
-	RequestID    string `json:"requestId"`
-	Kind         string `json:"kind"`
-	ExpiresAt    string `json:"expiresAt"`
-	ApproverRole string `json:"approverRole,omitempty"`
+	Flow         string          `json:"flow"`
+	Run          string          `json:"run"`
+	Checkpoint   uint64          `json:"checkpoint"`
+	Node         string          `json:"node"`
+	RequestID    string          `json:"requestId"`
+	Kind         string          `json:"kind"`
+	ExpiresAt    string          `json:"expiresAt"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	Origin       json.RawMessage `json:"origin,omitempty"`
 }
 
 // Decided is the data of an io.interlock.tool.decided event: the gate's
@@ -115,9 +125,35 @@ type Decided struct {
 
 // Failed is the data of an io.interlock.run.failed event.
 type Failed struct {
+	Flow       string          `json:"flow"`
+	Run        string          `json:"run"`
+	Checkpoint uint64          `json:"checkpoint"`
+	Node       string          `json:"node"`
+	Error      string          `json:"error"`
+	Origin     json.RawMessage `json:"origin,omitempty"`
+}
+
+// Cancelled is the data of an io.interlock.run.cancelled event.
+type Cancelled struct {
 	Flow       string `json:"flow"`
 	Run        string `json:"run"`
 	Checkpoint uint64 `json:"checkpoint"`
 	Node       string `json:"node"`
-	Error      string `json:"error"`
+	Reason     string `json:"reason,omitempty"`
+	// By names who cancelled: the cancel's by, or its source.
+	By     string          `json:"by,omitempty"`
+	Origin json.RawMessage `json:"origin,omitempty"`
+}
+
+// NodeEvent is the data of an event a node emits, of type
+// io.interlock.node.<kind> ([TypeNodePrefix]) on
+// interlock.ev.<flow>.<run>.<kind>.
+type NodeEvent struct {
+	Flow       string `json:"flow"`
+	Run        string `json:"run"`
+	Node       string `json:"node"`
+	Checkpoint uint64 `json:"checkpoint"`
+	// Data is what the node emitted, any JSON value.
+	Data   json.RawMessage `json:"data"`
+	Origin json.RawMessage `json:"origin,omitempty"`
 }

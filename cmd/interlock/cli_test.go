@@ -63,6 +63,9 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"show", "booking", "r-1", "--wait", "soon"}, "invalid value"},
 		{[]string{"serve", "--listen", "nowhere"}, "--listen"},
 		{[]string{"serve", "--log-level", "loud"}, "--log-level"},
+		{[]string{"serve", "--metrics", "nowhere"}, `--metrics "nowhere"`},
+		{[]string{"serve", "--metrics", "0.0.0.0:9090"}, "--metrics 0.0.0.0:9090 listens beyond loopback"},
+		{[]string{"serve", "--metrics", ":9090"}, "--metrics :9090 listens beyond loopback"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {

@@ -272,7 +272,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		approve, reject     bool
 		answersJSON, update string
 		approver, reason    string
-		token, key          string
+		token, key, role    string
 		expect              int64
 		r                   events.Resume
 	)
@@ -284,6 +284,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Var(&edits, "edit", "approve with the arg changed: `field=value` (JSON if it parses, else a string; a string when the proposed arg is one) or field:=JSON; repeat for several")
 		fs.StringVar(&update, "update", "", "state update as a JSON `object`, merged through the flow's reducers")
 		fs.StringVar(&approver, "approver", "", "`name` of who answers or decides, for the audit record")
+		fs.StringVar(&role, "role", "", "decide as approver `role`: send on <prefix>.in.<flow>.resume.<role>, which NATS permissions may require (with authorization configured, approvals are decided only that way)")
 		fs.StringVar(&reason, "reason", "", "`reason` for the audit record (a rejection's reason is kept in the run's state)")
 		fs.StringVar(&token, "token", "", "resume `token` (default: read from the run's last interrupted event)")
 		fs.StringVar(&key, "idempotency-key", "", "`key` so a repeat of this answer has its effect once; a repeat reports \"already applied\" and the run as it stands")
@@ -373,7 +374,12 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		r.ResumeToken, r.RequestID = in.ResumeToken, in.RequestID
 	}
-	ev, err := c.Resume(ctx, flow, run, r)
+	var ev client.Event
+	if role != "" {
+		ev, err = c.ResumeWithRole(ctx, flow, run, role, r)
+	} else {
+		ev, err = c.Resume(ctx, flow, run, r)
+	}
 	if err != nil {
 		return err
 	}

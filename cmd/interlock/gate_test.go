@@ -37,3 +37,19 @@ func TestGateRequestWaitsForTheDecision(t *testing.T) {
 		t.Fatalf("unknown gate command: exit %d, want %d", codeOf(err), exitUsage)
 	}
 }
+
+func TestAnswerWithARoleDecidesOnTheRoleSubject(t *testing.T) {
+	url := serveForTest(t)
+	out, errOut, err := run(t, url, "start", "refund", "--run", "r-role", "orderId=o-1", "amount:=4800", "last4=4242")
+	if err != nil || !strings.Contains(out, "supervisor") {
+		t.Fatalf("start: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-role", "--approve", "--role", "legal")
+	if codeOf(err) != exitRefused || !strings.Contains(out+errOut, "forbidden") {
+		t.Fatalf("deciding as legal: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-role", "--approve", "--role", "supervisor")
+	if err != nil || !strings.Contains(out, "completed") {
+		t.Fatalf("deciding as supervisor: %v\n%s%s", err, out, errOut)
+	}
+}

@@ -81,6 +81,7 @@ func TestImageServesAsNonrootWithTheDeployConfig(t *testing.T) {
 		"INTERLOCK_TLS_CERT=" + filepath.Join(dir, "tls.crt"),
 		"INTERLOCK_TLS_KEY=" + filepath.Join(dir, "tls.key"),
 		"INTERLOCK_TLS_CA=" + filepath.Join(dir, "ca.crt"),
+		"INTERLOCK_METRICS=127.0.0.1:0",
 	}
 	for _, u := range []string{"WORKERS", "AGENT", "BOT", "OPERATOR", "ADMIN"} {
 		cmd.Env = append(cmd.Env, "INTERLOCK_"+u+"_PASSWORD="+password+strings.ToLower(u))

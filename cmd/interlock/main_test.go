@@ -15,6 +15,8 @@ import (
 // and returns its URL.
 func serveForTest(t *testing.T, extra ...string) string {
 	t.Helper()
+	// Metrics on a free port too, not on the default one.
+	extra = append([]string{"--metrics", "127.0.0.1:0"}, extra...)
 	// The data dir's cleanup must be registered before the one that stops
 	// serve, so that it runs after it (cleanups run last-in, first-out).
 	dir := t.TempDir()

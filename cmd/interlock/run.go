@@ -119,6 +119,7 @@ Usage:
                                                   and wait for the decision
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
+  interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -196,6 +197,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return gateCmd(ctx, rest, stdout, stderr)
 	case "auth":
 		return authCmd(ctx, rest, stdout, stderr)
+	case "schema":
+		return schemaCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -336,6 +339,7 @@ func envHelp(cmd string) string {
   INTERLOCK_HTTP            default of --http
   INTERLOCK_AUTH_FILE       default of --auth-file
   INTERLOCK_LOG_LEVEL       default of --log-level
+  INTERLOCK_METRICS         default of --metrics
 `
 	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given

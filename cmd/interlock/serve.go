@@ -21,6 +21,7 @@ import (
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/metrics"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -49,6 +50,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
 	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
 	gateRules := fs.String("gate-rules", envOr("INTERLOCK_GATE_RULES", ""), "YAML `file` of the tool-call gate's rules (see examples/gate/rules.yaml); without it tool requests are dead-lettered unsupported")
+	metricsAddr := fs.String("metrics", envOr("INTERLOCK_METRICS", metrics.DefaultAddr), "`host:port` of /metrics, /healthz and /readyz (\"\" turns them off); loopback only, unless --metrics-insecure-public")
+	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
@@ -128,11 +131,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn().Msg("--insecure-no-auth: if the embedded server listens beyond loopback without authentication, ANYONE WHO REACHES ITS PORT MAY START, RESUME AND CANCEL RUNS AND READ THEIR STATE; use --nats-config with users instead (see deploy/nats-server.conf)")
 		}
 	}
+	m, err := metricsService(*metricsAddr, *metricsPublic, log)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		cfg.Observe = m.Observe
+		cfg.Services = append(cfg.Services, m)
+	}
 	svc, err := interlock.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	ev := log.Info().Str("nats", svc.URL()).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
+	if m != nil {
+		ev = ev.Str("metrics", "http://"+m.Addr()+"/metrics")
+	}
 	if cfg.Embedded != nil {
 		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy)
 	}
@@ -145,6 +159,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if m != nil {
+		fmt.Fprintf(stdout, "Metrics on http://%s/metrics (liveness /healthz, readiness /readyz).\n", m.Addr())
+	}
 	<-ctx.Done()
 	log.Info().Msg("draining in-flight work; press Ctrl-C again to stop at once")
 	drain, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -156,6 +173,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// metricsService builds the metrics endpoint of --metrics, or none when
+// the address is "". An address beyond loopback needs
+// --metrics-insecure-public.
+func metricsService(addr string, public bool, log zerolog.Logger) (*metrics.Service, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usagef("--metrics %q: %v; use host:port such as %s, or \"\" to turn metrics off", addr, err, metrics.DefaultAddr)
+	}
+	if !metrics.Loopback(host) {
+		if !public {
+			return nil, usagef("--metrics %s listens beyond loopback, and the metrics name flows, actions and approver roles to anyone who reaches it: listen on 127.0.0.1 (and scrape from this host), or add --metrics-insecure-public for a network you trust", addr)
+		}
+		log.Warn().Str("metrics", addr).Msg("--metrics-insecure-public: anyone who reaches this port reads the flows, actions and approver roles in the metrics")
+	}
+	return metrics.New(metrics.Config{Addr: addr, InsecurePublic: public, Logger: &log})
 }
 
 func loadSecret(file string) ([]byte, error) {

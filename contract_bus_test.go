@@ -1,0 +1,239 @@
+package interlock_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/docs"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/internal/schematest"
+)
+
+// contractRig is a rig whose commands are checked against the inbound
+// schemas before they are sent, and whose stored documents are checked
+// against theirs whenever the test looks at a run.
+type contractRig struct {
+	*rig
+	set *schematest.Set
+	// checked counts the documents validated, by schema.
+	checked map[string]int
+}
+
+func (r *contractRig) send(verb, flow, run string, data map[string]any) {
+	r.t.Helper()
+	typ, _ := events.InboundType(verb)
+	b, err := json.Marshal(data)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.set.ValidateEvent(typ, b); err != nil {
+		r.t.Fatalf("the test's own %s breaks the contract: %v", verb, err)
+	}
+	subject := r.names.In(flow, verb)
+	if verb == "request" {
+		subject = r.names.GateRequest()
+	}
+	natstest.Publish(r.t, r.js, subject, typ, run, data)
+}
+
+// documents validates the run's checkpoint document and, while it waits,
+// its pending index entry.
+func (r *contractRig) documents(flow, run string) {
+	r.t.Helper()
+	for bucket, schema := range map[string]string{r.names.RunsBucket(): "checkpoint", r.names.PendingBucket(): "pending"} {
+		kv, err := r.js.KeyValue(r.t.Context(), bucket)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		e, err := kv.Get(r.t.Context(), flow+"."+run)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if err := r.set.Validate(schema, e.Value()); err != nil {
+			r.t.Errorf("%s %s.%s: %v\n%s", bucket, flow, run, err, e.Value())
+		}
+		r.checked[schema]++
+	}
+}
+
+// notifyFlow publishes an event of its own, then completes, or fails when
+// its start state says so.
+func notifyFlow() *engine.Flow {
+	return engine.NewFlow[map[string]any]("notify").
+		Node("draft", func(_ context.Context, n *engine.Node[map[string]any]) error {
+			if n.State()["fail"] == true {
+				return errors.New("upstream down")
+			}
+			return n.Emit("draft", map[string]any{"text": "Thanks, Ann: your refund is on its way."})
+		}).Start("draft").MustBuild()
+}
+
+// TestWhatInterlockPublishesMatchesTheContract runs a booking run, refund
+// approvals (an edit, a rejection, an escalation that expires), a cancel,
+// a reannounce, refusals, a node event and tool-call gate decisions over
+// the real bus, and validates every event and audit record read back from
+// the streams, and the checkpoint documents and pending entries along the
+// way, against the JSON Schemas of docs/schema.
+func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("examples/gate/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow(), refund.Flow(), notifyFlow()}, GateRules: rules})
+	_, js := natstest.Connect(t, srv.ClientURL())
+	r := &contractRig{rig: &rig{t: t, srv: srv, js: js, names: svc.Names()}, set: schematest.Load(t), checked: map[string]int{}}
+	origin := map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}
+	token := func(in events.Interrupted) map[string]any { return map[string]any{"resumeToken": in.ResumeToken} }
+	with := func(m map[string]any, kv ...any) map[string]any {
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+
+	// A booking run: a validator's re-ask, a refused token, a reannounce,
+	// partial answers, nested fields and a multiple choice.
+	const run = "r-contract"
+	r.send("start", "booking", run, map[string]any{"state": map[string]any{"notes": []string{"from chat"}}, "origin": origin})
+	in := r.interrupt("booking", run, 1)
+	r.documents("booking", run)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"email": "nope"}))
+	in = r.interrupt("booking", run, 2)
+	r.send("resume", "booking", run, map[string]any{"resumeToken": "forged", "answers": map[string]any{"email": "ann@example.com"}})
+	r.refusal("booking", run, 1)
+	r.send("reannounce", "booking", run, map[string]any{"requestId": in.RequestID, "reason": "the inbox lost it"})
+	in = r.interrupt("booking", run, 3)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"email": "Ann@Example.com"}, "idempotencyKey", "k-1"))
+	in = r.interrupt("booking", run, 4)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"name": "Ann"}, "expectedCheckpoint", in.Checkpoint))
+	in = r.interrupt("booking", run, 5)
+	r.documents("booking", run)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"phone": "1"}, "update", map[string]any{"notes": []string{"called"}}))
+	in = r.interrupt("booking", run, 6)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"level": "beginner"}))
+	in = r.interrupt("booking", run, 7)
+	r.send("resume", "booking", run, with(token(in), "answers", map[string]any{"driver.name": "Bob", "driver.license": "X1"}))
+	in = r.interrupt("booking", run, 8)
+	r.documents("booking", run)
+	r.send("resume", "booking", run, with(token(in), "selected", map[string]any{"choices": []any{map[string]any{"id": "design"}}}))
+	r.wait("booking", run, "completed", 1)
+	r.documents("booking", run)
+
+	// A cancel, and a resume after it.
+	r.send("start", "booking", "r-cancelled", nil)
+	in = r.interrupt("booking", "r-cancelled", 1)
+	r.send("cancel", "booking", "r-cancelled", map[string]any{"reason": "duplicate", "by": "ann@example.com"})
+	r.wait("booking", "r-cancelled", "cancelled", 1)
+	r.documents("booking", "r-cancelled")
+	r.send("resume", "booking", "r-cancelled", with(token(in), "answers", map[string]any{"email": "ann@example.com"}))
+	r.refusal("booking", "r-cancelled", 1)
+
+	// Refunds: an edit the validator refuses, then one it takes; a
+	// rejection; an approval nobody decides, escalated and then expired.
+	refundRun := func(id string, state map[string]any) events.Interrupted {
+		t.Helper()
+		r.send("start", "refund", id, map[string]any{"state": state, "origin": origin})
+		r.send("resume", "refund", id, with(token(r.interrupt("refund", id, 1)), "answers", map[string]any{"last4": "4821"}))
+		in := r.interrupt("refund", id, 2)
+		r.documents("refund", id)
+		return in
+	}
+	in = refundRun("r-edit", map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD"})
+	r.send("resume", "refund", "r-edit", with(token(in), "decision", "edit", "edits", map[string]any{"amount": 9000}, "approver", "sam"))
+	r.refusal("refund", "r-edit", 1)
+	r.send("resume", "refund", "r-edit", with(token(in), "decision", "edit", "edits", map[string]any{"amount": 400},
+		"approver", "sam@example.com", "reason", "partial refund agreed"))
+	r.wait("refund", "r-edit", "completed", 1)
+	r.documents("refund", "r-edit")
+
+	in = refundRun("r-reject", map[string]any{"orderId": "o-2", "amount": 4800})
+	r.send("resume", "refund", "r-reject", with(token(in), "decision", "reject", "approver", "sam", "reason", "duplicate"))
+	r.wait("refund", "r-reject", "completed", 1)
+	r.documents("refund", "r-reject")
+
+	refundRun("r-expire", map[string]any{"orderId": "o-3", "amount": 900, "approvalTimeoutSeconds": 1})
+	r.interrupt("refund", "r-expire", 3) // escalated to finance_lead
+	r.documents("refund", "r-expire")
+	r.wait("refund", "r-expire", "expired", 1)
+	r.documents("refund", "r-expire")
+
+	// A node event, and a run that fails.
+	r.send("start", "notify", "r-notify", nil)
+	r.wait("notify", "r-notify", "completed", 1)
+	r.send("start", "notify", "r-fail", map[string]any{"state": map[string]any{"fail": true}})
+	r.wait("notify", "r-fail", "failed", 1)
+	r.documents("notify", "r-fail")
+
+	// The tool-call gate: allowed at once, and approved after a person.
+	r.send("request", "gate", "", map[string]any{"callId": "call-small", "tool": "issue_refund", "args": map[string]any{"amount": 200}})
+	r.wait("gate", "call-small", "decided", 1)
+	r.send("request", "gate", "", map[string]any{
+		"callId": "call-big", "tool": "issue_refund", "args": map[string]any{"orderId": "o-1", "amount": 4800},
+		"conversationId": "conv-1", "agent": "support-bot", "messages": []any{}, "context": map[string]any{}, "origin": origin,
+	})
+	in = r.interrupt("gate", "call-big", 1)
+	r.documents("gate", "call-big")
+	r.send("resume", "gate", "call-big", with(token(in), "decision", "approve", "approver", "sam"))
+	r.wait("gate", "call-big", "decided", 1)
+	natstest.WaitDrained(t, js, r.names.InStream())
+
+	seen, types := map[string]int{}, map[string]int{} // by schema, by CloudEvent type
+	for _, stream := range []struct{ name, filter string }{
+		{r.names.EventStream(), r.names.Prefix + ".ev.>"},
+		{r.names.AuditStream(), r.names.Prefix + ".audit.>"},
+	} {
+		for _, m := range natstest.Read(t, js, stream.name, stream.filter) {
+			if m.Event.ID() == "" {
+				t.Errorf("%s: not a CloudEvent: %s", m.Subject, m.Data)
+				continue
+			}
+			if err := r.set.Validate("cloudevent", m.Data); err != nil {
+				t.Errorf("%s: envelope: %v", m.Subject, err)
+			}
+			name, _ := r.set.NameOf(m.Event.Type())
+			seen[name]++
+			types[m.Event.Type()]++
+			if err := r.set.ValidateEvent(m.Event.Type(), m.Event.Data()); err != nil {
+				t.Errorf("%s (%s): %v\n%s", m.Subject, m.Event.Type(), err, m.Event.Data())
+			}
+		}
+	}
+	for _, e := range docs.Index() {
+		if e.Direction == docs.Outbound && seen[e.Name] == 0 {
+			t.Errorf("the runs published no %s; make them, so that its schema is checked against the wire", e.Name)
+		}
+		if e.Direction == docs.Stored && r.checked[e.Name] == 0 {
+			t.Errorf("the test read no %s document", e.Name)
+		}
+	}
+	for _, action := range []string{
+		events.AuditStarted, events.AuditInterrupted, events.AuditAnswered, events.AuditApproved,
+		events.AuditEdited, events.AuditRejected, events.AuditExpired, events.AuditEscalated, events.AuditCancelled,
+		events.AuditReannounced, events.AuditRefused,
+	} {
+		if types[events.AuditType(action)] == 0 {
+			t.Errorf("the runs wrote no %s audit record", action)
+		}
+	}
+	t.Logf("validated %v and documents %v", seen, r.checked)
+}

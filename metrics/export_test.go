@@ -1,0 +1,28 @@
+package metrics
+
+import (
+	"regexp"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// MetricNames are the names of the interlock_ metrics the service
+// describes, whether or not they have series yet.
+func (s *Service) MetricNames() map[string]bool {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		s.counts.Describe(ch)
+		s.pending.Describe(ch)
+		(&natsCollector{s: s}).Describe(ch)
+		close(ch)
+	}()
+	names := map[string]bool{}
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			names[m[1]] = true
+		}
+	}
+	return names
+}

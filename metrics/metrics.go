@@ -1,0 +1,255 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/wire"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultAddr is where the endpoint listens: loopback only.
+	DefaultAddr = "127.0.0.1:9090"
+	// DefaultTimeout bounds the JetStream requests of one scrape or one
+	// readiness check.
+	DefaultTimeout = 2 * time.Second
+)
+
+// maxActions bounds the values of the action label: the gate's tool names
+// come from agents' requests.
+const maxActions = 256
+
+// Config configures a [Service].
+type Config struct {
+	// Addr is the host:port of /metrics, /healthz and /readyz. Defaults
+	// to DefaultAddr.
+	Addr string
+	// InsecurePublic lets Addr be beyond loopback. The metrics name flows,
+	// actions and approver roles, and nothing authenticates who reads
+	// them. Defaults to false: a non-loopback Addr is refused.
+	InsecurePublic bool
+	// Timeout bounds the JetStream requests of one scrape or readiness
+	// check. Defaults to DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives the watcher's and the server's errors. Defaults to
+	// a disabled logger.
+	Logger *zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	host, _, err := net.SplitHostPort(c.Addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("metrics: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
+	case c.Timeout < 0:
+		return fmt.Errorf("metrics: Config.Timeout is %s; it must be positive (0 for the default)", c.Timeout)
+	case !c.InsecurePublic && !Loopback(host):
+		return fmt.Errorf("metrics: Config.Addr %q is beyond loopback; the metrics name flows and approver roles and nothing authenticates their readers: listen on 127.0.0.1, or set Config.InsecurePublic", c.Addr)
+	}
+	return nil
+}
+
+// Loopback reports whether host (of a listen address) reaches this machine
+// only: localhost or a loopback IP. An empty host listens everywhere.
+func Loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Service serves Interlock's metrics (/metrics, in the Prometheus text
+// format), liveness (/healthz) and readiness (/readyz) on one listener,
+// from a registry of its own. It counts what the workers report to
+// [Service.Observe], keeps the pending interrupts from the pending index,
+// and asks JetStream for the consumer's backlog when scraped.
+type Service struct {
+	cfg     Config
+	log     zerolog.Logger
+	reg     *prometheus.Registry
+	counts  *counters
+	pending *pendingIndex
+	handler http.Handler
+
+	mu    sync.Mutex
+	js    jetstream.JetStream
+	names wire.Names
+	srv   *http.Server
+	addr  string
+	stop  context.CancelFunc
+	done  bool
+	wg    sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New returns a service; [Service.UseJetStream] gives it the deployment
+// to watch, and Start starts it.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: *cfg.Logger, reg: prometheus.NewRegistry(), names: wire.Names{Prefix: wire.DefaultPrefix}}
+	flows := &flowSet{names: map[string]bool{}}
+	s.counts = newCounters(time.Now, flows)
+	s.pending = newPendingIndex(time.Now, flows)
+	s.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		s.counts, s.pending, &natsCollector{s: s},
+	)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	s.handler = mux
+	return s, nil
+}
+
+// UseJetStream gives the service the deployment to watch: its JetStream
+// context and names. The interlock service calls it before Start.
+func (s *Service) UseJetStream(js jetstream.JetStream, names wire.Names) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.js = js
+	if names.Prefix != "" {
+		s.names = names
+	}
+}
+
+func (s *Service) deployment() (jetstream.JetStream, wire.Names) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.js, s.names
+}
+
+// Registry is the service's registry, for tests and for serving it
+// elsewhere.
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+// Handler serves /metrics, /healthz and /readyz, as Start does on
+// Config.Addr.
+func (s *Service) Handler() http.Handler { return s.handler }
+
+// Addr is the address the service listens on once started (the port
+// chosen when Config.Addr has port 0); "" before.
+func (s *Service) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Start loads the pending index, keeps watching it, and listens on
+// Config.Addr. It returns once the index is loaded and the listener
+// accepts connections.
+func (s *Service) Start(ctx context.Context) error {
+	js, names := s.deployment()
+	if js == nil {
+		return errors.New("metrics: no JetStream to watch; call UseJetStream before Start")
+	}
+	s.mu.Lock()
+	if s.stop != nil || s.done {
+		s.mu.Unlock()
+		return errors.New("metrics: service started twice")
+	}
+	base, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	s.mu.Unlock()
+	fail := func(err error) error {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return err
+	}
+	kv, err := js.KeyValue(ctx, names.PendingBucket())
+	if err != nil {
+		return fail(fmt.Errorf("metrics: binding bucket %s: %w", names.PendingBucket(), err))
+	}
+	w, err := kv.WatchAll(base)
+	if err != nil {
+		return fail(fmt.Errorf("metrics: watching bucket %s: %w", names.PendingBucket(), err))
+	}
+	loaded := make(chan struct{})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.pending.follow(base, kv, w, s.log, loaded)
+	}()
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		return fail(fmt.Errorf("metrics: loading the pending index: %w", ctx.Err()))
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fail(fmt.Errorf("metrics: listening on %s: %w", s.cfg.Addr, err))
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return errors.New("metrics: stopped while starting")
+	}
+	s.srv, s.addr = srv, ln.Addr().String()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("metrics endpoint stopped")
+		}
+	}()
+	return nil
+}
+
+// Stop closes the listener, lets requests in progress finish until ctx
+// ends, and stops watching the pending index. Stopping twice is safe; the
+// second call returns what the first did.
+func (s *Service) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.done = true
+		srv, stop := s.srv, s.stop
+		s.mu.Unlock()
+		if srv != nil {
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+				s.stopErr = fmt.Errorf("metrics: stopping the endpoint: %w", err)
+			}
+		}
+		if stop != nil {
+			stop()
+		}
+		s.wg.Wait()
+	})
+	return s.stopErr
+}

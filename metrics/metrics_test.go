@@ -1,0 +1,405 @@
+package metrics_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/metrics"
+	"github.com/interlockhq/interlock/wire"
+)
+
+var names = wire.Names{Prefix: wire.DefaultPrefix}
+
+func TestMetricsOfRefundRuns(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	withCard := map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "last4": "4821"}
+	noCard := map[string]any{"orderId": "o-2", "amount": 4800, "currency": "USD"}
+
+	// A question answered wrong (asked again), then right: an approval waits.
+	in := r.start("r-q", noCard)
+	in = interrupted(t, r.resume("r-q", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"12ab"`)}}))
+	waiting := interrupted(t, r.resume("r-q", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"4821"`)}}))
+	if waiting.Kind != engine.KindApproval {
+		t.Fatalf("r-q waits on %s, want an approval", waiting.Kind)
+	}
+	// Approvals approved, edited and rejected.
+	for run, decision := range map[string]string{"r-approve": "approve", "r-edit": "edit", "r-reject": "reject"} {
+		in := r.start(run, withCard)
+		var edits map[string]any
+		if decision == "edit" {
+			edits = map[string]any{"amount": 400}
+		}
+		if ev := r.decide(run, in, decision, edits); ev.Kind != events.KindCompleted {
+			t.Fatalf("%s %s: %s, want completed", decision, run, ev.Kind)
+		}
+	}
+	// A question left waiting.
+	r.start("r-wait", noCard)
+	// An approval whose deadline escalates it to finance, then expires it.
+	timeout := map[string]any{"orderId": "o-3", "amount": 4800, "last4": "4821", "approvalTimeoutSeconds": 1}
+	r.start("r-timeout", timeout)
+	natstest.WaitFor(t, r.js, names.EventStream(), names.Event("refund", "r-timeout", ">"), natstest.Nth("expired", 1))
+	// A forged token, refused.
+	forged := events.Resume{ResumeToken: "AAAA" + waiting.ResumeToken[4:], Decision: "approve"}
+	if ev := r.resume("r-q", forged); ev.Kind != events.KindRefused {
+		t.Fatalf("forged token: %s, want refused", ev.Kind)
+	}
+	// A resume that is not a CloudEvent, dead-lettered.
+	natstest.PublishRaw(t, r.js, names.In("refund", "resume"), []byte("not an event"), nats.Header{})
+
+	addr := r.m.Addr()
+	f := eventually(t, addr, "the dead letter counted and the backlog drained", func(f families) bool {
+		return is("interlock_dead_letters_total", 1, "reason", events.ReasonUnparseable)(f) &&
+			is("interlock_consumer_lag_messages", 0)(f)
+	})
+	f.want(t, []series{
+		s("interlock_pending_interrupts", 1, "flow", "refund", "kind", "question"),
+		s("interlock_pending_interrupts", 1, "flow", "refund", "kind", "approval", "approver_role", "supervisor"),
+		// Seen while r-timeout was escalated; none waits there now.
+		s("interlock_pending_interrupts", 0, "flow", "refund", "kind", "approval", "approver_role", "finance_lead"),
+		s("interlock_pending_overdue_interrupts", 0, "flow", "refund"),
+		s("interlock_pending_overdue_seconds", 0, "flow", "refund"),
+
+		s("interlock_decisions_total", 1, "flow", "refund", "action", "issue_refund", "outcome", "approved", "by", "approver"),
+		s("interlock_decisions_total", 1, "flow", "refund", "action", "issue_refund", "outcome", "edited", "by", "approver"),
+		s("interlock_decisions_total", 1, "flow", "refund", "action", "issue_refund", "outcome", "rejected", "by", "approver"),
+		s("interlock_decisions_total", 1, "flow", "refund", "action", "issue_refund", "outcome", "expired", "by", "timeout"),
+
+		s("interlock_time_to_decision_seconds", 2, "flow", "refund", "kind", "question", "verb", "resume"),
+		s("interlock_time_to_decision_seconds", 3, "flow", "refund", "kind", "approval", "verb", "resume"),
+		s("interlock_time_to_decision_seconds", 2, "flow", "refund", "kind", "approval", "verb", "expire"),
+
+		s("interlock_expiries_total", 1, "flow", "refund"),
+		s("interlock_escalations_total", 1, "flow", "refund"),
+
+		s("interlock_resumes_total", 5, "flow", "refund", "result", "accepted"),
+		s("interlock_resumes_total", 1, "flow", "refund", "result", "refused", "code", engine.CodeTokenMismatch),
+		s("interlock_resumes_total", 1, "flow", "refund", "result", "dead_lettered"),
+		s("interlock_dead_letters_total", 1, "reason", events.ReasonUnparseable),
+
+		s("interlock_transition_seconds", 6, "verb", "start"),
+		s("interlock_transition_seconds", 7, "verb", "resume"),
+		s("interlock_transition_seconds", 2, "verb", "expire"),
+
+		s("interlock_ready", 1),
+		s("interlock_consumer_ack_pending_messages", 0),
+	})
+	if age, _ := f.value("interlock_pending_oldest_age_seconds", "flow", "refund"); age <= 0 || age > 60 {
+		t.Errorf("oldest pending of refund is %v s old, want a few seconds", age)
+	}
+	if n, ok := f.value("interlock_inbound_stream_messages"); !ok || n < 1 {
+		t.Errorf("inbound stream holds %v messages (present %v), want the deadlines waiting", n, ok)
+	}
+	for name, fam := range f {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.HasPrefix(l.GetValue(), "r-") || l.GetValue() == "sam" {
+					t.Errorf("%s has label %s=%s: no run ids or approver names in labels", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+func interrupted(t *testing.T, ev interface{ Decode(any) error }) events.Interrupted {
+	t.Helper()
+	var in events.Interrupted
+	if err := ev.Decode(&in); err != nil || in.ResumeToken == "" {
+		t.Fatalf("want an interrupted event: %v %+v", err, in)
+	}
+	return in
+}
+
+func TestPendingGaugesComeBackAfterARestart(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	first := newRig(t, srv)
+	card := map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "last4": "4821"}
+	approvals := map[string]events.Interrupted{}
+	for _, run := range []string{"r-1", "r-2", "r-3"} {
+		approvals[run] = first.start(run, card)
+	}
+	first.start("r-4", map[string]any{"orderId": "o-4", "amount": 100})
+	wantPending := []series{
+		s("interlock_pending_interrupts", 3, "flow", "refund", "kind", "approval", "approver_role", "supervisor"),
+		s("interlock_pending_interrupts", 1, "flow", "refund", "kind", "question"),
+	}
+	eventually(t, first.m.Addr(), "4 runs pending", is("interlock_pending_interrupts", 3, "flow", "refund", "kind", "approval", "approver_role", "supervisor")).want(t, wantPending)
+	if err := first.svc.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	second := newRig(t, srv)
+	// Loaded from the index before Start returned: the first scrape is right.
+	f := scrape(t, second.m.Addr())
+	f.want(t, wantPending)
+	if age, _ := f.value("interlock_pending_oldest_age_seconds", "flow", "refund"); age <= 0 {
+		t.Errorf("oldest pending age after a restart = %v, want the time since r-1 asked", age)
+	}
+	if _, ok := f.value("interlock_decisions_total", "flow", "refund", "action", "issue_refund", "outcome", "approved", "by", "approver"); ok {
+		t.Error("a new process reports decisions it did not see")
+	}
+	second.decide("r-2", approvals["r-2"], "approve", nil)
+	eventually(t, second.m.Addr(), "r-2 gone from the pending gauge",
+		is("interlock_pending_interrupts", 2, "flow", "refund", "kind", "approval", "approver_role", "supervisor"))
+}
+
+func TestPendingIndexFollowsTheBucket(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	kv, err := r.js.KeyValue(t.Context(), names.PendingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	put := func(key string, p events.Pending) {
+		t.Helper()
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(t.Context(), key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overdue := now.Add(-90 * time.Second)
+	later := now.Add(time.Hour)
+	put("booking.r-1", events.Pending{Flow: "booking", Run: "r-1", Kind: "question", AskedAt: now.Add(-10 * time.Minute)})
+	put("booking.r-2", events.Pending{Flow: "booking", Run: "r-2", Kind: "approval", ApproverRole: "ops", AskedAt: now.Add(-5 * time.Minute), ExpiresAt: &overdue})
+	put("booking.r-3", events.Pending{Flow: "booking", Run: "r-3", Kind: "approval", ApproverRole: "ops", AskedAt: now, ExpiresAt: &later})
+	if _, err := kv.Put(t.Context(), "booking.r-junk", []byte("not a pending entry")); err != nil {
+		t.Fatal(err)
+	}
+	f := eventually(t, r.m.Addr(), "booking's runs pending", is("interlock_pending_interrupts", 2, "flow", "booking", "kind", "approval", "approver_role", "ops"))
+	f.want(t, []series{
+		s("interlock_pending_interrupts", 1, "flow", "booking", "kind", "question"),
+		s("interlock_pending_overdue_interrupts", 1, "flow", "booking"),
+	})
+	if age, _ := f.value("interlock_pending_oldest_age_seconds", "flow", "booking"); age < 600 || age > 660 {
+		t.Errorf("oldest age %v, want about 600 s", age)
+	}
+	if late, _ := f.value("interlock_pending_overdue_seconds", "flow", "booking"); late < 90 || late > 150 {
+		t.Errorf("most overdue %v s past its deadline, want about 90", late)
+	}
+
+	if err := kv.Delete(t.Context(), "booking.r-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(t.Context(), "booking.r-1"); err != nil {
+		t.Fatal(err)
+	}
+	f = eventually(t, r.m.Addr(), "deletes and purges applied", is("interlock_pending_interrupts", 0, "flow", "booking", "kind", "question"))
+	f.want(t, []series{
+		s("interlock_pending_interrupts", 1, "flow", "booking", "kind", "approval", "approver_role", "ops"),
+		s("interlock_pending_overdue_interrupts", 0, "flow", "booking"),
+		s("interlock_pending_overdue_seconds", 0, "flow", "booking"),
+	})
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	m, err := metrics.New(metrics.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before Start: nothing bound.
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"missing":["nats: not started"]`) {
+		t.Fatalf("/readyz before start: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/healthz: %d", rec.Code)
+	}
+
+	r := newRigWith(t, srv, m)
+	if code, body := get(t, m.Addr(), "/readyz"); code != http.StatusOK || body != `{"ready":true}` {
+		t.Fatalf("/readyz when serving: %d %s", code, body)
+	}
+	if code, body := get(t, m.Addr(), "/healthz"); code != http.StatusOK || body != "ok" {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+
+	// The workers' consumer deleted: not ready, and /readyz says why.
+	in, err := r.js.Stream(t.Context(), names.InStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.DeleteConsumer(t.Context(), names.Consumer()); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, m.Addr(), "/readyz")
+	var got struct {
+		Ready   bool
+		Missing []string
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusServiceUnavailable || got.Ready ||
+		len(got.Missing) != 1 || got.Missing[0] != "consumer interlock-workers of INTERLOCK_IN: not found" {
+		t.Fatalf("/readyz without the consumer: %d %s", code, body)
+	}
+	if v, _ := scrape(t, m.Addr()).value("interlock_ready"); v != 0 {
+		t.Fatalf("interlock_ready = %v without the consumer", v)
+	}
+
+	// A worker started again binds it again.
+	stopCtx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
+	defer cancel()
+	if err := r.svc.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	again := newRig(t, srv)
+	if code, body := get(t, again.m.Addr(), "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after a restart: %d %s", code, body)
+	}
+}
+
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+func TestConfigIsChecked(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		cfg     metrics.Config
+		wantErr string
+	}{
+		{name: "default", cfg: metrics.Config{}},
+		{name: "loopback", cfg: metrics.Config{Addr: "127.0.0.1:0"}},
+		{name: "localhost", cfg: metrics.Config{Addr: "localhost:9090"}},
+		{name: "ipv6 loopback", cfg: metrics.Config{Addr: "[::1]:9090"}},
+		{name: "public allowed", cfg: metrics.Config{Addr: "0.0.0.0:9090", InsecurePublic: true}},
+		{name: "public", cfg: metrics.Config{Addr: "0.0.0.0:9090"}, wantErr: "beyond loopback"},
+		{name: "every interface", cfg: metrics.Config{Addr: ":9090"}, wantErr: "beyond loopback"},
+		{name: "host name", cfg: metrics.Config{Addr: "metrics.example.com:9090"}, wantErr: "beyond loopback"},
+		{name: "no port", cfg: metrics.Config{Addr: "127.0.0.1"}, wantErr: "Config.Addr"},
+		{name: "negative timeout", cfg: metrics.Config{Timeout: -time.Second}, wantErr: "Config.Timeout"},
+	}
+	for _, tc := range cases {
+		_, err := metrics.New(tc.cfg)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestStartWithoutJetStreamFails(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(metrics.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "UseJetStream") {
+		t.Fatalf("Start without JetStream: %v", err)
+	}
+	if err := m.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(t.Context()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+// gateOutcome is the outcome of a gate command with one decided event.
+func gateOutcome(d engine.DecidedEvent, extra ...engine.Message) engine.Outcome {
+	msgs := append([]engine.Message{{Kind: engine.EventDecided, Flow: engine.GateFlowName, Run: d.CallID, Data: &d}}, extra...)
+	return engine.Outcome{Flow: engine.GateFlowName, Run: d.CallID, Events: msgs}
+}
+
+func TestObserveCountsTheGateAndBoundsLabels(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(metrics.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := engine.Message{Kind: engine.EventResumed, Flow: engine.GateFlowName, Data: &engine.ResumedEvent{Kind: engine.KindApproval, Decision: "approve"}}
+	asked := time.Now().Add(-time.Minute)
+	for _, o := range []bus.Observation{
+		// A call no rule holds: allowed by the request itself.
+		{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-1", Tool: "search", Decision: engine.ToolAllowed})},
+		// A call approved by a person: the decided event counts, not the resumed one too.
+		{Verb: "resume", Outcome: func() engine.Outcome {
+			o := gateOutcome(engine.DecidedEvent{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"}, resumed)
+			o.AskedAt, o.Action = asked, "issue_refund"
+			return o
+		}()},
+		// The same call asked again: answered from the decision taken before.
+		{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"})},
+		// A call rejected by its deadline's policy.
+		{Verb: "expire", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-3", Tool: "issue_refund", Decision: engine.ToolRejected, Approver: engine.TimeoutActor})},
+		// A resume for a flow no one runs, and a verb no one knows.
+		{Verb: "resume", Outcome: engine.Outcome{Flow: "made-up", Run: "r-1", Refused: &engine.Refusal{Code: engine.CodeUnknownFlow}}},
+		{Verb: "frobnicate", Outcome: engine.Outcome{Flow: "made-up", DeadLetter: bus.ReasonUnknownSubject}},
+	} {
+		m.Observe(o)
+	}
+	f := gather(t, m)
+	f.want(t, []series{
+		s("interlock_decisions_total", 1, "flow", "gate", "action", "search", "outcome", "allowed", "by", "rule"),
+		s("interlock_decisions_total", 1, "flow", "gate", "action", "issue_refund", "outcome", "approved", "by", "approver"),
+		s("interlock_decisions_total", 1, "flow", "gate", "action", "issue_refund", "outcome", "rejected", "by", "timeout"),
+		s("interlock_time_to_decision_seconds", 1, "flow", "gate", "kind", "approval", "verb", "resume"),
+		s("interlock_resumes_total", 1, "flow", "gate", "result", "accepted"),
+		s("interlock_resumes_total", 1, "result", "refused", "code", engine.CodeUnknownFlow),
+		s("interlock_transition_seconds", 1, "verb", "other"),
+		s("interlock_dead_letters_total", 1, "reason", bus.ReasonUnknownSubject),
+	})
+	if n := len(f["interlock_decisions_total"].GetMetric()); n != 3 {
+		t.Errorf("%d decision series, want 3:\n%s", n, f.dump("interlock_decisions_total"))
+	}
+
+	// Tool names come from agents: past a bound they count as "other".
+	for i := range 300 {
+		m.Observe(bus.Observation{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c", Tool: "tool" + strings.Repeat("x", i), Decision: engine.ToolAllowed})})
+	}
+	f = gather(t, m)
+	if n := len(f["interlock_decisions_total"].GetMetric()); n > 260 {
+		t.Errorf("%d decision series after 300 tools, want them bounded", n)
+	}
+	if v, _ := f.value("interlock_decisions_total", "flow", "gate", "action", "other", "outcome", "allowed", "by", "rule"); v == 0 {
+		t.Error("no tool counted as other past the bound")
+	}
+}
+
+// gather reads the service's registry directly.
+func gather(t *testing.T, m *metrics.Service) families {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := families{}
+	for _, fam := range fams {
+		f[fam.GetName()] = fam
+	}
+	return f
+}

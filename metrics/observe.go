@@ -1,0 +1,276 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+)
+
+// Values of the resumes' result label.
+const (
+	resultAccepted     = "accepted"
+	resultDuplicate    = "duplicate"
+	resultRefused      = "refused"
+	resultDeadLettered = "dead_lettered"
+)
+
+// Values of the decisions' by label: who decided.
+const (
+	byApprover = "approver"
+	byTimeout  = "timeout"
+	byRule     = "rule"
+)
+
+// otherLabel stands for a value past a label's bound.
+const otherLabel = "other"
+
+// verbs are the verbs of inbound subjects; any other verb is counted as
+// otherLabel, since a subject's verb is whatever its sender wrote.
+var verbs = map[string]bool{"start": true, "resume": true, "cancel": true, "reannounce": true, "expire": true, "request": true}
+
+// Buckets of the histograms, in seconds.
+var (
+	transitionBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	decisionBuckets   = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800}
+)
+
+// counters are the metrics counted from the workers' observations.
+type counters struct {
+	now         func() time.Time
+	decisions   *prometheus.CounterVec
+	waited      *prometheus.HistogramVec
+	expiries    *prometheus.CounterVec
+	escalations *prometheus.CounterVec
+	resumes     *prometheus.CounterVec
+	deadLetters *prometheus.CounterVec
+	transitions *prometheus.HistogramVec
+
+	// flows are the flows known to run here: only these name a flow in a
+	// label, since a refused command's flow is whatever its sender wrote.
+	flows *flowSet
+
+	mu sync.Mutex
+	// actions are the values of the action label so far, up to maxActions.
+	actions map[string]bool
+}
+
+// flowSet is the flows the engine has published events of or has runs
+// waiting in the pending index.
+type flowSet struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (f *flowSet) add(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name != "" && !f.names[name] {
+		f.names[name] = true
+	}
+}
+
+func (f *flowSet) has(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.names[name]
+}
+
+func newCounters(now func() time.Time, flows *flowSet) *counters {
+	return &counters{
+		now: now,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_decisions_total",
+			Help: "Approvals and tool calls decided, by flow, action (tool), outcome (approved, edited, rejected, expired, allowed) and who decided (approver, timeout, rule).",
+		}, []string{"flow", "action", "outcome", "by"}),
+		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "interlock_time_to_decision_seconds",
+			Help:    "Time from an interrupt being asked to its answer (verb resume) or its deadline's policy acting (verb expire), by flow and interrupt kind.",
+			Buckets: decisionBuckets,
+		}, []string{"flow", "kind", "verb"}),
+		expiries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_expiries_total",
+			Help: "Runs ended expired because an interrupt's deadline passed, by flow.",
+		}, []string{"flow"}),
+		escalations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_escalations_total",
+			Help: "Approvals escalated to another role because their deadline passed, by flow.",
+		}, []string{"flow"}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_resumes_total",
+			Help: "Resume commands handled, by flow, result (accepted, duplicate, refused, dead_lettered) and refusal code.",
+		}, []string{"flow", "result", "code"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_dead_letters_total",
+			Help: "Inbound messages copied to the dead-letter stream, by reason.",
+		}, []string{"reason"}),
+		transitions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "interlock_transition_seconds",
+			Help:    "Time a worker took to handle an inbound message, by the verb of its subject.",
+			Buckets: transitionBuckets,
+		}, []string{"verb"}),
+		flows:   flows,
+		actions: map[string]bool{},
+	}
+}
+
+func (c *counters) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.decisions, c.waited, c.expiries, c.escalations, c.resumes, c.deadLetters, c.transitions}
+}
+
+// Describe implements [prometheus.Collector].
+func (c *counters) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.collectors() {
+		m.Describe(ch)
+	}
+}
+
+// Collect implements [prometheus.Collector].
+func (c *counters) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.collectors() {
+		m.Collect(ch)
+	}
+}
+
+// Observe counts what became of one inbound message. Pass it as the
+// workers' observer (interlock.Config.Observe, bus.WorkerConfig.Observe).
+// It does not block.
+func (s *Service) Observe(o bus.Observation) { s.counts.observe(o) }
+
+func (c *counters) observe(o bus.Observation) {
+	out := o.Outcome
+	verb := o.Verb
+	if !verbs[verb] {
+		verb = otherLabel
+	}
+	c.transitions.WithLabelValues(verb).Observe(o.Took.Seconds())
+	if out.DeadLetter != "" {
+		c.deadLetters.WithLabelValues(out.DeadLetter).Inc()
+	}
+	flow := c.flow(out)
+	if verb == "resume" {
+		result, code := resultAccepted, ""
+		switch {
+		case out.Refused != nil:
+			result, code = resultRefused, out.Refused.Code
+		case out.DeadLetter != "":
+			result = resultDeadLettered
+		case out.Duplicate:
+			result = resultDuplicate
+		}
+		c.resumes.WithLabelValues(flow, result, code).Inc()
+	}
+	if out.Duplicate || out.Refused != nil || out.DeadLetter != "" {
+		return
+	}
+	c.transition(verb, flow, out)
+}
+
+// flow is the flow label of an outcome: its flow once known to run here,
+// "" otherwise.
+func (c *counters) flow(out engine.Outcome) string {
+	for _, m := range out.Events {
+		c.flows.add(m.Flow)
+	}
+	if c.flows.has(out.Flow) {
+		return out.Flow
+	}
+	return ""
+}
+
+// action bounds the values of the action label.
+func (c *counters) action(a string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.actions[a] {
+		return a
+	}
+	if len(c.actions) >= maxActions {
+		return otherLabel
+	}
+	c.actions[a] = true
+	return a
+}
+
+// transition counts the events of an accepted transition. A command
+// answers at most one interrupt, so an outcome holds at most one resumed
+// or expired event of its own. An expire command either ends the run
+// (expired), decides an approval as its policy says (resumed), or
+// escalates it (interrupted, with neither).
+func (c *counters) transition(verb, flow string, out engine.Outcome) {
+	var resumed *engine.ResumedEvent
+	var expired *engine.ExpiredEvent
+	var asked *engine.InterruptedEvent
+	decided := false
+	for _, m := range out.Events {
+		switch d := m.Data.(type) {
+		case *engine.DecidedEvent:
+			decided = true
+			c.decided(verb, d)
+		case *engine.ResumedEvent:
+			resumed = d
+		case *engine.ExpiredEvent:
+			expired = d
+		case *engine.InterruptedEvent:
+			asked = d
+		}
+	}
+	kind := ""
+	switch {
+	case resumed != nil:
+		kind = resumed.Kind
+		if resumed.Decision != "" && !decided {
+			by := byApprover
+			if resumed.Approver == engine.TimeoutActor {
+				by = byTimeout
+			}
+			c.decisions.WithLabelValues(flow, c.action(out.Action), verdictOutcome(resumed.Decision), by).Inc()
+		}
+	case expired != nil:
+		kind = expired.Kind
+		c.expiries.WithLabelValues(flow).Inc()
+		if expired.Kind == engine.KindApproval && !decided {
+			c.decisions.WithLabelValues(flow, c.action(out.Action), engine.ToolExpired, byTimeout).Inc()
+		}
+	case verb == "expire" && asked != nil:
+		kind = asked.Kind
+		c.escalations.WithLabelValues(flow).Inc()
+	}
+	if kind != "" && (verb == "resume" || verb == "expire") && !out.AskedAt.IsZero() {
+		c.waited.WithLabelValues(flow, kind, verb).Observe(max(c.now().Sub(out.AskedAt), 0).Seconds())
+	}
+}
+
+// decided counts a tool-call gate's decision. A request answered from a
+// decision taken before (a repeat of a call approved, say) counts nothing:
+// only "allowed" is decided by a request itself.
+func (c *counters) decided(verb string, d *engine.DecidedEvent) {
+	if verb == "request" && d.Decision != engine.ToolAllowed {
+		return
+	}
+	by := byApprover
+	switch {
+	case d.Decision == engine.ToolAllowed:
+		by = byRule
+	case d.Decision == engine.ToolExpired || d.Approver == engine.TimeoutActor:
+		by = byTimeout
+	}
+	c.decisions.WithLabelValues(engine.GateFlowName, c.action(d.Tool), d.Decision, by).Inc()
+}
+
+// verdictOutcome names a resumed event's decision as the gate's decided
+// events do.
+func verdictOutcome(decision string) string {
+	switch engine.Verdict(decision) {
+	case engine.VerdictApprove:
+		return engine.ToolApproved
+	case engine.VerdictEdit:
+		return engine.ToolEdited
+	case engine.VerdictReject:
+		return engine.ToolRejected
+	}
+	return otherLabel
+}
