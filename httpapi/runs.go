@@ -110,7 +110,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c Caller) {
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	flow := r.PathValue("flow")
 	if err := client.CheckName("flow", flow); err != nil {
-		writeProblem(w, newProblem(CodeInvalidName, err.Error()))
+		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
 	wait, ok := s.wait(w, r, s.cfg.Wait)
@@ -130,7 +130,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		req.Run = client.NewRunID()
 	}
 	if err := client.CheckName("run", req.Run); err != nil {
-		writeProblem(w, newProblem(CodeInvalidName, err.Error()))
+		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
 	ev, err := s.client(c, wait).Start(r.Context(), flow, req.Run, req.State, req.Origin)

@@ -279,7 +279,7 @@ func (s *Server) common(next http.Handler) http.Handler {
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
-		h.ServeHTTP(w, r)
+		s.mux.ServeHTTP(w, r) // it sets the path values
 		return
 	}
 	// The mux's own answer, a 404 or a 405 with Allow, without its body.
