@@ -122,6 +122,10 @@ func (a *api) do(method, path string, body any, header ...string) response {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if strings.EqualFold(header[i], "Host") {
+			req.Host = header[i+1] // net/http sends req.Host, not a Host header
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := httpClient.Do(req)

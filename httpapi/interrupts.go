@@ -2,15 +2,11 @@ package httpapi
 
 import (
 	"cmp"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
@@ -36,100 +32,61 @@ type InterruptPage struct {
 	Items []events.Pending `json:"items"`
 	// Next is the cursor of the following page; absent on the last.
 	Next string `json:"next,omitempty"`
-	// Total is how many pending interrupts match the filters.
-	Total int `json:"total"`
+	// Total is how many interrupts of the flow filter wait (of every flow
+	// without one). It is absent when the request filters by kind or
+	// role, which only the entries themselves tell: count those with the
+	// interlock_pending metric.
+	Total *uint64 `json:"total,omitempty"`
 }
 
-// interruptQuery is what GET /v1/interrupts was asked.
-type interruptQuery struct {
-	flow  string
-	kinds []string
-	roles []string
-	order string
-	limit int
-	after *cursor
-}
-
-// listInterrupts answers GET /v1/interrupts. It reads the whole pending
-// index (what waits now, never a finished run), filters and sorts it, and
-// returns a page: the cost is O(pending) per page.
+// listInterrupts answers GET /v1/interrupts: a page of the pending index
+// (what waits now, never a finished run), read in the index's order from
+// the cursor on. A page costs the same however many interrupts wait; with
+// kind or role filters it costs the entries read to fill it.
 func (s *Server) listInterrupts(w http.ResponseWriter, r *http.Request, c Caller) {
 	q, err := parseInterruptQuery(r)
 	if err != nil {
 		writeProblem(w, newProblem(CodeInvalidQuery, err.Error()))
 		return
 	}
-	all, err := readPending(r, s.client(c, 0), q.flow)
+	page, err := s.client(c, 0).ListPending(r.Context(), q)
 	if err != nil {
+		if errors.Is(err, client.ErrCursor) {
+			writeProblem(w, newProblem(CodeInvalidQuery, strings.TrimPrefix(err.Error(), "client: ")))
+			return
+		}
 		s.fail(w, err)
 		return
 	}
-	matched := all[:0]
-	for _, p := range all {
-		if (len(q.kinds) == 0 || slices.Contains(q.kinds, p.Kind)) &&
-			(len(q.roles) == 0 || slices.Contains(q.roles, p.ApproverRole)) {
-			matched = append(matched, p)
-		}
+	out := InterruptPage{Items: page.Items, Next: page.Next}
+	if len(q.Kinds) == 0 && len(q.Roles) == 0 {
+		out.Total = &page.Total
 	}
-	slices.SortFunc(matched, func(a, b events.Pending) int { return q.compare(keyOf(a), keyOf(b)) })
-	start := 0
-	if q.after != nil {
-		start, _ = slices.BinarySearchFunc(matched, q.after.key, func(p events.Pending, k pendingKey) int {
-			if q.compare(keyOf(p), k) <= 0 {
-				return -1
-			}
-			return 1
-		})
-	}
-	page := InterruptPage{Items: []events.Pending{}, Total: len(matched)}
-	end := min(start+q.limit, len(matched))
-	page.Items = append(page.Items, matched[start:end]...)
-	if end < len(matched) {
-		page.Next = cursor{order: q.order, key: keyOf(matched[end-1])}.String()
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, out)
 }
 
-// readPending reads every entry of the pending index (of one flow, if
-// flow is set), a page of client.MaxPendingLimit at a time.
-func readPending(r *http.Request, cl *client.Client, flow string) ([]events.Pending, error) {
-	var all []events.Pending
-	next := ""
-	for {
-		page, err := cl.ListPending(r.Context(), client.PendingQuery{Flow: flow, Limit: client.MaxPendingLimit, After: next})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page.Items...)
-		if page.Next == "" {
-			return all, nil
-		}
-		next = page.Next
-	}
-}
-
-func parseInterruptQuery(r *http.Request) (interruptQuery, error) {
+func parseInterruptQuery(r *http.Request) (client.PendingQuery, error) {
 	v := r.URL.Query()
 	for k := range v {
 		switch k {
 		case "flow", "kind", "role", "order", "limit", "cursor":
 		default:
-			return interruptQuery{}, fmt.Errorf("unknown query parameter %q; this route takes flow, kind, role, order, limit and cursor", k)
+			return client.PendingQuery{}, fmt.Errorf("unknown query parameter %q; this route takes flow, kind, role, order, limit and cursor", k)
 		}
 	}
-	q := interruptQuery{flow: v.Get("flow"), order: cmp.Or(v.Get("order"), OrderOldest), limit: DefaultLimit}
+	q := client.PendingQuery{Flow: v.Get("flow"), Limit: DefaultLimit, After: v.Get("cursor")}
 	if len(v["flow"]) > 1 {
 		return q, errors.New("flow: give one flow (or none for every flow)")
 	}
-	if q.flow != "" {
-		if err := client.CheckName("flow", q.flow); err != nil {
+	if q.Flow != "" {
+		if err := client.CheckName("flow", q.Flow); err != nil {
 			return q, errors.New(strings.TrimPrefix(err.Error(), "client: "))
 		}
 	}
 	for _, k := range v["kind"] {
 		switch k {
 		case "question", "choice", "approval":
-			q.kinds = append(q.kinds, k)
+			q.Kinds = append(q.Kinds, k)
 		default:
 			return q, fmt.Errorf("kind=%q: use question, choice or approval", k)
 		}
@@ -138,85 +95,23 @@ func parseInterruptQuery(r *http.Request) (interruptQuery, error) {
 		if err := CheckRole(role); err != nil {
 			return q, err
 		}
-		q.roles = append(q.roles, role)
+		q.Roles = append(q.Roles, role)
 	}
-	if q.order != OrderOldest && q.order != OrderNewest {
-		return q, fmt.Errorf("order=%q: use oldest or newest", q.order)
+	switch order := cmp.Or(v.Get("order"), OrderOldest); order {
+	case OrderOldest:
+	case OrderNewest:
+		q.Newest = true
+	default:
+		return q, fmt.Errorf("order=%q: use oldest or newest", order)
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxLimit {
 			return q, fmt.Errorf("limit=%q: use 1 to %d", l, MaxLimit)
 		}
-		q.limit = n
-	}
-	if cs := v.Get("cursor"); cs != "" {
-		cur, err := parseCursor(cs)
-		if err != nil {
-			return q, err
-		}
-		if cur.order != q.order {
-			return q, fmt.Errorf("the cursor is of a page in %s-first order, and this request asks for %s first; keep the order while paging", cur.order, q.order)
-		}
-		q.after = &cur
+		q.Limit = n
 	}
 	return q, nil
-}
-
-// pendingKey orders pending interrupts: by when they were asked, then by
-// flow and run, so that the order is total and a cursor is a position.
-type pendingKey struct {
-	at   time.Time
-	flow string
-	run  string
-}
-
-func keyOf(p events.Pending) pendingKey { return pendingKey{at: p.AskedAt, flow: p.Flow, run: p.Run} }
-
-// compare orders two keys in the query's order.
-func (q interruptQuery) compare(a, b pendingKey) int {
-	c := cmp.Or(a.at.Compare(b.at), cmp.Compare(a.flow, b.flow), cmp.Compare(a.run, b.run))
-	if q.order == OrderNewest {
-		return -c
-	}
-	return c
-}
-
-// cursor is where a page ended: the key of its last item, in its order.
-type cursor struct {
-	order string
-	key   pendingKey
-}
-
-// cursorVersion versions the cursor's encoding.
-const cursorVersion = "i1"
-
-type cursorJSON struct {
-	V     string    `json:"v"`
-	Order string    `json:"o"`
-	At    time.Time `json:"t"`
-	Flow  string    `json:"f"`
-	Run   string    `json:"r"`
-}
-
-// String encodes the cursor, opaque to callers.
-func (c cursor) String() string {
-	b, _ := json.Marshal(cursorJSON{V: cursorVersion, Order: c.order, At: c.key.at, Flow: c.key.flow, Run: c.key.run})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// parseCursor decodes a cursor of String.
-func parseCursor(s string) (cursor, error) {
-	bad := fmt.Errorf("cursor=%q is not a cursor of this API: pass the next of a previous page", truncate(s, 40))
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return cursor{}, bad
-	}
-	var j cursorJSON
-	if err := json.Unmarshal(b, &j); err != nil || j.V != cursorVersion || j.Order != OrderOldest && j.Order != OrderNewest {
-		return cursor{}, bad
-	}
-	return cursor{order: j.Order, key: pendingKey{at: j.At, flow: j.Flow, run: j.Run}}, nil
 }
 
 func truncate(s string, n int) string {

@@ -100,7 +100,9 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		{"GET /v1/runs/{flow}/{run}", 403, func() response { return local.do("GET", "/v1/runs/booking/o-wait", nil, badHost...) }},
 		{"GET /v1/runs/{flow}/{run}", 404, func() response { return local.do("GET", "/v1/runs/booking/o-none", nil) }},
 
-		{"POST /v1/runs/{flow}", 202, func() response { return local.do("POST", "/v1/runs/booking", map[string]any{"state": map[string]any{"name": "Ada"}}) }},
+		{"POST /v1/runs/{flow}", 202, func() response {
+			return local.do("POST", "/v1/runs/booking", map[string]any{"state": map[string]any{"name": "Ada"}})
+		}},
 		{"POST /v1/runs/{flow}", 400, func() response { return local.do("POST", "/v1/runs/booking", `{"stat":{}}`) }},
 		{"POST /v1/runs/{flow}", 401, func() response { return secured.do("POST", "/v1/runs/booking", nil) }},
 		{"POST /v1/runs/{flow}", 403, func() response { return sam.do("POST", "/v1/runs/booking", nil, crossSite...) }},
@@ -111,9 +113,13 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 			return local.do("POST", "/v1/runs/booking/o-wait/resume", map[string]any{"answers": map[string]any{"email": "ada@example.com"}})
 		}},
 		{"POST /v1/runs/{flow}/{run}/resume", 400, func() response { return local.do("POST", "/v1/runs/booking/o-wait/resume", `{"anwsers":{}}`) }},
-		{"POST /v1/runs/{flow}/{run}/resume", 401, func() response { return secured.do("POST", "/v1/runs/refund/o-refund/resume", `{"decision":"approve"}`) }},
+		{"POST /v1/runs/{flow}/{run}/resume", 401, func() response {
+			return secured.do("POST", "/v1/runs/refund/o-refund/resume", `{"decision":"approve"}`)
+		}},
 		{"POST /v1/runs/{flow}/{run}/resume", 403, func() response { return bob.do("POST", "/v1/runs/refund/o-refund/resume", `{"decision":"approve"}`) }},
-		{"POST /v1/runs/{flow}/{run}/resume", 404, func() response { return local.do("POST", "/v1/runs/booking/o-none/resume", `{"answers":{"email":"a@b.c"}}`) }},
+		{"POST /v1/runs/{flow}/{run}/resume", 404, func() response {
+			return local.do("POST", "/v1/runs/booking/o-none/resume", `{"answers":{"email":"a@b.c"}}`)
+		}},
 		{"POST /v1/runs/{flow}/{run}/resume", 409, func() response {
 			return local.do("POST", "/v1/runs/booking/o-wait/resume", fmt.Sprintf(`{"answers":{"name":"Ada"},"expectedCheckpoint":%d}`, stale))
 		}},

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,14 +75,37 @@ func startRuns(t testing.TB, a *api, flow, prefix string, n int, state map[strin
 }
 
 // pendingRuns is how many runs TestPagingThroughThePendingIndex starts:
-// 1 000 by default, so that the package's tests stay quick under -race;
-// INTERLOCK_TEST_PENDING=10000 runs it on 10 000 (about 100 s with -race
-// on two cores), and BenchmarkListInterrupts reads pages of 10 000.
+// 10 000, or INTERLOCK_TEST_PENDING.
 func pendingRuns() int {
 	if n, err := strconv.Atoi(os.Getenv("INTERLOCK_TEST_PENDING")); err == nil && n > 0 {
 		return n
 	}
-	return 1000
+	return 10_000
+}
+
+// pages reads every page of query, and returns the runs in order.
+func pages(t *testing.T, a *api, query url.Values) (runs []string, n int) {
+	t.Helper()
+	cursor := ""
+	for {
+		q := url.Values{}
+		for k, v := range query {
+			q[k] = v
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page httpapi.InterruptPage
+		a.must(http.StatusOK, "GET", "/v1/interrupts?"+q.Encode(), nil).decode(t, &page)
+		n++
+		for _, p := range page.Items {
+			runs = append(runs, p.Flow+"."+p.Run)
+		}
+		if page.Next == "" {
+			return runs, n
+		}
+		cursor = page.Next
+	}
 }
 
 func TestPagingThroughThePendingIndex(t *testing.T) {
@@ -92,61 +117,69 @@ func TestPagingThroughThePendingIndex(t *testing.T) {
 	startRuns(t, a, "refund", "f", 10, map[string]any{"orderId": "o-1", "amount": 900, "last4": "4242"})
 	t.Logf("%d runs waiting after %s", n+10, time.Since(began).Round(time.Millisecond))
 
-	for _, order := range []string{httpapi.OrderOldest, httpapi.OrderNewest} {
-		began = time.Now()
-		seen := map[string]bool{}
-		var last time.Time
-		cursor, pages := "", 0
-		for {
-			q := url.Values{"flow": {"booking"}, "order": {order}, "limit": {"150"}}
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			var page httpapi.InterruptPage
-			a.must(http.StatusOK, "GET", "/v1/interrupts?"+q.Encode(), nil).decode(t, &page)
-			pages++
-			if page.Total != n {
-				t.Fatalf("%s page %d: total %d, want %d", order, pages, page.Total, n)
-			}
-			for _, p := range page.Items {
-				if seen[p.Run] {
-					t.Fatalf("%s: %s twice", order, p.Run)
-				}
-				seen[p.Run] = true
-				if !last.IsZero() && (order == httpapi.OrderOldest && p.AskedAt.Before(last) || order == httpapi.OrderNewest && p.AskedAt.After(last)) {
-					t.Fatalf("%s: %s asked at %s comes after %s", order, p.Run, p.AskedAt, last)
-				}
-				last = p.AskedAt
-			}
-			if page.Next == "" {
-				break
-			}
-			cursor = page.Next
+	// The index's own order: each entry's revision in the bucket.
+	kv, err := a.svc.JetStream().KeyValue(t.Context(), a.svc.Names().PendingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := func(key string) uint64 {
+		e, err := kv.Get(t.Context(), key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
 		}
-		if len(seen) != n || pages != (n+149)/150 {
-			t.Fatalf("%s: %d runs in %d pages, want %d in %d", order, len(seen), pages, n, (n+149)/150)
-		}
-		t.Logf("%s first: %d pages in %s", order, pages, time.Since(began).Round(time.Millisecond))
+		return e.Revision()
 	}
 
-	// Filters: every flow, kind and role.
+	var first httpapi.InterruptPage
+	a.must(http.StatusOK, "GET", "/v1/interrupts?flow=booking&limit=1", nil).decode(t, &first)
+	if first.Total == nil || *first.Total != uint64(n) {
+		t.Fatalf("total = %v, want %d", first.Total, n)
+	}
+	began = time.Now()
+	oldest, np := pages(t, a, url.Values{"flow": {"booking"}, "limit": {"150"}})
+	if len(oldest) != n || np != (n+149)/150 {
+		t.Fatalf("oldest first: %d runs in %d pages, want %d in %d", len(oldest), np, n, (n+149)/150)
+	}
+	t.Logf("oldest first: %d pages in %s", np, time.Since(began).Round(time.Millisecond))
+	seen := map[string]bool{}
+	var last uint64
+	for _, k := range oldest {
+		if seen[k] {
+			t.Fatalf("%s twice", k)
+		}
+		seen[k] = true
+		if rev := revision(k); rev <= last {
+			t.Fatalf("%s (revision %d) comes after revision %d", k, rev, last)
+		} else {
+			last = rev
+		}
+	}
+	began = time.Now()
+	newest, np := pages(t, a, url.Values{"flow": {"booking"}, "order": {"newest"}, "limit": {"150"}})
+	t.Logf("newest first: %d pages in %s", np, time.Since(began).Round(time.Millisecond))
+	slices.Reverse(newest)
+	if !slices.Equal(newest, oldest) {
+		t.Fatalf("newest first is not oldest first reversed: %d and %d runs", len(newest), len(oldest))
+	}
+
+	// Filters: kind and role, across flows, in both orders.
+	approvals, _ := pages(t, a, url.Values{"kind": {"approval"}, "role": {"supervisor"}, "limit": {"3"}})
+	if len(approvals) != 10 || !strings.HasPrefix(approvals[0], "refund.f-") {
+		t.Fatalf("approvals = %v", approvals)
+	}
+	latest, _ := pages(t, a, url.Values{"kind": {"approval"}, "order": {"newest"}, "limit": {"4"}})
+	slices.Reverse(latest)
+	if !slices.Equal(latest, approvals) {
+		t.Fatalf("approvals newest first = %v, want %v reversed", latest, approvals)
+	}
 	var page httpapi.InterruptPage
-	get := func(query string) {
-		t.Helper()
-		page = httpapi.InterruptPage{}
-		a.must(http.StatusOK, "GET", "/v1/interrupts?"+query, nil).decode(t, &page)
-	}
-	get("kind=approval&role=supervisor&limit=3")
-	if page.Total != 10 || len(page.Items) != 3 || page.Next == "" || page.Items[0].Flow != "refund" {
-		t.Fatalf("approvals = %+v", page)
-	}
-	get("role=legal")
-	if page.Total != 0 || len(page.Items) != 0 || page.Next != "" {
+	a.must(http.StatusOK, "GET", "/v1/interrupts?role=legal", nil).decode(t, &page)
+	if page.Total != nil || len(page.Items) != 0 || page.Next != "" {
 		t.Fatalf("legal = %+v", page)
 	}
-	get("kind=question&kind=approval&limit=1")
-	if page.Total != n+10 {
-		t.Fatalf("every kind: total %d, want %d", page.Total, n+10)
+	a.must(http.StatusOK, "GET", "/v1/interrupts?limit=1000", nil).decode(t, &page)
+	if page.Total == nil || *page.Total != uint64(n+10) || len(page.Items) != min(1000, n+10) {
+		t.Fatalf("every flow: total %v, %d items", page.Total, len(page.Items))
 	}
 	// A cursor keeps its order.
 	a.must(http.StatusBadRequest, "GET", "/v1/interrupts?order=newest&cursor="+url.QueryEscape(page.Next), nil).problem(t)
