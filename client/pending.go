@@ -131,6 +131,9 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 		return PendingPage{}, err
 	}
 	page := PendingPage{Items: s.items}
+	if page.Items == nil {
+		page.Items = []events.Pending{} // [] in JSON, not null
+	}
 	if len(page.Items) > q.Limit {
 		page.Items = page.Items[:q.Limit]
 		page.Next = cursor{seq: s.seqs[q.Limit-1], newest: q.Newest}.String()
