@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkListInterrupts reads a page of GET /v1/interrupts from a pending
-// index of 10 000 real runs: the whole index is read for every page.
+// index of 10 000 real runs: a page costs the same however many wait.
 //
 //	go test ./httpapi -run '^$' -bench ListInterrupts
 func BenchmarkListInterrupts(b *testing.B) {

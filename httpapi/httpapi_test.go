@@ -252,6 +252,7 @@ func TestABookingRunOverHTTP(t *testing.T) {
 		{"POST", "/v1/runs/booking", `{"state":[]}`, ""},
 		{"POST", "/v1/runs/booking", `{"run":"a b"}`, ""},
 		{"POST", "/v1/runs/booking", `{"origin":"slack"}`, ""},
+		{"POST", "/v1/runs/gate", `{}`, ""},
 		{"GET", "/v1/runs/booking/r-1?x=1", ``, ""},
 		{"GET", "/v1/interrupts?limit=0", ``, ""},
 		{"GET", "/v1/interrupts?order=sideways", ``, ""},
@@ -284,9 +285,9 @@ func TestABookingRunOverHTTP(t *testing.T) {
 		t.Fatalf("405 without Allow: %v", r.header)
 	}
 
-	// 409 run_exists; cancel; then not_waiting.
-	if p := a.must(http.StatusConflict, "POST", "/v1/runs/booking", map[string]any{"run": "r-1"}).problem(t); p.Code != "run_exists" {
-		t.Fatalf("start again = %+v", p)
+	// 409 run_exists, without a Location; cancel; then not_waiting.
+	if r := a.must(http.StatusConflict, "POST", "/v1/runs/booking", map[string]any{"run": "r-1"}); r.problem(t).Code != "run_exists" || r.header.Get("Location") != "" {
+		t.Fatalf("start again = %+v, Location %q", r.problem(t), r.header.Get("Location"))
 	}
 	acc = a.accepted("POST", "/v1/runs/booking/r-1/cancel", map[string]any{"reason": "test"})
 	if acc.Outcome != events.KindCancelled {

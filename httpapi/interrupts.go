@@ -35,7 +35,7 @@ type InterruptPage struct {
 	// Total is how many interrupts of the flow filter wait (of every flow
 	// without one). It is absent when the request filters by kind or
 	// role, which only the entries themselves tell: count those with the
-	// interlock_pending metric.
+	// interlock_pending_interrupts metric.
 	Total *uint64 `json:"total,omitempty"`
 }
 

@@ -113,6 +113,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
+	if flow == client.GateFlow {
+		writeProblem(w, newProblem(CodeInvalidName, "gate is the tool-call gate's flow, and takes no start: ask it with POST /v1/gate/requests"))
+		return
+	}
 	wait, ok := s.wait(w, r, s.cfg.Wait)
 	if !ok {
 		return
@@ -134,7 +138,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		return
 	}
 	ev, err := s.client(c, wait).Start(r.Context(), flow, req.Run, req.State, req.Origin)
-	w.Header().Set("Location", "/v1/runs/"+flow+"/"+req.Run)
+	if err == nil || errors.Is(err, client.ErrNoAnswer) {
+		if ev.Kind != events.KindRefused {
+			w.Header().Set("Location", "/v1/runs/"+flow+"/"+req.Run)
+		}
+	}
 	s.answer(w, flow, req.Run, ev, err)
 }
 
