@@ -164,7 +164,10 @@ type Service struct {
 	worker  *bus.Worker
 	started []Background
 	once    sync.Once
-	err     error
+	// mu guards started against Attach; stopping ends attaching.
+	mu       sync.Mutex
+	stopping bool
+	err      error
 	// secret keys resume tokens and vouches; it never leaves the service.
 	secret []byte
 }
@@ -303,6 +306,23 @@ func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run stri
 	return c.ResumeAs(ctx, flow, run, r, s.secret, approver, roles)
 }
 
+// Attach starts b, a service that stands on this one (an HTTP API built
+// on its Client and ResumeAs), and stops it with the service: before the
+// workers and every service started earlier. b is not attached when its
+// Start fails, or when the service is stopping.
+func (s *Service) Attach(ctx context.Context, b Background) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return errors.New("interlock: attaching a service to a stopped Service")
+	}
+	if err := b.Start(ctx); err != nil {
+		return fmt.Errorf("interlock: starting %T: %w", b, err)
+	}
+	s.started = append(s.started, b)
+	return nil
+}
+
 // Names are the service's stream, subject and bucket names.
 func (s *Service) Names() wire.Names { return s.names }
 
@@ -322,6 +342,9 @@ func (s *Service) JetStream() jetstream.JetStream { return s.js }
 // what the first did.
 func (s *Service) Stop(ctx context.Context) error {
 	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
 		var errs []error
 		for i := len(s.started) - 1; i >= 0; i-- {
 			if err := s.started[i].Stop(ctx); err != nil {

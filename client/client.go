@@ -247,9 +247,23 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
 				continue // someone else's refusal
 			}
+		} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+			// Another command's outcome: this one, refused or not yet
+			// applied, has its own event to come.
+			continue
 		}
 		return Event{Kind: kind, Event: out}, nil
 	}
+}
+
+// applied reports whether the run has applied the command with key (its
+// idempotency key, or its event id), so that an event of the run can be
+// its outcome: the checkpoint names the command before the events of its
+// transition are published. A checkpoint that cannot be read does not
+// hold the outcome back.
+func (c *Client) applied(ctx context.Context, flow, run, key string) bool {
+	cp, err := c.Checkpoint(ctx, flow, run)
+	return err != nil || cp.HasApplied(key)
 }
 
 // absorbed reports whether the run has applied idempotency key through a

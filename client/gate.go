@@ -41,11 +41,25 @@ func (a ToolAnswer) May() bool {
 	return false
 }
 
+// RefusedError is a command Interlock refused, when the call returns an
+// error rather than the refused event.
+type RefusedError struct {
+	// Refused is the refused event's data.
+	Refused events.Refused
+	// What names the command ("tool request call-7").
+	What string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("client: %s refused (%s): %s", e.What, e.Refused.Code, e.Refused.Message)
+}
+
 // RequestTool asks the tool-call gate whether an agent may run a call and
 // waits up to wait (the client's wait when 0) for the decision. When a rule
 // fires and no one decides in time, it returns the pending approval; ask
 // again with the same CallID later: a repeated request never starts a
-// second approval, and is answered with the decision once there is one.
+// second approval, and is answered with the decision once there is one. A
+// request Interlock refuses is a *RefusedError.
 func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
 	if req.CallID == "" {
 		req.CallID = "call-" + randomHex(8)
@@ -114,7 +128,7 @@ func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait t
 			case events.KindRefused:
 				var r events.Refused
 				if json.Unmarshal(out.Data(), &r) == nil && r.EventID == id {
-					return ToolAnswer{}, fmt.Errorf("client: tool request %s refused (%s): %s", req.CallID, r.Code, r.Message)
+					return ToolAnswer{}, &RefusedError{Refused: r, What: "tool request " + req.CallID}
 				}
 			}
 		case <-timeout.C:

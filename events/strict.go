@@ -11,6 +11,11 @@ import (
 // maxDepth bounds the nesting checkDuplicateKeys walks, as encoding/json does.
 const maxDepth = 10000
 
+// CheckDuplicateKeys returns an *Error naming the first object key that
+// appears twice in one object of data, for a reader of JSON other than an
+// event (an HTTP body), and nil when none does or data is not JSON.
+func CheckDuplicateKeys(data []byte) error { return duplicateKeys(data, "data") }
+
 // checkDuplicateKeys returns an error naming the first object key that
 // appears twice in one object of a JSON value. encoding/json keeps the last
 // of duplicate keys; a message that says two things at once is refused

@@ -267,6 +267,15 @@ func TestAnswerDecidesApprovals(t *testing.T) {
 	if out, _, err := run(t, url, "pending", "--flow", "refund"); err != nil || !strings.Contains(lineOf(out, "r-c"), "approval of issue_refund by supervisor") {
 		t.Fatalf("pending: %v\n%s", err, out)
 	}
+	if out, _, err := run(t, url, "pending", "--kind", "approval", "--role", "supervisor", "--newest"); err != nil || !strings.Contains(lineOf(out, "r-c"), "approval of issue_refund by supervisor") || !strings.Contains(out, "before the kind and role filters") {
+		t.Fatalf("pending --kind approval --role supervisor: %v\n%s", err, out)
+	}
+	if out, _, err := run(t, url, "pending", "--role", "legal"); err != nil || strings.Contains(out, "r-c") {
+		t.Fatalf("pending --role legal: %v\n%s", err, out)
+	}
+	if _, _, err := run(t, url, "pending", "--kind", "vote"); codeOf(err) != exitUsage {
+		t.Fatalf("pending --kind vote: %v, want a usage error", err)
+	}
 	out, errOut, err := run(t, url, "answer", "refund", "r-c", "--reject", "--reason", "not eligible", "--approver", "sam")
 	if err != nil || errOut != "" {
 		t.Fatalf("reject: %v\n%s%s", err, out, errOut)

@@ -66,6 +66,15 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"serve", "--metrics", "nowhere"}, `--metrics "nowhere"`},
 		{[]string{"serve", "--metrics", "0.0.0.0:9090"}, "--metrics 0.0.0.0:9090 listens beyond loopback"},
 		{[]string{"serve", "--metrics", ":9090"}, "--metrics :9090 listens beyond loopback"},
+		{[]string{"serve", "--http", "0.0.0.0:8080"}, `--http: Config.Addr "0.0.0.0:8080" is not a loopback address, and there is no auth file`},
+		{[]string{"serve", "--http", "nowhere"}, `--http: Config.Addr "nowhere"`},
+		{[]string{"serve", "--http", "", "--auth-file", "callers.yaml"}, `--auth-file is for the HTTP API, which --http "" turns off`},
+		{[]string{"serve", "--auth-file", "/nonexistent/callers.yaml"}, "--auth-file: "},
+		{[]string{"auth"}, "use: interlock auth add <name> --role ROLE --auth-file FILE"},
+		{[]string{"auth", "add", "sam"}, "auth add needs --auth-file FILE"},
+		{[]string{"auth", "add", "--auth-file", "x.yaml"}, "auth add takes one name, got 0"},
+		{[]string{"auth", "add", "sam bob", "--auth-file", "x.yaml"}, `name "sam bob" has ' '`},
+		{[]string{"auth", "add", "sam", "--role", "a.b", "--auth-file", "x.yaml"}, `--role: role "a.b" has '.'`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
@@ -150,6 +159,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 	t.Parallel()
 	commands := map[string][]string{
 		"serve.go":       {"serve"},
+		"http.go":        {"serve"},
 		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 	}

@@ -571,12 +571,24 @@ func reannounceCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var q client.PendingQuery
-	cf, c, _, closeFn, err := clientCommand(ctx, "pending", "pending [--flow NAME] [--limit N] [--after CURSOR]", stderr, args, 0, func(fs *flag.FlagSet) {
+	var (
+		q            client.PendingQuery
+		kinds, roles listFlag
+	)
+	cf, c, _, closeFn, err := clientCommand(ctx, "pending", "pending [--flow NAME] [--kind KIND] [--role ROLE] [--newest] [--limit N] [--after CURSOR]", stderr, args, 0, func(fs *flag.FlagSet) {
 		fs.StringVar(&q.Flow, "flow", "", "only runs of this `flow`")
-		fs.IntVar(&q.Limit, "limit", client.DefaultPendingLimit, "show at most `n` runs, oldest first")
+		fs.Var(&kinds, "kind", "only interrupts of this `kind`: question, choice or approval (repeat for more)")
+		fs.Var(&roles, "role", "only approvals for this approver `role` (repeat for more)")
+		fs.BoolVar(&q.Newest, "newest", false, "the most recently asked first (the default is oldest first)")
+		fs.IntVar(&q.Limit, "limit", client.DefaultPendingLimit, "show at most `n` runs")
 		fs.StringVar(&q.After, "after", "", "show the page after this `cursor` (printed with the previous page)")
 	}, func([]string) error {
+		q.Kinds, q.Roles = kinds, roles
+		for _, k := range kinds {
+			if k != engine.KindQuestion && k != engine.KindChoice && k != engine.KindApproval {
+				return usagef("--kind %q: use question, choice or approval", k)
+			}
+		}
 		if q.Limit < 1 || q.Limit > client.MaxPendingLimit {
 			return usagef("--limit %d: use 1 to %d", q.Limit, client.MaxPendingLimit)
 		}
@@ -619,11 +631,24 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d shown, %d waiting in all.\n", len(page.Items), page.Total)
+	if q.Kinds == nil && q.Roles == nil {
+		fmt.Fprintf(stdout, "%d shown, %d waiting in all.\n", len(page.Items), page.Total)
+	} else {
+		fmt.Fprintf(stdout, "%d shown, of %d waiting before the kind and role filters.\n", len(page.Items), page.Total)
+	}
 	if page.Next != "" {
 		next := "interlock pending"
 		if q.Flow != "" {
 			next += " --flow " + q.Flow
+		}
+		for _, k := range q.Kinds {
+			next += " --kind " + k
+		}
+		for _, r := range q.Roles {
+			next += " --role " + r
+		}
+		if q.Newest {
+			next += " --newest"
 		}
 		if q.Limit != client.DefaultPendingLimit {
 			next += " --limit " + strconv.Itoa(q.Limit)

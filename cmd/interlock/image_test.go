@@ -73,7 +73,7 @@ func TestImageServesAsNonrootWithTheDeployConfig(t *testing.T) {
 	defer cancel()
 	data := filepath.Join(dir, "data")
 	cmd := exec.CommandContext(ctx, bin, "serve", "--data-dir", data, "--nats-config", filepath.Join(dir, "nats-server.conf"),
-		"--listen", "127.0.0.1:-1", "--log-format", "json", "--log-level", "warn")
+		"--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log-format", "json", "--log-level", "warn")
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nonroot, Gid: nonroot}}
 	cmd.Env = []string{

@@ -24,7 +24,7 @@ func serveForTest(t *testing.T, extra ...string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn"}, extra...), pw, io.Discard)
+		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dir, "--lazy-fsync", "--log-format", "json", "--log-level", "warn", "--http", "127.0.0.1:0"}, extra...), pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {

@@ -117,6 +117,8 @@ Usage:
   interlock audit verify <flow> <run>             check a run's audit hash chain
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
+  interlock auth add <name> --role ROLE --auth-file FILE
+                                                  add a caller of the HTTP API and print their token
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
   interlock help    [command]                     show help
 
@@ -193,6 +195,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return auditCmd(ctx, rest, stdout, stderr)
 	case "gate":
 		return gateCmd(ctx, rest, stdout, stderr)
+	case "auth":
+		return authCmd(ctx, rest, stdout, stderr)
 	case "schema":
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -332,6 +336,8 @@ func envHelp(cmd string) string {
   INTERLOCK_SECRET          the resume-token secret, when --secret-file is not given
   INTERLOCK_INSTANCE        default of --instance
   INTERLOCK_GATE_RULES      default of --gate-rules
+  INTERLOCK_HTTP            default of --http
+  INTERLOCK_AUTH_FILE       default of --auth-file
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics
 `

@@ -54,6 +54,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
+	httpf := addHTTPFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -71,6 +72,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listenGiven := os.Getenv("INTERLOCK_LISTEN") != ""
 	fs.Visit(func(f *flag.Flag) { listenGiven = listenGiven || f.Name == "listen" })
 	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	api, apiOn, err := httpf.config(&log)
 	if err != nil {
 		return err
 	}
@@ -147,6 +152,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "))
+	if apiOn {
+		if err := startHTTP(ctx, svc, api, stdout); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
 
 	if m != nil {
 		fmt.Fprintf(stdout, "Metrics on http://%s/metrics (liveness /healthz, readiness /readyz).\n", m.Addr())

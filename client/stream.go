@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/events"
+)
+
+// StreamEvent is an event read back from the events stream.
+type StreamEvent struct {
+	// Seq is the event's sequence in the events stream: a reader that saw
+	// it can carry on from there.
+	Seq uint64
+	// Subject is the subject it was published on,
+	// <prefix>.ev.<flow>.<run>.<kind>.
+	Subject string
+	// Kind is the last token of Subject (events.KindInterrupted, ...).
+	Kind string
+	// Event is the CloudEvent.
+	Event events.Event
+}
+
+// WithWait returns a copy of the client whose calls wait up to wait (0 for
+// DefaultWait) for the event that settles them.
+func (c *Client) WithWait(wait time.Duration) *Client {
+	cp := *c
+	if wait <= 0 {
+		wait = DefaultWait
+	}
+	cp.wait = wait
+	return &cp
+}
+
+// RunEvents returns the events of a run that the events stream still
+// holds, oldest first: at most limit of them (1 to MaxPendingLimit), and
+// whether there are more. It reads with batched direct gets filtered by the
+// run's subjects, so its cost follows the run's events, not the stream's.
+func (c *Client) RunEvents(ctx context.Context, flow, run string, limit int) ([]StreamEvent, bool, error) {
+	if err := CheckName("flow", flow); err != nil {
+		return nil, false, err
+	}
+	if err := CheckName("run", run); err != nil {
+		return nil, false, err
+	}
+	if limit < 1 || limit > MaxPendingLimit {
+		return nil, false, fmt.Errorf("client: RunEvents limit %d is out of range: use 1 to %d", limit, MaxPendingLimit)
+	}
+	stream := c.names.EventStream()
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: c.names.Event(flow, run, ">"), what: "stream " + stream}
+	out := []StreamEvent{}
+	for start := uint64(1); ; {
+		b, err := g.batch(ctx, start, limit+1-len(out))
+		if err != nil {
+			return nil, false, err
+		}
+		for _, m := range b.msgs {
+			if len(out) == limit {
+				return out, true, nil
+			}
+			ev, err := decodeStreamEvent(m.subject, m.seq, m.header, m.data)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, ev)
+		}
+		if len(b.msgs) == 0 || b.pending == 0 {
+			return out, false, nil
+		}
+		start = b.msgs[len(b.msgs)-1].seq + 1
+	}
+}
+
+func decodeStreamEvent(subject string, seq uint64, header map[string][]string, data []byte) (StreamEvent, error) {
+	ev, err := events.Decode(header, data)
+	if err != nil {
+		return StreamEvent{}, fmt.Errorf("client: event %d on %s: %w", seq, subject, err)
+	}
+	return StreamEvent{Seq: seq, Subject: subject, Kind: subject[strings.LastIndex(subject, ".")+1:], Event: ev}, nil
+}
+
+// LastEventSeq returns the sequence of the last event in the events
+// stream (0 when it is empty): a [Client.Watch] after it sees every event
+// published from now on.
+func (c *Client) LastEventSeq(ctx context.Context) (uint64, error) {
+	s, err := c.js.Stream(ctx, c.names.EventStream())
+	if err != nil {
+		return 0, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("client: reading %s: %w", c.names.EventStream(), err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// WatchQuery selects the events a [Watcher] follows.
+type WatchQuery struct {
+	// Flow, if set, keeps only that flow's events.
+	Flow string
+	// Run, if set, keeps only that run's events; it needs Flow.
+	Run string
+	// Kinds, if set, keeps only events of these kinds (events.KindInterrupted,
+	// ...); otherwise every kind.
+	Kinds []string
+	// After is the sequence the watch starts after: the Seq of the last
+	// event the reader saw, or LastEventSeq for what is published from now
+	// on. 0 starts at the oldest event the stream holds.
+	After uint64
+}
+
+// watchInactive is how long the server keeps a stopped watcher's consumer.
+const watchInactive = 30 * time.Second
+
+// Watcher follows the events stream: every matching event once, in stream
+// order, with no gap, from an ordered consumer the server forgets once the
+// watcher stops.
+type Watcher struct {
+	it jetstream.MessagesContext
+}
+
+// Watch starts following the events stream. Stop the watcher when done.
+func (c *Client) Watch(ctx context.Context, q WatchQuery) (*Watcher, error) {
+	flow, run := "*", "*"
+	if q.Flow != "" {
+		if err := CheckName("flow", q.Flow); err != nil {
+			return nil, err
+		}
+		flow = q.Flow
+	}
+	if q.Run != "" {
+		if q.Flow == "" {
+			return nil, errors.New("client: WatchQuery.Run needs Flow")
+		}
+		if err := CheckName("run", q.Run); err != nil {
+			return nil, err
+		}
+		run = q.Run
+	}
+	kinds := q.Kinds
+	if len(kinds) == 0 {
+		kinds = []string{"*"}
+	}
+	var subjects []string
+	for _, k := range kinds {
+		if k != "*" {
+			if err := CheckName("event kind", k); err != nil {
+				return nil, err
+			}
+		}
+		subjects = append(subjects, c.names.Event(flow, run, k))
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.names.EventStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: subjects,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    q.After + 1,
+		// The server forgets a watcher's consumer soon after it stops.
+		InactiveThreshold: watchInactive,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: following %s: %w", c.names.EventStream(), err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("client: following %s: %w", c.names.EventStream(), err)
+	}
+	return &Watcher{it: it}, nil
+}
+
+// Next returns the next event, waiting for it until ctx ends (then it
+// returns ctx's error and the watcher can be used again).
+func (w *Watcher) Next(ctx context.Context) (StreamEvent, error) {
+	m, err := w.it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return StreamEvent{}, ctx.Err()
+		}
+		return StreamEvent{}, fmt.Errorf("client: following the events stream: %w", err)
+	}
+	meta, err := m.Metadata()
+	if err != nil {
+		return StreamEvent{}, fmt.Errorf("client: following the events stream: %w", err)
+	}
+	return decodeStreamEvent(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())
+}
+
+// Stop stops the watcher. Stopping twice is safe.
+func (w *Watcher) Stop() { w.it.Stop() }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/httpapi"
+)
+
+// httpFlags are serve's flags of the HTTP API.
+type httpFlags struct {
+	addr     *string
+	authFile *string
+}
+
+func addHTTPFlags(fs *flag.FlagSet) httpFlags {
+	return httpFlags{
+		addr:     fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs --auth-file"),
+		authFile: fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "YAML `file` of the HTTP API's callers and their roles (see interlock auth add); without it every HTTP caller is the local user with every role, on loopback only"),
+	}
+}
+
+// config checks the flags, before anything starts, and returns the API's
+// configuration; ok is false when the API is off.
+func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err error) {
+	if *f.addr == "" {
+		if *f.authFile != "" {
+			return cfg, false, usagef("--auth-file is for the HTTP API, which --http \"\" turns off")
+		}
+		return cfg, false, nil
+	}
+	cfg = httpapi.Config{Addr: *f.addr, Logger: log}
+	if *f.authFile != "" {
+		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
+			return cfg, false, usagef("--auth-file: %v", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, false, usagef("--http: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
+	}
+	return cfg, true, nil
+}
+
+// startHTTP starts the HTTP API on svc, stopped with it, and says where.
+func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, stdout io.Writer) error {
+	api, err := httpapi.New(svc, cfg)
+	if err != nil {
+		return err
+	}
+	if err := svc.Attach(ctx, api); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "HTTP API on http://%s (try: curl http://%s/v1/interrupts).\n", api.Addr(), api.Addr())
+	return nil
+}
+
+// authCmd runs `interlock auth add NAME --role ROLE ... --auth-file FILE`.
+func authCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("auth", "auth add <name> --role ROLE [--role ROLE ...] --auth-file FILE", stderr)
+	var roles listFlag
+	fs.Var(&roles, "role", "approver `role` the caller holds (repeat for more); none lets them answer questions and choices only")
+	file := fs.String("auth-file", "", "the API's auth `file` (created, mode 0600, if it does not exist)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	switch {
+	case len(pos) == 0 || pos[0] != "add":
+		return usageOf("auth", "use: interlock auth add <name> --role ROLE --auth-file FILE")
+	case len(pos) != 2:
+		return usageOf("auth", "auth add takes one name, got %d", len(pos)-1)
+	case *file == "":
+		return usageOf("auth", "auth add needs --auth-file FILE")
+	}
+	if err := httpapi.CheckCallerName(pos[1]); err != nil {
+		return usageOf("auth", "%v", err)
+	}
+	for _, r := range roles {
+		if err := httpapi.CheckRole(r); err != nil {
+			return usageOf("auth", "--role: %v", err)
+		}
+	}
+	token, err := httpapi.AddCaller(*file, pos[1], roles)
+	if err != nil {
+		return err
+	}
+	held := "no role"
+	if len(roles) > 0 {
+		held = "roles " + strings.Join(roles, ", ")
+	}
+	fmt.Fprintf(stderr, "Added %s (%s) to %s. Their bearer token follows; it is shown only this once (the file keeps its SHA-256):\n", pos[1], held, *file)
+	fmt.Fprintln(stdout, token)
+	return nil
+}

@@ -1,0 +1,351 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/httpapi"
+)
+
+// servedAt is where a serve started by serveAnnounced listens.
+type servedAt struct {
+	http, metrics string // host:port
+	stop          func()
+}
+
+// serveAnnounced runs `interlock serve` with args after the test's own
+// (a free NATS port, metrics on a free port, the data dir), and returns
+// the addresses it announces on stdout.
+func serveAnnounced(t *testing.T, dataDir string, args ...string) servedAt {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	all := append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", dataDir, "--lazy-fsync",
+		"--log-format", "json", "--log-level", "warn", "--metrics", "127.0.0.1:0"}, args...)
+	go func() {
+		done <- Run(ctx, all, pw, io.Discard)
+		pw.Close()
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after Ctrl-C, want a clean stop", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30 s of Ctrl-C")
+		}
+	}
+	t.Cleanup(stop)
+	var at servedAt
+	rd := bufio.NewReader(pr)
+	httpLine := regexp.MustCompile(`^HTTP API on http://(\S+) `)
+	metricsLine := regexp.MustCompile(`^Metrics on http://(\S+)/metrics`)
+	for at.metrics == "" {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("serve %v stopped announcing before its metrics (http %q): %v", args, at.http, err)
+		}
+		if m := httpLine.FindStringSubmatch(line); m != nil {
+			at.http = m[1]
+		}
+		if m := metricsLine.FindStringSubmatch(line); m != nil {
+			at.metrics = m[1]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, rd) }()
+	if at.http == "" {
+		t.Fatalf("serve %v announced no HTTP API", args)
+	}
+	at.stop = stop
+	return at
+}
+
+// readmeHTTPCommands returns the commands of the README's HTTP section,
+// continuation lines joined.
+func readmeHTTPCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## Over HTTP")
+	if !ok {
+		t.Fatal(`README.md has no "## Over HTTP" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		for line := range strings.SplitSeq(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+			if strings.TrimSpace(line) != "" {
+				cmds = append(cmds, line)
+			}
+		}
+	}
+	return cmds
+}
+
+// TestReadmeHTTPWalkWorksAsWritten replays the README's HTTP section: its
+// curl lines run in a real shell with real curl against `interlock
+// serve`, their addresses moved to the test's ports, and the `interlock`
+// lines run through the command itself.
+func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "grep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := tool + " is not on PATH; .ci/run installs curl when it is missing"
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	cmds := readmeHTTPCommands(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "interlock-data")
+	at := serveAnnounced(t, data) // go run ./cmd/interlock serve, as in the two commands
+	token := ""
+
+	// sh runs a README line in bash, its addresses moved to the test's.
+	sh := func(line string) string {
+		t.Helper()
+		line = strings.ReplaceAll(line, "http://127.0.0.1:8080", "http://"+at.http)
+		line = strings.ReplaceAll(line, "http://127.0.0.1:9090", "http://"+at.metrics)
+		cmd := exec.CommandContext(t.Context(), "bash", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TOKEN="+token)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README: %s: %v\n%s", line, err, out)
+		}
+		return string(out)
+	}
+	var (
+		curls   int
+		decoded map[string]any
+	)
+	decode := func(line, out string) map[string]any {
+		t.Helper()
+		decoded = nil
+		if err := json.Unmarshal([]byte(out), &decoded); err != nil {
+			t.Fatalf("README: %s printed no JSON object: %v\n%s", line, err, out)
+		}
+		return decoded
+	}
+	authAdd := regexp.MustCompile(`^TOKEN=\$\(go run \./cmd/interlock (auth add .*)\)$`)
+	for _, line := range cmds {
+		switch {
+		case strings.HasPrefix(line, "curl "):
+			out := sh(line)
+			curls++
+			switch curls {
+			case 1: // start r-8
+				if d := decode(line, out); d["outcome"] != "interrupted" || d["run"] != "r-8" || !strings.Contains(out, `"resumeToken":"[redacted]"`) {
+					t.Fatalf("start: %s", out)
+				}
+			case 2: // the supervisor's queue
+				var page struct{ Items []map[string]any }
+				if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Items) != 1 || page.Items[0]["run"] != "r-8" || page.Items[0]["node"] != "review" || page.Items[0]["approverRole"] != "supervisor" {
+					t.Fatalf("interrupts: %v\n%s", err, out)
+				}
+			case 3: // approve
+				if d := decode(line, out); d["outcome"] != "completed" {
+					t.Fatalf("approve: %s", out)
+				}
+				// A retry with the same key is a repeat; a second approval
+				// without one is refused not_waiting, as the README says.
+				if d := decode(line, sh(line)); d["outcome"] != "repeat" {
+					t.Fatalf("the approval again: %v", d)
+				}
+				again := strings.Replace(line, "-H 'Idempotency-Key: approve-r-8' ", "", 1)
+				if again == line {
+					t.Fatal("README: the approval has no Idempotency-Key header")
+				}
+				if d := decode(again, sh(again)); d["code"] != "not_waiting" || d["status"] != float64(http.StatusConflict) {
+					t.Fatalf("a second approval: %v", d)
+				}
+			case 4: // the run
+				d := decode(line, out)
+				if evs, _ := d["events"].([]any); d["status"] != "completed" || len(evs) == 0 {
+					t.Fatalf("run: %s", out)
+				}
+			case 5: // metrics
+				if !regexp.MustCompile(`(?m)^interlock_decisions_total\{[^}]*flow="refund"[^}]*\} 1$`).MatchString(out) {
+					t.Fatalf("metrics: %s", out)
+				}
+			case 6: // as sam, after the restart with the auth file
+				var page struct{ Items []map[string]any }
+				if err := json.Unmarshal([]byte(out), &page); err != nil || page.Items == nil {
+					t.Fatalf("interrupts as sam: %v\n%s", err, out)
+				}
+				noToken := strings.Replace(line, `-H "Authorization: Bearer $TOKEN" `, "", 1)
+				if noToken == line {
+					t.Fatal("README: the call as sam sends no bearer token")
+				}
+				if d := decode(noToken, sh(noToken)); d["status"] != float64(http.StatusUnauthorized) || d["code"] != "unauthorized" {
+					t.Fatalf("without the token: %v", d)
+				}
+			default:
+				t.Fatalf("README: teach this test what %s shows", line)
+			}
+
+		case authAdd.MatchString(line):
+			args := strings.Fields(authAdd.FindStringSubmatch(line)[1])
+			var out, errOut strings.Builder
+			for i, a := range args {
+				if i > 0 && args[i-1] == "--auth-file" {
+					args[i] = filepath.Join(dir, a)
+				}
+			}
+			if err := Run(t.Context(), args, &out, &errOut); err != nil {
+				t.Fatalf("README: %s: %v\n%s", line, err, errOut.String())
+			}
+			token = strings.TrimSpace(out.String())
+			if token == "" || strings.Contains(token, "\n") || !strings.Contains(errOut.String(), "shown only this once") {
+				t.Fatalf("auth add printed %q on stdout and %q on stderr: the token alone belongs on stdout", out.String(), errOut.String())
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "callers.yaml"))
+			if err != nil || strings.Contains(string(b), token) || !strings.Contains(string(b), "sam@example.com") {
+				t.Fatalf("callers.yaml holds the token, or not sam: %v\n%s", err, b)
+			}
+
+		case strings.HasPrefix(line, "go run ./cmd/interlock serve "):
+			at.stop()
+			args := strings.Fields(strings.TrimPrefix(line, "go run ./cmd/interlock serve "))
+			for i, a := range args {
+				switch {
+				case a == "0.0.0.0:8080":
+					args[i] = "127.0.0.1:0" // the port of the test
+				case i > 0 && args[i-1] == "--auth-file":
+					args[i] = filepath.Join(dir, a)
+				}
+			}
+			at = serveAnnounced(t, data, args...)
+
+		default:
+			t.Fatalf("README: teach this test to run %s", line)
+		}
+	}
+	if curls != 6 || token == "" {
+		t.Fatalf("the walk ran %d curl lines and added a caller %v; the test expects 6 and one", curls, token != "")
+	}
+}
+
+func TestAuthAddPrintsATokenOnceAndKeepsOnlyItsHash(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "callers.yaml")
+	add := func(name string, roles ...string) (string, error) {
+		args := []string{"auth", "add", name, "--auth-file", file}
+		for _, r := range roles {
+			args = append(args, "--role", r)
+		}
+		var out, errOut strings.Builder
+		err := Run(t.Context(), args, &out, &errOut)
+		return strings.TrimSpace(out.String()), err
+	}
+	sam, err := add("sam@example.com", "supervisor", "legal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := add("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add("bob", "supervisor"); err == nil || !strings.Contains(err.Error(), `already has a caller named "bob"`) {
+		t.Fatalf("adding bob twice: %v", err)
+	}
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("auth file mode = %v (%v), want 0600", fi.Mode(), err)
+	}
+	b, _ := os.ReadFile(file)
+	for _, tok := range []string{sam, bob} {
+		if len(tok) < 32 || strings.Contains(string(b), tok) || !strings.Contains(string(b), httpapi.HashToken(tok)) {
+			t.Fatalf("the file holds the token %q, or not its hash:\n%s", tok, b)
+		}
+	}
+	auth, err := httpapi.LoadAuth(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := auth.Authenticate(sam); !ok || c.Name != "sam@example.com" || strings.Join(c.Roles, ",") != "supervisor,legal" {
+		t.Fatalf("sam = %+v, %v", c, ok)
+	}
+	if c, ok := auth.Authenticate(bob); !ok || c.Name != "bob" || len(c.Roles) != 0 {
+		t.Fatalf("bob = %+v, %v", c, ok)
+	}
+}
+
+// syncBuffer is a buffer safe for a writer and a reader in two goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeSaysTheAPIIsLoopbackOnlyWithoutAnAuthFile(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var logs syncBuffer
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", t.TempDir(), "--lazy-fsync",
+			"--log-format", "json", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, pw, &logs)
+		pw.Close()
+	}()
+	rd := bufio.NewReader(pr)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("serve stopped before announcing its HTTP API: %v\n%s", err, logs.String())
+		}
+		if strings.HasPrefix(line, "HTTP API on http://127.0.0.1:") {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, rd) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["level"] == "info" && strings.Contains(fmt.Sprint(l["message"]), "on loopback only") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no info line says the API is loopback only:\n%s", logs.String())
+	}
+}

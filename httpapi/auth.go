@@ -1,0 +1,350 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// LocalCaller is the name of every caller of an API without an auth file:
+// the local user, who holds every role.
+const LocalCaller = "local"
+
+// MaxNameLen is the longest caller name or role.
+const MaxNameLen = 128
+
+// authRecheck is how often an auth file is checked for changes.
+const authRecheck = time.Second
+
+// Caller is someone the API authenticated.
+type Caller struct {
+	// Name names the caller: the audit stream records it as the approver
+	// of their decisions.
+	Name string
+	// Roles are the approver roles the caller holds.
+	Roles []string
+	// AllRoles is set for LocalCaller, who holds every role.
+	AllRoles bool
+}
+
+// AuthEntry is one caller in an auth file: a name, the approver roles,
+// and the hex SHA-256 of the caller's bearer token (never the token).
+type AuthEntry struct {
+	Name        string   `yaml:"name"`
+	Roles       []string `yaml:"roles"`
+	TokenSHA256 string   `yaml:"tokenSha256"`
+}
+
+// ParseAuth reads an auth file: a YAML list of entries. Names are 1 to
+// MaxNameLen of A-Z a-z 0-9 . _ @ -, unique; roles follow the name rules
+// of flows (they are subject tokens); every hash is 64 hex digits and
+// names one caller. file names the file in errors.
+func ParseAuth(b []byte, file string) ([]AuthEntry, error) {
+	var entries []AuthEntry
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&entries); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("httpapi: auth file %s: %w; it is a YAML list of {name, roles, tokenSha256}", file, err)
+	}
+	names := map[string]bool{}
+	hashes := map[string]string{}
+	for i := range entries {
+		e := &entries[i]
+		where := fmt.Sprintf("httpapi: auth file %s, entry %d", file, i+1)
+		if err := CheckCallerName(e.Name); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if names[e.Name] {
+			return nil, fmt.Errorf("%s: name %q appears twice", where, e.Name)
+		}
+		names[e.Name] = true
+		for _, r := range e.Roles {
+			if err := CheckRole(r); err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", where, e.Name, err)
+			}
+		}
+		e.TokenSHA256 = strings.ToLower(e.TokenSHA256)
+		if h, err := hex.DecodeString(e.TokenSHA256); err != nil || len(h) != sha256.Size {
+			return nil, fmt.Errorf("%s (%s): tokenSha256 must be the 64 hex digits of the token's SHA-256; `interlock auth add` writes it", where, e.Name)
+		}
+		if other, ok := hashes[e.TokenSHA256]; ok {
+			return nil, fmt.Errorf("%s (%s): tokenSha256 is also %s's; every caller needs a token of their own", where, e.Name, other)
+		}
+		hashes[e.TokenSHA256] = e.Name
+	}
+	return entries, nil
+}
+
+// CheckCallerName reports whether s is a valid caller name: 1 to
+// MaxNameLen of A-Z a-z 0-9 . _ @ -.
+func CheckCallerName(s string) error {
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("name %q: use 1 to %d of A-Z a-z 0-9 . _ @ -", s, MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._@-", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("name %q has %q at byte %d: use only A-Z a-z 0-9 . _ @ -", s, c, i)
+	}
+	return nil
+}
+
+// CheckRole reports whether s is a valid approver role: 1 to MaxNameLen of
+// A-Z a-z 0-9 _ -, as it is a NATS subject token.
+func CheckRole(s string) error {
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("role %q: use 1 to %d of A-Z a-z 0-9 _ -", s, MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("role %q has %q at byte %d: use only A-Z a-z 0-9 _ -", s, c, i)
+	}
+	return nil
+}
+
+// HashToken returns the hex SHA-256 of a bearer token, as an auth file
+// holds it.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// NewToken returns a fresh bearer token: 32 random bytes, base64url
+// without padding.
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// AuthFile holds the callers of an auth file, and reads the file again
+// when it changes, so that `interlock auth add` needs no restart.
+type AuthFile struct {
+	path string
+
+	mu      sync.Mutex
+	callers []authCaller
+	stamp   fileStamp
+	checked time.Time
+}
+
+type authCaller struct {
+	Caller
+	hash [sha256.Size]byte
+}
+
+// fileStamp tells whether a file changed.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// LoadAuth reads the auth file at path.
+func LoadAuth(path string) (*AuthFile, error) {
+	a := &AuthFile{path: path}
+	if _, err := a.reload(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Path is the file's path.
+func (a *AuthFile) Path() string { return a.path }
+
+// Len is how many callers the file holds.
+func (a *AuthFile) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.callers)
+}
+
+// Refresh reads the file again if it changed since it was last read, at
+// most once a second, and reports whether it did. A file that no longer
+// parses is an error, and the callers read before stay.
+func (a *AuthFile) Refresh() (bool, error) {
+	a.mu.Lock()
+	due := time.Since(a.checked) >= authRecheck
+	if due {
+		a.checked = time.Now()
+	}
+	a.mu.Unlock()
+	if !due {
+		return false, nil
+	}
+	return a.reload()
+}
+
+func (a *AuthFile) reload() (bool, error) {
+	st, err := os.Stat(a.path)
+	if err != nil {
+		return false, fmt.Errorf("httpapi: auth file: %w", err)
+	}
+	stamp := fileStamp{mod: st.ModTime(), size: st.Size()}
+	a.mu.Lock()
+	same := stamp == a.stamp && a.callers != nil
+	a.mu.Unlock()
+	if same {
+		return false, nil
+	}
+	b, err := os.ReadFile(a.path)
+	if err != nil {
+		return false, fmt.Errorf("httpapi: auth file: %w", err)
+	}
+	entries, err := ParseAuth(b, a.path)
+	if err != nil {
+		// Keep the callers read before, and say so once per change.
+		a.mu.Lock()
+		a.stamp = stamp
+		a.mu.Unlock()
+		return false, err
+	}
+	callers := make([]authCaller, 0, len(entries))
+	for _, e := range entries {
+		c := authCaller{Caller: Caller{Name: e.Name, Roles: slices.Clone(e.Roles)}}
+		_, _ = hex.Decode(c.hash[:], []byte(e.TokenSHA256))
+		callers = append(callers, c)
+	}
+	a.mu.Lock()
+	a.callers, a.stamp = callers, stamp
+	a.mu.Unlock()
+	return true, nil
+}
+
+// Authenticate returns the caller holding token. Every caller's hash is
+// compared, in constant time, whoever matches.
+func (a *AuthFile) Authenticate(token string) (Caller, bool) {
+	h := sha256.Sum256([]byte(token))
+	a.mu.Lock()
+	callers := a.callers
+	a.mu.Unlock()
+	found := -1
+	for i := range callers {
+		if subtle.ConstantTimeCompare(h[:], callers[i].hash[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 || token == "" {
+		return Caller{}, false
+	}
+	c := callers[found].Caller
+	c.Roles = slices.Clone(c.Roles)
+	return c, true
+}
+
+// authFileHeader begins an auth file that AddCaller creates.
+const authFileHeader = `# Callers of Interlock's HTTP API (interlock serve --auth-file).
+# Each holds the SHA-256 of a bearer token, never the token; add callers
+# with: interlock auth add NAME --role ROLE --auth-file FILE
+`
+
+// AddCaller adds a caller with roles to the auth file at path, creating it
+// (mode 0600) if needed, and returns the caller's new token: the file keeps
+// only its hash, so the token cannot be shown again. The entry is appended
+// to the file as it is, comments included; the file is replaced whole, by
+// a rename, so that a reader never sees half of it.
+func AddCaller(path, name string, roles []string) (string, error) {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("httpapi: reading auth file: %w", err)
+	}
+	if len(old) == 0 {
+		old = []byte(authFileHeader)
+	}
+	entries, err := ParseAuth(old, path)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckCallerName(name); err != nil {
+		return "", fmt.Errorf("httpapi: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name == name {
+			return "", fmt.Errorf("httpapi: %s already has a caller named %q; remove that entry first to give them a new token", path, name)
+		}
+	}
+	for _, r := range roles {
+		if err := CheckRole(r); err != nil {
+			return "", fmt.Errorf("httpapi: %w", err)
+		}
+	}
+	token := NewToken()
+	entry := AuthEntry{Name: name, Roles: slices.Clone(roles), TokenSHA256: HashToken(token)}
+	if entry.Roles == nil {
+		entry.Roles = []string{}
+	}
+	item, err := yaml.Marshal([]AuthEntry{entry})
+	if err != nil {
+		return "", fmt.Errorf("httpapi: encoding the entry: %w", err)
+	}
+	content := slices.Clone(old)
+	if len(content) > 0 && content[len(content)-1] != '\n' {
+		content = append(content, '\n')
+	}
+	content = append(content, item...)
+	if got, err := ParseAuth(content, path); err != nil || len(got) != len(entries)+1 {
+		// Not a block list the entry can follow (a flow list such as
+		// "[]"): write the list again, without its comments.
+		if content, err = yaml.Marshal(append(entries, entry)); err != nil {
+			return "", fmt.Errorf("httpapi: encoding the auth file: %w", err)
+		}
+		content = append([]byte(authFileHeader), content...)
+	}
+	if err := writeFileAtomic(path, content); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// writeFileAtomic writes content to a new file, mode 0600, beside path and
+// renames it over path.
+func writeFileAtomic(path string, content []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	if _, err := f.Write(content); err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("httpapi: writing auth file: %w", err)
+	}
+	ok = true
+	return nil
+}

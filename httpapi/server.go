@@ -1,0 +1,370 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+)
+
+// Defaults of [Config], and the bounds of what a request may ask.
+const (
+	// DefaultAddr is where the API listens: loopback only.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultWait is how long a command waits for its outcome when the
+	// request has no ?wait=.
+	DefaultWait = 10 * time.Second
+	// DefaultGateWait is how long a tool request waits for its decision
+	// when the request has no ?wait=.
+	DefaultGateWait = 30 * time.Second
+	// MaxWait is the longest ?wait= a request may ask for.
+	MaxWait = 5 * time.Minute
+	// MaxBody is the largest request body, the protocol's largest message.
+	MaxBody = events.MaxSize
+)
+
+// Timeouts of the HTTP server.
+const (
+	readHeaderTimeout = 10 * time.Second
+	bodyTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// Port is what the API needs of a running Interlock: a client of the wire
+// protocol, and resumes sent on behalf of a caller it authenticated,
+// vouched for with the deployment's secret (which stays with the port).
+// *interlock.Service is one.
+type Port interface {
+	// Client returns a client of the wire protocol; source names its
+	// events' sender.
+	Client(source string) *client.Client
+	// ResumeAs sends r with c on behalf of approver, holding roles.
+	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error)
+}
+
+// Config configures a [Server].
+type Config struct {
+	// Addr is the host:port the API listens on; port 0 picks a free one.
+	// Without Auth it must be a loopback address. Defaults to DefaultAddr.
+	Addr string
+	// Auth authenticates callers by bearer token. Without it every caller
+	// is LocalCaller, holding every role: the API then listens on
+	// loopback only and answers only requests addressed to a loopback
+	// host. Optional.
+	Auth *AuthFile
+	// Wait is how long a command waits for its outcome when the request
+	// does not say. Defaults to DefaultWait.
+	Wait time.Duration
+	// GateWait is how long a tool request waits for its decision when the
+	// request does not say. Defaults to DefaultGateWait.
+	GateWait time.Duration
+	// Logger for the API. Defaults to a disabled logger.
+	Logger *zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.Wait = cmp.Or(c.Wait, DefaultWait)
+	c.GateWait = cmp.Or(c.GateWait, DefaultGateWait)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
+	return c
+}
+
+// Validate reports what is wrong with the configuration, its defaults
+// filled in: New refuses the same. Check it before starting anything else.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+func (c Config) validate() error {
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
+	}
+	if c.Auth == nil && !loopback(host) {
+		return fmt.Errorf("httpapi: Config.Addr %q is not a loopback address, and there is no auth file: anyone who reaches it could decide approvals as %q; give an auth file (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", c.Addr, LocalCaller)
+	}
+	switch {
+	case c.Wait < 0 || c.Wait > MaxWait:
+		return fmt.Errorf("httpapi: Config.Wait %s: use up to %s (0 for the default)", c.Wait, MaxWait)
+	case c.GateWait < 0 || c.GateWait > MaxWait:
+		return fmt.Errorf("httpapi: Config.GateWait %s: use up to %s (0 for the default)", c.GateWait, MaxWait)
+	}
+	return nil
+}
+
+// loopback reports whether host (a name or an IP, without port) is the
+// loopback interface.
+func loopback(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Server is Interlock's HTTP API: the wire protocol's operations for
+// inboxes and scripts, standing on a [Port]. It is a background service of
+// an interlock.Service: Start returns once it listens, Stop shuts it down.
+type Server struct {
+	port    Port
+	cfg     Config
+	log     zerolog.Logger
+	mux     *http.ServeMux
+	handler http.Handler
+	routes  []route
+
+	// streams ends the event streams when the server stops.
+	streams    context.Context
+	endStreams context.CancelFunc
+
+	mu       sync.Mutex
+	srv      *http.Server
+	addr     net.Addr
+	served   chan struct{}
+	serveErr error
+	stopped  bool
+	stopErr  error
+}
+
+// route is one operation of the API.
+type route struct {
+	method, path string
+	handle       func(w http.ResponseWriter, r *http.Request, c Caller)
+	// public routes need no caller.
+	public bool
+}
+
+// New returns a server of port's protocol operations.
+func New(port Port, cfg Config) (*Server, error) {
+	if port == nil {
+		return nil, errors.New("httpapi: New needs a Port, such as the *interlock.Service")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{port: port, cfg: cfg, log: *cfg.Logger, mux: http.NewServeMux()}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.routes = []route{
+		{method: "GET", path: "/v1/interrupts", handle: s.listInterrupts},
+		{method: "GET", path: "/v1/runs/{flow}/{run}", handle: s.getRun},
+		{method: "POST", path: "/v1/runs/{flow}", handle: s.startRun},
+		{method: "POST", path: "/v1/runs/{flow}/{run}/resume", handle: s.resumeRun},
+		{method: "POST", path: "/v1/runs/{flow}/{run}/cancel", handle: s.cancelRun},
+		{method: "POST", path: "/v1/gate/requests", handle: s.requestTool},
+		{method: "GET", path: "/v1/events", handle: s.watchEvents},
+		{method: "GET", path: "/v1/openapi.json", handle: serveOpenAPI, public: true},
+	}
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.authenticated(rt))
+	}
+	protect := http.NewCrossOriginProtection()
+	protect.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newProblem(CodeCrossOrigin, "a browser sent this request from another site; the API takes no cross-origin requests"))
+	}))
+	s.handler = s.common(protect.Handler(http.HandlerFunc(s.dispatch)))
+	return s, nil
+}
+
+// Handler is the API's handler, for a server of one's own or a test.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on Config.Addr and serves in the background; it returns
+// once the listener is open.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil || s.stopped {
+		return errors.New("httpapi: Start called twice, or after Stop")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: listening on %s: %w", s.cfg.Addr, err)
+	}
+	s.addr = ln.Addr()
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+	s.srv.RegisterOnShutdown(s.endStreams)
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr = err
+		}
+	}()
+	ev := s.log.Info().Str("http", "http://"+s.addr.String())
+	if s.cfg.Auth == nil {
+		ev.Msg("HTTP API without an auth file: every caller is the local user \"local\" with every role, on loopback only")
+	} else {
+		ev.Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("HTTP API serving; callers authenticate with bearer tokens")
+	}
+	return nil
+}
+
+// Addr is the address the server listens on, once started.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.addr == nil {
+		return ""
+	}
+	return s.addr.String()
+}
+
+// Stop ends the event streams, lets requests in flight finish until ctx
+// ends (then closes their connections), and returns once the server is
+// down. Stopping twice is safe; the second call returns what the first did.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return s.stopErr
+	}
+	s.stopped = true
+	s.endStreams()
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.served
+	s.stopErr = errors.Join(err, s.serveErr)
+	return s.stopErr
+}
+
+// common sets what every answer carries and, without an auth file, refuses
+// requests addressed to a host other than loopback (a page on another
+// site that resolves its own name to 127.0.0.1 cannot use the API).
+func (s *Server) common(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		if s.cfg.Auth == nil {
+			host, _, err := net.SplitHostPort(r.Host)
+			if err != nil {
+				host = r.Host
+			}
+			if !loopback(host) {
+				writeProblem(w, newProblem(CodeCrossOrigin, fmt.Sprintf("this API has no auth file and answers only requests to a loopback host, not %q", r.Host)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dispatch routes a request, answering a path no route has, or a method a
+// route does not take, with problem details.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // it sets the path values
+		return
+	}
+	// The mux's own answer, a 404 or a 405 with Allow, without its body.
+	rec := &statusOnly{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.status == http.StatusMethodNotAllowed {
+		writeProblem(w, newProblem(CodeMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", r.URL.Path, rec.header.Get("Allow"), r.Method)))
+		return
+	}
+	writeProblem(w, newProblem(CodeNotFound, fmt.Sprintf("no route %s %s; GET /v1/openapi.json lists them", r.Method, r.URL.Path)))
+}
+
+// statusOnly records a status and headers, and drops the body.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header         { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusOnly) WriteHeader(status int)      { s.status = status }
+
+// authenticated runs a route for the caller its bearer token names.
+func (s *Server) authenticated(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		c, ok := Caller{}, true
+		if !rt.public {
+			c, ok = s.caller(r)
+		}
+		if ok {
+			rt.handle(sw, r, c)
+		} else {
+			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock auth add`"))
+		}
+		lvl := zerolog.DebugLevel
+		if sw.status >= 500 {
+			lvl = zerolog.WarnLevel
+		}
+		s.log.WithLevel(lvl).Str("method", r.Method).Str("route", rt.path).Str("path", r.URL.Path).
+			Int("status", sw.status).Str("caller", c.Name).Dur("took", time.Since(start)).Msg("http request")
+	})
+}
+
+// caller authenticates a request.
+func (s *Server) caller(r *http.Request) (Caller, bool) {
+	if s.cfg.Auth == nil {
+		return Caller{Name: LocalCaller, AllRoles: true}, true
+	}
+	if changed, err := s.cfg.Auth.Refresh(); err != nil {
+		s.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
+	} else if changed {
+		s.log.Info().Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("auth file read again")
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Caller{}, false
+	}
+	return s.cfg.Auth.Authenticate(strings.TrimSpace(token))
+}
+
+// statusWriter remembers the status written, for the log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (to flush an
+// event stream and set deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
