@@ -164,13 +164,12 @@ async function askGate(nc, js, conversationId) {
   }
 }
 
-const nc = await connect({ servers: NATS_URL, name: "interlock-node-agent", user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
 try {
+  const nc = await connect({ servers: NATS_URL, name: "interlock-node-agent", user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
   const js = jetstream(nc);
   const run = await book(nc, js, new Kvm(js));
   await askGate(nc, js, run);
+  await nc.drain();
 } catch (err) {
   fail("error", { message: String(err?.message ?? err) });
-} finally {
-  await nc.drain();
 }

@@ -28,9 +28,9 @@ await nc.flush(); // the subscription is in place before we say so
 console.log(JSON.stringify({ ready: NAME, role: ROLE }));
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => nc.drain());
 
-for await (const msg of sub) {
+async function answer(msg) {
   const { data } = new CloudEvent(msg.json());
-  if (data.kind !== "approval" || data.action !== "issue_refund" || data.approverRole !== ROLE) continue;
+  if (data.kind !== "approval" || data.action !== "issue_refund" || data.approverRole !== ROLE) return;
   const verdict = decide(data);
   const resume = new CloudEvent({ id: randomUUID(), source: `/bots/${NAME}`, type: "io.interlock.run.resume", subject: data.run,
     datacontenttype: "application/json", data: { resumeToken: data.resumeToken, requestId: data.requestId, approver: NAME, ...verdict } });
@@ -39,4 +39,9 @@ for await (const msg of sub) {
   // The role is in the subject: NATS permissions say who may publish it.
   await js.publish(`interlock.in.${data.flow}.resume.${ROLE}`, JSON.stringify(resume), { msgID: resume.id, headers: h });
   console.log(JSON.stringify({ flow: data.flow, run: data.run, action: data.action, args: data.args, ...verdict }));
+}
+
+for await (const msg of sub) {
+  // The approval stays pending when an answer fails: a person can still decide it.
+  await answer(msg).catch((err) => console.error(JSON.stringify({ subject: msg.subject, error: String(err?.message ?? err) })));
 }
