@@ -1,0 +1,404 @@
+//go:build unix
+
+// Package node_test runs the Node.js example, bot.js and agent.js, against
+// a real Interlock service and checks what they did on the bus.
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+)
+
+// TestMain checks that the service and the scripts' readers leave no
+// goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// minNode is the oldest Node.js major version the example supports
+// (package.json's engines).
+const minNode = 20
+
+// botName is the approver the bot decides as.
+const botName = "test-bot"
+
+// TestNodeAgentAndBot starts the example flows and the example gate rules,
+// runs the approval bot and then the agent, each as `node` would for a
+// user, and checks on the bus that the booking run completed with the
+// agent's answers after a re-ask, and that the gate's approval was decided
+// by the bot, as the agent reports.
+func TestNodeAgentAndBot(t *testing.T) {
+	node := requireNode(t)
+	b, err := os.ReadFile("../gate/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
+	names := svc.Names()
+	_, js := natstest.Connect(t, srv.ClientURL())
+	// The scripts connect without credentials, with the rights of any
+	// client of the embedded server (bus.ClientPermissions).
+	env := append(os.Environ(), "NATS_URL="+srv.ClientURL(), "BOT_NAME="+botName,
+		"WAIT_SECONDS="+strconv.Itoa(int(natstest.Wait/time.Second)))
+
+	bot := start(t, node, "bot.js", env)
+	if line := bot.next(t); !strings.Contains(line, `"ready":"`+botName+`"`) {
+		t.Fatalf("bot.js said %q first, want that it is ready", line)
+	}
+
+	agent := start(t, node, "agent.js", env)
+	lines := agent.rest(t)
+	if err := agent.wait(t); err != nil {
+		t.Fatalf("agent.js: %v\nstdout:\n%s\nstderr:\n%s", err, agent.stdout(), agent.stderr.String())
+	}
+	var out []agentLine
+	for _, line := range lines {
+		var l agentLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("agent.js printed %q, not a JSON line: %v", line, err)
+		}
+		out = append(out, l)
+	}
+	bot.stop(t)
+	if err := bot.wait(t); err != nil {
+		t.Fatalf("bot.js did not stop cleanly on SIGTERM: %v\nstderr:\n%s", err, bot.stderr.String())
+	}
+
+	// The booking run, as the events stream tells it.
+	run := step(t, out, "start").Run
+	evs := natstest.WaitFor(t, js, names.EventStream(), names.Event(booking.Name, run, ">"), natstest.Nth("completed", 1))
+	if n := natstest.Count(evs, "refused"); n != 0 {
+		t.Errorf("the booking run refused %d of the agent's commands", n)
+	}
+	var (
+		asks  []events.Interrupted
+		nodes []string
+	)
+	for _, r := range evs {
+		if r.Kind == "interrupted" {
+			var in events.Interrupted
+			r.Decode(t, &in)
+			asks = append(asks, in)
+			nodes = append(nodes, in.Node)
+		}
+	}
+	// ask_email twice (the re-ask), then the rest once each.
+	if want := []string{"ask_email", "ask_email", "ask_contact", "ask_level", "ask_driver", "pick_topics"}; !slices.Equal(nodes, want) || len(asks[1].Questions) != 1 {
+		t.Fatalf("the run asked at %v, want %v", nodes, want)
+	}
+	const reask = "ERROR: That doesn't look like an email. Politely reject generic domains like gmail.com."
+	if got := asks[1].Questions[0].Context; got != reask {
+		t.Errorf("the re-ask's context is %q, want %q", got, reask)
+	}
+	if got := step(t, out, "reasked"); got.Field != "email" || got.Context != reask {
+		t.Errorf("agent.js reported a re-ask of %q with context %q", got.Field, got.Context)
+	}
+	var done events.Completed
+	natstest.Last(t, evs, "completed").Decode(t, &done)
+	var state booking.State
+	if err := json.Unmarshal(done.State, &state); err != nil {
+		t.Fatal(err)
+	}
+	// agent.js's answers, the email as the validator stores it.
+	want := booking.State{Email: "ann@example.com", Name: "Ann Lee", Phone: "555-0100", Level: "advanced",
+		Driver: booking.Driver{Name: "Bob Lee", License: "D-123"}, Topics: []string{"product", "design"}}
+	if !reflect.DeepEqual(state, want) {
+		t.Errorf("the run completed with %+v, want %+v", state, want)
+	}
+	if got := step(t, out, "completed").State; !jsonEqual(got, done.State) {
+		t.Errorf("agent.js printed the final state %s, the bus says %s", got, done.State)
+	}
+	if got := step(t, out, "checkpoint"); got.Status != "completed" {
+		t.Errorf("agent.js read the checkpoint's status as %q, want completed", got.Status)
+	}
+	started := audit(t, js, names.AuditStream(), names.Audit(booking.Name, run), "started")
+	if started.By != "/agents/node-example" {
+		t.Errorf("the start is audited as by %q, want agent.js's source", started.By)
+	}
+
+	// The tool-call gate: asked by the agent, decided by the bot.
+	callID := step(t, out, "gate.requested").CallID
+	evs = natstest.WaitFor(t, js, names.EventStream(), names.Event("gate", callID, ">"), natstest.Nth("decided", 1))
+	var in events.Interrupted
+	asked := natstest.Last(t, evs, "interrupted")
+	asked.Decode(t, &in)
+	if in.Kind != "approval" || in.Action != "issue_refund" || in.ApproverRole != "supervisor" || !jsonEqual(in.Args, json.RawMessage(`{"orderId":"o-1","amount":1200,"currency":"USD"}`)) {
+		t.Fatalf("the gate asked %s", asked.Event.Data())
+	}
+	var decided events.Decided
+	answer := natstest.Last(t, evs, "decided")
+	answer.Decode(t, &decided)
+	wantArgs := json.RawMessage(`{"orderId":"o-1","amount":1000,"currency":"USD"}`)
+	if decided.Decision != "edited" || decided.Approver != botName || decided.Rule != "large-refund" || !jsonEqual(decided.Args, wantArgs) {
+		t.Errorf("the gate decided %s, want edited to %s by %s under large-refund", answer.Event.Data(), wantArgs, botName)
+	}
+	edited := audit(t, js, names.AuditStream(), names.Audit("gate", callID), "edited")
+	if edited.By != botName || edited.ApproverRole != "supervisor" || edited.Approval == nil || !jsonEqual(edited.Approval.Final, wantArgs) {
+		t.Errorf("the decision is audited as %s, want edited to %s by %s", edited.Data, wantArgs, botName)
+	}
+	if got := step(t, out, "gate.decided"); got.Decision != decided.Decision || got.Approver != decided.Approver || !jsonEqual(got.Args, decided.Args) {
+		t.Errorf("agent.js printed the decision %s %s by %s, the bus says %s", got.Decision, got.Args, got.Approver, answer.Event.Data())
+	}
+	if got := step(t, out, "tool.called"); !jsonEqual(got.Args, wantArgs) {
+		t.Errorf("agent.js called the tool with %s, want the edited args %s", got.Args, wantArgs)
+	}
+
+	// The bot printed the one decision it made.
+	var decisions []botLine
+	for _, line := range bot.rest(t) {
+		var l botLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("bot.js printed %q, not a JSON line: %v", line, err)
+		}
+		decisions = append(decisions, l)
+	}
+	if len(decisions) != 1 || decisions[0].Flow != "gate" || decisions[0].Run != callID || decisions[0].Decision != "edit" {
+		t.Errorf("bot.js printed %+v, want one edit of %s", decisions, callID)
+	}
+}
+
+// agentLine is a line agent.js prints.
+type agentLine struct {
+	Step     string          `json:"step"`
+	Run      string          `json:"run"`
+	CallID   string          `json:"callId"`
+	Field    string          `json:"field"`
+	Context  string          `json:"context"`
+	State    json.RawMessage `json:"state"`
+	Status   string          `json:"status"`
+	Decision string          `json:"decision"`
+	Approver string          `json:"approver"`
+	Args     json.RawMessage `json:"args"`
+}
+
+// botLine is a decision bot.js prints.
+type botLine struct {
+	Flow     string `json:"flow"`
+	Run      string `json:"run"`
+	Decision string `json:"decision"`
+}
+
+// step returns the first line of agent.js's output at step name.
+func step(t *testing.T, out []agentLine, name string) agentLine {
+	t.Helper()
+	for _, l := range out {
+		if l.Step == name {
+			return l
+		}
+	}
+	var steps []string
+	for _, l := range out {
+		steps = append(steps, l.Step)
+	}
+	t.Fatalf("agent.js printed no %q step, only %v", name, steps)
+	return agentLine{}
+}
+
+// audit waits for the audit record of action under subject.
+func audit(t *testing.T, js jetstream.JetStream, stream, subject, action string) events.AuditRecord {
+	t.Helper()
+	var rec events.AuditRecord
+	natstest.WaitFor(t, js, stream, subject, func(rs []natstest.Received) bool {
+		r, err := events.DecodeAuditRecord(rs[len(rs)-1].Event.Data())
+		rec = r
+		return err == nil && r.Action == action
+	})
+	return rec
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// requireNode returns the path of node, when it and the example's
+// node_modules are there; otherwise it skips the test, or fails it in CI.
+func requireNode(t *testing.T) string {
+	t.Helper()
+	const how = "install Node.js 20 or later (Debian: apt-get install nodejs npm) and run `npm ci` in examples/node"
+	missing := func(what string) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s: %s", what, how)
+		}
+		t.Skipf("%s: %s", what, how)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
+	defer cancel()
+	v, err := exec.CommandContext(ctx, node, "--version").Output()
+	if err != nil {
+		t.Fatalf("node --version: %v", err)
+	}
+	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(v)
+	if m == nil {
+		t.Fatalf("node --version printed %q", v)
+	}
+	if major, _ := strconv.Atoi(string(m[1])); major < minNode {
+		missing("node " + strings.TrimSpace(string(v)) + " is too old")
+	}
+	if _, err := os.Stat("node_modules/@nats-io/jetstream"); err != nil {
+		missing("examples/node/node_modules is missing")
+	}
+	return node
+}
+
+// scriptWait bounds the life of a script: it is killed after it.
+const scriptWait = 4 * natstest.Wait
+
+// proc is a script running under node.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	out    chan string // stdout, a line at a time; closed at its end
+	seen   []string    // the lines read from out so far
+	stderr syncBuffer
+	done   chan struct{}
+	err    error // cmd.Wait's, once done is closed
+}
+
+// start runs script with env in the example's folder. It is killed, and
+// waited for, at cleanup if it is still running then.
+func start(t *testing.T, node, script string, env []string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), scriptWait)
+	p := &proc{name: script, out: make(chan string, 1024), done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, node, script)
+	p.cmd.Env = env
+	p.cmd.Stderr = &p.stderr
+	pr, pw := io.Pipe()
+	p.cmd.Stdout = pw
+	p.cmd.WaitDelay = natstest.Wait
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting %s: %v", script, err)
+	}
+	go func() {
+		defer close(p.out)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.out <- sc.Text()
+		}
+	}()
+	go func() {
+		defer close(p.done)
+		p.err = p.cmd.Wait()
+		_ = pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+		for range p.out {
+		}
+	})
+	return p
+}
+
+// next returns the next line the script prints, failing the test if none
+// comes within natstest.Wait.
+func (p *proc) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case line, ok := <-p.out:
+		if !ok {
+			<-p.done
+			t.Fatalf("%s ended (%v) after printing:\n%s\nstderr:\n%s", p.name, p.err, p.stdout(), p.stderr.String())
+		}
+		p.seen = append(p.seen, line)
+		return line
+	case <-time.After(natstest.Wait):
+		t.Fatalf("%s printed nothing more in %s after:\n%s\nstderr:\n%s", p.name, natstest.Wait, p.stdout(), p.stderr.String())
+		return ""
+	}
+}
+
+// rest returns every line the script prints until it ends, each within
+// natstest.Wait of the one before.
+func (p *proc) rest(t *testing.T) []string {
+	t.Helper()
+	var lines []string
+	for {
+		select {
+		case line, ok := <-p.out:
+			if !ok {
+				return lines
+			}
+			p.seen = append(p.seen, line)
+			lines = append(lines, line)
+		case <-time.After(natstest.Wait):
+			t.Fatalf("%s neither printed nor ended in %s after:\n%s\nstderr:\n%s", p.name, natstest.Wait, p.stdout(), p.stderr.String())
+		}
+	}
+}
+
+// wait waits for the script to end, and returns how it did.
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(scriptWait):
+		t.Fatalf("%s did not end in %s", p.name, scriptWait)
+		return nil
+	}
+}
+
+// stop asks the script to stop, as Ctrl-C or a service manager would.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping %s: %v", p.name, err)
+	}
+}
+
+// stdout is what the test has read of the script's output.
+func (p *proc) stdout() string { return strings.Join(p.seen, "\n") }
+
+// syncBuffer is a bytes.Buffer that the process's copying goroutine may
+// write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
