@@ -32,6 +32,9 @@ const (
 	DefaultPageSize = 20
 	// MaxPageSize is the largest page list_pending returns.
 	MaxPageSize = 100
+	// SessionTimeout is how long a streamable HTTP session may stay idle
+	// before the server ends it (and forgets the tokens it kept).
+	SessionTimeout = time.Hour
 )
 
 // Implementation is how the server introduces itself to MCP clients.
@@ -166,8 +169,20 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 // cross-origin requests, and requests addressed to a host other than
 // loopback when it is reached on loopback (DNS rebinding).
 func (s *Server) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{SessionTimeout: SessionTimeout})
 	return http.NewCrossOriginProtection().Handler(h)
+}
+
+// Close ends every session of the server and waits for what the server
+// started for them. Call it once the transports are down (an HTTP
+// server shut down).
+func (s *Server) Close() {
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+	if s.tokens != nil {
+		s.tokens.wait()
+	}
 }
 
 // CheckAddr reports whether the streamable HTTP transport may listen on

@@ -18,6 +18,9 @@ const maxTokensPerSession = 1000
 type tokens struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*sessionTokens
+	// ends are the goroutines that forget a session's tokens when it
+	// ends.
+	ends sync.WaitGroup
 }
 
 type sessionTokens struct {
@@ -38,14 +41,14 @@ func (t *tokens) keep(ss *mcp.ServerSession, in events.Interrupted) {
 		st = &sessionTokens{byRun: map[string]events.Interrupted{}}
 		t.sessions[ss] = st
 		if ss != nil {
-			// The session's owner (the SDK) ends it; the goroutine ends
-			// with it.
-			go func() {
+			// The session's owner (the SDK, or Server.Close) ends it;
+			// the goroutine ends with it.
+			t.ends.Go(func() {
 				_ = ss.Wait()
 				t.mu.Lock()
 				delete(t.sessions, ss)
 				t.mu.Unlock()
-			}()
+			})
 		}
 	}
 	key := in.Flow + "." + in.Run
@@ -70,3 +73,6 @@ func (t *tokens) get(ss *mcp.ServerSession, flow, run string) (events.Interrupte
 	in, ok := st.byRun[flow+"."+run]
 	return in, ok
 }
+
+// wait waits until every session seen has ended and been forgotten.
+func (t *tokens) wait() { t.ends.Wait() }
