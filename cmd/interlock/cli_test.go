@@ -161,7 +161,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
 		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
-		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
+		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},
+		"mcp.go":         {"mcp"},
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
