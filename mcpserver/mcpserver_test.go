@@ -268,6 +268,15 @@ func TestEveryToolHasDescribedInputAndOutputSchemas(t *testing.T) {
 			t.Errorf("%s mentions a resume token: %s", tool.Name, mustJSON(t, tool))
 		}
 	}
+	for _, tool := range res.Tools {
+		if tool.Name != "continue_flow" {
+			continue
+		}
+		props := tool.InputSchema.(map[string]any)["properties"].(map[string]any)
+		if got := mustJSON(t, props["decision"].(map[string]any)["enum"]); got != `["approve","edit","reject"]` {
+			t.Errorf("continue_flow's decision enumerates %s", got)
+		}
+	}
 	for _, w := range want {
 		found := false
 		for _, n := range names {

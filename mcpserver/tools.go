@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/client"
@@ -26,33 +27,67 @@ func (s *Server) addTools() {
 		Name: "start_flow",
 		Description: "Start a run of a flow, with what the user has already told you as stateUpdates. " +
 			"Returns the run's status: interrupt (ask the user what the interrupt asks, then call continue_flow), or how it ended.",
+		OutputSchema: schemaFor[RunResult](enums{"status": runStatuses}),
 	}, s.startFlow)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "continue_flow",
 		Description: "Answer the interrupt a run waits on: stateUpdates for a question, selected for a choice, " +
 			"decision (with edits or reason) for an approval. Returns the run's status as start_flow does; " +
 			"a rejected answer comes back as the same question with hiddenContext starting ERROR:.",
+		InputSchema:  schemaFor[ContinueInput](enums{"decision": {"approve", "edit", "reject"}}),
+		OutputSchema: schemaFor[RunResult](enums{"status": runStatuses}),
 	}, s.continueFlow)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "get_run",
-		Description: "Show a run: its status, step, state and the interrupt it waits on.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "get_run",
+		Description:  "Show a run: its status, step, state and the interrupt it waits on.",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: schemaFor[RunInfo](enums{"status": append([]any{StatusRunning}, runStatuses...)}),
 	}, s.getRun)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "list_pending",
 		Description: "List the runs waiting on an interrupt, oldest asked first, a page at a time.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: schemaFor[PendingInput](enums{"kind": {"question", "choice", "approval"}}),
 	}, s.listPending)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "request_tool_approval",
 		Description: "Ask Interlock's tool-call gate before calling a risky tool. Returns allowed at once when no rule stops the call, " +
 			"or pending with the approval a person must give; then check get_decision later. Call the tool only when allowed, approved or edited.",
+		OutputSchema: schemaFor[ToolDecision](enums{"decision": decisions}),
 	}, s.requestToolApproval)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "get_decision",
-		Description: "The tool-call gate's decision on a call request_tool_approval asked about: pending, approved, edited, rejected or expired.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "get_decision",
+		Description:  "The tool-call gate's decision on a call request_tool_approval asked about: pending, approved, edited, rejected or expired.",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: schemaFor[ToolDecision](enums{"decision": decisions}),
 	}, s.getDecision)
+}
+
+// The values of the outputs' enumerations.
+var (
+	runStatuses = []any{StatusInterrupt, StatusCompleted, StatusFailed, StatusExpired, StatusCancelled}
+	decisions   = []any{DecisionAllowed, DecisionPending, DecisionApproved, DecisionEdited, DecisionRejected, DecisionExpired}
+)
+
+// enums are the values a schema's top-level properties may take.
+type enums map[string][]any
+
+// schemaFor is the schema the SDK would derive from T, with the values
+// of some of its properties enumerated. T is one of this package's types,
+// so a failure is a mistake in them.
+func schemaFor[T any](e enums) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: schema of %T: %v", *new(T), err))
+	}
+	for name, values := range e {
+		p, ok := s.Properties[name]
+		if !ok {
+			panic(fmt.Sprintf("mcpserver: schema of %T has no property %s", *new(T), name))
+		}
+		p.Enum = values
+	}
+	return s
 }
 
 func (s *Server) listFlows(_ context.Context, _ *mcp.CallToolRequest, _ ListFlowsInput) (*mcp.CallToolResult, ListFlowsOutput, error) {
