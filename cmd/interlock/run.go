@@ -327,6 +327,9 @@ func exitHelp(cmd string) string {
 	if cmd == "gate" {
 		return "Exit codes: 0 the call may run (allowed, approved or edited), 1 failed, 2 bad usage, 3 the call may not run (rejected or expired), 4 still waiting for a decision after --wait, 5 server unreachable or no worker serves the gate.\n"
 	}
+	if cmd == "mcp" {
+		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
+	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: the chain is intact), 1 failed (verify: the chain is broken; where is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
 	}
