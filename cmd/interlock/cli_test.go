@@ -133,7 +133,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit"} {
+	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"} {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}, {"--json", cmd, "-h"}} {
 			var stdout, stderr bytes.Buffer
 			if err := Run(t.Context(), args, &stdout, &stderr); err != nil {
