@@ -61,6 +61,19 @@ func (e *RefusedError) Error() string {
 // second approval, and is answered with the decision once there is one. A
 // request Interlock refuses is a *RefusedError.
 func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
+	return c.requestTool(ctx, req, wait, false)
+}
+
+// AskTool asks the tool-call gate as [Client.RequestTool] does, but does
+// not wait for a person: it returns the decision when the gate decides at
+// once (allowed, or a repeat of a decided call), or the pending approval as
+// soon as it is announced. Ask again with the same CallID, or read the
+// decided event, for the person's decision.
+func (c *Client) AskTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
+	return c.requestTool(ctx, req, wait, true)
+}
+
+func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait time.Duration, untilPending bool) (ToolAnswer, error) {
 	if req.CallID == "" {
 		req.CallID = "call-" + randomHex(8)
 	}
@@ -72,6 +85,15 @@ func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait t
 	}
 	if wait <= 0 {
 		wait = c.wait
+	}
+	if untilPending {
+		// A repeated request for a call still waiting publishes nothing:
+		// read the approval it waits on instead of waiting for the time out.
+		if cp, err := c.Checkpoint(ctx, GateFlow, req.CallID); err == nil && cp.Waiting() {
+			if in, err := c.LastInterrupt(ctx, GateFlow, req.CallID); err == nil {
+				return ToolAnswer{Pending: &in}, nil
+			}
+		}
 	}
 	id := randomHex(16)
 	ev, err := events.New(id, c.source, events.TypeToolRequest, req.CallID, time.Now().UTC(), req)
@@ -124,6 +146,9 @@ func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait t
 				var in events.Interrupted
 				if err := json.Unmarshal(out.Data(), &in); err == nil {
 					pending = &in
+					if untilPending {
+						return ToolAnswer{Pending: pending}, nil
+					}
 				}
 			case events.KindRefused:
 				var r events.Refused

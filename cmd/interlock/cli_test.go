@@ -133,7 +133,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit"} {
+	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"} {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}, {"--json", cmd, "-h"}} {
 			var stdout, stderr bytes.Buffer
 			if err := Run(t.Context(), args, &stdout, &stderr); err != nil {
@@ -161,7 +161,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
 		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
-		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
+		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},
+		"mcp.go":         {"mcp"},
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -9,6 +9,7 @@
 //	interlock cancel booking r-42
 //	interlock audit refund r-7           show a run's audit history
 //	interlock audit verify refund r-7    check its hash chain
+//	interlock mcp                        serve flows to a model over MCP (stdio)
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
 // failed (also: an audit chain is broken), 2 bad usage, 3 refused, 4 asked

@@ -119,6 +119,8 @@ Usage:
                                                   and wait for the decision
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
+  interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
+                                                  (stdio, or streamable HTTP), against a running deployment
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
   interlock help    [command]                     show help
 
@@ -140,7 +142,7 @@ Exit codes:
 func globalBool(name string) bool {
 	name, _, _ = strings.Cut(name, "=")
 	switch name {
-	case "json", "lazy-fsync", "insecure-no-auth", "approve", "reject":
+	case "json", "lazy-fsync", "insecure-no-auth", "approve", "reject", "http-insecure-public":
 		return true
 	}
 	return false
@@ -199,6 +201,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return authCmd(ctx, rest, stdout, stderr)
 	case "schema":
 		return schemaCmd(ctx, rest, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -293,6 +297,14 @@ func aboutHelp(cmd string) string {
 		return `A question or choice takes field=value answers or --select; an approval
 takes one decision: --approve, --reject, or --edit (approve with args changed).
 `
+	case "mcp":
+		return `mcp serves the Model Context Protocol to a model's client (Claude Desktop, an IDE,
+an agent framework) against a running deployment: tools to list and start flows,
+answer their interrupts, read runs and the runs waiting, and ask the tool-call
+gate. It speaks over stdio unless --http is given. Resume tokens never reach the
+model: with the deployment's secret the server vouches for --approver; without it,
+it keeps each interrupt's token for the MCP session that saw it. See docs/mcp.md.
+`
 	case "audit":
 		return `audit prints a run's audit records, oldest first, one line each: the
 record's position in the chain (- for a refusal), time, action, who, node,
@@ -314,6 +326,9 @@ prints "audit chain of <flow> <run> intact: ..." or where the chain breaks.
 func exitHelp(cmd string) string {
 	if cmd == "gate" {
 		return "Exit codes: 0 the call may run (allowed, approved or edited), 1 failed, 2 bad usage, 3 the call may not run (rejected or expired), 4 still waiting for a decision after --wait, 5 server unreachable or no worker serves the gate.\n"
+	}
+	if cmd == "mcp" {
+		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
 	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: the chain is intact), 1 failed (verify: the chain is broken; where is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
@@ -340,6 +355,17 @@ func envHelp(cmd string) string {
   INTERLOCK_AUTH_FILE       default of --auth-file
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics
+`
+	case "mcp":
+		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
+  NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
+  NATS_CREDS          default of --creds
+  NATS_CONTEXT        default of --context
+  XDG_CONFIG_HOME     where contexts are found (default ~/.config): <dir>/nats/context/<name>.json
+  INTERLOCK_PREFIX    default of --prefix
+  INTERLOCK_SECRET    the deployment's resume-token secret, when --secret-file is not given
+  INTERLOCK_MCP_HTTP  default of --http
+  INTERLOCK_MCP_APPROVER  default of --approver
 `
 	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
