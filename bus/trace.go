@@ -116,6 +116,9 @@ func (s *span) start(ctx context.Context, traceparent string) (context.Context, 
 
 // event records the decoded command's CloudEvent attributes.
 func (s *span) event(ev events.Event) {
+	if !s.sp.IsRecording() {
+		return
+	}
 	s.sp.SetAttributes(
 		semconv.MessagingMessageID(ev.ID()),
 		semconv.CloudEventsEventID(ev.ID()),
@@ -132,6 +135,10 @@ func (s *span) event(ev events.Event) {
 // worker had them, and the disposition of the message.
 func (s *span) end(ctx context.Context, out engine.Outcome, err error, disposition string) {
 	s.start(ctx, "")
+	defer s.sp.End()
+	if !s.sp.IsRecording() {
+		return
+	}
 	if sc := parseTraceparent(out.RunTraceparent); sc.IsValid() && !sameSpan(sc, s.parent) {
 		s.sp.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attrLink.String(linkRun)}})
 	}
@@ -147,7 +154,6 @@ func (s *span) end(ctx context.Context, out engine.Outcome, err error, dispositi
 	case out.Status == engine.Failed && publishes(out, engine.EventFailed):
 		s.sp.SetStatus(codes.Error, "run failed")
 	}
-	s.sp.End()
 }
 
 // outcomeAttributes describes an outcome: where the run stands, what it
