@@ -15,6 +15,13 @@ import (
 
 func gateRig(t *testing.T) *rig {
 	t.Helper()
+	return gateRigWith(t, interlock.Config{})
+}
+
+// gateRigWith is gateRig with a service configured by cfg (flows and gate
+// rules are set).
+func gateRigWith(t *testing.T, cfg interlock.Config) *rig {
+	t.Helper()
 	b, err := os.ReadFile("examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +31,8 @@ func gateRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	srv := natstest.StartServer(t, "")
-	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{refund.Flow()}, GateRules: rules})
+	cfg.Flows, cfg.GateRules = []*engine.Flow{refund.Flow()}, rules
+	svc := natstest.StartWith(t, srv, cfg)
 	_, js := natstest.Connect(t, srv.ClientURL())
 	return &rig{t: t, srv: srv, js: js, names: svc.Names()}
 }

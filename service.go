@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
@@ -97,6 +98,13 @@ type Config struct {
 	// done with (see bus.WorkerConfig.Observe): metrics count with it. It
 	// must not block. Optional.
 	Observe func(bus.Observation)
+	// TracerProvider, if set, traces the workers: one span per transition
+	// (start, resume, expiry, cancel, reannounce, tool request), a child of
+	// the command's traceparent and linked to the run's, whose context the
+	// transition's events carry (see bus.WorkerConfig.TracerProvider and
+	// docs/operations.md, Tracing). The caller owns it and shuts it down
+	// after Stop. Defaults to a no-op provider: nothing is traced.
+	TracerProvider trace.TracerProvider
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -254,7 +262,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
-		Secret: secret, RequireRoles: cfg.RequireRoles, Observe: cfg.Observe,
+		Secret: secret, RequireRoles: cfg.RequireRoles, Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {

@@ -10,4 +10,10 @@
 // message unacknowledged; JetStream delivers it again and the engine
 // finishes the transition from its outbox instead of redoing it. Bad input
 // is acknowledged and copied whole to interlock.dlq.<reason>.
+//
+// With a tracer provider ([WorkerConfig].TracerProvider), the worker
+// handles each message in an OpenTelemetry span (interlock.start,
+// interlock.resume, ...): a child of the command's traceparent, linked to
+// the traceparent its run carries, whose context the events it causes
+// carry (trace.go).
 package bus

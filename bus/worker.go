@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
@@ -76,6 +78,12 @@ type WorkerConfig struct {
 	// again), from the goroutine that handled it: metrics count outcomes
 	// with it. It must not block.
 	Observe func(Observation)
+	// TracerProvider, if set, traces every message the worker handles:
+	// one span per transition, a child of the command's traceparent, with
+	// a link to the traceparent its run carries, whose context the events
+	// of the transition carry (docs/operations.md, Tracing). The span is in
+	// the context nodes run with. Defaults to a no-op provider.
+	TracerProvider trace.TracerProvider
 	// Logger receives one line per refused, dead-lettered or failed message.
 	// Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -92,6 +100,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.Logger == nil {
 		l := zerolog.Nop()
 		c.Logger = &l
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	return c
 }
@@ -114,9 +125,10 @@ func (c WorkerConfig) validate() error {
 // every worker of the deployment, and acknowledges each message only after
 // its effects are durable.
 type Worker struct {
-	js  JetStream
-	cfg WorkerConfig
-	log zerolog.Logger
+	js     JetStream
+	cfg    WorkerConfig
+	log    zerolog.Logger
+	tracer trace.Tracer
 
 	mu      sync.Mutex
 	iter    jetstream.MessagesContext
@@ -135,7 +147,8 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, sem: make(chan struct{}, cfg.Concurrency), verbs: verbs(cfg.Tools)}, nil
+	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, tracer: cfg.TracerProvider.Tracer(tracerName),
+		sem: make(chan struct{}, cfg.Concurrency), verbs: verbs(cfg.Tools)}, nil
 }
 
 // Start binds the inbound stream, creates or updates the durable consumer,
@@ -259,7 +272,13 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	log := w.log.With().Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).Logger()
 	began := time.Now()
-	out, err := w.apply(ctx, msg, md)
+	s := w.span(msg, md, began)
+	var (
+		out         outcome
+		disposition = dispositionRedeliver
+	)
+	defer func() { s.end(ctx, out.Outcome, err, disposition) }()
+	out, err = w.apply(ctx, msg, md, s)
 	if err != nil {
 		if md.NumDelivered < uint64(w.cfg.MaxDeliver) {
 			delay := backoff(md.NumDelivered)
@@ -280,6 +299,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 			return
 		}
 		log.Warn().Str("reason", out.DeadLetter).Str("error", out.detail).Msg("message dead-lettered")
+		disposition = dispositionDeadLetter
 	}
 	if out.RetryAfter > 0 && out.DeadLetter == "" {
 		delay := busyDelay(out.RetryAfter, md.NumDelivered)
@@ -301,6 +321,10 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	if err := msg.Ack(); err != nil {
 		log.Warn().Err(err).Msg("ack failed; the message will be delivered again and acknowledged as a repeat")
+		return
+	}
+	if disposition != dispositionDeadLetter {
+		disposition = dispositionAcked
 	}
 }
 
@@ -360,7 +384,9 @@ type outcome struct {
 	detail string
 }
 
-func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) (outcome, error) {
+// apply decodes the message and applies its command, in the message's
+// span, started once the command's traceparent is known.
+func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, s *span) (outcome, error) {
 	n := w.cfg.Names
 	flow, name, role, ok := n.ParseCommand(msg.Subject())
 	if role != "" && engine.CheckName("approver role", role) != nil {
@@ -382,11 +408,15 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 			reason = e.Reason
 		}
 		id, run := events.Peek(msg.Headers(), msg.Data())
-		return w.reject(ctx, flow, name, run, engine.Inbound{EventID: id, Seq: md.Sequence.Stream}, reason, err.Error())
+		ctx, span := s.start(ctx, "")
+		return w.reject(ctx, flow, name, run, engine.Inbound{EventID: id, Seq: md.Sequence.Stream, Span: span}, reason, err.Error())
 	}
+	traceparent := events.StringExtension(ev, events.ExtTraceparent)
+	ctx, span := s.start(ctx, traceparent)
+	s.event(ev)
 	in := engine.Inbound{
 		EventID: ev.ID(), Source: ev.Source(), Seq: md.Sequence.Stream,
-		Traceparent:   events.StringExtension(ev, events.ExtTraceparent),
+		Traceparent: traceparent, Span: span,
 		FirstDelivery: md.NumDelivered == 1,
 	}
 	if ev.Type() != v.typ {

@@ -108,7 +108,8 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		case err != nil:
 			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
 		default:
-			if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Seq); done || err != nil {
+			if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Inbound); done || err != nil {
+				out.RunTraceparent = cp.Traceparent
 				return out, err
 			}
 			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeRunExists, CodeRunExists,

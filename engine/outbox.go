@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -34,7 +35,7 @@ func (t *txn) add(stream Stream, kind string, data EventData) {
 	t.cp.Seq++
 	t.cp.Outbox = append(t.cp.Outbox, Message{
 		Stream: stream, Kind: kind, ID: fmt.Sprintf("%s-%d", t.cp.UID, t.cp.Seq),
-		Flow: t.cp.Flow, Run: t.cp.Run, Time: t.now, Data: data, Traceparent: t.cp.Traceparent,
+		Flow: t.cp.Flow, Run: t.cp.Run, Time: t.now, Data: data, Traceparent: t.traceparent(),
 	})
 }
 
@@ -115,12 +116,13 @@ func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o 
 		id = "refused-" + hex.EncodeToString(sum[:12])
 	}
 	now := r.cfg.Now().UTC()
+	tp := cmp.Or(o.Span, o.Traceparent)
 	msgs := []Message{{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: now,
 		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: o.EventID},
-		Traceparent: o.Traceparent}}
+		Traceparent: tp}}
 	if rec != nil {
 		msgs = append(msgs, Message{Stream: AuditStream, Kind: ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
-			Data: rec, Traceparent: o.Traceparent})
+			Data: rec, Traceparent: tp})
 	}
 	if err := r.cfg.Publisher.Publish(ctx, msgs, 0, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: publishing refusal of %s.%s: %w", flow, run, err)

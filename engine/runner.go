@@ -138,6 +138,10 @@ type Outcome struct {
 	// Refused is set when the command was refused; the refused event has
 	// been published.
 	Refused *Refusal
+	// RunTraceparent is the traceparent the run carried when the command
+	// came (its checkpoint's as loaded); empty for a new run or a run
+	// without one.
+	RunTraceparent string
 	// DeadLetter, when set, is the reason to copy the inbound message to
 	// the dead-letter stream.
 	DeadLetter string
@@ -160,8 +164,15 @@ type Inbound struct {
 	EventID string
 	// Source is the CloudEvent source, named as actor in the audit stream.
 	Source string
-	// Traceparent is carried into the events the command causes.
+	// Traceparent is the command's W3C traceparent (its CloudEvent's
+	// traceparent extension). A start's becomes the run's; a later
+	// command's, when it has one, replaces it.
 	Traceparent string
+	// Span, if set, is the W3C traceparent of the span tracing the
+	// command: the events, refusals and deadlines the command causes carry
+	// it. Without it they carry the run's traceparent (a refusal, the
+	// command's).
+	Span string
 	// Seq is the inbound message's stream sequence, 0 if none.
 	Seq uint64
 	// FirstDelivery is set when the message has certainly not been handled

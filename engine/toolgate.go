@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -194,7 +195,8 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 
 // requestAgain answers a request for a call the gate already holds.
 func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, req ToolRequest) (Outcome, error) {
-	if out, done, err := r.repeat(ctx, f, cp, rev, req.EventID, req.Seq); done || err != nil {
+	if out, done, err := r.repeat(ctx, f, cp, rev, req.EventID, req.Inbound); done || err != nil {
+		out.RunTraceparent = cp.Traceparent
 		return out, err
 	}
 	if !cp.Status.Finished() {
@@ -220,7 +222,7 @@ func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev 
 func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *DecidedEvent, status Status) (Outcome, error) {
 	sum := sha256.Sum256([]byte(req.CallID + "\x00" + req.Source + "\x00" + req.EventID))
 	m := Message{Stream: EventStream, Kind: EventDecided, ID: "decided-" + hex.EncodeToString(sum[:12]),
-		Flow: GateFlowName, Run: req.CallID, Time: r.cfg.Now().UTC(), Data: d, Traceparent: req.Traceparent}
+		Flow: GateFlowName, Run: req.CallID, Time: r.cfg.Now().UTC(), Data: d, Traceparent: cmp.Or(req.Span, req.Traceparent)}
 	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: answering gate call %s: %w", req.CallID, err)
 	}

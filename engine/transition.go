@@ -40,6 +40,15 @@ type txn struct {
 	loadedAudit *AuditHead
 }
 
+// traceparent is what the transition's outbound messages carry: the
+// command's span, else the run's traceparent.
+func (t *txn) traceparent() string {
+	if t.in.Span != "" {
+		return t.in.Span
+	}
+	return t.cp.Traceparent
+}
+
 func (r *Runner) newTxn(f *Flow, cp *Checkpoint, rev uint64, stored bool, in Inbound, key string) *txn {
 	t := &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key, actor: in.Source}
 	if cp != nil {
@@ -125,13 +134,16 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 		if err != nil {
 			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", flow, run, err)
 		}
-		if out, done, err := r.repeat(ctx, f, cp, rev, key, in.Seq); done || err != nil {
+		carried := cp.Traceparent
+		if out, done, err := r.repeat(ctx, f, cp, rev, key, in); done || err != nil {
+			out.RunTraceparent = carried
 			return out, err
 		}
 		out, err := step(r.newTxn(f, cp, rev, true, in, key))
 		if isConflict(err) {
 			continue
 		}
+		out.RunTraceparent = carried
 		return out, err
 	}
 	return Outcome{}, fmt.Errorf("engine: %s %s.%s: too many concurrent writers", verb, flow, run)
@@ -139,7 +151,8 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 
 // repeat handles a command whose key the run has already seen: it finishes
 // an interrupted transition of that command, or acknowledges a repeat.
-func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string, seq uint64) (Outcome, bool, error) {
+func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string, in Inbound) (Outcome, bool, error) {
+	seq := in.Seq
 	if key == "" || !slices.Contains(cp.Applied, key) {
 		return Outcome{}, false, nil
 	}
@@ -151,7 +164,7 @@ func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64
 		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, true, nil
 	case mine && cp.Status == Running:
 		// A step was recorded, then the worker stopped: carry on.
-		out, err := r.run(ctx, r.newTxn(f, cp, rev, true, Inbound{Seq: seq}, key))
+		out, err := r.run(ctx, r.newTxn(f, cp, rev, true, Inbound{Seq: seq, Span: in.Span}, key))
 		return out, true, err
 	case mine:
 		// Committed; publishing may not have finished.

@@ -160,6 +160,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 	commands := map[string][]string{
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
+		"tracing.go":     {"serve"},
 		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},
 		"mcp.go":         {"mcp"},

@@ -355,6 +355,18 @@ func envHelp(cmd string) string {
   INTERLOCK_AUTH_FILE       default of --auth-file
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics
+
+Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
+  OTEL_EXPORTER_OTLP_ENDPOINT         send traces over OTLP/HTTP to this collector URL
+                                      (http://host:4318; /v1/traces is appended)
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  the full traces URL, instead of the above
+  OTEL_EXPORTER_OTLP_PROTOCOL         http/protobuf (default) or http/json; grpc is refused
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  the same, for traces only
+  OTEL_EXPORTER_OTLP_HEADERS          key=value,... headers of each export (credentials)
+  OTEL_SERVICE_NAME                   service.name of the traces (default interlock)
+  OTEL_RESOURCE_ATTRIBUTES            key=value,... resource attributes of the traces
+  OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  sampler (default parentbased_always_on)
+  OTEL_SDK_DISABLED                   true turns tracing off
 `
 	case "mcp":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given

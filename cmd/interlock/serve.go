@@ -28,6 +28,9 @@ import (
 // drainTimeout bounds a graceful stop.
 const drainTimeout = 30 * time.Second
 
+// tracingFlushTimeout bounds sending the last spans at stop.
+const tracingFlushTimeout = 10 * time.Second
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", envOr("INTERLOCK_LISTEN", "127.0.0.1:4222"), "`host:port` of the embedded NATS server, for the nats CLI and bots (overrides --nats-config's listen when given)")
@@ -131,6 +134,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn().Msg("--insecure-no-auth: if the embedded server listens beyond loopback without authentication, ANYONE WHO REACHES ITS PORT MAY START, RESUME AND CANCEL RUNS AND READ THEIR STATE; use --nats-config with users instead (see deploy/nats-server.conf)")
 		}
 	}
+	tp, err := tracerProvider(ctx, log)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp
+		// After the workers stop: send the spans still batched.
+		defer func() {
+			flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+			defer cancel()
+			if err := tp.Shutdown(flush); err != nil {
+				log.Warn().Err(err).Msg("tracing: spans not sent at stop")
+			}
+		}()
+	}
 	m, err := metricsService(*metricsAddr, *metricsPublic, log)
 	if err != nil {
 		return err
@@ -146,6 +164,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ev := log.Info().Str("nats", svc.URL()).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
 	if m != nil {
 		ev = ev.Str("metrics", "http://"+m.Addr()+"/metrics")
+	}
+	if tp != nil {
+		ev = ev.Bool("tracing", true)
 	}
 	if cfg.Embedded != nil {
 		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy)
