@@ -70,3 +70,24 @@ func TestParseConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleConfigLoads keeps examples/slack/slack.yaml, which
+// docs/slack.md shows, a file the bridge takes.
+func TestExampleConfigLoads(t *testing.T) {
+	t.Setenv("SLACK_BOT_TOKEN", "xoxb-example")
+	t.Setenv("SLACK_SIGNING_SECRET", "example-secret")
+	c, err := slackbridge.LoadConfig("../examples/slack/slack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Users["U012AB3CD"].Name != "ann@example.com" || c.Channels["supervisor"] == "" {
+		t.Errorf("%+v", c)
+	}
+	doc, err := os.ReadFile("../docs/slack.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "U012AB3CD: {name: ann@example.com, roles: [supervisor]}") {
+		t.Error("docs/slack.md no longer shows the example's users")
+	}
+}
