@@ -164,9 +164,17 @@ func (h *harness) start() {
 // refund starts a refund that waits on a supervisor's approval.
 func (h *harness) refund(origin string) string {
 	h.t.Helper()
+	return h.refundWith(origin, nil)
+}
+
+func (h *harness) refundWith(origin string, extra map[string]json.RawMessage) string {
+	h.t.Helper()
 	state := map[string]json.RawMessage{
 		"orderId": json.RawMessage(`"o-1"`), "amount": json.RawMessage(`4800`),
 		"currency": json.RawMessage(`"USD"`), "last4": json.RawMessage(`"4242"`),
+	}
+	for k, v := range extra {
+		state[k] = v
 	}
 	var o json.RawMessage
 	if origin != "" {
@@ -490,5 +498,37 @@ func TestQuestionAnsweredThroughModal(t *testing.T) {
 	up := h.slack.wait(t, "chat.update", 1)[0]
 	if !strings.Contains(up.Form.Get("blocks"), ":white_check_mark: Answered") {
 		t.Errorf("updated message: %s", up.Form.Get("blocks"))
+	}
+}
+
+func TestEscalationAndExpiryUpdateTheMessages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// Each approval waits 1 s: the supervisor's escalates to finance_lead,
+	// whose expires.
+	run := h.refundWith("", map[string]json.RawMessage{"approvalTimeoutSeconds": json.RawMessage(`1`)})
+	first := h.slack.wait(t, "chat.postMessage", 1)[0]
+	up := h.slack.wait(t, "chat.update", 1)[0]
+	if up.Form.Get("ts") != "1700000000.000002" || !strings.Contains(up.Form.Get("blocks"), "Escalated to *finance_lead*") {
+		t.Errorf("first message updated to %s", up.Form.Get("blocks"))
+	}
+	second := h.slack.wait(t, "chat.postMessage", 2)[1]
+	if second.Form.Get("channel") != channelDef || !strings.Contains(second.Form.Get("blocks"), "finance_lead") {
+		t.Errorf("escalation posted in %s: %s", second.Form.Get("channel"), second.Form.Get("blocks"))
+	}
+	up = h.slack.wait(t, "chat.update", 2)[1]
+	if up.Form.Get("ts") == first.Form.Get("ts") || !strings.Contains(up.Form.Get("blocks"), "Expired") {
+		t.Errorf("second message updated to %s", up.Form.Get("blocks"))
+	}
+	// A click on the first, stale message changes nothing.
+	if resp := h.send(click(supervisor, "interlock_approve", first), time.Now(), secret); resp.StatusCode != http.StatusOK {
+		t.Fatalf("click: %d", resp.StatusCode)
+	}
+	eph := h.slack.wait(t, "chat.postEphemeral", 1)[0]
+	if !strings.Contains(eph.Form.Get("text"), "no longer waiting") {
+		t.Errorf("ephemeral %q", eph.Form.Get("text"))
+	}
+	if got := h.status(refund.Name, run); got == "completed" {
+		t.Errorf("an expired run completed after a stale click")
 	}
 }
