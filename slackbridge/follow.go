@@ -29,6 +29,11 @@ func (b *Bridge) follow(it jetstream.MessagesContext) {
 		case err != nil:
 			// Missed heartbeats and the like: the iterator carries on.
 			b.log.Warn().Err(err).Msg("slack bridge: following events")
+			select {
+			case <-b.work.Done():
+				return
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		b.handle(msg)
