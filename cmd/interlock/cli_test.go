@@ -70,6 +70,7 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"serve", "--http", "nowhere"}, `--http: Config.Addr "nowhere"`},
 		{[]string{"serve", "--http", "", "--auth-file", "callers.yaml"}, `--auth-file is for the HTTP API, which --http "" turns off`},
 		{[]string{"serve", "--auth-file", "/nonexistent/callers.yaml"}, "--auth-file: "},
+		{[]string{"serve", "--slack-config", "/nonexistent/slack.yaml"}, "--slack-config: "},
 		{[]string{"auth"}, "use: interlock auth add <name> --role ROLE --auth-file FILE"},
 		{[]string{"auth", "add", "sam"}, "auth add needs --auth-file FILE"},
 		{[]string{"auth", "add", "--auth-file", "x.yaml"}, "auth add takes one name, got 0"},
@@ -160,6 +161,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 	commands := map[string][]string{
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
+		"slack.go":       {"serve"},
 		"tracing.go":     {"serve"},
 		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},

@@ -353,6 +353,8 @@ func envHelp(cmd string) string {
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_HTTP            default of --http
   INTERLOCK_AUTH_FILE       default of --auth-file
+  INTERLOCK_SLACK_CONFIG    default of --slack-config
+  SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics
 

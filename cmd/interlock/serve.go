@@ -58,6 +58,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
+	slackf := addSlackFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -79,6 +80,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	api, apiOn, err := httpf.config(&log)
+	if err != nil {
+		return err
+	}
+	bridge, slackOn, err := slackf.config(&log)
 	if err != nil {
 		return err
 	}
@@ -179,7 +184,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-
+	if slackOn {
+		if err := startSlack(ctx, svc, bridge, stdout); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
 	if m != nil {
 		fmt.Fprintf(stdout, "Metrics on http://%s/metrics (liveness /healthz, readiness /readyz).\n", m.Addr())
 	}

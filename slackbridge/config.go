@@ -1,0 +1,237 @@
+package slackbridge
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultAddr is where the interactivity endpoint listens: loopback
+	// only, behind the proxy or tunnel that gives Slack its HTTPS URL.
+	DefaultAddr = "127.0.0.1:3000"
+	// DefaultKeep is how long the bridge remembers a posted message (its
+	// channel and ts), counted from its last change.
+	DefaultKeep = 30 * 24 * time.Hour
+	// DefaultResponseWait is how long an interaction waits for the engine's
+	// answer before Slack is answered: Slack wants one within 3 seconds.
+	DefaultResponseWait = 2500 * time.Millisecond
+	// DefaultTokenEnv and DefaultSigningSecretEnv are the environment
+	// variables the bot token and the signing secret are read from when
+	// the configuration file names neither a file nor a variable.
+	DefaultTokenEnv         = "SLACK_BOT_TOKEN"
+	DefaultSigningSecretEnv = "SLACK_SIGNING_SECRET"
+)
+
+// User is a Slack user as Interlock knows them: the approver name their
+// decisions are audited under, and the approver roles they hold.
+type User struct {
+	// Name is the approver name in the audit stream (ann@example.com).
+	Name string `yaml:"name"`
+	// Roles are the approver roles the user holds; none lets them answer
+	// questions only.
+	Roles []string `yaml:"roles"`
+}
+
+// Config configures a [Bridge].
+type Config struct {
+	// Token is the bot token (xoxb-...). Required.
+	Token string
+	// SigningSecret verifies that interactions come from Slack. Required.
+	SigningSecret string
+	// Addr is the host:port of the interactivity endpoint; port 0 picks a
+	// free one. Every request is verified with SigningSecret, so another
+	// address than loopback is allowed. Defaults to DefaultAddr.
+	Addr string
+	// Channels maps an approver role to the channel id its approvals are
+	// posted in.
+	Channels map[string]string
+	// DefaultChannel takes questions, choices and approvals whose role
+	// Channels does not name. Optional: without it they are not posted
+	// (unless the run's origin names a Slack channel).
+	DefaultChannel string
+	// Users maps a Slack user id (U012AB3CD) to the approver they are.
+	// Anyone else's click is refused.
+	Users map[string]User
+	// Keep is how long a posted message is remembered after its last
+	// change: a decision after that leaves the message as it was.
+	// Defaults to DefaultKeep.
+	Keep time.Duration
+	// ResponseWait bounds how long an interaction waits for the engine
+	// before answering Slack. Defaults to DefaultResponseWait.
+	ResponseWait time.Duration
+	// APIURL is the base URL of Slack's Web API, ending in a slash.
+	// Defaults to slack-go's (https://slack.com/api/); tests point it at
+	// a fake.
+	APIURL string
+	// Logger for the bridge. Defaults to a disabled logger.
+	Logger *zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.Keep = cmp.Or(c.Keep, DefaultKeep)
+	c.ResponseWait = cmp.Or(c.ResponseWait, DefaultResponseWait)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
+	return c
+}
+
+// Validate reports what is wrong with the configuration, its defaults
+// filled in: New refuses the same.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+var (
+	slackID = regexp.MustCompile(`^[A-Z0-9]{2,64}$`)
+	roleRe  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+func (c Config) validate() error {
+	switch {
+	case c.Token == "":
+		return errors.New("slackbridge: Config.Token is empty: give the bot token (xoxb-...)")
+	case c.SigningSecret == "":
+		return errors.New("slackbridge: Config.SigningSecret is empty: give the app's signing secret (Basic Information, App Credentials)")
+	case c.Keep < time.Minute:
+		return fmt.Errorf("slackbridge: Config.Keep %s: keep messages at least 1m", c.Keep)
+	case c.ResponseWait < 0 || c.ResponseWait > 3*time.Second:
+		return fmt.Errorf("slackbridge: Config.ResponseWait %s: Slack waits 3s at most", c.ResponseWait)
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("slackbridge: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
+	}
+	for role, ch := range c.Channels {
+		if !roleRe.MatchString(role) {
+			return fmt.Errorf("slackbridge: Config.Channels: role %q: use 1 to 128 of A-Z, a-z, 0-9, _ and -", role)
+		}
+		if !slackID.MatchString(ch) {
+			return fmt.Errorf("slackbridge: Config.Channels[%s] %q is not a channel id (C0123ABCD: channel details, bottom of the About tab)", role, ch)
+		}
+	}
+	if c.DefaultChannel != "" && !slackID.MatchString(c.DefaultChannel) {
+		return fmt.Errorf("slackbridge: Config.DefaultChannel %q is not a channel id (C0123ABCD)", c.DefaultChannel)
+	}
+	for id, u := range c.Users {
+		if !slackID.MatchString(id) {
+			return fmt.Errorf("slackbridge: Config.Users: %q is not a Slack user id (U012AB3CD: profile, More, Copy member ID)", id)
+		}
+		if strings.TrimSpace(u.Name) == "" || len(u.Name) > 256 || strings.ContainsAny(u.Name, ",\r\n") {
+			return fmt.Errorf("slackbridge: Config.Users[%s].name %q: give the approver's name (up to 256 bytes, no comma or line break)", id, u.Name)
+		}
+		for _, r := range u.Roles {
+			if !roleRe.MatchString(r) {
+				return fmt.Errorf("slackbridge: Config.Users[%s].roles: %q: use 1 to 128 of A-Z, a-z, 0-9, _ and -", id, r)
+			}
+		}
+	}
+	return nil
+}
+
+// secretRef says where a credential is read from: a file or an
+// environment variable, never the configuration file itself.
+type secretRef struct {
+	File string `yaml:"file"`
+	Env  string `yaml:"env"`
+}
+
+func (s *secretRef) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: give {file: PATH} or {env: VARIABLE}; a credential is never written in the configuration file", n.Line)
+	}
+	type plain secretRef
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*s = secretRef(p)
+	return nil
+}
+
+func (s secretRef) read(what, defaultEnv string) (string, error) {
+	switch {
+	case s.File != "" && s.Env != "":
+		return "", fmt.Errorf("%s: give file or env, not both", what)
+	case s.File != "":
+		b, err := os.ReadFile(s.File)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("%s: %s is empty", what, s.File)
+		}
+		return v, nil
+	}
+	env := cmp.Or(s.Env, defaultEnv)
+	v := strings.TrimSpace(os.Getenv(env))
+	if v == "" {
+		return "", fmt.Errorf("%s: the environment variable %s is not set (or give {file: PATH})", what, env)
+	}
+	return v, nil
+}
+
+// fileConfig is the YAML of a configuration file.
+type fileConfig struct {
+	BotToken       secretRef         `yaml:"botToken"`
+	SigningSecret  secretRef         `yaml:"signingSecret"`
+	Listen         string            `yaml:"listen"`
+	Channels       map[string]string `yaml:"channels"`
+	DefaultChannel string            `yaml:"defaultChannel"`
+	Users          map[string]User   `yaml:"users"`
+	Keep           string            `yaml:"keep"`
+}
+
+// LoadConfig reads a configuration file (see docs/slack.md): the bot
+// token and the signing secret come from the files or environment
+// variables it names (by default SLACK_BOT_TOKEN and
+// SLACK_SIGNING_SECRET), never from the file itself. Unknown keys are
+// refused, so a typo does not silently drop a setting.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("slackbridge: %w", err)
+	}
+	return ParseConfig(b, path)
+}
+
+// ParseConfig parses a configuration file's content; name names it in
+// errors.
+func ParseConfig(b []byte, name string) (Config, error) {
+	var f fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return Config{}, fmt.Errorf("slackbridge: %s: %w", name, err)
+	}
+	var err error
+	cfg := Config{Addr: f.Listen, Channels: f.Channels, DefaultChannel: f.DefaultChannel, Users: f.Users}
+	if f.Keep != "" {
+		d, err := time.ParseDuration(f.Keep)
+		if err != nil {
+			return Config{}, fmt.Errorf("slackbridge: %s: keep %q: %w (use 720h for 30 days)", name, f.Keep, err)
+		}
+		cfg.Keep = d
+	}
+	if cfg.Token, err = f.BotToken.read("botToken", DefaultTokenEnv); err != nil {
+		return Config{}, fmt.Errorf("slackbridge: %s: %w", name, err)
+	}
+	if cfg.SigningSecret, err = f.SigningSecret.read("signingSecret", DefaultSigningSecretEnv); err != nil {
+		return Config{}, fmt.Errorf("slackbridge: %s: %w", name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w (in %s)", err, name)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,284 @@
+package slackbridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/interlockhq/interlock/events"
+)
+
+// Action and callback ids of the bridge's buttons and modals.
+const (
+	actionApprove = "interlock_approve"
+	actionReject  = "interlock_reject"
+	actionEdit    = "interlock_edit"
+	actionAnswer  = "interlock_answer"
+	actionChoose  = "interlock_choose"
+
+	viewEdit   = "interlock_edit"
+	viewAnswer = "interlock_answer"
+	viewChoose = "interlock_choose"
+
+	// Blocks and elements of the modals.
+	blockArgs    = "args"
+	blockReason  = "reason"
+	blockChoice  = "choice"
+	questionPfx  = "q:"
+	inputElement = "value"
+)
+
+// Slack's limits: a section's text, a button's value, a modal's metadata.
+const (
+	maxSection = 3000
+	maxValue   = 2000
+	maxMeta    = 3000
+)
+
+// ref names the request a button or a modal decides. It travels in the
+// button's value and the modal's private metadata, both signed by Slack
+// in the interaction; the engine checks the rest.
+type ref struct {
+	Flow      string `json:"f"`
+	Run       string `json:"r"`
+	RequestID string `json:"q"`
+	Kind      string `json:"k"`
+	Role      string `json:"role,omitempty"`
+}
+
+func (r ref) encode() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func decodeRef(s string) (ref, error) {
+	var r ref
+	if err := json.Unmarshal([]byte(s), &r); err != nil || r.Flow == "" || r.Run == "" {
+		return ref{}, fmt.Errorf("not a request of the bridge: %q", truncate(s, 80))
+	}
+	return r, nil
+}
+
+// esc escapes text for Slack's mrkdwn.
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+var markup = regexp.MustCompile(`<!date\^[0-9]+\^[^|]*\|([^>]*)>|[*_]|:[a-z_]+: `)
+
+// stripMarkup turns an outcome into the plain text of a notification.
+func stripMarkup(s string) string { return markup.ReplaceAllString(s, "$1") }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// slackDate shows a time in each reader's own time zone, and as RFC 3339
+// where Slack cannot.
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format(time.RFC3339))
+}
+
+// prettyArgs is an approval's args as indented JSON.
+func prettyArgs(args json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(args) == 0 {
+		return "{}"
+	}
+	if err := json.Indent(&buf, args, "", "  "); err != nil {
+		return string(args)
+	}
+	return buf.String()
+}
+
+// bodyText is the message of an interrupt, without its buttons.
+func bodyText(in events.Interrupted) string {
+	var b strings.Builder
+	where := fmt.Sprintf("(%s · %s)", esc(in.Flow), esc(in.Run))
+	switch in.Kind {
+	case "approval":
+		fmt.Fprintf(&b, "*Approval needed:* `%s` %s\n", esc(in.Action), where)
+		if in.Reason != "" {
+			fmt.Fprintf(&b, "%s\n", esc(in.Reason))
+		}
+		fmt.Fprintf(&b, "```%s```\n", esc(truncate(prettyArgs(in.Args), 2000)))
+		if in.ApproverRole != "" {
+			fmt.Fprintf(&b, "Approver role: *%s*", esc(in.ApproverRole))
+		}
+		if in.Error != "" {
+			fmt.Fprintf(&b, "\n:warning: %s", esc(in.Error))
+		}
+	case "choice":
+		fmt.Fprintf(&b, "*Choice:* %s %s\n", esc(in.Question), where)
+		for _, o := range in.Options {
+			fmt.Fprintf(&b, "• %s\n", esc(o.Label))
+		}
+	default:
+		fmt.Fprintf(&b, "*Question* %s\n", where)
+		for _, q := range in.Questions {
+			fmt.Fprintf(&b, "• %s\n", esc(q.Question))
+			if strings.HasPrefix(q.Context, "ERROR:") {
+				fmt.Fprintf(&b, "  :warning: %s\n", esc(strings.TrimSpace(strings.TrimPrefix(q.Context, "ERROR:"))))
+			}
+		}
+	}
+	if in.ExpiresAt != "" {
+		if t, err := time.Parse(time.RFC3339, in.ExpiresAt); err == nil {
+			fmt.Fprintf(&b, "\nDecide by %s", slackDate(t))
+		}
+	}
+	return truncate(strings.TrimRight(b.String(), "\n"), maxSection-100)
+}
+
+// fallbackText is the notification text of an interrupt.
+func fallbackText(in events.Interrupted) string {
+	switch in.Kind {
+	case "approval":
+		return fmt.Sprintf("Approval needed: %s (%s %s)", in.Action, in.Flow, in.Run)
+	case "choice":
+		return "Choice: " + in.Question
+	}
+	return fmt.Sprintf("Question (%s %s)", in.Flow, in.Run)
+}
+
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+}
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
+}
+
+// openBlocks are the blocks of an interrupt waiting for someone.
+func openBlocks(in events.Interrupted, text string, r ref) []slack.Block {
+	value := r.encode()
+	var buttons []slack.BlockElement
+	switch in.Kind {
+	case "approval":
+		decisions := in.Decisions
+		if len(decisions) == 0 {
+			decisions = []string{"approve", "edit", "reject"}
+		}
+		for _, d := range decisions {
+			switch d {
+			case "approve":
+				buttons = append(buttons, slack.NewButtonBlockElement(actionApprove, value, plain("Approve")).WithStyle(slack.StylePrimary))
+			case "edit":
+				buttons = append(buttons, slack.NewButtonBlockElement(actionEdit, value, plain("Edit")))
+			case "reject":
+				buttons = append(buttons, slack.NewButtonBlockElement(actionReject, value, plain("Reject")).WithStyle(slack.StyleDanger))
+			}
+		}
+	case "choice":
+		buttons = append(buttons, slack.NewButtonBlockElement(actionChoose, value, plain("Choose")).WithStyle(slack.StylePrimary))
+	default:
+		buttons = append(buttons, slack.NewButtonBlockElement(actionAnswer, value, plain("Answer")).WithStyle(slack.StylePrimary))
+	}
+	return []slack.Block{
+		slack.NewSectionBlock(mrkdwn(text), nil, nil),
+		slack.NewActionBlock("interlock_actions", buttons...),
+	}
+}
+
+// closedBlocks are the blocks of a message whose interrupt is settled.
+func closedBlocks(text, outcome string) []slack.Block {
+	return []slack.Block{
+		slack.NewSectionBlock(mrkdwn(text), nil, nil),
+		slack.NewContextBlock("interlock_outcome", mrkdwn(outcome)),
+	}
+}
+
+// resumedOutcome says who decided or answered, what, and when.
+func resumedOutcome(r events.Resumed, at time.Time) string {
+	by := ""
+	if r.Approver != "" {
+		by = " by *" + esc(r.Approver) + "*"
+	}
+	var s string
+	switch r.Decision {
+	case "approve":
+		s = ":white_check_mark: Approved" + by
+	case "edit":
+		s = ":pencil2: Approved with edits" + by
+		if len(r.Edits) > 0 {
+			s += ": `" + esc(truncate(string(r.Edits), 500)) + "`"
+		}
+	case "reject":
+		s = ":x: Rejected" + by
+	default:
+		s = ":white_check_mark: Answered" + by
+	}
+	if r.Reason != "" {
+		s += " (" + esc(truncate(r.Reason, 300)) + ")"
+	}
+	return s + " · " + slackDate(at)
+}
+
+func cancelledOutcome(c events.Cancelled, at time.Time) string {
+	s := ":no_entry_sign: Run cancelled"
+	if c.By != "" {
+		s += " by *" + esc(c.By) + "*"
+	}
+	if c.Reason != "" {
+		s += " (" + esc(truncate(c.Reason, 300)) + ")"
+	}
+	return s + " · " + slackDate(at)
+}
+
+// editView is the modal of an Edit button: the args as JSON.
+func editView(in ref, args json.RawMessage) slack.ModalViewRequest {
+	input := slack.NewPlainTextInputBlockElement(nil, inputElement).WithMultiline(true).WithInitialValue(prettyArgs(args))
+	reason := slack.NewPlainTextInputBlockElement(nil, inputElement)
+	reasonBlock := slack.NewInputBlock(blockReason, plain("Reason"), nil, reason)
+	reasonBlock.Optional = true
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: viewEdit, PrivateMetadata: in.encode(),
+		Title: plain("Edit and approve"), Submit: plain("Approve"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewInputBlock(blockArgs, plain("Arguments (JSON)"), plain("Change the values to run the action with; the flow checks them."), input),
+			reasonBlock,
+		}},
+	}
+}
+
+// answerView is the modal of an Answer button: one input per question.
+func answerView(in ref, qs []events.Question) slack.ModalViewRequest {
+	var blocks []slack.Block
+	for _, q := range qs {
+		el := slack.NewPlainTextInputBlockElement(nil, inputElement)
+		var hint *slack.TextBlockObject
+		if len(q.Suggestions) > 0 {
+			hint = plain("For example: " + truncate(strings.Join(q.Suggestions, ", "), 140))
+		}
+		blocks = append(blocks, slack.NewInputBlock(questionPfx+q.Field, plain(truncate(q.Question, 1900)), hint, el))
+	}
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: viewAnswer, PrivateMetadata: in.encode(),
+		Title: plain("Answer"), Submit: plain("Send"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: blocks},
+	}
+}
+
+// chooseView is the modal of a Choose button: the options.
+func chooseView(in ref, question string, options []events.Option, multiple bool) slack.ModalViewRequest {
+	var opts []*slack.OptionBlockObject
+	for _, o := range options {
+		opts = append(opts, slack.NewOptionBlockObject(o.ID, plain(truncate(o.Label, 70)), nil))
+	}
+	var el slack.BlockElement = slack.NewRadioButtonsBlockElement(inputElement, opts...)
+	if multiple {
+		el = slack.NewCheckboxGroupsBlockElement(inputElement, opts...)
+	}
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: viewChoose, PrivateMetadata: in.encode(),
+		Title: plain("Choose"), Submit: plain("Send"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewInputBlock(blockChoice, plain(truncate(question, 1900)), nil, el)}},
+	}
+}

@@ -1,0 +1,68 @@
+package slackbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// record is what the bridge keeps of a run's message, under recordKey.
+type record struct {
+	Flow      string `json:"flow"`
+	Run       string `json:"run"`
+	RequestID string `json:"requestId"`
+	Kind      string `json:"kind"`
+	Role      string `json:"role,omitempty"`
+	Channel   string `json:"channel"`
+	TS        string `json:"ts"`
+	Thread    string `json:"thread,omitempty"`
+	// Body is the message's text without its buttons, to show again
+	// when it is closed.
+	Body    string `json:"body"`
+	Closed  bool   `json:"closed,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+}
+
+func recordKey(flow, run string) string { return flow + "." + run }
+
+// store keeps records in the bridge's bucket, each write a compare-and-set
+// on the revision read.
+type store struct {
+	kv jetstream.KeyValue
+}
+
+// get returns a run's record and its revision, 0 when there is none.
+func (s *store) get(ctx context.Context, key string) (record, uint64, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return record{}, 0, nil
+	}
+	if err != nil {
+		return record{}, 0, fmt.Errorf("reading %s from the bridge's bucket: %w", key, err)
+	}
+	var r record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return record{}, 0, fmt.Errorf("decoding %s of the bridge's bucket: %w", key, err)
+	}
+	return r, e.Revision(), nil
+}
+
+// put writes a record: created when rev is 0, else updated from rev.
+func (s *store) put(ctx context.Context, key string, r record, rev uint64) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if rev == 0 {
+		_, err = s.kv.Create(ctx, key, b)
+	} else {
+		_, err = s.kv.Update(ctx, key, b, rev)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s to the bridge's bucket: %w", key, err)
+	}
+	return nil
+}
