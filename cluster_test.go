@@ -82,11 +82,20 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 	for i := range c.Nodes {
 		natstest.StartWith(t, c.Nodes[i], interlock.Config{
 			Flows: examples.Flows(), Secret: natstest.Secret, Instance: fmt.Sprintf("node-%d", i),
-			AckWait: testAckWait, Streams: bus.StreamConfig{Replicas: 3},
+			AckWait: testAckWait, // replicas picked for the cluster
 		})
 	}
 	_, js := natstest.ConnectWith(t, wire.ConnConfig{URL: c.URLs(), User: bus.DefaultWorkersUser, Password: natstest.WorkersPassword})
 	names := mustNames(t)
+	for _, name := range []string{names.InStream(), "KV_" + names.RunsBucket(), "KV_" + names.PendingBucket()} {
+		s, err := js.Stream(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Replicas; got != 3 {
+			t.Fatalf("%s has %d replicas on a 3-node cluster, want 3", name, got)
+		}
+	}
 
 	const bookings, refunds = 12, 6
 	type run struct{ flow, id string }

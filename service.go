@@ -364,6 +364,10 @@ func (s *Service) Attach(ctx context.Context, b Background) error {
 	return nil
 }
 
+// Server is the embedded NATS server, or nil when the service connects
+// to another.
+func (s *Service) Server() *bus.Server { return s.srv }
+
 // Names are the service's stream, subject and bucket names.
 func (s *Service) Names() wire.Names { return s.names }
 

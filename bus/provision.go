@@ -197,6 +197,16 @@ const (
 	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 on a single server
 )
 
+// attemptTimeout bounds one request of Provision while the cluster forms.
+const attemptTimeout = 2 * time.Second
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // clusterWait retries what a forming cluster cannot do yet, with backoff,
 // until its deadline.
 type clusterWait struct {
@@ -208,7 +218,11 @@ type clusterWait struct {
 func (w clusterWait) do(ctx context.Context, what string, create func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := create(ctx)
+		// A node without a meta leader may not answer at all: bound each
+		// attempt, and every attempt by the wait.
+		actx, cancel := context.WithDeadline(ctx, earliest(w.deadline, time.Now().Add(attemptTimeout)))
+		err := create(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}

@@ -23,6 +23,18 @@ type Cluster struct {
 // group has a leader that every node follows.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	c := NewCluster(t, n)
+	for i := range n {
+		c.Start(i)
+	}
+	c.WaitReady()
+	return c
+}
+
+// NewCluster prepares an n-node cluster (data dirs, route ports) without
+// starting a node: Start starts them, in any order.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Nodes: make([]*bus.Server, n), dirs: make([]string, n), ports: make([]int, n)}
 	for i := range n {
 		c.dirs[i] = t.TempDir()
@@ -35,10 +47,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			}
 		}
 	})
-	for i := range n {
-		c.Start(i)
-	}
-	c.WaitReady()
 	return c
 }
 
