@@ -56,7 +56,10 @@ type Config struct {
 	Conn wire.ConnConfig
 	// Prefix of every stream, subject and bucket. Defaults to wire.DefaultPrefix.
 	Prefix string
-	// Streams configures the protocol's streams and buckets.
+	// Streams configures the protocol's streams and buckets. Its Replicas,
+	// when 0, is picked at start: 3 when the server reports a cluster of at
+	// least 3 JetStream nodes (or the streams already have more replicas),
+	// else 1. Its Logger defaults to Logger.
 	Streams bus.StreamConfig
 	// KeepFinished is how long a finished run's checkpoint is kept after
 	// it finished; JetStream then removes it. kv.KeepForever keeps them.
@@ -214,7 +217,16 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := bus.Provision(ctx, s.js, names, cfg.Streams); err != nil {
+	streams := cfg.Streams
+	if streams.Logger == nil {
+		streams.Logger = log
+	}
+	if streams.Replicas == 0 {
+		nodes := s.jetStreamNodes(ctx)
+		streams.Replicas = autoReplicas(nodes)
+		log.Info().Int("jetstream_nodes", nodes).Int("replicas", streams.Replicas).Msg("replicas of streams and buckets picked for the cluster")
+	}
+	if err := bus.Provision(ctx, s.js, names, streams); err != nil {
 		return fail(err)
 	}
 	s.store, err = kv.Open(ctx, s.js, names, kv.Options{KeepFinished: cfg.KeepFinished})
@@ -223,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	secret := cfg.Secret
 	if len(secret) == 0 {
-		secret, err = bus.StoredSecret(ctx, s.js, names, cfg.Streams.Replicas)
+		secret, err = bus.StoredSecret(ctx, s.js, names, streams.Replicas)
 		if err != nil {
 			return fail(err)
 		}
@@ -284,6 +296,35 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// autoReplicas is the replica count of a cluster of nodes JetStream
+// nodes: 3 when it can hold them, else 1.
+func autoReplicas(nodes int) int {
+	if nodes >= 3 {
+		return 3
+	}
+	return 1
+}
+
+// jetStreamNodes is how many JetStream nodes the service's server has in
+// its cluster. The embedded server knows from its JetStream meta group;
+// through a connection, it is the number of servers the connection knows
+// of in the cluster (the URLs given and those the cluster advertises), or
+// the replicas of the streams already there, whichever is more, so that a
+// process that sees less of the cluster never scales the streams down.
+func (s *Service) jetStreamNodes(ctx context.Context) int {
+	if s.srv != nil {
+		return s.srv.JetStreamNodes()
+	}
+	if s.nc.ConnectedClusterName() == "" {
+		return 1
+	}
+	nodes := len(s.nc.Servers())
+	if st, err := s.js.Stream(ctx, s.names.InStream()); err == nil {
+		nodes = max(nodes, st.CachedInfo().Config.Replicas)
+	}
+	return nodes
+}
+
 // handlerTimeout keeps a message's handling shorter than its ack wait.
 func handlerTimeout(ackWait time.Duration) time.Duration {
 	if ackWait == 0 {
@@ -330,6 +371,10 @@ func (s *Service) Attach(ctx context.Context, b Background) error {
 	s.started = append(s.started, b)
 	return nil
 }
+
+// Server is the embedded NATS server, or nil when the service connects
+// to another.
+func (s *Service) Server() *bus.Server { return s.srv }
 
 // Names are the service's stream, subject and bucket names.
 func (s *Service) Names() wire.Names { return s.names }

@@ -6,13 +6,16 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -342,5 +345,80 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	}
 	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeInvalidPayload || !strings.Contains(ref.Message, "does not verify") {
 		t.Fatalf("forged vouch refusal = %+v", ref)
+	}
+}
+
+// TestDeployClusterConfigsFormACluster runs three Interlock services, each
+// embedding a node of deploy/cluster/ (its routes moved to loopback ports),
+// started at once as three `interlock serve --nats-config` would be: they
+// form one cluster, provision every stream with 3 replicas, and run a
+// booking started through any node.
+func TestDeployClusterConfigsFormACluster(t *testing.T) {
+	tlsFiles, pw := deployEnv(t)
+	const nodes = 3
+	var routes []string
+	var ports []int
+	for range nodes {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[len(ports)-1]))
+		l.Close()
+	}
+	type started struct {
+		svc *interlock.Service
+		err error
+	}
+	results := make(chan started, nodes)
+	for i := range nodes {
+		go func() {
+			svc, err := interlock.Start(t.Context(), interlock.Config{
+				Flows: []*engine.Flow{booking.Flow()}, Instance: fmt.Sprintf("node-%d", i+1), Secret: natstest.Secret, RequireRoles: true,
+				Embedded: &bus.ServerConfig{
+					ConfigFile: fmt.Sprintf("../deploy/cluster/nats-%d.conf", i+1), DataDir: t.TempDir(),
+					Host: "127.0.0.1", Port: -1, LazyFsync: true, WorkersPassword: pw["workers"],
+					Cluster: &bus.ClusterConfig{Host: "127.0.0.1", Port: ports[i], Routes: routes},
+				},
+			})
+			results <- started{svc, err}
+		}()
+	}
+	var svcs []*interlock.Service
+	for range nodes {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			svcs = append(svcs, r.svc)
+			t.Cleanup(func() { _ = r.svc.Stop(context.WithoutCancel(t.Context())) })
+		case <-time.After(bus.DefaultClusterWait):
+			t.Fatal("the cluster's services did not start")
+		}
+	}
+	n := svcs[0].Names()
+	for _, svc := range svcs {
+		if !strings.HasPrefix(svc.Server().Name(), "nats-") {
+			t.Errorf("node named %q, want the config's server_name", svc.Server().Name())
+		}
+	}
+	s, err := svcs[0].JetStream().Stream(t.Context(), n.InStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Name != "interlock" {
+		t.Fatalf("%s: %d replicas in cluster %+v, want 3 in cluster interlock", n.InStream(), info.Config.Replicas, info.Cluster)
+	}
+	u := connectUser(t, "agent", svcs[2].URL(), nats.UserInfo("agent", pw["agent"]), nats.RootCAs(tlsFiles.CA))
+	ac := client.New(u.nc, u.js, n, "/test/agent", natstest.Wait)
+	startBooking(t, ac, "r-cluster")
+	if in := lastInterrupt(t, ac, "r-cluster"); in.Node != "ask_email" {
+		t.Fatalf("interrupt at %s, want ask_email", in.Node)
 	}
 }

@@ -3,13 +3,17 @@ package bus
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/interlockhq/interlock/wire"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Defaults of [StreamConfig].
@@ -19,6 +23,9 @@ const (
 	DefaultDuplicates  = 2 * time.Minute
 	DefaultHistory     = 5
 	DefaultMarkerTTL   = 30 * time.Second
+	// DefaultClusterWait bounds how long Provision waits for a cluster to
+	// form: a JetStream meta leader, and enough nodes for the replicas.
+	DefaultClusterWait = 2 * time.Minute
 )
 
 // StreamConfig sets what Provision may vary.
@@ -42,8 +49,16 @@ type StreamConfig struct {
 	// later than this misses the removal. At least 1s. Defaults to
 	// DefaultMarkerTTL.
 	MarkerTTL time.Duration
-	// Replicas of every stream and bucket, for a cluster. Defaults to 1.
+	// Replicas of every stream and bucket, for a cluster: 1, or 3 on a
+	// cluster of at least 3 JetStream nodes (5 are allowed). The Service
+	// picks it when 0 (see interlock.Config.Streams). Defaults to 1.
 	Replicas int
+	// ClusterWait bounds how long Provision waits, retrying with backoff,
+	// while the cluster forms: no JetStream meta leader yet, or too few
+	// nodes up for Replicas. Defaults to DefaultClusterWait.
+	ClusterWait time.Duration
+	// Logger, if set, hears each wait for the cluster. Defaults to none.
+	Logger *zerolog.Logger
 	// Memory stores everything in memory instead of files: for tests and
 	// benchmarks only.
 	Memory bool
@@ -56,6 +71,11 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	c.History = cmp.Or(c.History, DefaultHistory)
 	c.MarkerTTL = cmp.Or(c.MarkerTTL, DefaultMarkerTTL)
 	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.ClusterWait = cmp.Or(c.ClusterWait, DefaultClusterWait)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
 	return c
 }
 
@@ -132,9 +152,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
 		},
 	}
+	w := clusterWait{cfg: cfg, deadline: time.Now().Add(cfg.ClusterWait)}
 	for _, sc := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("bus: creating stream %s: %w", sc.Name, err)
+		if err := w.do(ctx, "stream "+sc.Name, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, sc)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	buckets := []jetstream.KeyValueConfig{
@@ -152,11 +176,93 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		},
 	}
 	for _, kc := range buckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
-			return fmt.Errorf("bus: creating bucket %s: %w", kc.Bucket, err)
+		if err := w.do(ctx, "bucket "+kc.Bucket, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ErrReplicas: the server cannot hold the replicas asked for.
+var ErrReplicas = errors.New("bus: the NATS server cannot hold the replicas asked for")
+
+// JetStream's errors while a cluster forms or lacks nodes.
+const (
+	errCodeClusterNotAvail       jetstream.ErrorCode = 10008 // no meta leader (yet)
+	errCodeNoPeers               jetstream.ErrorCode = 10005 // too few nodes for the replicas
+	errCodeInsufficientResources jetstream.ErrorCode = 10023 // too few nodes for the replicas
+	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 on a single server
+)
+
+// attemptTimeout bounds one request of Provision while the cluster forms.
+const attemptTimeout = 2 * time.Second
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// clusterWait retries what a forming cluster cannot do yet, with backoff,
+// until its deadline.
+type clusterWait struct {
+	cfg      StreamConfig
+	deadline time.Time
+}
+
+// do calls create until it succeeds, fails for good, or the wait ends.
+func (w clusterWait) do(ctx context.Context, what string, create func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		// A node without a meta leader may not answer at all: bound each
+		// attempt, and every attempt by the wait.
+		actx, cancel := context.WithDeadline(ctx, earliest(w.deadline, time.Now().Add(attemptTimeout)))
+		err := create(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var apiErr *jetstream.APIError
+		isAPI := errors.As(err, &apiErr)
+		switch {
+		case isAPI && apiErr.ErrorCode == errCodeReplicasNotSupported:
+			return fmt.Errorf("%w: creating %s with %d replicas: this server is not in a cluster (%v); "+
+				"use --replicas 1, or run a cluster of at least %d nodes (--cluster-name, --routes; see docs/operations.md, Clustering)",
+				ErrReplicas, what, w.cfg.Replicas, err, w.cfg.Replicas)
+		case ctx.Err() != nil:
+			return fmt.Errorf("bus: creating %s: %w", what, err)
+		}
+		short := isAPI && (apiErr.ErrorCode == errCodeNoPeers || apiErr.ErrorCode == errCodeInsufficientResources)
+		forming := isAPI && apiErr.ErrorCode == errCodeClusterNotAvail ||
+			errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)
+		if !short && !forming {
+			return fmt.Errorf("bus: creating %s: %w", what, err)
+		}
+		if time.Now().Add(backoff).After(w.deadline) {
+			if short {
+				return fmt.Errorf("%w: creating %s with %d replicas: too few JetStream nodes are up after %s (%v); "+
+					"start the cluster's other nodes, or use --replicas 1 (a cluster holds 3 replicas only with 3 nodes up)",
+					ErrReplicas, what, w.cfg.Replicas, w.cfg.ClusterWait, err)
+			}
+			return fmt.Errorf("bus: creating %s: JetStream is still unavailable after %s (%w); "+
+				"in a cluster, start enough nodes for a quorum (2 of 3) and check that their routes connect", what, w.cfg.ClusterWait, err)
+		}
+		w.cfg.Logger.Warn().Err(err).Str("what", what).Int("replicas", w.cfg.Replicas).Int("attempt", attempt).
+			Dur("retry_in", backoff).Msg("waiting for the JetStream cluster to form")
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("bus: creating %s: %w (while waiting for the cluster: %v)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // MinServerVersion is the oldest nats-server Interlock runs on: interrupt

@@ -2,10 +2,12 @@ package bus_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -135,5 +137,74 @@ func TestServersWithoutMessageSchedulesAreRefused(t *testing.T) {
 		if err != nil && tt.version != "" && tt.version != "nats" && !strings.Contains(err.Error(), "needs nats-server 2.12.0 or later") {
 			t.Errorf("CheckServerVersion(%q) = %v: the error must name the version needed", tt.version, err)
 		}
+	}
+}
+
+// syncBuffer is a log sink tests read while the logger writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestProvisionWaitsForTheClusterToForm starts the nodes of a cluster one
+// by one: alone, a node cannot hold 3 replicas, and Provision gives up
+// after its bounded wait saying what to do; given time, it waits (and
+// says so) until the other nodes start, and converges.
+func TestProvisionWaitsForTheClusterToForm(t *testing.T) {
+	t.Parallel()
+	n, _ := wire.NewNames("")
+	c := natstest.NewCluster(t, 3)
+	c.Start(2)
+	_, js := natstest.Connect(t, c.Nodes[2].ClientURL())
+	var logs syncBuffer
+	log := zerolog.New(&logs)
+
+	start := time.Now()
+	err := bus.Provision(t.Context(), js, n, bus.StreamConfig{Replicas: 3, ClusterWait: 500 * time.Millisecond, Logger: &log})
+	if err == nil || !strings.Contains(err.Error(), "start enough nodes") && !strings.Contains(err.Error(), "start the cluster's other nodes") {
+		t.Fatalf("Provision on 1 node of 3 = %v, want a refusal saying to start the other nodes", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("giving up took %s, bounded by 500ms", d)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		done <- bus.Provision(t.Context(), js, n, bus.StreamConfig{Replicas: 3, Logger: &log})
+	}()
+	natstest.Eventually(t, "Provision logging its wait", func() bool {
+		return strings.Contains(logs.String(), "waiting for the JetStream cluster to form")
+	})
+	c.Start(0)
+	c.Start(1)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Provision once the cluster formed: %v", err)
+		}
+	case <-time.After(natstest.Wait):
+		t.Fatalf("Provision still waiting %s after the cluster's nodes started", natstest.Wait)
+	}
+	s, err := js.Stream(t.Context(), n.InStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Replicas; got != 3 {
+		t.Errorf("%s has %d replicas, want 3", n.InStream(), got)
+	}
+	if got := c.Nodes[0].JetStreamNodes(); got != 3 {
+		t.Errorf("JetStreamNodes = %d, want 3", got)
 	}
 }

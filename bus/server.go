@@ -3,12 +3,16 @@ package bus
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,6 +25,9 @@ const (
 	DefaultHost    = "127.0.0.1"
 	DefaultPort    = 4222
 	DefaultDataDir = "interlock-data"
+	// DefaultClusterPort is the port of the route listener of a cluster
+	// node, nats-server's.
+	DefaultClusterPort = 6222
 	// DefaultReadyTimeout bounds how long Start waits for the server.
 	DefaultReadyTimeout = 15 * time.Second
 )
@@ -28,6 +35,10 @@ const (
 // ErrNoAuth: the server would listen beyond loopback with no
 // authentication configured.
 var ErrNoAuth = errors.New("bus: refusing to listen beyond loopback without authentication")
+
+// ErrNoClusterAuth: the server would accept routes from beyond loopback
+// with nothing authenticating the nodes that connect.
+var ErrNoClusterAuth = errors.New("bus: refusing a cluster listener beyond loopback without route authentication")
 
 // ServerConfig configures the embedded NATS server.
 //
@@ -53,9 +64,16 @@ type ServerConfig struct {
 	// checkpoints and decisions. Defaults to false: fsync before every
 	// acknowledgement, whatever ConfigFile's sync_interval says.
 	LazyFsync bool
-	// Name is the server's name. Defaults to ConfigFile's server_name, else
-	// "interlock".
+	// Name is the server's name, unique in a cluster and the same across
+	// restarts (JetStream knows its peers by name). Defaults to
+	// ConfigFile's server_name, else, in a cluster, [DefaultNodeName] of
+	// the data dir, else "interlock".
 	Name string
+	// Cluster, if set, makes the server one node of a NATS cluster, whose
+	// nodes replicate JetStream's streams and buckets. Its fields override
+	// ConfigFile's cluster block. Defaults to ConfigFile's cluster, else
+	// none: a single server.
+	Cluster *ClusterConfig
 	// Prefix of the deployment's streams, subjects and buckets, which the
 	// default identities' permissions name. Defaults to wire.DefaultPrefix.
 	Prefix string
@@ -85,6 +103,48 @@ type ServerConfig struct {
 	Logger server.Logger
 }
 
+// ClusterConfig makes the embedded server a node of a cluster. Empty
+// fields keep the value of the ServerConfig's ConfigFile.
+type ClusterConfig struct {
+	// Name of the cluster, the same on every node. Defaults to
+	// ConfigFile's; one of the two is required.
+	Name string
+	// Host of the route listener, which the other nodes connect to.
+	// Defaults to ConfigFile's, else DefaultHost (loopback only).
+	Host string
+	// Port of the route listener; -1 picks a free port. Defaults to
+	// ConfigFile's, else DefaultClusterPort.
+	Port int
+	// Routes are the URLs of the nodes' route listeners
+	// (nats://host:6222); this node's own may be among them, so that
+	// every node can be given the same list. JetStream expects as many
+	// nodes as there are routes (at least 2). Defaults to ConfigFile's.
+	Routes []string
+	// InsecureNoAuth lets the route listener listen beyond loopback
+	// although nothing authenticates the nodes: anyone who reaches its
+	// port may join the cluster and read and write every stream and
+	// bucket, the resume-token secret included. Defaults to false: such a
+	// server is refused with [ErrNoClusterAuth] unless ConfigFile's
+	// cluster block has authorization or verifies certificates.
+	InsecureNoAuth bool
+}
+
+// DefaultNodeName is the name of a cluster node without one: the host
+// name and a short hash of the data dir's absolute path, stable across
+// restarts and different for two nodes on one machine.
+func DefaultNodeName(dataDir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "interlock"
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return host + "-" + hex.EncodeToString(sum[:3])
+}
+
 // Server is an embedded nats-server with JetStream on file storage.
 type Server struct {
 	ns      *server.Server
@@ -92,6 +152,7 @@ type Server struct {
 	lock    *dirLock
 	workers wire.ConnConfig
 	auth    bool
+	routes  int
 }
 
 // StartServer starts an embedded server and waits until it accepts clients.
@@ -121,6 +182,12 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			"listen on 127.0.0.1, or, on a network you trust, pass --insecure-no-auth",
 			ErrNoAuth, net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	}
+	if opts.Cluster.Port != 0 && !isLoopback(opts.Cluster.Host) && !hasClusterAuth(opts) && (cfg.Cluster == nil || !cfg.Cluster.InsecureNoAuth) {
+		return nil, fmt.Errorf("%w: anyone who reaches %s could join the cluster and read and change every run, the resume-token secret included; "+
+			"give a nats-server configuration whose cluster block has authorization or TLS with verify (--nats-config; deploy/cluster/ has one per node), "+
+			"listen for routes on 127.0.0.1, or, on a network you trust, pass --insecure-cluster-no-auth",
+			ErrNoClusterAuth, net.JoinHostPort(opts.Cluster.Host, strconv.Itoa(opts.Cluster.Port)))
+	}
 	if s.lock, err = lockDir(abs); err != nil {
 		return nil, err
 	}
@@ -130,6 +197,11 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	if err := checkListen(opts.Host, opts.Port); err != nil {
 		return fail(err)
+	}
+	if opts.Cluster.Port != 0 {
+		if err := checkListen(opts.Cluster.Host, opts.Cluster.Port); err != nil {
+			return fail(fmt.Errorf("%w (the cluster listener: choose another port with --cluster-listen)", err))
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -181,7 +253,15 @@ func serverOptions(cfg ServerConfig, names wire.Names, storeDir string) (*server
 	}
 	opts.Host = cmp.Or(cfg.Host, opts.Host, DefaultHost)
 	opts.Port = cmp.Or(cfg.Port, opts.Port, DefaultPort)
-	opts.ServerName = cmp.Or(opts.ServerName, cfg.Name, "interlock")
+	if err := clusterOptions(opts, cfg.Cluster); err != nil {
+		return nil, nil, err
+	}
+	s.routes = len(opts.Routes)
+	if opts.Cluster.Port != 0 {
+		opts.ServerName = cmp.Or(cfg.Name, opts.ServerName, DefaultNodeName(storeDir))
+	} else {
+		opts.ServerName = cmp.Or(cfg.Name, opts.ServerName, "interlock")
+	}
 	opts.JetStream = true
 	opts.StoreDir = storeDir
 	opts.SyncAlways = !cfg.LazyFsync
@@ -207,6 +287,34 @@ func serverOptions(cfg ServerConfig, names wire.Names, storeDir string) (*server
 	return opts, s, nil
 }
 
+// clusterOptions merges c into opts' cluster block, and checks that a
+// cluster has a name.
+func clusterOptions(opts *server.Options, c *ClusterConfig) error {
+	if c != nil {
+		opts.Cluster.Name = cmp.Or(c.Name, opts.Cluster.Name)
+		opts.Cluster.Host = cmp.Or(c.Host, opts.Cluster.Host, DefaultHost)
+		opts.Cluster.Port = cmp.Or(c.Port, opts.Cluster.Port, DefaultClusterPort)
+		if len(c.Routes) > 0 {
+			routes := server.RoutesFromStr(strings.Join(c.Routes, ","))
+			if len(routes) != len(c.Routes) {
+				return fmt.Errorf("bus: cluster routes %q: use URLs such as nats://host:%d, separated by commas", strings.Join(c.Routes, ","), DefaultClusterPort)
+			}
+			opts.Routes = routes
+		}
+	}
+	if opts.Cluster.Port != 0 && opts.Cluster.Name == "" {
+		return errors.New("bus: a cluster node needs the cluster's name, the same on every node: set --cluster-name")
+	}
+	return nil
+}
+
+// hasClusterAuth reports whether the nodes of opts' cluster authenticate
+// each other: with a route user, or with certificates the CA verifies.
+func hasClusterAuth(opts *server.Options) bool {
+	c := opts.Cluster
+	return c.Username != "" || c.TLSConfig != nil && c.TLSConfig.ClientAuth == tls.RequireAndVerifyClientCert
+}
+
 // checkListen fails fast, with an error saying what to do, when host:port
 // cannot be listened on (typically: another server holds it).
 func checkListen(host string, port int) error {
@@ -223,6 +331,32 @@ func checkListen(host string, port int) error {
 
 // ClientURL is the URL clients connect to.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Name is the server's name, as its cluster knows it.
+func (s *Server) Name() string { return s.ns.Name() }
+
+// ClusterURL is the URL of the node's route listener, or "" when the
+// server is not in a cluster.
+func (s *Server) ClusterURL() string {
+	addr := s.ns.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return "nats://" + addr.String()
+}
+
+// JetStreamNodes is how many JetStream nodes the server's cluster has, as
+// its JetStream meta group counts them (from the configured routes until
+// the nodes have met): 1 for a server that is not in a cluster.
+func (s *Server) JetStreamNodes() int {
+	if !s.ns.JetStreamIsClustered() {
+		return 1
+	}
+	if info, err := s.ns.Jsz(&server.JSzOptions{}); err == nil && info.Meta != nil && info.Meta.Size > 0 {
+		return info.Meta.Size
+	}
+	return max(2, s.routes)
+}
 
 // DataDir is the absolute path of the server's data.
 func (s *Server) DataDir() string { return s.dir }

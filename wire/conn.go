@@ -3,6 +3,7 @@ package wire
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,8 +76,21 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 		return nil, nil, fmt.Errorf("wire: JetStream on %s: %w", url, err)
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
+		if nc.ConnectedClusterName() != "" && ctx.Err() == nil && clusterForming(err) {
+			// A cluster node whose JetStream has no meta leader yet: its
+			// peers are starting. Provisioning waits for them.
+			return nc, js, nil
+		}
 		nc.Close()
 		return nil, nil, fmt.Errorf("wire: JetStream is not available on %s: %w (start nats-server with -js)", url, err)
 	}
 	return nc, js, nil
+}
+
+// clusterForming reports whether err is what JetStream answers, or fails
+// to answer, while its cluster has no meta leader.
+func clusterForming(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == 10008 // JetStream system temporarily unavailable
 }

@@ -346,6 +346,11 @@ func envHelp(cmd string) string {
   INTERLOCK_NATS_USER       default of --nats-user
   INTERLOCK_WORKERS_PASSWORD  the workers' password (with --nats-config or --nats-url; never a flag)
   INTERLOCK_LISTEN          default of --listen
+  INTERLOCK_SERVER_NAME     default of --server-name
+  INTERLOCK_CLUSTER_NAME    default of --cluster-name
+  INTERLOCK_CLUSTER_LISTEN  default of --cluster-listen
+  INTERLOCK_ROUTES          default of --routes
+  INTERLOCK_REPLICAS        default of --replicas
   INTERLOCK_DATA_DIR        default of --data-dir
   INTERLOCK_PREFIX          default of --prefix
   INTERLOCK_SECRET          the resume-token secret, when --secret-file is not given

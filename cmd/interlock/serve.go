@@ -51,7 +51,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept (at least the "+bus.DefaultDuplicates.String()+" deduplication window)")
 	auditMaxAge := fs.Duration("audit-max-age", bus.DefaultAuditMaxAge, "how long audit records are kept (at least "+bus.DefaultDuplicates.String()+")")
 	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
-	replicas := fs.Int("replicas", 1, "replicas of streams and buckets (in a NATS cluster)")
+	replicas := fs.String("replicas", envOr("INTERLOCK_REPLICAS", "auto"), "`n` replicas of every stream and bucket: 1, or 3 on a cluster of 3 or more JetStream nodes; auto picks 3 when the server reports such a cluster, else 1")
+	serverName := fs.String("server-name", envOr("INTERLOCK_SERVER_NAME", ""), "`name` of the embedded server, unique in its cluster and kept across restarts (default: --nats-config's server_name, else in a cluster the host name and a hash of --data-dir)")
+	clusterName := fs.String("cluster-name", envOr("INTERLOCK_CLUSTER_NAME", ""), "`name` of the cluster the embedded server joins, the same on every node (makes it a cluster node)")
+	clusterListen := fs.String("cluster-listen", envOr("INTERLOCK_CLUSTER_LISTEN", ""), "`host:port` of the embedded server's route listener, which the other nodes connect to (default 127.0.0.1:6222 on a cluster node)")
+	routes := fs.String("routes", envOr("INTERLOCK_ROUTES", ""), "`urls` of every node's route listener, comma-separated, e.g. nats://h1:6222,nats://h2:6222,nats://h3:6222 (this node's may be among them)")
+	insecureCluster := fs.Bool("insecure-cluster-no-auth", false, "let the route listener listen beyond loopback without route authentication: anyone who reaches it may join the cluster and read and change every run")
 	gateRules := fs.String("gate-rules", envOr("INTERLOCK_GATE_RULES", ""), "YAML `file` of the tool-call gate's rules (see examples/gate/rules.yaml); without it tool requests are dead-lettered unsupported")
 	metricsAddr := fs.String("metrics", envOr("INTERLOCK_METRICS", metrics.DefaultAddr), "`host:port` of /metrics, /healthz and /readyz (\"\" turns them off); loopback only, unless --metrics-insecure-public")
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
@@ -72,6 +77,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*keepFinished = kv.KeepForever
 	} else if *keepFinished < time.Second {
 		return usagef("--keep-finished %v: use at least 1s, or 0 to keep finished runs for ever", *keepFinished)
+	}
+	nReplicas, err := parseReplicas(*replicas)
+	if err != nil {
+		return err
+	}
+	clusterGiven := *clusterName != "" || *clusterListen != "" || *routes != "" || *insecureCluster
+	if *natsURL != "" && (clusterGiven || *serverName != "") {
+		return usagef("--cluster-name, --cluster-listen, --routes and --server-name configure the embedded server; with --nats-url, configure the cluster of that server instead")
 	}
 	listenGiven := os.Getenv("INTERLOCK_LISTEN") != ""
 	fs.Visit(func(f *flag.Flag) { listenGiven = listenGiven || f.Name == "listen" })
@@ -95,7 +108,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := interlock.Config{
 		Flows:       examples.Flows(),
 		Prefix:      *prefix,
-		Streams:     bus.StreamConfig{EventMaxAge: *maxAge, AuditMaxAge: *auditMaxAge, Replicas: *replicas},
+		Streams:     bus.StreamConfig{EventMaxAge: *maxAge, AuditMaxAge: *auditMaxAge, Replicas: nReplicas},
 		Secret:      secret,
 		Instance:    *instance,
 		Concurrency: *concurrency,
@@ -134,6 +147,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			DataDir: *dataDir, Host: host, Port: port, LazyFsync: *lazy, Logger: bus.ServerLogger(log),
 			ConfigFile: *natsConfig, InsecureNoAuth: *insecure,
 			WorkersUser: *natsUser, WorkersPassword: workersPassword, WorkersCreds: *creds,
+			Name: *serverName,
+		}
+		if clusterGiven {
+			cc := &bus.ClusterConfig{Name: *clusterName, InsecureNoAuth: *insecureCluster}
+			if *clusterListen != "" {
+				h, p, err := net.SplitHostPort(*clusterListen)
+				port, perr := strconv.Atoi(p)
+				if err != nil || perr != nil || port < -1 || port > 65535 {
+					return usagef("--cluster-listen %q: use host:port such as 0.0.0.0:%d", *clusterListen, bus.DefaultClusterPort)
+				}
+				cc.Host, cc.Port = h, port
+			}
+			for _, r := range strings.Split(*routes, ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					cc.Routes = append(cc.Routes, r)
+				}
+			}
+			cfg.Embedded.Cluster = cc
+		}
+		if *insecureCluster {
+			log.Warn().Msg("--insecure-cluster-no-auth: if the route listener listens beyond loopback, ANYONE WHO REACHES ITS PORT MAY JOIN THE CLUSTER AND READ AND CHANGE EVERY RUN; use --nats-config with cluster TLS instead (see deploy/cluster/)")
 		}
 		if *insecure {
 			log.Warn().Msg("--insecure-no-auth: if the embedded server listens beyond loopback without authentication, ANYONE WHO REACHES ITS PORT MAY START, RESUME AND CANCEL RUNS AND READ THEIR STATE; use --nats-config with users instead (see deploy/nats-server.conf)")
@@ -174,7 +208,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ev = ev.Bool("tracing", true)
 	}
 	if cfg.Embedded != nil {
-		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy)
+		ev = ev.Str("data_dir", *dataDir).Bool("fsync_before_ack", !*lazy).Str("server_name", svc.Server().Name())
+		if u := svc.Server().ClusterURL(); u != "" {
+			ev = ev.Str("cluster", u)
+		}
 	}
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "))
@@ -204,6 +241,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// parseReplicas reads --replicas: "auto" (0, for the Service to pick),
+// 1, 3 or 5.
+func parseReplicas(s string) (int, error) {
+	if s == "auto" || s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n != 1 && n != 3 && n != 5 {
+		return 0, usagef("--replicas %q: use 1, 3 (on a cluster of at least 3 JetStream nodes), 5, or auto", s)
+	}
+	return n, nil
 }
 
 // metricsService builds the metrics endpoint of --metrics, or none when

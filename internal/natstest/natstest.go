@@ -205,6 +205,15 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || ctx.Err() != nil {
 			t.Fatalf("natstest: waited %s on %s %s; got %d messages: %s", Wait, stream, filter, len(got), subjects(got))
 		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			// In a cluster, the consumer may live on a node whose interest
+			// has not reached this one yet: ask again shortly.
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("natstest: reading %s: %v", stream, err)
 		}
