@@ -87,7 +87,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if os.Getenv("INTERLOCK_UPDATE_SCREENSHOTS") != "1" {
 		return
 	}
-	img, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	img, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
 		t.Fatal(err)
 	}

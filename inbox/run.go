@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -51,12 +52,10 @@ type interruptView struct {
 	Values map[string]string
 	// Key is the idempotency key of the forms: sending one twice decides
 	// once.
-	Key       string
-	Left      string
-	Overdue   bool
-	Reason    string
-	Proposal  map[string]json.RawMessage
-	RoleNames string
+	Key      string
+	Left     string
+	Overdue  bool
+	Proposal map[string]json.RawMessage
 }
 
 // eventView is one event of a run's history.
@@ -127,6 +126,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 					iv.Decisions = last.Decisions
 				}
 				iv.Error = last.Error
+				iv.Reason = cmp.Or(iv.Reason, last.Reason)
 			}
 			if iv.ArgsJSON == "" {
 				iv.ArgsJSON = indent(cp.Interrupt.Args)
@@ -337,7 +337,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		sent = "decision"
 		res.Decision = r.PostFormValue("decision")
 		res.Reason = strings.TrimSpace(r.PostFormValue("reason"))
-		iv.Values["decision"], iv.Reason = res.Decision, res.Reason
+		iv.Values["decision"] = res.Decision
 		switch res.Decision {
 		case "approve":
 		case "edit":
