@@ -220,3 +220,44 @@ func TestDecidedElsewhere(t *testing.T) {
 		t.Fatalf("ann's late decision = %d\n%s", code, page)
 	}
 }
+
+func TestLocalUserAndAChoice(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, nil)
+	state := map[string]any{"email": "ann@example.com", "name": "Ann", "phone": "555", "level": "beginner", "driver": map[string]any{"name": "Ann", "license": "L-1"}}
+	if code, out := s.api("", "POST", "/v1/runs/booking", map[string]any{"run": "r-1", "state": state}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	local := s.visitor()
+	// No sign-in without an auth file: the local user holds every role.
+	code, page := local.do("GET", "/", nil)
+	if code != http.StatusOK || local.url != "/" || !strings.Contains(page, "Signed in as <strong>local</strong>") || !strings.Contains(page, "r-1") {
+		t.Fatalf("the local queue = %d at %s\n%s", code, local.url, page)
+	}
+	// Only by a loopback name, as the API.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", s.base+"/", nil)
+	req.Host = "evil.example"
+	if res, err := local.c.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET / with Host evil.example = %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+
+	_, page = local.do("GET", "/runs/booking/r-1", nil)
+	if !strings.Contains(page, `type="checkbox" name="selected" value="design"`) {
+		t.Fatalf("the choice's page:\n%s", page)
+	}
+	form := hidden(page)
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusUnprocessableEntity || !strings.Contains(page, `id="selected-error"`) {
+		t.Fatalf("a choice without an option = %d\n%s", code, page)
+	}
+	form.Set("selected", "design")
+	form.Add("selected", "nonsense")
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusUnprocessableEntity || !strings.Contains(page, `id="selected-error"`) {
+		t.Fatalf("a choice of an unknown option = %d\n%s", code, page)
+	}
+	form["selected"] = []string{"design", "product"}
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusOK || !strings.Contains(page, `data-status="completed"`) || !strings.Contains(page, "Your answer was sent") {
+		t.Fatalf("a choice = %d\n%s", code, page)
+	}
+}
