@@ -97,7 +97,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // TestBrowser walks the inbox in a real browser: sign in, see runs appear
-// live, answer a question after a failed validation, approve an edited
+// and leave live, answer a question after a failed validation, approve an edited
 // refund after a refused edit, reject another with a reason, and see the
 // runs complete.
 func TestBrowser(t *testing.T) {
@@ -128,6 +128,13 @@ func TestBrowser(t *testing.T) {
 	start("r-2", map[string]any{"orderId": "o-2", "amount": 4800, "currency": "USD", "last4": "4242", "approvalTimeoutSeconds": 1800})
 	step(t, ctx, "see r-2 arrive", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="r-2"] .kind-approval`)))
 	screenshot(t, ctx, "inbox-queue.png")
+	// One cancelled elsewhere leaves the open queue without a reload.
+	start("r-3", map[string]any{"orderId": "o-3", "amount": 700, "currency": "USD", "last4": "4242"})
+	step(t, ctx, "see r-3 arrive", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="r-3"]`)))
+	if code, out := s.api("sam", "POST", "/v1/runs/refund/r-3/cancel", map[string]any{"reason": "customer called back"}); code != http.StatusAccepted {
+		t.Fatalf("cancel r-3 = %d %s", code, out)
+	}
+	step(t, ctx, "see r-3 leave", until(`!document.querySelector('tr[data-run="r-3"]') && !!document.querySelector('tr[data-run="r-2"]')`))
 
 	step(t, ctx, "fail the validation of a question",
 		chromedp.Click(chromedp.CSS(`a[href="/runs/refund/r-1"]`)),
