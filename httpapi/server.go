@@ -179,6 +179,23 @@ func New(port Port, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Handle serves pattern (a net/http ServeMux pattern outside /v1/) with
+// h on the API's port, behind the same checks as the API's routes: the
+// loopback Host rule without an auth file, the cross-origin protection,
+// Cache-Control: no-store and nosniff. h authenticates its own callers.
+// The context of h's requests ends when the server stops, so that a
+// stream h serves does not hold the shutdown. Call it before Start; the
+// inbox mounts its pages with it.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(s.streams, cancel)
+		defer stop()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+}
+
 // Handler is the API's handler, for a server of one's own or a test.
 func (s *Server) Handler() http.Handler { return s.handler }
 

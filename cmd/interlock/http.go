@@ -11,6 +11,7 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/inbox"
 )
 
 // httpFlags are serve's flags of the HTTP API.
@@ -53,10 +54,16 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 	if err != nil {
 		return err
 	}
+	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	in.Register(api)
 	if err := svc.Attach(ctx, api); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "HTTP API on http://%s (try: curl http://%s/v1/interrupts).\n", api.Addr(), api.Addr())
+	fmt.Fprintf(stdout, "Inbox on http://%s/ (open it in a browser).\n", api.Addr())
 	return nil
 }
 

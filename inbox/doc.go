@@ -1,0 +1,24 @@
+// Package inbox is Interlock's web inbox: server-rendered pages where
+// people answer questions, pick choices and decide approvals, served by
+// `interlock serve` at / on the HTTP API's port and with its callers.
+//
+// [New] makes an inbox on an [httpapi.Port] (the *interlock.Service);
+// [Inbox.Register] mounts its pages on the API's server
+// ([httpapi.Server.Handle]), behind the API's loopback and cross-origin
+// checks:
+//
+//	api, _ := httpapi.New(svc, httpapi.Config{Auth: auth})
+//	in, _ := inbox.New(svc, inbox.Config{Auth: auth})
+//	in.Register(api)
+//	_ = svc.Attach(ctx, api)
+//
+// With an auth file, a person signs in with their bearer token, which the
+// browser keeps in an HttpOnly, SameSite=Strict cookie (Secure on TLS);
+// every form carries a CSRF token derived from it. Without one, the local
+// user needs no sign-in. The queue lists the pending interrupts the caller
+// may act on (approvals of roles they hold; every question and choice),
+// oldest first, and updates itself from a server-sent event stream. A
+// run's page shows its pending interrupt with forms to answer or decide,
+// and its events and audit records. Answers and decisions go through the
+// Port's ResumeAs, vouched for the caller, exactly as the API's resume.
+package inbox

@@ -1,0 +1,279 @@
+package inbox
+
+import (
+	"cmp"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/httpapi"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultWait is how long a form's answer or decision waits for its
+	// outcome before the page says it is queued.
+	DefaultWait = 10 * time.Second
+)
+
+// CookieName is the cookie that holds a signed-in caller's bearer token.
+const CookieName = "interlock_token"
+
+// maxForm bounds a form's body.
+const maxForm = 1 << 20
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Config configures an [Inbox].
+type Config struct {
+	// Auth authenticates callers by the bearer token they sign in with.
+	// Without it every caller is httpapi.LocalCaller, holding every role,
+	// and nobody signs in (the API it is mounted on is then on loopback
+	// only). Optional; give the API's own.
+	Auth *httpapi.AuthFile
+	// Wait is how long an answer or a decision waits for its outcome.
+	// Defaults to DefaultWait.
+	Wait time.Duration
+	// Logger for the inbox. Defaults to a disabled logger.
+	Logger *zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Wait = cmp.Or(c.Wait, DefaultWait)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
+	return c
+}
+
+// Inbox is the web inbox: pages for people to answer questions and
+// decide approvals, standing on an [httpapi.Port].
+type Inbox struct {
+	port  httpapi.Port
+	cfg   Config
+	log   zerolog.Logger
+	pages map[string]*template.Template
+	// csrfKey signs the forms' CSRF tokens; it lives as long as the
+	// process, so a restart asks open pages to be loaded again.
+	csrfKey []byte
+}
+
+// Mux is where the inbox mounts its pages: an *httpapi.Server, or a
+// *http.ServeMux.
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// New returns an inbox on port.
+func New(port httpapi.Port, cfg Config) (*Inbox, error) {
+	if port == nil {
+		return nil, errors.New("inbox: New needs a Port, such as the *interlock.Service")
+	}
+	cfg = cfg.withDefaults()
+	in := &Inbox{port: port, cfg: cfg, log: *cfg.Logger, pages: map[string]*template.Template{}}
+	in.csrfKey = make([]byte, 32)
+	_, _ = rand.Read(in.csrfKey)
+	for _, page := range []string{"queue", "run", "login", "error"} {
+		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		in.pages[page] = t
+	}
+	return in, nil
+}
+
+// Register mounts the inbox's pages on m: the queue at /, a run at
+// /runs/{flow}/{run}, signing in at /login, the live stream at /stream and
+// the assets under /assets/.
+func (in *Inbox) Register(m Mux) {
+	assets, _ := fs.Sub(assetFS, "assets")
+	m.Handle("GET /{$}", in.signedIn(in.queue))
+	m.Handle("GET /runs/{flow}/{run}", in.signedIn(in.runPage))
+	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
+	m.Handle("GET /stream", in.signedIn(in.stream))
+	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
+	m.Handle("POST /login", http.HandlerFunc(in.login))
+	m.Handle("POST /logout", in.signedIn(in.logout))
+	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+}
+
+// session is a signed-in caller and the token it signed in with.
+type session struct {
+	httpapi.Caller
+	token string
+}
+
+// holds reports whether the caller may decide an approval for role.
+func (s session) holds(role string) bool {
+	return s.AllRoles || slices.Contains(s.Roles, role)
+}
+
+// caller authenticates a request by its cookie.
+func (in *Inbox) caller(r *http.Request) (session, bool) {
+	if in.cfg.Auth == nil {
+		return session{Caller: httpapi.Caller{Name: httpapi.LocalCaller, AllRoles: true}, token: httpapi.LocalCaller}, true
+	}
+	if _, err := in.cfg.Auth.Refresh(); err != nil {
+		in.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
+	}
+	ck, err := r.Cookie(CookieName)
+	if err != nil || ck.Value == "" {
+		return session{}, false
+	}
+	c, ok := in.cfg.Auth.Authenticate(ck.Value)
+	return session{Caller: c, token: ck.Value}, ok
+}
+
+// signedIn runs h for the request's caller, or sends the browser to sign
+// in.
+func (in *Inbox) signedIn(h func(http.ResponseWriter, *http.Request, session)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := in.caller(r)
+		if !ok {
+			if r.Method == http.MethodGet && r.URL.Path != "/stream" {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			in.errorPage(w, r, session{}, http.StatusUnauthorized, "You are signed out", "Sign in again with your token, then send the form again.")
+			return
+		}
+		h(w, r, s)
+	})
+}
+
+// csrf is the session's CSRF token: an HMAC of its bearer token, so it
+// needs no server state and changes with the token.
+func (in *Inbox) csrf(s session) string {
+	m := hmac.New(sha256.New, in.csrfKey)
+	m.Write([]byte("csrf\x00" + s.token))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
+}
+
+// checkCSRF reports whether a form carries the session's CSRF token.
+func (in *Inbox) checkCSRF(r *http.Request, s session) bool {
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(in.csrf(s))) == 1
+}
+
+// loginView is the data of the sign-in page.
+type loginView struct {
+	Next  string
+	Error string
+}
+
+func (in *Inbox) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := in.caller(r); ok {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	in.render(w, http.StatusOK, "login", page{Title: "Sign in", Body: loginView{Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+func (in *Inbox) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	next := safeNext(r.PostFormValue("next"))
+	if in.cfg.Auth == nil {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if _, ok := in.cfg.Auth.Authenticate(token); !ok {
+		msg := "No caller holds this token. Ask the operator for one (interlock auth add)."
+		if token == "" {
+			msg = "Enter your token."
+		}
+		in.render(w, http.StatusUnauthorized, "login", page{Title: "Sign in", Body: loginView{Next: next, Error: msg}})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: token, Path: "/",
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (in *Inbox) logout(w http.ResponseWriter, r *http.Request, s session) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if !in.checkCSRF(r, s) {
+		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext is where to go after signing in: a path of this site, never
+// another site's address.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+// client returns a client that sends as the caller.
+func (in *Inbox) client(s session) *client.Client {
+	return in.port.Client("/inbox/" + url.PathEscape(s.Name)).WithWait(in.cfg.Wait)
+}
+
+// page is what the layout renders.
+type page struct {
+	Title   string
+	Session *session
+	CSRF    string
+	Body    any
+}
+
+func (in *Inbox) render(w http.ResponseWriter, status int, name string, p page) {
+	in.renderTemplate(w, status, name, "layout", p)
+}
+
+func (in *Inbox) renderTemplate(w http.ResponseWriter, status int, name, tmpl string, data any) {
+	var b strings.Builder
+	if err := in.pages[name].ExecuteTemplate(&b, tmpl, data); err != nil {
+		in.log.Error().Err(err).Str("page", name).Msg("inbox: rendering a page")
+		http.Error(w, "The inbox failed to render this page; the server's log says why.", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// errorView is the data of the error page.
+type errorView struct {
+	Heading, Detail string
+}
+
+func (in *Inbox) errorPage(w http.ResponseWriter, _ *http.Request, s session, status int, heading, detail string) {
+	p := page{Title: heading, Body: errorView{Heading: heading, Detail: detail}}
+	if s.Name != "" {
+		p.Session, p.CSRF = &s, in.csrf(s)
+	}
+	in.render(w, status, "error", p)
+}

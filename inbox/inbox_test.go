@@ -1,0 +1,263 @@
+package inbox_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/inbox"
+	"github.com/interlockhq/interlock/internal/natstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// site is an inbox mounted on an HTTP API, on a service of the example
+// flows.
+type site struct {
+	t    testing.TB
+	svc  *interlock.Service
+	base string
+	// tokens are the callers' tokens by name, with an auth file.
+	tokens map[string]string
+}
+
+// startSite starts a service with the API and the inbox; callers maps
+// names to roles for an auth file (nil: none, the local user).
+func startSite(t testing.TB, callers map[string][]string) *site {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret})
+	st := &site{t: t, svc: svc, tokens: map[string]string{}}
+	var auth *httpapi.AuthFile
+	if callers != nil {
+		file := filepath.Join(t.TempDir(), "callers.yaml")
+		for name, roles := range callers {
+			tok, err := httpapi.AddCaller(file, name, roles)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.tokens[name] = tok
+		}
+		var err error
+		if auth, err = httpapi.LoadAuth(file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(svc, inbox.Config{Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Register(api)
+	if err := svc.Attach(t.Context(), api); err != nil {
+		t.Fatal(err)
+	}
+	st.base = "http://" + api.Addr()
+	return st
+}
+
+// api sends a request to the HTTP API as caller (no token when "").
+func (s *site) api(caller, method, path string, body any) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.base+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if caller != "" {
+		req.Header.Set("Authorization", "Bearer "+s.tokens[caller])
+	}
+	res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+// browserless is an HTTP client with a cookie jar, as a browser without
+// JavaScript.
+type browserless struct {
+	t   testing.TB
+	s   *site
+	c   *http.Client
+	tr  *http.Transport
+	url string
+}
+
+func (s *site) visitor() *browserless {
+	jar, _ := cookiejar.New(nil)
+	tr := &http.Transport{DisableKeepAlives: true}
+	return &browserless{t: s.t, s: s, tr: tr, c: &http.Client{Jar: jar, Transport: tr}}
+}
+
+func (b *browserless) do(method, path string, form url.Values) (int, string) {
+	b.t.Helper()
+	var rd io.Reader
+	if form != nil {
+		rd = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(b.t.Context(), method, b.s.base+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	res, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	b.url = res.Request.URL.Path
+	return res.StatusCode, string(out)
+}
+
+var hiddenRE = regexp.MustCompile(`name="(csrf|requestId|key)" value="([^"]*)"`)
+
+// hidden returns the hidden fields of the first form of a page.
+func hidden(page string) url.Values {
+	v := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
+		if v.Get(m[1]) == "" {
+			v.Set(m[1], m[2])
+		}
+	}
+	return v
+}
+
+func TestSignInAndRoles(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, map[string][]string{"sam": {"supervisor"}, "bob": nil})
+	if code, out := s.api("sam", "POST", "/v1/runs/refund", map[string]any{"run": "r-big", "state": map[string]any{"orderId": "o-1", "amount": 900, "currency": "USD", "last4": "4242"}}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	if code, out := s.api("sam", "POST", "/v1/runs/booking", map[string]any{"run": "r-book"}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+
+	bob := s.visitor()
+	code, page := bob.do("GET", "/", nil)
+	if code != http.StatusOK || bob.url != "/login" || !strings.Contains(page, `<label for="token">`) {
+		t.Fatalf("GET / signed out = %d at %s", code, bob.url)
+	}
+	if code, page = bob.do("POST", "/login", url.Values{"token": {"wrong"}, "next": {"/"}}); code != http.StatusUnauthorized || !strings.Contains(page, `id="token-error"`) {
+		t.Fatalf("a wrong token = %d %s", code, page)
+	}
+	// A login form never sends anyone to another site.
+	if code, _ = bob.do("POST", "/login", url.Values{"token": {s.tokens["bob"]}, "next": {"//evil.example/"}}); code != http.StatusOK || bob.url != "/" {
+		t.Fatalf("after sign-in: %d at %s", code, bob.url)
+	}
+	u, _ := url.Parse(s.base)
+	cks := bob.c.Jar.Cookies(u)
+	if len(cks) != 1 || cks[0].Name != inbox.CookieName {
+		t.Fatalf("cookies = %v", cks)
+	}
+	code, page = bob.do("GET", "/", nil)
+	if code != http.StatusOK || !strings.Contains(page, "r-book") || strings.Contains(page, "r-big") || !strings.Contains(page, "1 approval for roles you do not hold is not shown") {
+		t.Fatalf("bob's queue = %d\n%s", code, page)
+	}
+	// Bob sees the approval's page but gets no form to decide it.
+	if _, page = bob.do("GET", "/runs/refund/r-big", nil); !strings.Contains(page, "which you do not hold") || strings.Contains(page, `value="approve"`) {
+		t.Fatalf("bob's approval page:\n%s", page)
+	}
+	// A form without the CSRF token is refused.
+	if code, _ = bob.do("POST", "/runs/booking/r-book", url.Values{"answer.email": {"bob@example.com"}}); code != http.StatusForbidden {
+		t.Fatalf("a form without its CSRF token = %d", code)
+	}
+
+	sam := s.visitor()
+	sam.do("POST", "/login", url.Values{"token": {s.tokens["sam"]}, "next": {"/?role=supervisor"}})
+	code, page = sam.do("GET", "/?role=supervisor", nil)
+	if code != http.StatusOK || !strings.Contains(page, "r-big") || strings.Contains(page, "r-book") {
+		t.Fatalf("sam's supervisor queue = %d\n%s", code, page)
+	}
+}
+
+func TestDecidedElsewhere(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, map[string][]string{"sam": {"supervisor"}, "ann": {"supervisor"}})
+	if code, out := s.api("sam", "POST", "/v1/runs/refund", map[string]any{"run": "r-1", "state": map[string]any{"orderId": "o-1", "amount": 900, "currency": "USD", "last4": "4242"}}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	ann := s.visitor()
+	ann.do("POST", "/login", url.Values{"token": {s.tokens["ann"]}, "next": {"/runs/refund/r-1"}})
+	_, page := ann.do("GET", "/runs/refund/r-1", nil)
+	form := hidden(page)
+	if form.Get("requestId") == "" || form.Get("csrf") == "" {
+		t.Fatalf("no form on the approval page:\n%s", page)
+	}
+	// Sam approves over the API while Ann's page is open.
+	if code, out := s.api("sam", "POST", "/v1/runs/refund/r-1/resume", map[string]any{"decision": "reject", "reason": "duplicate order"}); code != http.StatusAccepted {
+		t.Fatalf("sam's decision = %d %s", code, out)
+	}
+	form.Set("decision", "approve")
+	code, page := ann.do("POST", "/runs/refund/r-1", form)
+	if code != http.StatusConflict || !strings.Contains(page, "Already rejected by sam") || !strings.Contains(page, "duplicate order") {
+		t.Fatalf("ann's late decision = %d\n%s", code, page)
+	}
+}
+
+func TestLocalUserAndAChoice(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, nil)
+	state := map[string]any{"email": "ann@example.com", "name": "Ann", "phone": "555", "level": "beginner", "driver": map[string]any{"name": "Ann", "license": "L-1"}}
+	if code, out := s.api("", "POST", "/v1/runs/booking", map[string]any{"run": "r-1", "state": state}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	local := s.visitor()
+	// No sign-in without an auth file: the local user holds every role.
+	code, page := local.do("GET", "/", nil)
+	if code != http.StatusOK || local.url != "/" || !strings.Contains(page, "Signed in as <strong>local</strong>") || !strings.Contains(page, "r-1") {
+		t.Fatalf("the local queue = %d at %s\n%s", code, local.url, page)
+	}
+	// Only by a loopback name, as the API.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", s.base+"/", nil)
+	req.Host = "evil.example"
+	if res, err := local.c.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET / with Host evil.example = %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+
+	_, page = local.do("GET", "/runs/booking/r-1", nil)
+	if !strings.Contains(page, `type="checkbox" name="selected" value="design"`) {
+		t.Fatalf("the choice's page:\n%s", page)
+	}
+	form := hidden(page)
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusUnprocessableEntity || !strings.Contains(page, `id="selected-error"`) {
+		t.Fatalf("a choice without an option = %d\n%s", code, page)
+	}
+	form.Set("selected", "design")
+	form.Add("selected", "nonsense")
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusUnprocessableEntity || !strings.Contains(page, `id="selected-error"`) {
+		t.Fatalf("a choice of an unknown option = %d\n%s", code, page)
+	}
+	form["selected"] = []string{"design", "product"}
+	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusOK || !strings.Contains(page, `data-status="completed"`) || !strings.Contains(page, "Your answer was sent") {
+		t.Fatalf("a choice = %d\n%s", code, page)
+	}
+}

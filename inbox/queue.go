@@ -1,0 +1,165 @@
+package inbox
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/httpapi"
+)
+
+// maxQueue is the most interrupts the queue shows.
+const maxQueue = 500
+
+// queueView is the data of the queue.
+type queueView struct {
+	Flow, Role string
+	// Flows and Roles are the choices of the filters.
+	Flows, Roles []string
+	Items        []queueItem
+	// More is set when more interrupts wait than the queue shows.
+	More bool
+	// Hidden counts the approvals the caller holds no role for.
+	Hidden int
+	// Partial is the address of the queue's list alone, for live updates.
+	Partial, Stream string
+	Error           string
+}
+
+// queueItem is one pending interrupt in the queue.
+type queueItem struct {
+	events.Pending
+	Age, Left string
+	// Overdue is set when the deadline has passed.
+	Overdue bool
+}
+
+// queue answers GET /: the pending interrupts the caller may act on,
+// oldest first, filtered by flow and role; ?partial=1 renders the list
+// alone, which the page fetches when the stream says something changed.
+func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	v := queueView{Flow: q.Get("flow"), Role: q.Get("role")}
+	status := http.StatusOK
+	if v.Flow != "" {
+		if err := client.CheckName("flow", v.Flow); err != nil {
+			v.Error, v.Flow, status = strings.TrimPrefix(err.Error(), "client: "), "", http.StatusBadRequest
+		}
+	}
+	if v.Role != "" {
+		if err := httpapi.CheckRole(v.Role); err != nil {
+			v.Error, v.Role, status = err.Error(), "", http.StatusBadRequest
+		}
+	}
+	if err := in.fillQueue(r, s, &v); err != nil {
+		in.log.Error().Err(err).Msg("inbox: reading the pending interrupts")
+		v.Error, status = "Interlock could not be reached: "+strings.TrimPrefix(err.Error(), "client: "), http.StatusServiceUnavailable
+	}
+	params := []string{}
+	if v.Flow != "" {
+		params = append(params, "flow="+v.Flow)
+	}
+	if v.Role != "" {
+		params = append(params, "role="+v.Role)
+	}
+	v.Partial = "/?" + strings.Join(append(params, "partial=1"), "&")
+	v.Stream = "/stream"
+	if v.Flow != "" {
+		v.Stream += "?flow=" + v.Flow
+	}
+	if q.Get("partial") != "" {
+		in.renderTemplate(w, status, "queue", "queue-list", v)
+		return
+	}
+	in.render(w, status, "queue", page{Title: "Inbox", Session: &s, CSRF: in.csrf(s), Body: v})
+}
+
+func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
+	cl := in.client(s)
+	now := time.Now()
+	flows, roles := map[string]bool{}, map[string]bool{}
+	for _, role := range s.Roles {
+		roles[role] = true
+	}
+	pq := client.PendingQuery{Flow: v.Flow, Limit: client.MaxPendingLimit}
+	for {
+		pg, err := cl.ListPending(r.Context(), pq)
+		if err != nil {
+			return err
+		}
+		for _, p := range pg.Items {
+			flows[p.Flow] = true
+			if p.Kind == "approval" {
+				if !s.holds(p.ApproverRole) {
+					v.Hidden++
+					continue
+				}
+				roles[p.ApproverRole] = true
+			}
+			if v.Role != "" && p.ApproverRole != v.Role {
+				continue
+			}
+			if len(v.Items) == maxQueue {
+				v.More = true
+				continue
+			}
+			it := queueItem{Pending: p, Age: duration(now.Sub(p.AskedAt))}
+			if p.ExpiresAt != nil {
+				left := p.ExpiresAt.Sub(now)
+				it.Overdue = left <= 0
+				it.Left = duration(left)
+			}
+			v.Items = append(v.Items, it)
+		}
+		if pg.Next == "" || v.More {
+			break
+		}
+		pq.After = pg.Next
+	}
+	v.Flows, v.Roles = sortedKeys(flows, v.Flow), sortedKeys(roles, v.Role)
+	return nil
+}
+
+func sortedKeys(m map[string]bool, also string) []string {
+	if also != "" {
+		m[also] = true
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// duration says d for a person: "45s", "12m", "3h 20m", "2d 4h".
+func duration(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+var funcs = template.FuncMap{
+	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"join": strings.Join,
+	"has":  func(list []string, s string) bool { return slices.Contains(list, s) },
+	"errorText": func(ctx string) string {
+		return strings.TrimSpace(strings.TrimPrefix(ctx, "ERROR:"))
+	},
+	"isError": func(ctx string) bool { return strings.HasPrefix(ctx, "ERROR:") },
+}

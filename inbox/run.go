@@ -1,0 +1,492 @@
+package inbox
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+)
+
+// maxHistory bounds the events a run's page lists.
+const maxHistory = 200
+
+// runView is the data of a run's page.
+type runView struct {
+	Flow, Run string
+	CP        events.Checkpoint
+	// In is the pending interrupt, when the run waits.
+	In *interruptView
+	// Notice says what the last form did; Conflict what someone else
+	// did meanwhile.
+	Notice, Conflict string
+	Events           []eventView
+	Audit            []events.AuditRecord
+	MoreEvents       bool
+	Partial, Stream  string
+}
+
+// interruptView is the pending interrupt and its forms.
+type interruptView struct {
+	events.CheckpointInterrupt
+	Decisions []string
+	// ArgsJSON is the proposal's args, indented, or the edit sent back.
+	ArgsJSON string
+	// Error is why an approval is asked again.
+	Error string
+	// MayDecide is set when the caller holds the approval's role.
+	MayDecide bool
+	// Errors are the forms' errors, by field: answer.<field>, selected,
+	// args, reason, or "" for the form as a whole.
+	Errors map[string]string
+	// Values are the values sent back with errors.
+	Values map[string]string
+	// Key is the idempotency key of the forms: sending one twice decides
+	// once.
+	Key      string
+	Left     string
+	Overdue  bool
+	Proposal map[string]json.RawMessage
+}
+
+// eventView is one event of a run's history.
+type eventView struct {
+	Seq  uint64
+	Kind string
+	Time time.Time
+	// Summary says what happened in a line.
+	Summary string
+	// Diff compares an edit with the proposal.
+	Diff []diffRow
+}
+
+// diffRow is one argument of an edited approval.
+type diffRow struct {
+	Key, Proposed, Edited string
+	Changed               bool
+}
+
+// runPage answers GET /runs/{flow}/{run}: the run's pending interrupt
+// with its forms, and its history.
+func (in *Inbox) runPage(w http.ResponseWriter, r *http.Request, s session) {
+	flow, run, ok := in.names(w, r, s)
+	if !ok {
+		return
+	}
+	v := runView{}
+	switch r.URL.Query().Get("sent") {
+	case "answer":
+		v.Notice = "Your answer was sent."
+	case "decision":
+		v.Notice = "Your decision was sent."
+	case "queued":
+		v.Notice = "Sent. Interlock has not taken it yet; this page shows it once it has."
+	}
+	in.showRun(w, r, s, flow, run, http.StatusOK, v)
+}
+
+// showRun renders a run's page with v's notices, errors and values.
+func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow, run string, status int, v runView) {
+	cl := in.client(s)
+	cp, err := cl.Checkpoint(r.Context(), flow, run)
+	if err != nil {
+		in.fail(w, r, s, err)
+		return
+	}
+	v.Flow, v.Run, v.CP = flow, run, cp
+	if err := in.history(r, cl, &v); err != nil {
+		in.fail(w, r, s, err)
+		return
+	}
+	if cp.Waiting() {
+		iv := v.In
+		if iv == nil {
+			iv = &interruptView{}
+		}
+		iv.CheckpointInterrupt = *cp.Interrupt
+		iv.MayDecide = cp.Interrupt.Kind != "approval" || s.holds(cp.Interrupt.ApproverRole)
+		iv.Key = randomKey()
+		if cp.Interrupt.ExpiresAt != nil {
+			left := time.Until(*cp.Interrupt.ExpiresAt)
+			iv.Left, iv.Overdue = duration(left), left <= 0
+		}
+		if cp.Interrupt.Kind == "approval" {
+			iv.Decisions = []string{"approve", "edit", "reject"}
+			if last, err := cl.LastInterrupt(r.Context(), flow, run); err == nil && last.RequestID == cp.Interrupt.RequestID {
+				if len(last.Decisions) > 0 {
+					iv.Decisions = last.Decisions
+				}
+				iv.Error = last.Error
+				iv.Reason = cmp.Or(iv.Reason, last.Reason)
+			}
+			if iv.ArgsJSON == "" {
+				iv.ArgsJSON = indent(cp.Interrupt.Args)
+			}
+			_ = json.Unmarshal(cp.Interrupt.Args, &iv.Proposal)
+		}
+		v.In = iv
+	} else {
+		v.In = nil
+	}
+	v.Partial = fmt.Sprintf("/runs/%s/%s?partial=1", flow, run)
+	v.Stream = fmt.Sprintf("/stream?flow=%s&run=%s", flow, run)
+	if r.Method == http.MethodGet && r.URL.Query().Get("partial") != "" {
+		in.renderTemplate(w, status, "run", "history", v)
+		return
+	}
+	in.render(w, status, "run", page{Title: flow + " " + run, Session: &s, CSRF: in.csrf(s), Body: v})
+}
+
+// history reads a run's events and audit records.
+func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
+	evs, more, err := cl.RunEvents(r.Context(), v.Flow, v.Run, maxHistory)
+	if err != nil {
+		return err
+	}
+	v.MoreEvents = more
+	proposals := map[string]json.RawMessage{}
+	for _, ev := range evs {
+		e := eventView{Seq: ev.Seq, Kind: ev.Kind, Time: ev.Event.Time()}
+		switch ev.Kind {
+		case events.KindInterrupted:
+			var d events.Interrupted
+			_ = json.Unmarshal(ev.Event.Data(), &d)
+			proposals[d.RequestID] = d.Args
+			switch d.Kind {
+			case "approval":
+				e.Summary = fmt.Sprintf("asks %s to approve %s", d.ApproverRole, d.Action)
+			case "choice":
+				e.Summary = "asks: " + d.Question
+			default:
+				qs := make([]string, 0, len(d.Questions))
+				for _, q := range d.Questions {
+					qs = append(qs, q.Question)
+				}
+				e.Summary = "asks: " + strings.Join(qs, " ")
+			}
+			if d.Error != "" {
+				e.Summary += " (again: " + d.Error + ")"
+			}
+		case events.KindResumed:
+			var d events.Resumed
+			_ = json.Unmarshal(ev.Event.Data(), &d)
+			who := d.Approver
+			if who == "" {
+				who = strings.TrimPrefix(strings.TrimPrefix(ev.Event.Source(), "/inbox/"), "/http/")
+			}
+			if d.Decision != "" {
+				e.Summary = fmt.Sprintf("%s: %s by %s", d.Node, d.Decision, who)
+			} else {
+				e.Summary = fmt.Sprintf("%s answered by %s", d.Node, who)
+			}
+			if d.Reason != "" {
+				e.Summary += ": " + d.Reason
+			}
+			if len(d.Edits) > 0 {
+				e.Diff = diff(proposals[d.RequestID], d.Edits)
+			}
+		case events.KindCompleted:
+			e.Summary = "completed"
+		default:
+			e.Summary = ev.Kind
+		}
+		v.Events = append(v.Events, e)
+	}
+	recs, err := cl.Audit(r.Context(), v.Flow, v.Run)
+	if err != nil {
+		return err
+	}
+	v.Audit = recs
+	return nil
+}
+
+// diff compares an approval's edits with its proposal, argument by
+// argument.
+func diff(proposal, edits json.RawMessage) []diffRow {
+	var p, e map[string]json.RawMessage
+	_ = json.Unmarshal(proposal, &p)
+	_ = json.Unmarshal(edits, &e)
+	keys := map[string]bool{}
+	for k := range p {
+		keys[k] = true
+	}
+	for k := range e {
+		keys[k] = true
+	}
+	var rows []diffRow
+	for _, k := range sortedKeys(keys, "") {
+		row := diffRow{Key: k, Proposed: compact(p[k]), Edited: compact(p[k])}
+		if ev, ok := e[k]; ok {
+			row.Edited = compact(ev)
+			row.Changed = row.Edited != row.Proposed
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func indent(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func randomKey() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "inbox-" + hex.EncodeToString(b)
+}
+
+// names reads the flow and run of the path.
+func (in *Inbox) names(w http.ResponseWriter, r *http.Request, s session) (flow, run string, ok bool) {
+	flow, run = r.PathValue("flow"), r.PathValue("run")
+	for _, n := range [][2]string{{"flow", flow}, {"run", run}} {
+		if err := client.CheckName(n[0], n[1]); err != nil {
+			in.errorPage(w, r, s, http.StatusBadRequest, "No such run", strings.TrimPrefix(err.Error(), "client: "))
+			return "", "", false
+		}
+	}
+	return flow, run, true
+}
+
+// fail shows an error of the client.
+func (in *Inbox) fail(w http.ResponseWriter, r *http.Request, s session, err error) {
+	if errors.Is(err, client.ErrNotFound) {
+		in.errorPage(w, r, s, http.StatusNotFound, "No such run", "There is no such run: it may have finished long ago, or the address is wrong.")
+		return
+	}
+	in.log.Error().Err(err).Msg("inbox: request failed")
+	in.errorPage(w, r, s, http.StatusServiceUnavailable, "Interlock is unavailable", "The inbox could not reach Interlock. Try again in a moment.")
+}
+
+// resume answers POST /runs/{flow}/{run}: a form's answer, choice or
+// decision, sent on the caller's behalf for the request the page showed.
+// A validation error is shown beside its field; a request someone else
+// settled meanwhile is shown with who did what.
+func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
+	flow, run, ok := in.names(w, r, s)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		in.errorPage(w, r, s, http.StatusBadRequest, "The form did not arrive whole", "Send it again.")
+		return
+	}
+	if !in.checkCSRF(r, s) {
+		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
+		return
+	}
+	requestID := r.PostFormValue("requestId")
+	cl := in.client(s)
+	cp, err := cl.Checkpoint(r.Context(), flow, run)
+	if err != nil {
+		in.fail(w, r, s, err)
+		return
+	}
+	if !cp.Waiting() || cp.Interrupt.RequestID != requestID {
+		in.conflict(w, r, s, cl, flow, run, requestID)
+		return
+	}
+	iv := &interruptView{Errors: map[string]string{}, Values: map[string]string{}}
+	res := events.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
+	if !validKey(res.IdempotencyKey) {
+		res.IdempotencyKey = ""
+	}
+	sent := "answer"
+	switch cp.Interrupt.Kind {
+	case "question":
+		res.Answers = map[string]json.RawMessage{}
+		for _, q := range cp.Interrupt.Questions {
+			a := strings.TrimSpace(r.PostFormValue("answer." + q.Field))
+			iv.Values["answer."+q.Field] = a
+			if a == "" {
+				iv.Errors["answer."+q.Field] = "Please answer this question."
+				continue
+			}
+			res.Answers[q.Field], _ = json.Marshal(a)
+		}
+	case "choice":
+		res.Selected = r.PostForm["selected"]
+		if len(res.Selected) == 0 {
+			iv.Errors["selected"] = "Pick an option."
+		}
+	case "approval":
+		sent = "decision"
+		res.Decision = r.PostFormValue("decision")
+		res.Reason = strings.TrimSpace(r.PostFormValue("reason"))
+		iv.Values["decision"] = res.Decision
+		switch res.Decision {
+		case "approve":
+		case "edit":
+			args := r.PostFormValue("args")
+			iv.ArgsJSON = args
+			edits, msg := editsOf(cp.Interrupt.Args, args)
+			if msg != "" {
+				iv.Errors["args"] = msg
+			}
+			res.Edits = edits
+		case "reject":
+			if res.Reason == "" {
+				iv.Errors["reason.reject"] = "Say why you reject it: the reason is recorded and sent back."
+			}
+		default:
+			iv.Errors[""] = "Choose approve, edit or reject."
+		}
+	}
+	if len(iv.Errors) > 0 {
+		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
+		return
+	}
+	roles := s.Roles
+	if s.AllRoles && cp.Interrupt.ApproverRole != "" {
+		roles = []string{cp.Interrupt.ApproverRole}
+	}
+	ev, err := in.port.ResumeAs(r.Context(), cl, flow, run, res, s.Name, roles)
+	var ref events.Refused
+	var rerr *client.RefusedError
+	switch {
+	case errors.Is(err, client.ErrNoAnswer):
+		http.Redirect(w, r, fmt.Sprintf("/runs/%s/%s?sent=queued", flow, run), http.StatusSeeOther)
+		return
+	case errors.As(err, &rerr):
+		ref = rerr.Refused
+	case err != nil:
+		in.fail(w, r, s, err)
+		return
+	case ev.Kind == events.KindRefused:
+		if err := ev.Decode(&ref); err != nil {
+			in.fail(w, r, s, fmt.Errorf("decoding the refusal: %w", err))
+			return
+		}
+	default:
+		http.Redirect(w, r, fmt.Sprintf("/runs/%s/%s?sent=%s", flow, run, sent), http.StatusSeeOther)
+		return
+	}
+	switch ref.Code {
+	case "invalid_answer":
+		field := ""
+		switch {
+		case res.Decision == "edit":
+			field = "args"
+		case res.Decision != "":
+			field = "reason." + res.Decision
+		case cp.Interrupt.Kind == "choice":
+			field = "selected"
+		}
+		iv.Errors[field] = ref.Message
+		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
+	case "token_mismatch", "not_waiting", "expired", "stale_checkpoint":
+		in.conflict(w, r, s, cl, flow, run, requestID)
+	case "forbidden":
+		in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
+	default:
+		in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
+	}
+}
+
+func httpStatus(code string) int {
+	if code == "invalid_payload" {
+		return http.StatusBadRequest
+	}
+	return http.StatusConflict
+}
+
+// validKey reports whether a form's idempotency key is one the page made.
+func validKey(k string) bool {
+	if len(k) != len("inbox-")+24 || !strings.HasPrefix(k, "inbox-") {
+		return false
+	}
+	_, err := hex.DecodeString(k[len("inbox-"):])
+	return err == nil
+}
+
+// editsOf reads an edited args object and returns the arguments that
+// differ from the proposal, or a message for the person.
+func editsOf(proposal json.RawMessage, text string) (map[string]json.RawMessage, string) {
+	var p, e map[string]json.RawMessage
+	_ = json.Unmarshal(proposal, &p)
+	dec := json.NewDecoder(strings.NewReader(text))
+	if err := dec.Decode(&e); err != nil || e == nil || dec.More() {
+		msg := "The arguments must be one JSON object, such as {\"amount\": 400}"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return nil, msg + "."
+	}
+	if err := events.CheckDuplicateKeys([]byte(text)); err != nil {
+		return nil, err.Error()
+	}
+	edits := map[string]json.RawMessage{}
+	for k, v := range e {
+		if compact(v) != compact(p[k]) {
+			edits[k] = v
+		}
+	}
+	var missing []string
+	for k := range p {
+		if _, ok := e[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, "Keep every argument; missing: " + strings.Join(missing, ", ") + "."
+	}
+	if len(edits) == 0 {
+		return nil, "Nothing was changed: change an argument, or approve as proposed."
+	}
+	return edits, ""
+}
+
+// settled are the audit actions that settle a request.
+var settled = []string{
+	events.AuditAnswered, events.AuditApproved, events.AuditEdited, events.AuditRejected,
+	events.AuditExpired, events.AuditEscalated, events.AuditCancelled, events.AuditReannounced,
+}
+
+// conflict shows a run whose request someone or something else settled
+// before the caller's form arrived: who, what, and why.
+func (in *Inbox) conflict(w http.ResponseWriter, r *http.Request, s session, cl *client.Client, flow, run, requestID string) {
+	msg := "This request was settled before your form arrived; nothing you sent was applied."
+	if recs, err := cl.Audit(r.Context(), flow, run); err == nil {
+		for _, rec := range slices.Backward(recs) {
+			if rec.RequestID != requestID || !slices.Contains(settled, rec.Action) {
+				continue
+			}
+			by := rec.By
+			if by == "" {
+				by = "Interlock"
+			}
+			msg = fmt.Sprintf("Already %s by %s at %s", rec.Action, by, rec.At.UTC().Format("15:04:05 UTC"))
+			if rec.Reason != "" {
+				msg += ": “" + rec.Reason + "”"
+			}
+			msg += ". Your form was not applied."
+			break
+		}
+	}
+	in.showRun(w, r, s, flow, run, http.StatusConflict, runView{Conflict: msg})
+}
