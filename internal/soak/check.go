@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,31 +35,47 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		return err
 	}
 	c := a.c.WithWait(5 * time.Second)
+	type result struct{ lost, dup, stuck, audit string }
+	results := make([]result, cfg.Runs)
+	errs := make([]error, cfg.Runs)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.Agents {
+		wg.Go(func() {
+			for i := range next {
+				r := &results[i]
+				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, c, i, tallies[runID(i)])
+			}
+		})
+	}
 	for i := range cfg.Runs {
-		run := runID(i)
-		lost, dup, stuck, audit, err := a.checkRun(ctx, c, i, tallies[run])
-		if err != nil {
-			return err
-		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, r := range results {
 		problem := ""
 		switch {
-		case stuck != "":
+		case r.stuck != "":
 			rep.Stuck++
-			problem = stuck
-		case lost != "":
+			problem = r.stuck
+		case r.lost != "":
 			rep.Lost++
-			problem = lost
-		case dup != "":
+			problem = r.lost
+		case r.dup != "":
 			rep.Duplicated++
-			problem = dup
-		case audit != "":
+			problem = r.dup
+		case r.audit != "":
 			rep.AuditBroken++
-			problem = audit
+			problem = r.audit
 		default:
 			rep.Completed++
 		}
 		if problem != "" && len(rep.Problems) < maxProblems {
-			rep.Problems = append(rep.Problems, run+": "+problem)
+			rep.Problems = append(rep.Problems, runID(i)+": "+problem)
 		}
 	}
 	return nil

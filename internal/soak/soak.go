@@ -123,6 +123,7 @@ func (c Config) withDefaults() Config {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	c.Progress = &lockedWriter{w: c.Progress}
 	return c
 }
 
@@ -288,4 +289,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// lockedWriter serialises the progress lines of the soak's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
