@@ -35,8 +35,9 @@ type proc struct {
 	env  []string
 	log  string // file that collects its output, across restarts
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd has been waited for
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once cmd has been waited for
+	serving time.Time     // when it last said it serves
 }
 
 // start starts the process and returns once it prints servingLine.
@@ -79,6 +80,7 @@ func (p *proc) start(ctx context.Context) error {
 	defer timer.Stop()
 	select {
 	case <-ready:
+		p.serving = time.Now()
 		return nil
 	case <-p.done:
 		return fmt.Errorf("soak: %s ended before serving (%s); see %s", p.name, cmd.ProcessState, p.log)
@@ -253,8 +255,11 @@ func freePort() (int, error) {
 
 // kill kills a victim of d every cfg.Every, in turn, and starts it again,
 // until ctx is done or cfg.Kills have been made. A kill waits for the
-// process killed before to serve again: ticks that come meanwhile are
-// dropped.
+// process killed before to serve again, and for its victim to have served
+// for cfg.AckWait, so that the commands the previous kill of that process
+// left in hand are delivered again before the next: ticks that come
+// meanwhile are dropped. Without that wait, a server killed more often
+// than the ack wait never delivers them again.
 func kill(ctx context.Context, cfg Config, d *deployment, kills *atomic.Int64) error {
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
@@ -265,6 +270,10 @@ func kill(ctx context.Context, cfg Config, d *deployment, kills *atomic.Int64) e
 		case <-t.C:
 		}
 		p := d.victims[n%len(d.victims)]
+		if time.Since(p.serving) < cfg.AckWait {
+			n--
+			continue
+		}
 		if err := p.kill(); err != nil {
 			return err
 		}
