@@ -48,6 +48,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("secret-file", "", "`file` holding the resume-token secret: 32+ random bytes in hex or base64, e.g. from openssl rand -hex 32 (or set INTERLOCK_SECRET); default: generated once and kept in NATS")
 	instance := fs.String("instance", envOr("INTERLOCK_INSTANCE", ""), "`name` of this process in event sources (default: host name)")
 	concurrency := fs.Int("concurrency", bus.DefaultConcurrency, "messages handled at once")
+	ackWait := fs.Duration("ack-wait", bus.DefaultAckWait, "how long a command may stay in a worker's hands before it is delivered again (after a worker dies); give every worker of a deployment the same value, at least 1s")
 	maxAge := fs.Duration("events-max-age", bus.DefaultEventMaxAge, "how long events are kept (at least the "+bus.DefaultDuplicates.String()+" deduplication window)")
 	auditMaxAge := fs.Duration("audit-max-age", bus.DefaultAuditMaxAge, "how long audit records are kept (at least "+bus.DefaultDuplicates.String()+")")
 	keepFinished := fs.Duration("keep-finished", kv.DefaultKeepFinished, "how long a finished run's checkpoint is kept, at least 1s (0 keeps them for ever)")
@@ -77,6 +78,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*keepFinished = kv.KeepForever
 	} else if *keepFinished < time.Second {
 		return usagef("--keep-finished %v: use at least 1s, or 0 to keep finished runs for ever", *keepFinished)
+	}
+	if *ackWait < time.Second {
+		return usagef("--ack-wait %v: use at least 1s (a command is handled within 5/6 of it)", *ackWait)
 	}
 	nReplicas, err := parseReplicas(*replicas)
 	if err != nil {
@@ -112,6 +116,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Secret:      secret,
 		Instance:    *instance,
 		Concurrency: *concurrency,
+		AckWait:     *ackWait,
 		Logger:      &log,
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}

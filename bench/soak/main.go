@@ -1,0 +1,146 @@
+// Command soak is Interlock's fault soak: it drives runs of
+// examples/booking through every interrupt with concurrent agents while it
+// kills a worker process, the serve process with its embedded server, or
+// one node of a three-node cluster with SIGKILL every second and restarts
+// it; then it checks every run (completed exactly once, with the state its
+// answers imply, no event published twice, its audit chain intact),
+// prints what it found, and exits 1 on any loss.
+//
+//	go run ./bench/soak -mode worker -runs 2000
+//	go run ./bench/soak -mode server -runs 2000
+//	go run ./bench/soak -mode node -runs 2000
+//
+// See docs/reliability.md, and package internal/soak for what is checked.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/interlockhq/interlock/internal/soak"
+)
+
+// defaultTimeout bounds a whole soak.
+const defaultTimeout = time.Hour
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal ends the soak; a second ends the process at once.
+	context.AfterFunc(ctx, stop)
+	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a bad flag.
+type usageError struct{ error }
+
+// errFailed is the error of a soak that found a lost, duplicated or stuck
+// run; the report says which.
+var errFailed = errors.New("runs were lost, duplicated or stuck, or an audit chain is broken")
+
+// Run runs a soak with the command-line arguments args, printing the
+// report to stdout and progress to stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg     soak.Config
+		mode    string
+		asJSON  bool
+		timeout time.Duration
+	)
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&mode, "mode", string(soak.DefaultMode), "what is killed: worker (a worker process; the NATS server survives), server (serve with its embedded server), or node (one node of a 3-node cluster)")
+	fs.IntVar(&cfg.Runs, "runs", soak.DefaultRuns, "booking runs driven through every interrupt")
+	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")
+	fs.IntVar(&cfg.Workers, "workers", soak.DefaultWorkers, "worker processes in worker mode")
+	fs.DurationVar(&cfg.Every, "every", soak.DefaultEvery, "time between two kills")
+	fs.IntVar(&cfg.Kills, "kills", 0, "stop killing after this many kills (0: until the runs end)")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", soak.DefaultAckWait, "serve's --ack-wait: how soon a killed worker's command is delivered again")
+	fs.StringVar(&cfg.Binary, "interlock", "", "interlock binary to run (default: built from this module)")
+	fs.StringVar(&cfg.Dir, "dir", "", "directory for data and logs, kept (default: a temporary one, removed if the soak passes)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.DurationVar(&timeout, "timeout", defaultTimeout, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: go run ./bench/soak [flags]\n\nDrives booking runs while killing Interlock's processes with SIGKILL, then checks every run.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q: soak takes only flags", fs.Arg(0))}
+	}
+	cfg.Mode = soak.Mode(mode)
+	ok := false
+	for _, m := range soak.Modes {
+		ok = ok || cfg.Mode == m
+	}
+	if !ok {
+		return usageError{fmt.Errorf("-mode %q: use worker, server or node", mode)}
+	}
+	if cfg.Runs < 1 || cfg.Agents < 1 || cfg.Workers < 1 || cfg.Kills < 0 {
+		return usageError{errors.New("-runs, -agents and -workers must be positive, -kills 0 or more")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg.Progress = stderr
+	rep, err := soak.Run(ctx, cfg)
+	if werr := write(stdout, rep, asJSON); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errFailed
+	}
+	return nil
+}
+
+// write prints rep as text or JSON.
+func write(w io.Writer, rep soak.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "mode        %s\n", rep.Mode)
+	fmt.Fprintf(&b, "runs        %d\n", rep.Runs)
+	fmt.Fprintf(&b, "completed   %d\n", rep.Completed)
+	fmt.Fprintf(&b, "kills       %d\n", rep.Kills)
+	fmt.Fprintf(&b, "lost        %d\n", rep.Lost)
+	fmt.Fprintf(&b, "duplicated  %d\n", rep.Duplicated)
+	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
+	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
+	fmt.Fprintf(&b, "wall        %s (checks %s)\n", rep.Wall.Round(time.Millisecond), rep.Check.Round(time.Millisecond))
+	for _, p := range rep.Problems {
+		fmt.Fprintf(&b, "problem     %s\n", p)
+	}
+	if rep.Dir != "" {
+		fmt.Fprintf(&b, "logs        %s\n", rep.Dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,246 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// source is the CloudEvents source of the agents' commands.
+const source = "/soak/agent"
+
+// How an agent polls a run's checkpoint: from firstPoll, doubling to
+// maxPoll, back to firstPoll when the run moves.
+const (
+	firstPoll = 10 * time.Millisecond
+	maxPoll   = 250 * time.Millisecond
+)
+
+// publishWait bounds one publish: a server that was killed does not answer.
+const publishWait = 2 * time.Second
+
+// agents drive the runs of a soak.
+type agents struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	c     *client.Client
+	names wire.Names
+	runs  int
+	// ended counts runs an agent saw end (or left).
+	ended atomic.Int64
+}
+
+// newAgents connects to url as a client without credentials, as an agent
+// service would.
+func newAgents(ctx context.Context, cfg Config, url string) (*agents, error) {
+	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: "interlock-soak"})
+	if err != nil {
+		return nil, fmt.Errorf("soak: connecting the agents: %w", err)
+	}
+	names, _ := wire.NewNames("")
+	return &agents{nc: nc, js: js, c: client.New(nc, js, names, source, 2*time.Second), names: names, runs: cfg.Runs}, nil
+}
+
+func (a *agents) close() { a.nc.Close() }
+
+// runID is the id of the i-th run.
+func runID(i int) string { return fmt.Sprintf("soak-%06d", i) }
+
+// drive drives every run to its end with cfg.Agents agents.
+func (a *agents) drive(ctx context.Context, cfg Config) error {
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range cfg.Runs {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range cfg.Agents {
+		wg.Go(func() {
+			for i := range next {
+				a.driveRun(ctx, cfg, i)
+				a.ended.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// command is a command an agent sends until it takes effect, always the
+// same message: a copy that JetStream already holds is dropped by its
+// Nats-Msg-Id, and one the server lost is stored again.
+type command struct {
+	msg  *nats.Msg
+	sent time.Time
+}
+
+// newCommand builds a command with event id id.
+func (a *agents) newCommand(subject, typ, run, id string, data any) (*command, error) {
+	ev, err := events.New(id, source, typ, run, time.Now().UTC(), data)
+	if err != nil {
+		return nil, err
+	}
+	body, err := events.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	msg.Header.Set("Content-Type", events.Structured)
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	return &command{msg: msg}, nil
+}
+
+// send publishes cmd unless it was published less than retry ago. A
+// publish that fails (the server is down, no ack in time) is retried at
+// the next call.
+func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
+	if !cmd.sent.IsZero() && time.Since(cmd.sent) < retry {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishWait)
+	defer cancel()
+	if _, err := a.js.PublishMsg(pctx, cmd.msg); err == nil {
+		cmd.sent = time.Now()
+	}
+}
+
+// driveRun starts run i and answers each of its interrupts until it ends,
+// or until it has made no progress for cfg.Patience.
+func (a *agents) driveRun(ctx context.Context, cfg Config, i int) {
+	run := runID(i)
+	start, err := a.newCommand(a.names.In(booking.Name, "start"), events.TypeStart, run, run+"-start", events.Start{})
+	if err != nil {
+		return
+	}
+	resumes := map[string]*command{} // by request id
+	lastMove := time.Now()
+	var lastRev uint64
+	poll := firstPoll
+	for time.Since(lastMove) < cfg.Patience {
+		cp, err := a.c.Checkpoint(ctx, booking.Name, run)
+		switch {
+		case errors.Is(err, client.ErrNotFound):
+			a.send(ctx, start, cfg.Retry)
+		case err != nil:
+			// The server is down or a leader is being elected: read again.
+		case cp.Finished():
+			return
+		case cp.Checkpoint != lastRev:
+			lastRev, lastMove, poll = cp.Checkpoint, time.Now(), firstPoll
+		}
+		if err == nil && cp.Waiting() {
+			a.answer(ctx, cfg, i, cp, resumes)
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		poll = min(2*poll, maxPoll)
+	}
+}
+
+// answer sends the resume of the interrupt cp waits on: the answers run i
+// gives at that node, a note naming the node, and an idempotency key
+// naming run and node. Its token is the one the interrupted event of that
+// request carries.
+func (a *agents) answer(ctx context.Context, cfg Config, i int, cp events.Checkpoint, resumes map[string]*command) {
+	req := cp.Interrupt.RequestID
+	cmd := resumes[req]
+	if cmd == nil {
+		in, err := a.c.LastInterrupt(ctx, booking.Name, cp.Run)
+		if err != nil || in.RequestID != req {
+			return // not announced yet, or the run moved: read again
+		}
+		r, err := resumeFor(i, in.Node)
+		if err != nil {
+			return
+		}
+		r.ResumeToken = in.ResumeToken
+		key := cp.Run + "-" + in.Node
+		r.IdempotencyKey = key
+		if cmd, err = a.newCommand(a.names.In(booking.Name, "resume"), events.TypeResume, cp.Run, key, r); err != nil {
+			return
+		}
+		resumes[req] = cmd
+	}
+	a.send(ctx, cmd, cfg.Retry)
+}
+
+// The options of booking's pick_topics.
+var topics = []string{"product", "design", "engineering"}
+
+// levels are the levels booking's ask_level accepts.
+var levels = []string{"beginner", "intermediate", "advanced"}
+
+// answers are what run i answers at each node of booking, as resume
+// fields; expected is the final state they imply.
+func answers(i int) (byNode map[string]events.Resume, expected booking.State) {
+	run := runID(i)
+	expected = booking.State{
+		Email:  run + "@example.com",
+		Name:   fmt.Sprintf("Person %d", i),
+		Phone:  fmt.Sprintf("+49 30 %07d", i),
+		Level:  levels[i%len(levels)],
+		Driver: booking.Driver{Name: fmt.Sprintf("Driver %d", i), License: fmt.Sprintf("DL-%06d", i)},
+		Notes:  []string{"ask_email", "ask_contact", "ask_level", "ask_driver", "pick_topics"},
+	}
+	// A non-empty subset of the topics, from the run's number.
+	for b, t := range topics {
+		if (i%7+1)&(1<<b) != 0 {
+			expected.Topics = append(expected.Topics, t)
+		}
+	}
+	q := func(kv ...string) map[string]json.RawMessage {
+		m := map[string]json.RawMessage{}
+		for j := 0; j < len(kv); j += 2 {
+			b, _ := json.Marshal(kv[j+1])
+			m[kv[j]] = b
+		}
+		return m
+	}
+	byNode = map[string]events.Resume{
+		// Upper case and spaces that booking's validator normalises.
+		"ask_email":   {Answers: q("email", "  Soak-"+run[len("soak-"):]+"@EXAMPLE.com ")},
+		"ask_contact": {Answers: q("name", expected.Name, "phone", expected.Phone)},
+		"ask_level":   {Answers: q("level", expected.Level)},
+		"ask_driver":  {Answers: q("driver.name", expected.Driver.Name, "driver.license", expected.Driver.License)},
+		"pick_topics": {Selected: expected.Topics},
+	}
+	for node, r := range byNode {
+		r.Update = q("notes", node)
+		byNode[node] = r
+	}
+	return byNode, expected
+}
+
+// resumeFor is run i's resume at node.
+func resumeFor(i int, node string) (events.Resume, error) {
+	byNode, _ := answers(i)
+	r, ok := byNode[node]
+	if !ok {
+		return events.Resume{}, fmt.Errorf("soak: booking asks at node %s, which the soak does not know", node)
+	}
+	return r, nil
+}

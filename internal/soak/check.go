@@ -1,0 +1,238 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+)
+
+// checkWait bounds reading what the checks need: the servers serve again
+// before the checks begin, but a cluster may still be electing leaders.
+const checkWait = time.Minute
+
+// tally is what the events stream holds of one run.
+type tally struct {
+	started, completed int
+	// resumed counts resumed events by the checkpoint they name.
+	resumed map[uint64]int
+}
+
+// check checks every run and fills rep's counts.
+func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
+	tallies, err := a.readEvents(ctx)
+	if err != nil {
+		return err
+	}
+	c := a.c.WithWait(5 * time.Second)
+	type result struct{ lost, dup, stuck, audit string }
+	results := make([]result, cfg.Runs)
+	errs := make([]error, cfg.Runs)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.Agents {
+		wg.Go(func() {
+			for i := range next {
+				r := &results[i]
+				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, c, i, tallies[runID(i)])
+			}
+		})
+	}
+	for i := range cfg.Runs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, r := range results {
+		problem := ""
+		switch {
+		case r.stuck != "":
+			rep.Stuck++
+			problem = r.stuck
+		case r.lost != "":
+			rep.Lost++
+			problem = r.lost
+		case r.dup != "":
+			rep.Duplicated++
+			problem = r.dup
+		case r.audit != "":
+			rep.AuditBroken++
+			problem = r.audit
+		default:
+			rep.Completed++
+		}
+		if problem != "" && len(rep.Problems) < maxProblems {
+			rep.Problems = append(rep.Problems, runID(i)+": "+problem)
+		}
+	}
+	return nil
+}
+
+// checkRun checks run i against its tally of events. Each result says
+// what is wrong of its kind, "" when nothing is.
+func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally) (lost, dup, stuck, audit string, err error) {
+	run := runID(i)
+	cp, err := retry(ctx, func() (events.Checkpoint, error) { return c.Checkpoint(ctx, booking.Name, run) })
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return "no checkpoint: the run was lost", "", "", "", nil
+	case err != nil:
+		return "", "", "", "", err
+	case !cp.Finished():
+		return "", "", fmt.Sprintf("still %s at %s (checkpoint %d)", cp.Status, cp.Node, cp.Checkpoint), "", nil
+	case cp.Status != events.StatusCompleted:
+		return fmt.Sprintf("ended %s at %s: %s", cp.Status, cp.Node, cp.Error), "", "", "", nil
+	}
+	_, want := answers(i)
+	var got booking.State
+	if err := json.Unmarshal(cp.State, &got); err != nil {
+		return fmt.Sprintf("final state %s does not decode: %v", cp.State, err), "", "", "", nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		msg := fmt.Sprintf("final state %s, want %+v", cp.State, want)
+		if len(got.Notes) > len(want.Notes) {
+			return "", "an answer applied twice: " + msg, "", "", nil
+		}
+		return "an answer lost: " + msg, "", "", "", nil
+	}
+	var dups []string
+	for rev, n := range t.resumed {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%d resumed events for checkpoint %d", n, rev))
+		}
+	}
+	if t.started > 1 || t.completed > 1 {
+		dups = append(dups, fmt.Sprintf("%d started and %d completed events", t.started, t.completed))
+	}
+	if len(dups) > 0 {
+		return "", strings.Join(dups, "; "), "", "", nil
+	}
+	if t.started == 0 || t.completed == 0 || len(t.resumed) != len(want.Notes) {
+		return fmt.Sprintf("events missing: %d started, %d resumed, %d completed; want 1, %d, 1", t.started, len(t.resumed), t.completed, len(want.Notes)), "", "", "", nil
+	}
+	ar, err := retry(ctx, func() (client.AuditReport, error) { return c.VerifyAudit(ctx, booking.Name, run) })
+	if err != nil {
+		return "", "", "", "", err
+	}
+	if !ar.Intact {
+		var msgs []string
+		for _, p := range ar.Problems {
+			msgs = append(msgs, p.Message)
+		}
+		return "", "", "", "audit chain broken: " + strings.Join(msgs, "; "), nil
+	}
+	return "", "", "", "", nil
+}
+
+// retry calls f until it succeeds, fails with client.ErrNotFound, or
+// checkWait has passed.
+func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(checkWait)
+	poll := firstPoll
+	for {
+		v, err := f()
+		if err == nil || errors.Is(err, client.ErrNotFound) || time.Now().After(deadline) {
+			return v, err
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, ctx.Err()
+		case <-t.C:
+		}
+		poll = min(2*poll, time.Second)
+	}
+}
+
+// readEvents reads every booking event in the events stream and counts
+// them by run.
+func (a *agents) readEvents(ctx context.Context) (map[string]tally, error) {
+	return retry(ctx, func() (map[string]tally, error) {
+		stream, err := a.js.Stream(ctx, a.names.EventStream())
+		if err != nil {
+			return nil, fmt.Errorf("soak: binding %s: %w", a.names.EventStream(), err)
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{a.names.Event(booking.Name, "*", "*")},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
+		}
+		out := map[string]tally{}
+		if info.NumPending == 0 {
+			return out, nil
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
+		}
+		defer it.Stop()
+		for {
+			m, err := it.Next(jetstream.NextMaxWait(checkWait))
+			if err != nil {
+				return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
+			}
+			if err := count(out, m); err != nil {
+				return nil, err
+			}
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
+			}
+			if meta.NumPending == 0 {
+				break
+			}
+		}
+		return out, nil
+	})
+}
+
+// count adds event m to its run's tally.
+func count(out map[string]tally, m jetstream.Msg) error {
+	// <prefix>.ev.<flow>.<run>.<kind>
+	tok := strings.Split(m.Subject(), ".")
+	if len(tok) != 5 {
+		return nil
+	}
+	run, kind := tok[3], tok[4]
+	t := out[run]
+	if t.resumed == nil {
+		t.resumed = map[uint64]int{}
+	}
+	switch kind {
+	case events.KindStarted:
+		t.started++
+	case events.KindCompleted:
+		t.completed++
+	case events.KindResumed:
+		ev, err := events.Decode(m.Headers(), m.Data())
+		if err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject(), err)
+		}
+		var r events.Resumed
+		if err := json.Unmarshal(ev.Data(), &r); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject(), err)
+		}
+		t.resumed[r.Checkpoint]++
+	}
+	out[run] = t
+	return nil
+}

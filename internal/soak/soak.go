@@ -1,0 +1,304 @@
+// Package soak is Interlock's fault soak: it drives runs of examples/booking
+// through every interrupt with several concurrent agents while it kills
+// Interlock's processes with SIGKILL and restarts them, then checks every
+// run: completed exactly once, its final state exactly what its answers
+// imply, no event of a transition published twice, and its audit chain
+// intact ([client.Client.VerifyAudit]).
+//
+// [Run] does one soak with a [Config]; `go run ./bench/soak` is its
+// command line, and TestSoakKilledWorkersLoseNothing runs a short one on
+// every test run. What a [Mode] kills:
+//
+//   - [ModeWorker]: a worker process (`interlock serve --nats-url`), one of
+//     several on a NATS server that runs in a serve process of its own.
+//   - [ModeServer]: the one `interlock serve`, its embedded NATS server
+//     with it.
+//   - [ModeNode]: one node of three `interlock serve` processes that form a
+//     JetStream cluster on loopback, streams and buckets replicated 3 times.
+//
+// The processes run an `interlock` binary built once ([Build]).
+// Everything listens on 127.0.0.1 only. The workers authenticate to the
+// embedded server as its workers user with a random password the soak
+// makes and passes in INTERLOCK_WORKERS_PASSWORD; the agents connect
+// without credentials, with the rights of any client; every process gets
+// the same random resume-token secret in INTERLOCK_SECRET.
+package soak
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode is what a soak kills.
+type Mode string
+
+// The modes.
+const (
+	// ModeWorker kills worker processes; the NATS server survives.
+	ModeWorker Mode = "worker"
+	// ModeServer kills the one serve process with its embedded server.
+	ModeServer Mode = "server"
+	// ModeNode kills one node of a three-node cluster at a time.
+	ModeNode Mode = "node"
+)
+
+// Modes lists the modes, for flags and messages.
+var Modes = []Mode{ModeWorker, ModeServer, ModeNode}
+
+// Defaults of a Config.
+const (
+	DefaultMode     = ModeWorker
+	DefaultRuns     = 2000
+	DefaultAgents   = 16
+	DefaultWorkers  = 2
+	DefaultEvery    = time.Second
+	DefaultAckWait  = 2 * time.Second
+	DefaultPatience = 2 * time.Minute
+	// DefaultRetry is how long an agent waits for a command to take
+	// effect before it publishes it again.
+	DefaultRetry = 5 * time.Second
+)
+
+// Config configures a soak.
+type Config struct {
+	// Mode is what is killed. Defaults to DefaultMode.
+	Mode Mode
+	// Runs is how many booking runs are driven to completion. Defaults to
+	// DefaultRuns.
+	Runs int
+	// Agents is how many runs are driven at once, each by its own
+	// goroutine. Defaults to DefaultAgents.
+	Agents int
+	// Workers is how many worker processes run in ModeWorker. Defaults to
+	// DefaultWorkers.
+	Workers int
+	// Every is the time between two kills (a kill waits, too, until the
+	// process killed before is serving again). Defaults to DefaultEvery.
+	Every time.Duration
+	// Kills stops the killing after this many; 0 kills until the runs are
+	// driven to their end.
+	Kills int
+	// AckWait is serve's --ack-wait: how soon a command a killed worker
+	// held is delivered again. Defaults to DefaultAckWait.
+	AckWait time.Duration
+	// Retry is how long an agent waits for a command to take effect before
+	// it publishes it again, with the same Nats-Msg-Id. Defaults to
+	// DefaultRetry.
+	Retry time.Duration
+	// Patience is how long an agent keeps at a run that makes no progress
+	// before it leaves it (the run is then counted stuck unless it ends
+	// anyway). Defaults to DefaultPatience.
+	Patience time.Duration
+	// Binary is the interlock binary to run. Defaults to one built with
+	// [Build] in Dir.
+	Binary string
+	// Dir holds the data directories and the processes' logs. Defaults to
+	// a temporary directory, removed at the end unless the soak failed.
+	Dir string
+	// Progress receives a line every few seconds and a line per kill.
+	// Defaults to io.Discard.
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	c.Mode = cmp.Or(c.Mode, DefaultMode)
+	c.Runs = cmp.Or(c.Runs, DefaultRuns)
+	c.Agents = cmp.Or(c.Agents, DefaultAgents)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.Every = cmp.Or(c.Every, DefaultEvery)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.Retry = cmp.Or(c.Retry, DefaultRetry)
+	c.Patience = cmp.Or(c.Patience, DefaultPatience)
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	c.Progress = &lockedWriter{w: c.Progress}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Mode != ModeWorker && c.Mode != ModeServer && c.Mode != ModeNode:
+		return fmt.Errorf("soak: Config.Mode is %q; use worker, server or node", c.Mode)
+	case c.Runs < 1:
+		return fmt.Errorf("soak: Config.Runs is %d; it must be positive", c.Runs)
+	case c.Agents < 1:
+		return fmt.Errorf("soak: Config.Agents is %d; it must be positive", c.Agents)
+	case c.Workers < 1:
+		return fmt.Errorf("soak: Config.Workers is %d; it must be positive", c.Workers)
+	case c.Every < 10*time.Millisecond:
+		return fmt.Errorf("soak: Config.Every is %s; it must be at least 10ms", c.Every)
+	case c.Kills < 0:
+		return fmt.Errorf("soak: Config.Kills is %d; it must be 0 or more", c.Kills)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("soak: Config.AckWait is %s; it must be at least 1s", c.AckWait)
+	case c.Retry <= 0 || c.Patience <= 0:
+		return fmt.Errorf("soak: Config.Retry (%s) and Config.Patience (%s) must be positive", c.Retry, c.Patience)
+	}
+	return nil
+}
+
+// Report is what a soak found.
+type Report struct {
+	Mode Mode `json:"mode"`
+	// Runs is how many runs were driven; Completed how many completed
+	// exactly as their answers imply.
+	Runs      int `json:"runs"`
+	Completed int `json:"completed"`
+	// Kills is how many times a process was killed with SIGKILL.
+	Kills int `json:"kills"`
+	// Lost counts runs missing, or missing an answer, a started, resumed or
+	// completed event.
+	Lost int `json:"lost"`
+	// Duplicated counts runs with an answer applied twice, or an event of
+	// one transition published twice.
+	Duplicated int `json:"duplicated"`
+	// Stuck counts runs that had not ended when the agents were done.
+	Stuck int `json:"stuck"`
+	// AuditBroken counts runs whose audit chain does not verify.
+	AuditBroken int `json:"auditBroken"`
+	// Wall is the time from the first start to the last run's end; Check
+	// the time the checks took after it.
+	Wall  time.Duration `json:"wall"`
+	Check time.Duration `json:"check"`
+	// Problems describe the first problems found, one per run.
+	Problems []string `json:"problems,omitempty"`
+	// Dir is where the processes' logs are kept, when the soak failed.
+	Dir string `json:"dir,omitempty"`
+}
+
+// maxProblems bounds Report.Problems.
+const maxProblems = 20
+
+// OK reports whether every run completed exactly once, as its answers
+// imply, with its audit chain intact.
+func (r Report) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.AuditBroken == 0 && r.Completed == r.Runs
+}
+
+// Run does one soak. The error is for what kept the soak from running or
+// checking (a process that would not start, a server unreachable at the
+// end); what it found is in the Report, whose OK says whether it passed.
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	rep.Mode, rep.Runs = cfg.Mode, cfg.Runs
+	dir := cfg.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "interlock-soak-"); err != nil {
+			return rep, fmt.Errorf("soak: %w", err)
+		}
+		defer func() {
+			if err == nil && rep.OK() {
+				err = os.RemoveAll(dir)
+			} else {
+				rep.Dir = dir
+			}
+		}()
+	}
+	if cfg.Binary == "" {
+		if cfg.Binary, err = Build(ctx, dir); err != nil {
+			return rep, err
+		}
+	}
+	d, err := deploy(ctx, cfg, dir)
+	if err != nil {
+		return rep, err
+	}
+	defer func() { err = errors.Join(err, d.stop()) }()
+
+	a, err := newAgents(ctx, cfg, d.clientURL)
+	if err != nil {
+		return rep, err
+	}
+	defer a.close()
+
+	began := time.Now()
+	driving, stopDriving := context.WithCancel(ctx)
+	defer stopDriving()
+	var (
+		kills   atomic.Int64
+		wg      sync.WaitGroup
+		killErr error
+	)
+	wg.Go(func() {
+		if killErr = kill(driving, cfg, d, &kills); killErr != nil {
+			stopDriving() // a process that will not start again ends the soak
+		}
+	})
+	wg.Go(func() { report(driving, cfg.Progress, a, &kills, began) })
+	err = a.drive(driving, cfg)
+	stopDriving()
+	wg.Wait()
+	if killErr != nil {
+		err = killErr
+	}
+	rep.Kills = int(kills.Load())
+	rep.Wall = time.Since(began)
+	if err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(cfg.Progress, "soak: %d runs driven in %s with %d kills; checking every run\n", cfg.Runs, rep.Wall.Round(time.Millisecond), rep.Kills)
+	checked := time.Now()
+	err = a.check(ctx, cfg, &rep)
+	rep.Check = time.Since(checked)
+	return rep, err
+}
+
+// report prints progress every few seconds until ctx is done.
+func report(ctx context.Context, w io.Writer, a *agents, kills *atomic.Int64, began time.Time) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fmt.Fprintf(w, "soak: %s: %d of %d runs ended, %d kills\n", time.Since(began).Round(time.Second), a.ended.Load(), a.runs, kills.Load())
+		}
+	}
+}
+
+// Build builds the interlock command into dir and returns the binary's
+// path. It runs the go command, so it works inside Interlock's module (or
+// with it in the module cache).
+func Build(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "interlock")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/interlockhq/interlock/cmd/interlock")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("soak: building the interlock command: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lockedWriter serialises the progress lines of the soak's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
