@@ -7,11 +7,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
@@ -101,12 +104,143 @@ func k8sNATSConfig(t *testing.T) string {
 	return filepath.Join(dir, "nats.conf")
 }
 
+// natsChartConfig writes the nats.conf the official NATS Helm chart
+// (nats-io/k8s, chart nats 1.x) makes from deploy/helm/nats-values.yaml,
+// with the files of its ConfigMap beside it, and returns its path. The
+// chart's own parts (files/config/*.yaml: server name, ports, TLS files,
+// routes, JetStream store) are written here as the chart writes them; the
+// values' merge blocks are merged in, and the result formatted as the
+// chart's nats.formatConfig does: JSON, "<< x >>" unquoted, a key ending
+// in $include made an include directive.
+func natsChartConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/helm/nats-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			Cluster struct {
+				Enabled  bool
+				Replicas int
+				TLS      struct {
+					Enabled    bool
+					SecretName string `yaml:"secretName"`
+					Merge      map[string]any
+				} `yaml:"tls"`
+			}
+			JetStream struct {
+				Enabled   bool
+				FileStore struct {
+					Enabled bool
+					Dir     string
+					PVC     struct {
+						Enabled bool
+						Size    string
+					} `yaml:"pvc"`
+				} `yaml:"fileStore"`
+				MemoryStore struct{ Enabled bool } `yaml:"memoryStore"`
+				Merge       map[string]any
+			} `yaml:"jetstream"`
+			NATS struct {
+				Port int
+				TLS  struct {
+					Enabled    bool
+					SecretName string `yaml:"secretName"`
+					Merge      map[string]any
+				} `yaml:"tls"`
+			} `yaml:"nats"`
+			Merge map[string]any
+		}
+		TLSCA struct {
+			Enabled    bool
+			SecretName string `yaml:"secretName"`
+			Key        string
+		} `yaml:"tlsCA"`
+		ConfigMap struct {
+			Merge struct{ Data map[string]string }
+		} `yaml:"configMap"`
+		Container struct {
+			Env map[string]struct {
+				ValueFrom struct {
+					SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
+				} `yaml:"valueFrom"`
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("deploy/helm/nats-values.yaml: %v", err)
+	}
+	c := v.Config
+	switch {
+	case !c.Cluster.Enabled || c.Cluster.Replicas != 3:
+		t.Errorf("nats-values.yaml: cluster enabled %v with %d replicas, want a 3-node cluster", c.Cluster.Enabled, c.Cluster.Replicas)
+	case !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.MemoryStore.Enabled:
+		t.Errorf("nats-values.yaml: want JetStream with file storage on a volume, and no memory store: %+v", c.JetStream)
+	case !c.NATS.TLS.Enabled || !c.Cluster.TLS.Enabled || !v.TLSCA.Enabled:
+		t.Errorf("nats-values.yaml: want TLS for clients and routes, with a CA")
+	}
+	for _, u := range deployUsers {
+		name := "INTERLOCK_" + strings.ToUpper(u) + "_PASSWORD"
+		if ref := v.Container.Env[name].ValueFrom.SecretKeyRef; ref.Name == "" || ref.Key != name {
+			t.Errorf("nats-values.yaml: %s is not read from a Secret", name)
+		}
+	}
+	dir := t.TempDir()
+	for name, text := range v.ConfigMap.Merge.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("../deploy/interlock-auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.ConfigMap.Merge.Data["interlock-auth.conf"] != string(want) {
+		t.Error("nats-values.yaml's interlock-auth.conf differs from deploy/interlock-auth.conf; copy it over")
+	}
+	// The chart mounts the TLS secret at /etc/nats-certs/{nats,cluster}
+	// and the CA at /etc/nats-ca-cert; here, the test's files.
+	tlsBlock := func(merge map[string]any) map[string]any {
+		m := map[string]any{"cert_file": os.Getenv("INTERLOCK_TLS_CERT"), "key_file": os.Getenv("INTERLOCK_TLS_KEY"), "ca_file": os.Getenv("INTERLOCK_TLS_CA")}
+		maps.Copy(m, merge)
+		return m
+	}
+	js := map[string]any{"max_memory_store": 0, "store_dir": c.JetStream.FileStore.Dir, "max_file_store": "<< " + c.JetStream.FileStore.PVC.Size + " >>"}
+	maps.Copy(js, c.JetStream.Merge)
+	var routes []any
+	for i := range c.Cluster.Replicas {
+		routes = append(routes, fmt.Sprintf("tls://nats-%d.nats-headless:6222", i))
+	}
+	conf := map[string]any{
+		"server_name": "<< $POD_NAME >>", "lame_duck_grace_period": "10s", "lame_duck_duration": "30s",
+		"port": c.NATS.Port, "tls": tlsBlock(c.NATS.TLS.Merge), "http_port": 8222, "jetstream": js,
+		"cluster": map[string]any{"name": "nats", "port": 6222, "no_advertise": true, "routes": routes, "tls": tlsBlock(c.Cluster.TLS.Merge)},
+	}
+	maps.Copy(conf, c.Merge)
+	// Helm's toPrettyRawJson: indented, without HTML escapes.
+	var out strings.Builder
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(conf); err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`".*\$include": "(.*)",?`).ReplaceAllString(out.String(), "include ${1};")
+	text = regexp.MustCompile(`"<<\s+(.*?)\s+>>"`).ReplaceAllString(text, "${1}")
+	path := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestDeployConfigsLoad loads every NATS configuration of deploy/ into the
 // nats-server library, so none can rot, and checks they agree on one set
 // of users and rights, with TLS where they listen.
 func TestDeployConfigsLoad(t *testing.T) {
 	deployEnv(t)
-	paths := []string{"../deploy/nats-server.conf", "../deploy/cluster/nats-1.conf", "../deploy/cluster/nats-2.conf", "../deploy/cluster/nats-3.conf", k8sNATSConfig(t)}
+	paths := []string{"../deploy/nats-server.conf", "../deploy/cluster/nats-1.conf", "../deploy/cluster/nats-2.conf", "../deploy/cluster/nats-3.conf", k8sNATSConfig(t), natsChartConfig(t)}
 	var want map[string]*server.Permissions
 	for _, path := range paths {
 		opts, err := server.ProcessConfigFile(path)
