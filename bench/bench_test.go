@@ -177,6 +177,31 @@ func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs i
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The last acknowledgements are sent before the worker stops, but the
+	// server removes their commands from the work queue on its own time:
+	// wait until no command is left but the deadlines' schedules, which
+	// stay until they fire.
+	left := uint64(0)
+	if w.approval {
+		left = uint64(runs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := cl.js.Stream(ctx, names.InStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs <= left || time.Now().After(deadline) {
+			break
+		}
+		<-tick.C
+	}
 	var got writes
 	state := func(stream string) jetstream.StreamState {
 		s, err := cl.js.Stream(ctx, stream)
