@@ -56,6 +56,8 @@ type auditEntry struct {
 // subject that is not an audit record is an error naming its sequence
 // (VerifyAudit reports it as a break instead).
 func (c *Client) Audit(ctx context.Context, flow, run string) ([]events.AuditRecord, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	entries, err := c.auditEntries(ctx, flow, run)
 	if err != nil {
 		return nil, err
@@ -197,6 +199,8 @@ type AuditReport struct {
 // records are still being published, VerifyAudit reads again, up to the
 // client's wait.
 func (c *Client) VerifyAudit(ctx context.Context, flow, run string) (AuditReport, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
 		return AuditReport{}, err
 	}

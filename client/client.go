@@ -285,6 +285,8 @@ func (c *Client) absorbed(ctx context.Context, flow, run, key, id string) (Event
 // waiting, or whose event has aged out of the stream, is an error saying
 // what to do.
 func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.Interrupted, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	cp, err := c.Checkpoint(ctx, flow, run)
 	if err != nil {
 		return events.Interrupted{}, err
@@ -348,10 +350,20 @@ func (c *Client) bucket(ctx context.Context, name string) (jetstream.KeyValue, e
 	return b, nil
 }
 
+// bounded bounds a read by twice the client's wait (DefaultWait when it
+// has none), or by ctx's deadline when that is sooner: a read whose
+// request or reply is lost (the server was killed in between) would
+// otherwise wait as long as ctx allows, for ever without a deadline.
+func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 2*cmp.Or(c.wait, DefaultWait))
+}
+
 // Checkpoint returns a run's checkpoint document, with its number in
 // Checkpoint. For a run that does not exist it returns an error wrapping
 // [ErrNotFound] that says whether the flow has any run at all.
 func (c *Client) Checkpoint(ctx context.Context, flow, run string) (events.Checkpoint, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
 		return events.Checkpoint{}, err
 	}

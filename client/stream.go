@@ -42,6 +42,8 @@ func (c *Client) WithWait(wait time.Duration) *Client {
 // whether there are more. It reads with batched direct gets filtered by the
 // run's subjects, so its cost follows the run's events, not the stream's.
 func (c *Client) RunEvents(ctx context.Context, flow, run string, limit int) ([]StreamEvent, bool, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
 		return nil, false, err
 	}
@@ -88,6 +90,8 @@ func decodeStreamEvent(subject string, seq uint64, header map[string][]string, d
 // stream (0 when it is empty): a [Client.Watch] after it sees every event
 // published from now on.
 func (c *Client) LastEventSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	s, err := c.js.Stream(ctx, c.names.EventStream())
 	if err != nil {
 		return 0, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
