@@ -72,6 +72,8 @@ func body(url string) string {
 // of the pending index hears of the run a moment after it waits.
 func waitForLine(url, prefix string) string {
 	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for time.Now().Before(deadline) {
 		sc := bufio.NewScanner(strings.NewReader(body(url)))
 		for sc.Scan() {
@@ -79,7 +81,7 @@ func waitForLine(url, prefix string) string {
 				return sc.Text()
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		<-tick.C
 	}
 	return "no line " + prefix
 }
