@@ -155,21 +155,28 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 // and starts consuming. It returns once consuming has begun.
 func (w *Worker) Start(ctx context.Context) error {
 	n := w.cfg.Names
-	stream, err := w.js.Stream(ctx, n.InStream())
-	if err != nil {
-		return fmt.Errorf("bus: binding stream %s (was Provision called?): %w", n.InStream(), err)
-	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       n.Consumer(),
-		Description:   "Interlock workers",
-		FilterSubject: n.Prefix + ".in.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.cfg.AckWait,
-		MaxDeliver:    w.cfg.MaxDeliver,
-		MaxAckPending: 4 * w.cfg.Concurrency,
+	// A node that restarts into a busy cluster may not answer at once, as
+	// at provisioning: wait for it the same way, bounded.
+	wait := clusterWait{cfg: StreamConfig{ClusterWait: DefaultClusterWait, Logger: &w.log}, deadline: time.Now().Add(DefaultClusterWait)}
+	var cons jetstream.Consumer
+	err := wait.do(ctx, "consumer "+n.Consumer(), func(ctx context.Context) error {
+		stream, err := w.js.Stream(ctx, n.InStream())
+		if err != nil {
+			return fmt.Errorf("binding stream %s (was Provision called?): %w", n.InStream(), err)
+		}
+		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       n.Consumer(),
+			Description:   "Interlock workers",
+			FilterSubject: n.Prefix + ".in.>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       w.cfg.AckWait,
+			MaxDeliver:    w.cfg.MaxDeliver,
+			MaxAckPending: 4 * w.cfg.Concurrency,
+		})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("bus: creating consumer %s: %w", n.Consumer(), err)
+		return err
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency))
 	if err != nil {
