@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,24 +139,6 @@ func TestServersWithoutMessageSchedulesAreRefused(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink tests read while the logger writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestProvisionWaitsForTheClusterToForm starts the nodes of a cluster one
 // by one: alone, a node cannot hold 3 replicas, and Provision gives up
 // after its bounded wait saying what to do; given time, it waits (and
@@ -168,7 +149,7 @@ func TestProvisionWaitsForTheClusterToForm(t *testing.T) {
 	c := natstest.NewCluster(t, 3)
 	c.Start(2)
 	_, js := natstest.Connect(t, c.Nodes[2].ClientURL())
-	var logs syncBuffer
+	var logs natstest.Buffer
 	log := zerolog.New(&logs)
 
 	start := time.Now()

@@ -174,19 +174,25 @@ func parseStart(body []byte) (StartRequest, error) {
 	return req, nil
 }
 
+// command reads what a command on a run takes: the flow and run of the
+// path, ?wait= and the body. It answers the request itself when one is
+// wrong.
+func (s *Server) command(w http.ResponseWriter, r *http.Request) (flow, run string, wait time.Duration, body []byte, ok bool) {
+	if flow, run, ok = pathNames(w, r); !ok {
+		return
+	}
+	if wait, ok = s.wait(w, r, s.cfg.Wait); !ok {
+		return
+	}
+	body, ok = readBody(w, r)
+	return
+}
+
 // resumeRun answers POST /v1/runs/{flow}/{run}/resume: the resume is sent
 // vouched for the caller, with the caller's roles, so that the engine
 // decides whether they may and audits the attempt either way.
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, c Caller) {
-	flow, run, ok := pathNames(w, r)
-	if !ok {
-		return
-	}
-	wait, ok := s.wait(w, r, s.cfg.Wait)
-	if !ok {
-		return
-	}
-	body, ok := readBody(w, r)
+	flow, run, wait, body, ok := s.command(w, r)
 	if !ok {
 		return
 	}
@@ -240,15 +246,7 @@ type CancelRequest struct {
 
 // cancelRun answers POST /v1/runs/{flow}/{run}/cancel.
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, c Caller) {
-	flow, run, ok := pathNames(w, r)
-	if !ok {
-		return
-	}
-	wait, ok := s.wait(w, r, s.cfg.Wait)
-	if !ok {
-		return
-	}
-	body, ok := readBody(w, r)
+	flow, run, wait, body, ok := s.command(w, r)
 	if !ok {
 		return
 	}

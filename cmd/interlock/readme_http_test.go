@@ -14,11 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/internal/natstest"
 )
 
 // servedAt is where a serve started by serveAnnounced listens.
@@ -295,27 +295,9 @@ func TestAuthAddPrintsATokenOnceAndKeepsOnlyItsHash(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer safe for a writer and a reader in two goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServeSaysTheAPIIsLoopbackOnlyWithoutAnAuthFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	var logs syncBuffer
+	var logs natstest.Buffer
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

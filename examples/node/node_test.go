@@ -6,7 +6,6 @@ package node_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -282,7 +280,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	out    chan string // stdout, a line at a time; closed at its end
 	seen   []string    // the lines read from out so far
-	stderr syncBuffer
+	stderr natstest.Buffer
 	done   chan struct{}
 	err    error // cmd.Wait's, once done is closed
 }
@@ -383,22 +381,3 @@ func (p *proc) stop(t *testing.T) {
 
 // stdout is what the test has read of the script's output.
 func (p *proc) stdout() string { return strings.Join(p.seen, "\n") }
-
-// syncBuffer is a bytes.Buffer that the process's copying goroutine may
-// write while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
