@@ -186,9 +186,20 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Wait)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		t.Fatalf("natstest: reading %s: %v", stream, err)
+	// In a cluster that is electing leaders a request may go unanswered:
+	// ask again, each attempt short, until Wait.
+	var cons jetstream.Consumer
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := js.OrderedConsumer(actx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+		acancel()
+		if err == nil {
+			cons = c
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("natstest: reading %s: %v", stream, err)
+		}
 	}
 	var got []Received
 	for {
