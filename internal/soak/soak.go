@@ -208,6 +208,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 				rep.Dir = dir
 			}
 		}()
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return rep, fmt.Errorf("soak: creating -dir %s: %w", dir, err)
 	}
 	if cfg.Binary == "" {
 		if cfg.Binary, err = Build(ctx, dir); err != nil {
