@@ -197,13 +197,31 @@ func startNATS(ctx context.Context, where string, m mode, nodes int, stderr io.W
 			}
 		}
 	}
+	// The nodes start together: each waits for its routes on its own.
+	started := make([]*natsNode, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
 	for i, sp := range specs {
-		if err := s.startNode(ctx, sp, stderr); err != nil {
-			if nodes > 1 {
-				return nil, fmt.Errorf("node %d of %d: %w", i, nodes, err)
+		wg.Go(func() { started[i], errs[i] = startNode(ctx, where, sp, stderr) })
+	}
+	wg.Wait()
+	for i, n := range started {
+		if n != nil {
+			s.shutdown = append(s.shutdown, n.shutdown)
+			if n.failure != nil {
+				s.failures = append(s.failures, n.failure)
 			}
-			return nil, err
+			if n.pid != 0 {
+				s.pids = append(s.pids, n.pid)
+			}
+			s.urls = append(s.urls, n.url)
 		}
+		if errs[i] != nil && nodes > 1 {
+			errs[i] = fmt.Errorf("node %d of %d: %w", i, nodes, errs[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	s.url = s.urls[0]
 	if nodes > 1 {
@@ -214,33 +232,37 @@ func startNATS(ctx context.Context, where string, m mode, nodes int, stderr io.W
 	return s, nil
 }
 
-// startNode starts one node of s as sp says.
-func (s *natsServer) startNode(ctx context.Context, sp serverSpec, stderr io.Writer) error {
-	if s.where == serverProcess {
+// natsNode is one node of a natsServer.
+type natsNode struct {
+	url      string
+	pid      int // 0 in this process
+	shutdown func() error
+	failure  func() error // nil in this process
+}
+
+// startNode starts the node sp describes, in this process or in a child
+// process as where says.
+func startNode(ctx context.Context, where string, sp serverSpec, stderr io.Writer) (*natsNode, error) {
+	if where == serverProcess {
 		p, lines, err := startChild(ctx, "server process", sp.env(), 1, bus.DefaultReadyTimeout, stderr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		s.shutdown = append(s.shutdown, p.stop)
-		s.failures = append(s.failures, p.failure)
-		s.pids = append(s.pids, p.pid())
-		if !strings.HasPrefix(lines[0], "nats://") {
-			return fmt.Errorf("starting the server process: its first line %q is not a client URL", truncate([]byte(lines[0]), 200))
+		n := &natsNode{url: lines[0], pid: p.pid(), shutdown: p.stop, failure: p.failure}
+		if !strings.HasPrefix(n.url, "nats://") {
+			return n, fmt.Errorf("starting the server process: its first line %q is not a client URL", truncate([]byte(n.url), 200))
 		}
-		s.urls = append(s.urls, lines[0])
-		return nil
+		return n, nil
 	}
 	cfg, err := sp.config()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv, err := bus.StartServer(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.shutdown = append(s.shutdown, func() error { srv.Shutdown(); return nil })
-	s.urls = append(s.urls, workersURL(srv))
-	return nil
+	return &natsNode{url: workersURL(srv), shutdown: func() error { srv.Shutdown(); return nil }}, nil
 }
 
 // freePorts returns n loopback ports that were free a moment ago.
@@ -265,15 +287,19 @@ func freePorts(n int) ([]int, error) {
 func waitCluster(ctx context.Context, url string, nodes int) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyWait)
 	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	// Short attempts while the meta group elects its leader; longer ones
+	// if the machine is too busy for them.
+	attempt := 500 * time.Millisecond
 	for {
-		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		actx, acancel := context.WithTimeout(ctx, attempt)
 		err := probeCluster(actx, url, nodes)
 		acancel()
 		if err == nil {
 			return nil
 		}
+		attempt = min(2*attempt, 5*time.Second)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the %d-node cluster could not hold a stream with %d replicas within %s: %w", nodes, nodes, clusterReadyWait, err)
