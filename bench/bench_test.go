@@ -518,7 +518,7 @@ func TestParse(t *testing.T) {
 		{[]string{"--fsync", "sometimes"}, true},
 		{[]string{"--paused", "-5"}, true},
 		{[]string{"--runs", "0"}, true},
-		{[]string{"--timeout", "0s"}, true},
+		{[]string{"--timeout", "-1s"}, true},
 		{[]string{"extra"}, true},
 		{[]string{"--server", "process"}, false},
 		{[]string{"--server", "inprocess", "--paused", "5", "--idle", "0s"}, false},

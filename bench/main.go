@@ -17,7 +17,7 @@
 //	go run ./bench --runs 0 --paused 20000 --fsync lazy
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy --cluster 3
-//	go run ./bench --stored 100000 --concurrency 32 --fsync lazy --timeout 30m
+//	go run ./bench --stored 100000 --concurrency 32 --fsync lazy
 //
 // See bench/README.md for what is measured exactly and for results.
 package main
@@ -46,7 +46,10 @@ const (
 	defaultFsync       = "both"
 	defaultWorkload    = "question"
 	defaultTimeout     = 10 * time.Minute
-	defaultServer      = serverProcess
+	// defaultStoredTimeout is the default timeout with --stored: each of
+	// the four legs stores its runs first.
+	defaultStoredTimeout = time.Hour
+	defaultServer        = serverProcess
 	// defaultIdle is how long the paused check leaves the server without
 	// traffic before its last reading: nats-server drops a message block's
 	// cache 10 s after its last use.
@@ -175,9 +178,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.keepFinished, "keep-finished", defaultKeepFinished, "how long the --finished measurement keeps finished runs")
 	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each measurement; -1 picks min(max(runs/10, concurrency), 100)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only)")
-	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after the Interlock runs")
-	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up after this long")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only; with --worker-procs: the clients only)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after Interlock's second leg")
+	fs.DurationVar(&o.timeout, "timeout", 0, fmt.Sprintf("give up after this long; 0 picks %s, or %s with --stored", defaultTimeout, defaultStoredTimeout))
 	fs.StringVar(&o.server, "server", defaultServer, "where nats-server runs: process (a child process per node, as a deployment would, so memory figures are the worker's alone) or inprocess")
 	var procs string
 	fs.StringVar(&procs, "worker-procs", "", "if set, counts of worker processes, separated by commas (1,2,4): the throughput measurement runs once per count with the workers (Interlock's service, the floor's pool) in that many child processes consuming one stream; unset, they run in this process")
@@ -197,6 +200,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.workerProcs, err = parseProcs(procs); err != nil {
 		return o, usageError{err}
+	}
+	if o.timeout == 0 {
+		o.timeout = defaultTimeout
+		if o.stored > 0 {
+			o.timeout = defaultStoredTimeout
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -219,8 +228,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--keep-finished is %s; it must be at least 1s", o.keepFinished)}
 	case o.runs == 0 && o.paused == 0 && o.finished == 0:
 		return o, usageError{errors.New("nothing to do: --runs, --paused and --finished are all 0")}
-	case o.timeout <= 0:
-		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive", o.timeout)}
+	case o.timeout < 0:
+		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive, or 0 for the default", o.timeout)}
 	case o.server != serverProcess && o.server != serverInProcess:
 		return o, usageError{fmt.Errorf("--server is %q; use process or inprocess", o.server)}
 	case o.cluster != 0 && o.cluster != 3:
