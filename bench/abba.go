@@ -232,9 +232,9 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 	}
 	if len(mr.WorkerProcs) > 0 {
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "worker processes\tfloor runs/s\tinterlock runs/s\tinterlock/floor\tfloor p99 start->interrupted\tinterlock p99\tfloor p99 resume->completed\tinterlock p99\tworkers peak RSS MB floor / interlock\tserver peak RSS MB\tlegs, in order (runs/s)\t")
+		_, _ = fmt.Fprintln(tw, "worker processes\tfloor runs/s\tinterlock runs/s\tinterlock/floor\tfloor p99 start->interrupted\tinterlock p99\tfloor p99 resume->completed\tinterlock p99\tworkers peak RSS MB floor / interlock\tserver peak RSS MB\tlegs, in order (runs/s)\t")
 		for _, c := range mr.WorkerProcs {
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f / %.1f\t%.1f\t%s\t\n",
+			_, _ = fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f / %.1f\t%.1f\t%s\t\n",
 				c.WorkerProcs, c.Floor.RunsPerSec, c.Interlock.RunsPerSec, c.Ratio.RunsPerSec,
 				c.Floor.StartToInterrupted.P99Ms, c.Interlock.StartToInterrupted.P99Ms,
 				c.Floor.ResumeToCompleted.P99Ms, c.Interlock.ResumeToCompleted.P99Ms,
@@ -254,13 +254,13 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 	}
 	fmt.Fprintln(b, "stored runs, each leg on a server of its own (server RSS and data directory summed over its nodes):")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "leg\tstored\tstoring s\tstored/s\tserver RSS MB before\tafter\tper run\tdata dir MB before\tafter\tper run\tpending entries\tlist first page ms\truns/s with them\t")
+	_, _ = fmt.Fprintln(tw, "leg\tstored\tstoring s\tstored/s\tserver RSS MB before\tafter\tper run\tdata dir MB before\tafter\tper run\tpending entries\tlist first page ms\truns/s with them\t")
 	for i, l := range legs {
 		s := l.Stored
 		if s == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%d %s\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.0f B\t%.1f\t%.1f\t%.0f B\t%d\t%.2f\t%.0f\t\n",
+		_, _ = fmt.Fprintf(tw, "%d %s\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.0f B\t%.1f\t%.1f\t%.0f B\t%d\t%.2f\t%.0f\t\n",
 			i%len(legOrder)+1, l.System, s.Runs, s.Seconds, s.RunsPerSec,
 			s.Before.ServerRSSMB, s.After.ServerRSSMB, s.ServerRSSBytesPerRun,
 			s.Before.DataDirMB, s.After.DataDirMB, s.DiskBytesPerRun,

@@ -274,7 +274,7 @@ func freePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("finding a free port for a cluster node's routes: %w", err)
 		}
 		// Kept open until all are picked, so that none is picked twice.
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil

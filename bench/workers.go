@@ -120,6 +120,7 @@ func (w *serviceWorkers) pids() []int    { return nil }
 func (w *serviceWorkers) servers() []string {
 	return []string{w.svc.JetStream().Conn().ConnectedServerName()}
 }
+
 func (w *serviceWorkers) stop(ctx context.Context) error {
 	w.once.Do(func() { w.err = stopInterlock(ctx, w.svc) })
 	return w.err
