@@ -258,6 +258,25 @@ func TestWorkerStopsWhenStdinCloses(t *testing.T) {
 	}
 }
 
+// TestWorkerProcessThatFailsIsReported starts a worker process that
+// cannot run its worker and checks the error says why, in the child's own
+// words, and that nothing is left running.
+func TestWorkerProcessThatFailsIsReported(t *testing.T) {
+	srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.stop() })
+	ws, err := startWorkers(t.Context(), workerSpec{System: systemFloor, Prefix: "floor", Workload: "both", Workers: 2, Replicas: 1}, srv, 1, io.Discard)
+	if err == nil {
+		_ = ws.stop(t.Context())
+		t.Fatal("a worker process for two workloads at once started")
+	}
+	if !strings.Contains(err.Error(), `workload "both" is not one workload`) {
+		t.Errorf("error %q does not carry what the worker process said", err)
+	}
+}
+
 func TestWorkRejects(t *testing.T) {
 	for _, spec := range []string{"not json", `{"system":"other","workload":"question"}`, `{"system":"floor","workload":"both"}`} {
 		if err := work(t.Context(), spec, bytes.NewReader(nil), io.Discard); err == nil {
