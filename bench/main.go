@@ -176,7 +176,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.paused, "paused", 0, "if > 0, start this many runs, leave them paused at the interrupt, and report memory before and after")
 	fs.IntVar(&o.finished, "finished", 0, "if > 0, run this many runs to completion on a service keeping finished runs for --keep-finished, and report the server's memory and disk with them kept and once they expired")
 	fs.DurationVar(&o.keepFinished, "keep-finished", defaultKeepFinished, "how long the --finished measurement keeps finished runs")
-	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each measurement; -1 picks min(max(runs/10, concurrency), 100)")
+	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each leg (and the paused check); -1 picks min(max(runs/10, concurrency), 100)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only; with --worker-procs: the clients only)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after Interlock's second leg")
