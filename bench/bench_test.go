@@ -29,6 +29,14 @@ func TestMain(m *testing.M) {
 	if code, ok := childMain(); ok {
 		os.Exit(code)
 	}
+	// The race detector sleeps a second before a process exits, which
+	// every server and worker process of a test would wait for in turn:
+	// the children inherit this.
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		if err := os.Setenv("GORACE", "atexit_sleep_ms=0"); err != nil {
+			panic(err)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }
 
