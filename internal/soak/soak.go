@@ -38,6 +38,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Mode is what a soak kills.
@@ -228,6 +233,18 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}
 	defer a.close()
 
+	// In node mode, kills wait for the cluster to be whole, which the
+	// workers' user may see (an agent may not list the streams).
+	var js jetstream.JetStream
+	if cfg.Mode == ModeNode {
+		nc, cjs, err := wire.Connect(ctx, wire.ConnConfig{URL: d.clientURL, User: bus.DefaultWorkersUser, Password: d.workersPassword, Name: "interlock-soak-watch"})
+		if err != nil {
+			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
+		}
+		defer nc.Close()
+		js = cjs
+	}
+
 	began := time.Now()
 	driving, stopDriving := context.WithCancel(ctx)
 	defer stopDriving()
@@ -237,7 +254,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		killErr error
 	)
 	wg.Go(func() {
-		if killErr = kill(driving, cfg, d, &kills); killErr != nil {
+		if killErr = kill(driving, cfg, d, js, &kills); killErr != nil {
 			stopDriving() // a process that will not start again ends the soak
 		}
 	})
