@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -626,15 +627,46 @@ func (f *floor) publish(ctx context.Context, run string, now time.Time, index fu
 	return f.publishAll(ctx, evs)
 }
 
-// publishAll publishes msgs asynchronously and waits for every ack.
+// publishAll publishes msgs asynchronously and waits for every ack. The
+// messages bound for one stream go as one atomic batch (all but the last
+// on the connection, the last committing), as Interlock's publisher sends
+// a transition's audit records and its events.
 func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var groups [][]*nats.Msg
+	index := map[string]int{}
 	for _, m := range msgs {
-		fut, err := f.js.PublishMsgAsync(m)
-		if err != nil {
-			return fmt.Errorf("publishing %s: %w", m.Subject, err)
+		stream := strings.SplitN(m.Subject, ".", 3)[1] // in, schedule, ev or audit
+		i, ok := index[stream]
+		if !ok {
+			i = len(groups)
+			index[stream] = i
+			groups = append(groups, nil)
 		}
-		futures = append(futures, fut)
+		groups[i] = append(groups[i], m)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, g := range groups {
+		if len(g) > 1 {
+			id := newID()
+			for i, m := range g {
+				m.Header.Set("Nats-Batch-Id", id)
+				m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+				if i < len(g)-1 {
+					if err := f.js.Conn().PublishMsg(m); err != nil {
+						return fmt.Errorf("publishing %s: %w", m.Subject, err)
+					}
+				}
+			}
+			g[len(g)-1].Header.Set("Nats-Batch-Commit", "1")
+			g = g[len(g)-1:]
+		}
+		for _, m := range g {
+			fut, err := f.js.PublishMsgAsync(m)
+			if err != nil {
+				return fmt.Errorf("publishing %s: %w", m.Subject, err)
+			}
+			futures = append(futures, fut)
+		}
 	}
 	var first error
 	for _, fut := range futures {
