@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,6 +159,9 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 	serve := func(name string, args ...string) *proc {
 		args = append([]string{"serve", "--metrics", "", "--http", "", "--log-format", "json", "--log-level", "warn",
 			"--ack-wait", cfg.AckWait.String(), "--instance", name}, args...)
+		if cfg.LazyFsync && !slices.Contains(args, "--nats-url") {
+			args = append(args, "--lazy-fsync")
+		}
 		p := &proc{name: name, bin: cfg.Binary, args: args, env: env, log: filepath.Join(dir, name+".log")}
 		d.all = append(d.all, p)
 		return p

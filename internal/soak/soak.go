@@ -97,6 +97,12 @@ type Config struct {
 	// AckWait is serve's --ack-wait: how soon a command a killed worker
 	// held is delivered again. Defaults to DefaultAckWait.
 	AckWait time.Duration
+	// LazyFsync runs the servers with serve's --lazy-fsync: acknowledged
+	// before synced. A killed process loses nothing by it (its writes are
+	// in the kernel's page cache); only a machine's crash tells the two
+	// apart. Three cluster nodes on one disk are far slower syncing every
+	// write.
+	LazyFsync bool
 	// Retry is how long an agent waits for a command to take effect before
 	// it publishes it again, with the same Nats-Msg-Id. Defaults to
 	// DefaultRetry.
