@@ -1,8 +1,11 @@
-//go:build !unix
+//go:build !linux
 
 package main
 
 import "time"
 
-// processCPU is not measured outside Unix.
+// processCPU is not measured outside Linux.
 func processCPU() (time.Duration, bool) { return 0, false }
+
+// processCPUOf is not measured outside Linux.
+func processCPUOf(int) (time.Duration, bool) { return 0, false }

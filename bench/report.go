@@ -98,6 +98,10 @@ type systemResult struct {
 	// the server in a child process it is the worker's and the clients'
 	// CPU alone; with the server in this process it includes the server's.
 	CPUMsPerRun float64 `json:"cpuMsPerRun"`
+	// ServerCPUMsPerRun is the server child's CPU time over the same runs
+	// (utime and stime of /proc/<pid>/stat, 10 ms units), divided by the
+	// runs, in ms; 0 when the server runs in this process.
+	ServerCPUMsPerRun float64 `json:"serverCPUMsPerRun,omitempty"`
 	// CheckpointBytes are the sizes of a waiting checkpoint (of a run
 	// started after the measurement and left waiting) and of the first
 	// run's completed one.
@@ -288,7 +292,7 @@ func (r report) writeText(w io.Writer) error {
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 			head := "system\truns/s\tCPU ms/run\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\t"
 			if child {
-				head += "server peak RSS MB\tserver VmHWM MB\t"
+				head += "server peak RSS MB\tserver VmHWM MB\tserver CPU ms/run\t"
 			}
 			fmt.Fprintln(tw, head+"checkpoint bytes\t")
 			for _, s := range []struct {
@@ -301,13 +305,13 @@ func (r report) writeText(w io.Writer) error {
 					x.ResumeToCompleted.P50Ms, x.ResumeToCompleted.P99Ms,
 					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB)
 				if child {
-					fmt.Fprintf(tw, "%.1f\t%.1f\t", x.Memory.ServerPeakRSSMB, x.Memory.ServerHWMMB)
+					fmt.Fprintf(tw, "%.1f\t%.1f\t%.3f\t", x.Memory.ServerPeakRSSMB, x.Memory.ServerHWMMB, x.ServerCPUMsPerRun)
 				}
 				fmt.Fprintf(tw, "%s\t\n", ints(x.CheckpointBytes))
 			}
 			blanks := strings.Repeat("\t", 6)
 			if child {
-				blanks += "\t\t"
+				blanks += "\t\t\t"
 			}
 			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", mr.Ratio.RunsPerSec, mr.Ratio.CPUPerRun, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
 			if err := tw.Flush(); err != nil {
