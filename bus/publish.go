@@ -43,9 +43,9 @@ var _ JetStream = jetstream.JetStream(nil)
 // each with its event id as Nats-Msg-Id so JetStream drops a repeat. It
 // implements [engine.Publisher].
 type Publisher struct {
-	js     JetStream
-	names  wire.Names
-	source string
+	js    JetStream
+	names wire.Names
+	enc   *events.Encoder
 }
 
 var _ engine.Publisher = (*Publisher)(nil)
@@ -53,7 +53,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 // NewPublisher returns a publisher; source is the CloudEvents source of
 // what it publishes ("interlock/<instance>").
 func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
-	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
+	return &Publisher{js: js, names: n, enc: events.NewEncoder(cmp.Or(source, engine.DefaultSource))}
 }
 
 func (p *Publisher) subject(m engine.Message) string {
@@ -86,7 +86,12 @@ const (
 	HeaderScheduleTarget = "Nats-Schedule-Target"
 )
 
-func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
+// bodySize is room for one encoded message: most are smaller.
+const bodySize = 768
+
+// encode encodes m as a structured CloudEvent, appending its body to slab,
+// whose bytes it returns with the message.
+func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, error) {
 	typ, ok := events.OutboundType(m.Kind)
 	var data any = m.Data
 	switch d := m.Data.(type) {
@@ -99,25 +104,22 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 		typ, ok = events.TypeNodePrefix+m.Kind, true
 	}
 	if !ok {
-		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
+		return nil, slab, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
-	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
+	start := len(slab)
+	slab, err := p.enc.AppendOutbound(slab, m.ID, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
 	if err != nil {
-		return nil, err
-	}
-	body, err := events.Encode(ev)
-	if err != nil {
-		return nil, err
+		return nil, slab, err
 	}
 	msg := nats.NewMsg(p.subject(m))
-	msg.Data = body
+	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 	if s, ok := m.Data.(*engine.Schedule); ok {
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
 		msg.Header.Set(HeaderScheduleTarget, p.names.In(m.Flow, "expire"))
 	}
-	return msg, nil
+	return msg, slab, nil
 }
 
 // Publish implements [engine.Publisher]. Audit records and deadlines are
@@ -126,6 +128,9 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 // recheck, a message whose subject already ends with that message is
 // skipped, which covers a repeat past the deduplication window.
 func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
+	// The bodies of all the messages share one allocation; each is
+	// written once and kept by its message until it is acknowledged.
+	slab := make([]byte, 0, bodySize*len(msgs))
 	for _, phase := range [][]engine.Stream{{engine.AuditStream, engine.ScheduleStream}, {engine.EventStream}} {
 		var futures []jetstream.PubAckFuture
 		for _, m := range msgs {
@@ -141,8 +146,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64
 					continue
 				}
 			}
-			msg, err := p.encode(m)
-			if err != nil {
+			var msg *nats.Msg
+			var err error
+			if msg, slab, err = p.encode(m, slab); err != nil {
 				return err
 			}
 			f, err := p.js.PublishMsgAsync(msg)

@@ -197,18 +197,6 @@ func headerValue(header map[string][]string, name string) string {
 	return ""
 }
 
-// Encode returns ev as a structured-mode CloudEvent in JSON.
-func Encode(ev Event) ([]byte, error) {
-	if err := ev.Validate(); err != nil {
-		return nil, fmt.Errorf("events: encoding %s event %q: %w", ev.Type(), ev.ID(), err)
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("events: encoding %s event %q: %w", ev.Type(), ev.ID(), err)
-	}
-	return b, nil
-}
-
 // New returns a CloudEvents 1.0 event with JSON data. data may be a
 // json.RawMessage holding encoded JSON, or any value json.Marshal accepts.
 func New(id, source, typ, subject string, at time.Time, data any) (Event, error) {
