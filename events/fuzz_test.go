@@ -242,11 +242,15 @@ func sameJSON(a, b []byte) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == len(b)
 	}
-	var ca, cb bytes.Buffer
+	// Encoding escapes <, > and & (as encoding/json does): "&" and
+	// "\u0026" are the same JSON.
+	var ca, cb, ea, eb bytes.Buffer
 	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
 		return false
 	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
+	json.HTMLEscape(&ea, ca.Bytes())
+	json.HTMLEscape(&eb, cb.Bytes())
+	return bytes.Equal(ea.Bytes(), eb.Bytes())
 }
 
 // FuzzParseToolRequest parses arbitrary tool request data: it never
