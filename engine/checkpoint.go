@@ -81,6 +81,42 @@ type Checkpoint struct {
 	Outbox []Message `json:"outbox,omitempty"`
 	// Waited records that the run has been in the pending index.
 	Waited bool `json:"waited,omitempty"`
+
+	// outboxDoc is the outbox as stored, when the checkpoint was decoded
+	// from a document with its outbox left to be decoded when needed
+	// ([Checkpoint.loadOutbox]); Outbox is then nil.
+	outboxDoc json.RawMessage
+}
+
+// decodeCheckpoint decodes a checkpoint document, all but its outbox: a
+// command on a run needs the outbox of the last transition only when it
+// is that transition's message delivered again.
+func decodeCheckpoint(doc []byte) (*Checkpoint, error) {
+	cp := &Checkpoint{}
+	lazy := struct {
+		*Checkpoint
+		Outbox json.RawMessage `json:"outbox,omitempty"`
+	}{Checkpoint: cp}
+	if err := json.Unmarshal(doc, &lazy); err != nil {
+		return nil, err
+	}
+	if len(lazy.Outbox) > 0 && string(lazy.Outbox) != "null" {
+		cp.outboxDoc = lazy.Outbox
+	}
+	return cp, nil
+}
+
+// loadOutbox decodes the outbox decodeCheckpoint left encoded, if any.
+func (cp *Checkpoint) loadOutbox() error {
+	if cp.outboxDoc == nil {
+		return nil
+	}
+	var out []Message
+	if err := json.Unmarshal(cp.outboxDoc, &out); err != nil {
+		return fmt.Errorf("engine: outbox of %s.%s: %w", cp.Flow, cp.Run, err)
+	}
+	cp.Outbox, cp.outboxDoc = out, nil
+	return nil
 }
 
 // AuditHead is the last record of a run's audit chain: how many records
@@ -154,6 +190,16 @@ type Store interface {
 	Update(ctx context.Context, cp *Checkpoint, rev uint64) (uint64, error)
 	PutPending(ctx context.Context, p *Pending) error
 	DeletePending(ctx context.Context, flow, run string) error
+}
+
+// DocLoader is implemented by a [Store] that can return a checkpoint as
+// the JSON document it keeps (json.Marshal of the [Checkpoint]), and
+// [ErrNotFound] as Load does. The runner then decodes the document itself,
+// and the checkpoint's outbox only when a command needs it, which saves
+// most of the decoding: a command on a run rarely does (only the message
+// of the run's last transition, delivered again).
+type DocLoader interface {
+	LoadDoc(ctx context.Context, flow, run string) (doc []byte, rev uint64, err error)
 }
 
 // Publisher publishes outbound messages in order, each with its ID as the
