@@ -47,7 +47,10 @@ func AuditHash(rec *AuditRecord) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding audit record: %w", err)
 	}
-	return CanonicalHash(b)
+	// What json.Marshal writes for a struct is a valid object.
+	canon := canonicalizer{dst: make([]byte, 0, len(b))}
+	canonical, _ := canon.object(b, true)
+	return hashHex(canonical), nil
 }
 
 // CanonicalHash returns the hex SHA-256 of the canonical JSON of a JSON

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sameHash checks that CanonicalHash hashes obj as decoding it into a map
@@ -39,4 +41,26 @@ func FuzzCanonicalHash(f *testing.F) {
 	f.Fuzz(func(t *testing.T, obj []byte) {
 		sameHash(t, obj)
 	})
+}
+
+func TestAuditHashIsTheCanonicalHashOfTheRecord(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	for _, rec := range []*AuditRecord{
+		{Flow: "f", Run: "r", Action: ActionStarted, At: at, Seq: 1, Hash: "ignored"},
+		{Flow: "f", Run: "r", Action: ActionEdited, At: at, By: "ann <a&b>", Reason: "\xff\u2028é", ApproverRole: "supervisor", ExpiresAt: &at,
+			Approval: &AuditApproval{Action: "pay", Args: json.RawMessage(`{"z":1,"a":{"y":[2,1],"b":"\u00e9"},"a":0}`), Edits: json.RawMessage(` { "b" : 1e5 } `)},
+			Outcome:  &AuditOutcome{Status: Waiting, Node: "n", RequestID: "rq", Kind: KindApproval}, Seq: 3, Prev: "p", Side: true, Trusted: true, Timeout: true},
+	} {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canonicalHashDecoded(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := AuditHash(rec); err != nil || got != want {
+			t.Errorf("AuditHash(%s) = %s, %v; want %s", b, got, err, want)
+		}
+	}
 }
