@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -627,48 +626,36 @@ func (f *floor) publish(ctx context.Context, run string, now time.Time, index fu
 	return f.publishAll(ctx, evs)
 }
 
-// publishAll publishes msgs asynchronously and waits for every ack. The
-// messages bound for one stream go as one atomic batch (all but the last
-// on the connection, the last committing), as Interlock's publisher sends
-// a transition's audit records and its events.
+// publishAll publishes msgs and waits for every ack. Messages bound for a
+// stream that gets several go one at a time, each acknowledged before the
+// next, as Interlock's publisher sends a transition's audit records and
+// its events (so that they are stored in order whatever fails); a
+// stream's only message goes asynchronously, awaited with the rest.
 func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
-	var groups [][]*nats.Msg
-	index := map[string]int{}
+	count := map[string]int{}
 	for _, m := range msgs {
-		stream := strings.SplitN(m.Subject, ".", 3)[1] // in, schedule, ev or audit
-		i, ok := index[stream]
-		if !ok {
-			i = len(groups)
-			index[stream] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], m)
+		count[floorStream(m.Subject)]++
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, g := range groups {
-		if len(g) > 1 {
-			id := newID()
-			for i, m := range g {
-				m.Header.Set("Nats-Batch-Id", id)
-				m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-				if i < len(g)-1 {
-					if err := f.js.Conn().PublishMsg(m); err != nil {
-						return fmt.Errorf("publishing %s: %w", m.Subject, err)
-					}
-				}
-			}
-			g[len(g)-1].Header.Set("Nats-Batch-Commit", "1")
-			g = g[len(g)-1:]
+	var inOrder []*nats.Msg
+	for _, m := range msgs {
+		if count[floorStream(m.Subject)] > 1 {
+			inOrder = append(inOrder, m)
+			continue
 		}
-		for _, m := range g {
-			fut, err := f.js.PublishMsgAsync(m)
-			if err != nil {
-				return fmt.Errorf("publishing %s: %w", m.Subject, err)
-			}
-			futures = append(futures, fut)
+		fut, err := f.js.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("publishing %s: %w", m.Subject, err)
 		}
+		futures = append(futures, fut)
 	}
 	var first error
+	for _, m := range inOrder {
+		if _, err := f.js.PublishMsg(ctx, m); err != nil {
+			first = fmt.Errorf("publishing %s: %w", m.Subject, err)
+			break
+		}
+	}
 	for _, fut := range futures {
 		select {
 		case <-fut.Ok():
@@ -681,6 +668,16 @@ func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	return first
+}
+
+// floorStream names the stream of a subject by its second token: in,
+// schedule (both the inbound stream), ev or audit.
+func floorStream(subject string) string {
+	token := strings.SplitN(subject, ".", 3)[1]
+	if token == "schedule" {
+		return "in"
+	}
+	return token
 }
 
 func (f *floor) event(subject, typ, run string, now time.Time, data map[string]any) (*nats.Msg, error) {

@@ -205,6 +205,7 @@ func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*syst
 	toCompleted := make([]time.Duration, o.runs)
 	runtime.GC()
 	s := startSampler(sampleEvery, srv)
+	cpu := startCPU(srv)
 	begin := time.Now()
 	err := drive(ctx, o.runs, o.concurrency, func(ctx context.Context, i int) error {
 		var err error
@@ -212,6 +213,7 @@ func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*syst
 		return err
 	})
 	wall := time.Since(begin)
+	cpuPerRun, serverCPUPerRun := cpu.perRun(o.runs)
 	peak := s.stop()
 	if err != nil {
 		return nil, err
@@ -219,7 +221,7 @@ func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*syst
 	return &systemResult{
 		Runs: o.runs, Server: srv.where, Seconds: wall.Seconds(), RunsPerSec: float64(o.runs) / wall.Seconds(),
 		StartToInterrupted: latencies(toInterrupted), ResumeToCompleted: latencies(toCompleted),
-		Memory: peak,
+		Memory: peak, CPUMsPerRun: cpuPerRun, ServerCPUMsPerRun: serverCPUPerRun,
 	}, nil
 }
 

@@ -137,8 +137,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Description: "Interlock run events",
 			Retention:   jetstream.LimitsPolicy, MaxAge: cfg.EventMaxAge, Storage: storage,
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true,
-			// A transition's events are published as one atomic batch.
-			AllowAtomicPublish: true,
 		},
 		{
 			Name: n.AuditStream(), Subjects: []string{n.Prefix + ".audit.>"},
@@ -146,9 +144,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Retention:   jetstream.LimitsPolicy, MaxAge: cfg.AuditMaxAge, Storage: storage,
 			DenyDelete: true, DenyPurge: true,
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true,
-			// A transition's records are published as one atomic batch,
-			// so that they are stored in chain order.
-			AllowAtomicPublish: true,
 		},
 		{
 			Name: n.DeadLetterStream(), Subjects: []string{n.Prefix + ".dlq.>"},

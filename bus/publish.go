@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
@@ -32,15 +29,12 @@ const (
 )
 
 // JetStream is the part of a JetStream context the worker and the
-// publisher use: publishing, binding a stream by name, and the connection.
+// publisher use: publishing, and binding a stream by name.
 // jetstream.JetStream implements it.
 type JetStream interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
-	// Conn is the connection under the JetStream context: the messages of
-	// an atomic batch before its commit are published on it.
-	Conn() *nats.Conn
 }
 
 var _ JetStream = jetstream.JetStream(nil)
@@ -49,12 +43,9 @@ var _ JetStream = jetstream.JetStream(nil)
 // each with its event id as Nats-Msg-Id so JetStream drops a repeat. It
 // implements [engine.Publisher].
 type Publisher struct {
-	js     JetStream
-	names  wire.Names
-	source string
-
-	mu    sync.Mutex
-	plain map[string]bool // streams that refused atomic batches
+	js    JetStream
+	names wire.Names
+	enc   *events.Encoder
 }
 
 var _ engine.Publisher = (*Publisher)(nil)
@@ -62,7 +53,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 // NewPublisher returns a publisher; source is the CloudEvents source of
 // what it publishes ("interlock/<instance>").
 func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
-	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
+	return &Publisher{js: js, names: n, enc: events.NewEncoder(cmp.Or(source, engine.DefaultSource))}
 }
 
 func (p *Publisher) subject(m engine.Message) string {
@@ -95,7 +86,12 @@ const (
 	HeaderScheduleTarget = "Nats-Schedule-Target"
 )
 
-func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
+// bodySize is room for one encoded message: most are smaller.
+const bodySize = 768
+
+// encode encodes m as a structured CloudEvent, appending its body to slab,
+// whose bytes it returns with the message.
+func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, error) {
 	typ, ok := events.OutboundType(m.Kind)
 	var data any = m.Data
 	switch d := m.Data.(type) {
@@ -108,195 +104,83 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 		typ, ok = events.TypeNodePrefix+m.Kind, true
 	}
 	if !ok {
-		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
+		return nil, slab, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
-	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
+	start := len(slab)
+	slab, err := p.enc.AppendOutbound(slab, m.ID, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
 	if err != nil {
-		return nil, err
-	}
-	body, err := events.Encode(ev)
-	if err != nil {
-		return nil, err
+		return nil, slab, err
 	}
 	msg := nats.NewMsg(p.subject(m))
-	msg.Data = body
+	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 	if s, ok := m.Data.(*engine.Schedule); ok {
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
 		msg.Header.Set(HeaderScheduleTarget, p.names.In(m.Flow, "expire"))
 	}
-	return msg, nil
+	return msg, slab, nil
 }
 
 // Publish implements [engine.Publisher]. Audit records and deadlines are
-// stored before any event is published. The messages of a phase bound for
-// one stream (a transition's audit records; its events) go out as one
-// JetStream atomic batch: stored together and in order, or not at all.
-// Published one by one, a failure of the first while the second is stored
-// would leave them in the wrong order once the transition is retried, and
-// a run's audit records must be in chain order. With recheck, messages the
-// stream already holds, as the last on their subject or before it in the
-// same batch, are skipped, which covers a repeat past the deduplication
-// window.
+// stored before any event is published. The messages of a transition
+// bound for one stream (its audit records; its events) go out one at a
+// time, each acknowledged before the next, so that the stream holds them in
+// the order the transition made them whatever fails: sent together, a
+// first message lost to a leader change while the second was stored would
+// be stored after it once the transition is retried, and a run's audit
+// records must be in chain order. A stream's only message goes out
+// asynchronously, awaited with the others. With recheck, messages the
+// stream already holds are skipped (the last message on a subject, and
+// the messages before it on that subject), which covers a repeat past the
+// deduplication window.
 func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
+	// The bodies of all the messages share one allocation; each is
+	// written once and kept by its message until it is acknowledged.
+	slab := make([]byte, 0, bodySize*len(msgs))
 	for _, phase := range [][]engine.Stream{{engine.AuditStream, engine.ScheduleStream}, {engine.EventStream}} {
-		// The phase's messages by stream, in outbox order.
-		var groups [][]engine.Message
-		index := map[string]int{}
+		var futures []jetstream.PubAckFuture
+		todo := make([]engine.Message, 0, len(msgs))
+		count := map[engine.Stream]int{}
 		for _, m := range msgs {
-			if !slices.Contains(phase, m.Stream) {
+			if slices.Contains(phase, m.Stream) {
+				todo = append(todo, m)
+				count[m.Stream]++
+			}
+		}
+		if recheck {
+			var err error
+			if todo, err = p.unstored(ctx, todo); err != nil {
+				return err
+			}
+		}
+		var inOrder []*nats.Msg // to a stream that gets several: one at a time
+		for _, m := range todo {
+			var msg *nats.Msg
+			var err error
+			if msg, slab, err = p.encode(m, slab); err != nil {
+				return errors.Join(err, wait(ctx, futures))
+			}
+			if count[m.Stream] > 1 {
+				inOrder = append(inOrder, msg)
 				continue
 			}
-			name := p.stream(m)
-			i, ok := index[name]
-			if !ok {
-				i = len(groups)
-				index[name] = i
-				groups = append(groups, nil)
+			f, err := p.js.PublishMsgAsync(msg)
+			if err != nil {
+				return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
 			}
-			groups[i] = append(groups[i], m)
+			futures = append(futures, f)
 		}
-		var (
-			futures []jetstream.PubAckFuture
-			batches []batch
-		)
-		for _, g := range groups {
-			if recheck {
-				var err error
-				if g, err = p.unstored(ctx, g); err != nil {
-					return errors.Join(err, wait(ctx, futures))
-				}
-			}
-			out := make([]*nats.Msg, 0, len(g))
-			for _, m := range g {
-				msg, err := p.encode(m)
-				if err != nil {
-					return errors.Join(err, wait(ctx, futures))
-				}
-				out = append(out, msg)
-			}
-			if len(out) > 1 && !p.noAtomic(p.stream(g[0])) {
-				f, err := p.publishBatch(out)
-				if err != nil {
-					return errors.Join(err, wait(ctx, futures))
-				}
-				batches = append(batches, batch{stream: p.stream(g[0]), msgs: out, commit: f})
-				continue
-			}
-			for _, msg := range out {
-				f, err := p.js.PublishMsgAsync(msg)
-				if err != nil {
-					return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
-				}
-				futures = append(futures, f)
+		for _, msg := range inOrder {
+			if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+				return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
 			}
 		}
-		err := wait(ctx, futures)
-		for _, b := range batches {
-			err = errors.Join(err, p.settle(ctx, b))
-		}
-		if err != nil {
+		if err := wait(ctx, futures); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// Headers of a JetStream atomic batch (nats-server 2.12 and later, on a
-// stream with AllowAtomicPublish).
-const (
-	headerBatchID     = "Nats-Batch-Id"
-	headerBatchSeq    = "Nats-Batch-Sequence"
-	headerBatchCommit = "Nats-Batch-Commit"
-)
-
-// JetStream's answers to an atomic batch that make the publisher send its
-// messages one by one instead.
-const (
-	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // the stream does not allow atomic publishes
-	errCodeBatchIncomplete jetstream.ErrorCode = 10176 // a message went missing, or the batch was not taken
-	errCodeBatchDuplicate  jetstream.ErrorCode = 10201 // the batch holds a message already stored
-	errCodeTooManyInflight jetstream.ErrorCode = 10210 // too many batches in flight on the stream
-)
-
-// batch is an atomic batch sent, waiting for its commit's acknowledgement.
-type batch struct {
-	stream string
-	msgs   []*nats.Msg
-	commit jetstream.PubAckFuture
-}
-
-// publishBatch sends msgs as one atomic batch: all but the last without
-// an acknowledgement, on the connection the last, the commit, is then
-// published on asynchronously, so the server sees them in order.
-func (p *Publisher) publishBatch(msgs []*nats.Msg) (jetstream.PubAckFuture, error) {
-	id := randomID()
-	for i, msg := range msgs {
-		msg.Header.Set(headerBatchID, id)
-		msg.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
-		if i < len(msgs)-1 {
-			if err := p.js.Conn().PublishMsg(msg); err != nil {
-				return nil, fmt.Errorf("bus: publishing %s in batch %s: %w", msg.Subject, id, err)
-			}
-			continue
-		}
-		msg.Header.Set(headerBatchCommit, "1")
-	}
-	last := msgs[len(msgs)-1]
-	f, err := p.js.PublishMsgAsync(last)
-	if err != nil {
-		return nil, fmt.Errorf("bus: committing batch %s with %s: %w", id, last.Subject, err)
-	}
-	return f, nil
-}
-
-// settle waits for b's commit. When the server did not take the batch as
-// one (atomic publishes off on the stream, too many batches in flight, or
-// a message of it stored before, by an earlier attempt), it publishes the
-// messages one at a time, each acknowledged before the next: the order
-// holds, and deduplication drops what is already stored.
-func (p *Publisher) settle(ctx context.Context, b batch) error {
-	var err error
-	select {
-	case <-b.commit.Ok():
-		return nil
-	case err = <-b.commit.Err():
-	case <-ctx.Done():
-		return fmt.Errorf("bus: publishing %s: %w", b.commit.Msg().Subject, ctx.Err())
-	}
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return fmt.Errorf("bus: publishing %s: %w", b.commit.Msg().Subject, err)
-	}
-	switch apiErr.ErrorCode {
-	case errCodeAtomicDisabled:
-		p.mu.Lock()
-		if p.plain == nil {
-			p.plain = map[string]bool{}
-		}
-		p.plain[b.stream] = true
-		p.mu.Unlock()
-	case errCodeBatchIncomplete, errCodeBatchDuplicate, errCodeTooManyInflight:
-	default:
-		return fmt.Errorf("bus: publishing %s: %w", b.commit.Msg().Subject, err)
-	}
-	for _, msg := range b.msgs {
-		msg.Header.Del(headerBatchID)
-		msg.Header.Del(headerBatchSeq)
-		msg.Header.Del(headerBatchCommit)
-		if _, err := p.js.PublishMsg(ctx, msg); err != nil {
-			return fmt.Errorf("bus: publishing %s: %w", msg.Subject, err)
-		}
-	}
-	return nil
-}
-
-// noAtomic reports whether stream refused an atomic batch before.
-func (p *Publisher) noAtomic(stream string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.plain[stream]
 }
 
 // wait waits for every publish acknowledgement, returning the first error.
@@ -316,26 +200,22 @@ func wait(ctx context.Context, futures []jetstream.PubAckFuture) error {
 	return first
 }
 
-// unstored drops from g, messages of one stream in publishing order, those
-// the stream holds already: the last message on a subject, and the
-// messages on that subject before it in g (published in order, in one
-// batch, they were stored before it).
-func (p *Publisher) unstored(ctx context.Context, g []engine.Message) ([]engine.Message, error) {
-	if len(g) == 0 {
-		return g, nil
-	}
-	s, err := p.js.Stream(ctx, p.stream(g[0]))
-	if err != nil {
-		return nil, fmt.Errorf("bus: binding stream %s: %w", p.stream(g[0]), err)
-	}
-	stored := make([]bool, len(g))
+// unstored drops from msgs those their stream holds already: the last
+// message on a subject, and the messages before it on that subject
+// (published in order, they were stored before it).
+func (p *Publisher) unstored(ctx context.Context, msgs []engine.Message) ([]engine.Message, error) {
+	stored := make([]bool, len(msgs))
 	seen := map[string]bool{}
-	for i := len(g) - 1; i >= 0; i-- {
-		subject := p.subject(g[i])
+	for i := len(msgs) - 1; i >= 0; i-- {
+		subject := p.subject(msgs[i])
 		if seen[subject] {
 			continue
 		}
 		seen[subject] = true
+		s, err := p.js.Stream(ctx, p.stream(msgs[i]))
+		if err != nil {
+			return nil, fmt.Errorf("bus: binding stream %s: %w", p.stream(msgs[i]), err)
+		}
 		last, err := s.GetLastMsgForSubject(ctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -345,18 +225,20 @@ func (p *Publisher) unstored(ctx context.Context, g []engine.Message) ([]engine.
 		}
 		id := last.Header.Get(jetstream.MsgIDHeader)
 		for j := i; j >= 0; j-- {
-			if p.subject(g[j]) == subject && g[j].ID == id {
-				for k := j; k >= 0; k-- {
-					if p.subject(g[k]) == subject {
-						stored[k] = true
-					}
-				}
-				break
+			if p.subject(msgs[j]) != subject || msgs[j].ID != id {
+				continue
 			}
+			stored[j] = true
+			for k := j - 1; k >= 0; k-- {
+				if p.subject(msgs[k]) == subject {
+					stored[k] = true
+				}
+			}
+			break
 		}
 	}
-	var out []engine.Message
-	for i, m := range g {
+	out := msgs[:0:0]
+	for i, m := range msgs {
 		if !stored[i] {
 			out = append(out, m)
 		}
@@ -419,7 +301,3 @@ func (q *Queue) Unacked(ctx context.Context, seq uint64) (bool, error) {
 	}
 	return true, nil
 }
-
-// randomID is a batch id: unique per attempt, so that a batch abandoned
-// by a failed attempt is never completed by the next.
-func randomID() string { return nuid.Next() }

@@ -1,7 +1,7 @@
 package bus_test
 
 import (
-	"fmt"
+	"context"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -63,12 +63,19 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	}
 }
 
-// failingJetStream fails the first asynchronous publish to a subject with
-// prefix, without sending it, as a publish lost to a leader change fails.
+// failingJetStream fails the first publish to a subject with prefix,
+// without sending it, as a publish lost to a leader change fails.
 type failingJetStream struct {
 	jetstream.JetStream
 	prefix string
 	failed atomic.Bool
+}
+
+func (f *failingJetStream) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if strings.HasPrefix(msg.Subject, f.prefix) && f.failed.CompareAndSwap(false, true) {
+		return nil, nats.ErrNoResponders
+	}
+	return f.JetStream.PublishMsg(ctx, msg, opts...)
 }
 
 func (f *failingJetStream) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
@@ -92,8 +99,8 @@ func (f failedFuture) Msg() *nats.Msg { return f.msg }
 // TestPublisherStoresATransitionsRecordsInOrderThroughAFailure loses the
 // first publish of a transition's two audit records and two events, then
 // publishes the transition again as its redelivery does: the stream holds
-// each pair once, in order (published one by one, the second would be
-// stored first, and the first after it on the retry).
+// each pair once, in order (sent together, the second would be stored
+// first, and the first after it on the retry).
 func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
@@ -135,47 +142,6 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s holds %v after a lost publish and the retry, want %v", tc.stream, got, want)
-		}
-	}
-}
-
-// TestPublisherPublishesOneByOneWhereAtomicBatchesAreOff: on a stream
-// that refuses atomic batches (made by hand, or by an older Interlock), a
-// transition's records are still stored, once and in order.
-func TestPublisherPublishesOneByOneWhereAtomicBatchesAreOff(t *testing.T) {
-	t.Parallel()
-	srv := natstest.StartServer(t, "")
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(t.Context(), names.AuditStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
-	cfg.AllowAtomicPublish = false
-	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
-		t.Fatalf("turning atomic publishes off: %v", err)
-	}
-	p := bus.NewPublisher(js, names, "interlock/test")
-	at := time.Now().UTC()
-	for i := range 2 {
-		run := fmt.Sprintf("r-%d", i)
-		msgs := []engine.Message{
-			{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: run + "-a1", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionStarted, At: at}},
-			{Stream: engine.AuditStream, Kind: engine.ActionInterrupted, ID: run + "-a2", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionInterrupted, At: at}},
-		}
-		if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
-			t.Fatalf("publishing %s on a stream without atomic batches: %v", run, err)
-		}
-		var got []string
-		for _, r := range natstest.Read(t, js, names.AuditStream(), names.Audit("booking", run)) {
-			got = append(got, r.Header.Get(jetstream.MsgIDHeader))
-		}
-		if want := []string{run + "-a1", run + "-a2"}; !slices.Equal(got, want) {
-			t.Errorf("%s: the audit stream holds %v, want %v", run, got, want)
 		}
 	}
 }
