@@ -74,8 +74,9 @@ func streamLeader(t *testing.T, js jetstream.JetStream, stream string) string {
 // TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing runs the example
 // flows on a 3-node cluster with a worker on each node, shuts down the node
 // that leads the checkpoints while resumes are in flight, and checks that
-// every run completes once, every resume is applied once, and the node
-// catches up when it comes back.
+// every run completes once, every resume is applied once, approval
+// deadlines still fire (escalating, then expiring), and the node catches
+// up when it comes back.
 func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 	began := time.Now()
 	c := natstest.StartCluster(t, 3)
@@ -97,19 +98,29 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 		}
 	}
 
-	const bookings, refunds = 12, 6
-	type run struct{ flow, id string }
+	// Refunds of the last kind are never decided: their approval's deadline
+	// fires after the node loss, escalates, and fires again to expire them.
+	const bookings, refunds, expiring = 12, 6, 3
+	type run struct {
+		flow, id string
+		expires  bool
+	}
 	var runs []run
 	for i := range bookings {
-		r := run{"booking", fmt.Sprintf("r-cluster-b%d", i)}
+		r := run{"booking", fmt.Sprintf("r-cluster-b%d", i), false}
 		runs = append(runs, r)
 		publishRetrying(t, js, names.In(r.flow, "start"), events.TypeStart, r.id, r.id+"-start", map[string]any{"state": readyForTopics()})
 	}
-	for i := range refunds {
-		r := run{"refund", fmt.Sprintf("r-cluster-f%d", i)}
+	for i := range refunds + expiring {
+		r := run{"refund", fmt.Sprintf("r-cluster-f%d", i), i >= refunds}
+		timeout := 600
+		if r.expires {
+			r.id = fmt.Sprintf("r-cluster-x%d", i)
+			timeout = 3
+		}
 		runs = append(runs, r)
 		publishRetrying(t, js, names.In(r.flow, "start"), events.TypeStart, r.id, r.id+"-start",
-			map[string]any{"state": map[string]any{"orderId": "o-" + r.id, "amount": 4800, "currency": "USD", "approvalTimeoutSeconds": 600}})
+			map[string]any{"state": map[string]any{"orderId": "o-" + r.id, "amount": 4800, "currency": "USD", "approvalTimeoutSeconds": timeout}})
 	}
 	first := map[string]events.Interrupted{}
 	for _, r := range runs {
@@ -125,7 +136,8 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 		t.Fatalf("leader %q of %s is none of the nodes", leader, runsStream)
 	}
 	// Resume every run, and take the leader down while the workers apply
-	// the resumes.
+	// the resumes (the expiring runs' approvals, and so their deadlines,
+	// come after).
 	for i, r := range runs {
 		in := first[r.id]
 		data := map[string]any{"resumeToken": in.ResumeToken, "selected": "product"}
@@ -141,7 +153,7 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 		t.Fatalf("%s still led by the stopped node %s", runsStream, leader)
 	}
 	for _, r := range runs {
-		if r.flow != "refund" {
+		if r.flow != "refund" || r.expires {
 			continue
 		}
 		var in events.Interrupted
@@ -153,10 +165,25 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 			map[string]any{"resumeToken": in.ResumeToken, "decision": "approve"})
 	}
 	for _, r := range runs {
-		natstest.WaitFor(t, js, names.EventStream(), names.Event(r.flow, r.id, ">"), natstest.Nth("completed", 1))
+		end := "completed"
+		if r.expires {
+			end = "expired"
+		}
+		natstest.WaitFor(t, js, names.EventStream(), names.Event(r.flow, r.id, ">"), natstest.Nth(end, 1))
 	}
 	for _, r := range runs {
 		evs := natstest.Read(t, js, names.EventStream(), names.Event(r.flow, r.id, ">"))
+		if r.expires {
+			// Asked who they are, answered; the approval, escalated to
+			// finance_lead at its deadline, expired at the next.
+			if n := natstest.Count(evs, "interrupted"); n != 3 {
+				t.Errorf("%s: %d interrupted events, want 3 (question, approval, escalation)", r.id, n)
+			}
+			if n, m, k := natstest.Count(evs, "expired"), natstest.Count(evs, "completed"), natstest.Count(evs, "resumed"); n != 1 || m != 0 || k != 1 {
+				t.Errorf("%s: %d expired, %d completed, %d resumed events, want 1, 0, 1", r.id, n, m, k)
+			}
+			continue
+		}
 		resumes := 1
 		if r.flow == "refund" {
 			resumes = 2

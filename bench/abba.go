@@ -191,7 +191,8 @@ func replicas(ctx context.Context, js jetstream.JetStream, names wire.Names) (in
 }
 
 // combine combines two legs of one system: runs and seconds added,
-// latency percentiles over the runs of both, memory the higher peak.
+// latency percentiles over the runs of both, CPU per run over the runs of
+// both, memory the higher peak.
 func combine(a, b *systemResult) *systemResult {
 	c := *a
 	c.Runs = a.Runs + b.Runs
@@ -202,6 +203,15 @@ func combine(a, b *systemResult) *systemResult {
 	}
 	c.startSamples = slices.Concat(a.startSamples, b.startSamples)
 	c.resumeSamples = slices.Concat(a.resumeSamples, b.resumeSamples)
+	perRun := func(x, y float64) float64 {
+		if c.Runs == 0 {
+			return 0
+		}
+		return (x*float64(a.Runs) + y*float64(b.Runs)) / float64(c.Runs)
+	}
+	c.CPUMsPerRun = perRun(a.CPUMsPerRun, b.CPUMsPerRun)
+	c.ServerCPUMsPerRun = perRun(a.ServerCPUMsPerRun, b.ServerCPUMsPerRun)
+	c.WorkersCPUMsPerRun = perRun(a.WorkersCPUMsPerRun, b.WorkersCPUMsPerRun)
 	c.StartToInterrupted = latencies(c.startSamples)
 	c.ResumeToCompleted = latencies(c.resumeSamples)
 	m, n := a.Memory, b.Memory
@@ -232,12 +242,14 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 	}
 	if len(mr.WorkerProcs) > 0 {
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		_, _ = fmt.Fprintln(tw, "worker processes\tfloor runs/s\tinterlock runs/s\tinterlock/floor\tfloor p99 start->interrupted\tinterlock p99\tfloor p99 resume->completed\tinterlock p99\tworkers peak RSS MB floor / interlock\tserver peak RSS MB\tlegs, in order (runs/s)\t")
+		_, _ = fmt.Fprintln(tw, "worker processes\tfloor runs/s\tinterlock runs/s\tinterlock/floor\tfloor p99 start->interrupted\tinterlock p99\tfloor p99 resume->completed\tinterlock p99\tworkers CPU ms/run floor / interlock\tserver CPU ms/run floor / interlock\tworkers peak RSS MB floor / interlock\tserver peak RSS MB\tlegs, in order (runs/s)\t")
 		for _, c := range mr.WorkerProcs {
-			_, _ = fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f / %.1f\t%.1f\t%s\t\n",
+			_, _ = fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.3f / %.3f\t%.3f / %.3f\t%.1f / %.1f\t%.1f\t%s\t\n",
 				c.WorkerProcs, c.Floor.RunsPerSec, c.Interlock.RunsPerSec, c.Ratio.RunsPerSec,
 				c.Floor.StartToInterrupted.P99Ms, c.Interlock.StartToInterrupted.P99Ms,
 				c.Floor.ResumeToCompleted.P99Ms, c.Interlock.ResumeToCompleted.P99Ms,
+				c.Floor.WorkersCPUMsPerRun, c.Interlock.WorkersCPUMsPerRun,
+				c.Floor.ServerCPUMsPerRun, c.Interlock.ServerCPUMsPerRun,
 				c.Floor.Memory.WorkersPeakRSSMB, c.Interlock.Memory.WorkersPeakRSSMB,
 				max(c.Floor.Memory.ServerPeakRSSMB, c.Interlock.Memory.ServerPeakRSSMB), legsRunsPerSec(c.Legs))
 		}

@@ -71,8 +71,8 @@ func TestRun(t *testing.T) {
 				t.Errorf("%s, %s: latencies %+v and %+v, want positive", m.Workload, name, s.StartToInterrupted, s.ResumeToCompleted)
 			}
 		}
-		if m.Ratio == nil || m.Ratio.RunsPerSec <= 0 {
-			t.Errorf("%s: ratio %+v, want a positive runs/s ratio", m.Workload, m.Ratio)
+		if m.Ratio == nil || m.Ratio.RunsPerSec <= 0 || runtime.GOOS == "linux" && m.Ratio.CPUPerRun <= 0 {
+			t.Errorf("%s: ratio %+v, want positive runs/s and CPU per run ratios", m.Workload, m.Ratio)
 		}
 		checkLegs(t, m.Workload, &comparison{Floor: m.Floor, Interlock: m.Interlock, Ratio: m.Ratio, Legs: m.Legs}, 21, 1)
 	}
@@ -462,6 +462,9 @@ func TestRunServerProcess(t *testing.T) {
 	for name, s := range map[string]*systemResult{"floor": m.Floor, "interlock": m.Interlock} {
 		if s.Server != serverProcess || s.Runs != 10 {
 			t.Errorf("%s: server %q, %d runs; want %q, 10", name, s.Server, s.Runs, serverProcess)
+		}
+		if runtime.GOOS == "linux" && s.CPUMsPerRun <= 0 {
+			t.Errorf("%s: CPU per run %v ms, want positive", name, s.CPUMsPerRun)
 		}
 		// Not VmHWM >= the sampled peak: Linux updates VmHWM lazily.
 		if runtime.GOOS == "linux" && (s.Memory.ServerPeakRSSMB <= 0 || s.Memory.ServerHWMMB <= 0) {

@@ -626,10 +626,23 @@ func (f *floor) publish(ctx context.Context, run string, now time.Time, index fu
 	return f.publishAll(ctx, evs)
 }
 
-// publishAll publishes msgs asynchronously and waits for every ack.
+// publishAll publishes msgs and waits for every ack. Messages bound for a
+// stream that gets several go one at a time, each acknowledged before the
+// next, as Interlock's publisher sends a transition's audit records and
+// its events (so that they are stored in order whatever fails); a
+// stream's only message goes asynchronously, awaited with the rest.
 func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	count := map[string]int{}
 	for _, m := range msgs {
+		count[floorStream(m.Subject)]++
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var inOrder []*nats.Msg
+	for _, m := range msgs {
+		if count[floorStream(m.Subject)] > 1 {
+			inOrder = append(inOrder, m)
+			continue
+		}
 		fut, err := f.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("publishing %s: %w", m.Subject, err)
@@ -637,6 +650,12 @@ func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
 		futures = append(futures, fut)
 	}
 	var first error
+	for _, m := range inOrder {
+		if _, err := f.js.PublishMsg(ctx, m); err != nil {
+			first = fmt.Errorf("publishing %s: %w", m.Subject, err)
+			break
+		}
+	}
 	for _, fut := range futures {
 		select {
 		case <-fut.Ok():
@@ -649,6 +668,16 @@ func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	return first
+}
+
+// floorStream names the stream of a subject by its second token: in,
+// schedule (both the inbound stream), ev or audit.
+func floorStream(subject string) string {
+	token := strings.SplitN(subject, ".", 3)[1]
+	if token == "schedule" {
+		return "in"
+	}
+	return token
 }
 
 func (f *floor) event(subject, typ, run string, now time.Time, data map[string]any) (*nats.Msg, error) {

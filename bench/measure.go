@@ -148,6 +148,7 @@ func measure(ctx context.Context, o options, runs int, cl *client, srv *natsServ
 	toCompleted := make([]time.Duration, runs)
 	runtime.GC()
 	s := startSampler(sampleEvery, srv, workerPIDs)
+	cpu := startCPU(srv, workerPIDs)
 	begin := time.Now()
 	err := drive(ctx, runs, o.concurrency, func(ctx context.Context, i int) error {
 		var err error
@@ -155,6 +156,7 @@ func measure(ctx context.Context, o options, runs int, cl *client, srv *natsServ
 		return err
 	})
 	wall := time.Since(begin)
+	used := cpu.perRun(runs)
 	peak := s.stop()
 	if err != nil {
 		return nil, err
@@ -162,7 +164,7 @@ func measure(ctx context.Context, o options, runs int, cl *client, srv *natsServ
 	return &systemResult{
 		Runs: runs, Server: srv.where, Seconds: wall.Seconds(), RunsPerSec: float64(runs) / wall.Seconds(),
 		StartToInterrupted: latencies(toInterrupted), ResumeToCompleted: latencies(toCompleted),
-		Memory:       peak,
+		Memory: peak, CPUMsPerRun: used.self, ServerCPUMsPerRun: used.server, WorkersCPUMsPerRun: used.workers,
 		startSamples: toInterrupted, resumeSamples: toCompleted,
 	}, nil
 }

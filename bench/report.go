@@ -14,15 +14,15 @@ import (
 	"time"
 )
 
-// What the memory figures include, by where the server runs.
+// What the memory and CPU figures include, by where the server runs.
 const (
-	inProcessNote = "nats-server runs in this process: its RSS and Go heap include the server, the worker and the clients"
-	processNote   = "nats-server runs in a child process: this process's RSS and Go heap are the worker's (Interlock's service or the floor's pool) and the clients'; the server's RSS (VmRSS, VmHWM) is shown apart"
+	inProcessNote = "nats-server runs in this process: its RSS, Go heap and CPU per run include the server, the worker and the clients"
+	processNote   = "nats-server runs in a child process: this process's RSS, Go heap and CPU per run are the worker's (Interlock's service or the floor's pool) and the clients'; the server's RSS (VmRSS, VmHWM) and CPU per run are shown apart"
 	// workerProcsNote is added when the workers run in child processes.
-	workerProcsNote = "with the workers in child processes (--worker-procs), this process's RSS and Go heap are the clients' alone; the workers' peak RSS is their processes' summed"
+	workerProcsNote = "with the workers in child processes (--worker-procs), this process's RSS, Go heap and CPU per run are the clients' alone; the workers' peak RSS and CPU per run are their processes' summed, and the interlock/floor CPU ratio is of the workers' and the clients' CPU together"
 )
 
-// serverNotes says what the memory figures of the measurements o asks for
+// serverNotes says what the memory and CPU figures of the measurements o asks for
 // include.
 func serverNotes(o options) []string {
 	notes := []string{inProcessNote}
@@ -57,7 +57,7 @@ type report struct {
 	WorkerProcs []int `json:"workerProcs,omitempty"`
 	// StoredRuns is how many runs each system had stored before each leg.
 	StoredRuns int `json:"storedRuns,omitempty"`
-	// Notes say what the memory figures include.
+	// Notes say what the memory and CPU figures include.
 	Notes []string     `json:"notes"`
 	Modes []modeResult `json:"modes"`
 }
@@ -108,6 +108,20 @@ type systemResult struct {
 	StartToInterrupted latency `json:"startToInterrupted"`
 	ResumeToCompleted  latency `json:"resumeToCompleted"`
 	Memory             memPeak `json:"memory"`
+	// CPUMsPerRun is this process's CPU time (user and system, from
+	// getrusage) over the measured runs, divided by the runs, in ms. With
+	// the server in a child process it is the worker's and the clients'
+	// CPU alone; with the server in this process it includes the server's.
+	CPUMsPerRun float64 `json:"cpuMsPerRun"`
+	// ServerCPUMsPerRun is the server child's CPU time over the same runs
+	// (utime and stime of /proc/<pid>/stat, 10 ms units), summed over the
+	// nodes of a cluster, divided by the runs, in ms; 0 when the server
+	// runs in this process.
+	ServerCPUMsPerRun float64 `json:"serverCPUMsPerRun,omitempty"`
+	// WorkersCPUMsPerRun is the worker processes' CPU time over the same
+	// runs, read as the server's and summed, divided by the runs, in ms; 0
+	// when the workers run in this process.
+	WorkersCPUMsPerRun float64 `json:"workersCPUMsPerRun,omitempty"`
 	// CheckpointBytes are the sizes of a waiting checkpoint (of a run
 	// started after the measurement and left waiting) and of the first
 	// run's completed one.
@@ -127,6 +141,7 @@ type latency struct {
 // ratio is Interlock's figures divided by the floor's.
 type ratio struct {
 	RunsPerSec            float64 `json:"runsPerSec"`
+	CPUPerRun             float64 `json:"cpuPerRun"`
 	P99StartToInterrupted float64 `json:"p99StartToInterrupted"`
 	P99ResumeToCompleted  float64 `json:"p99ResumeToCompleted"`
 }
@@ -224,6 +239,7 @@ func ratios(floor, il *systemResult) *ratio {
 	}
 	return &ratio{
 		RunsPerSec:            div(il.RunsPerSec, floor.RunsPerSec),
+		CPUPerRun:             div(il.CPUMsPerRun+il.WorkersCPUMsPerRun, floor.CPUMsPerRun+floor.WorkersCPUMsPerRun),
 		P99StartToInterrupted: div(il.StartToInterrupted.P99Ms, floor.StartToInterrupted.P99Ms),
 		P99ResumeToCompleted:  div(il.ResumeToCompleted.P99Ms, floor.ResumeToCompleted.P99Ms),
 	}
@@ -305,16 +321,16 @@ func (r report) writeText(w io.Writer) error {
 	}
 	fmt.Fprintln(b)
 	for _, n := range r.Notes {
-		fmt.Fprintf(b, "memory: %s\n", n)
+		fmt.Fprintf(b, "memory and CPU: %s\n", n)
 	}
 	for _, mr := range r.Modes {
 		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Workload, mr.Fsync))
 		if mr.Floor != nil && mr.Interlock != nil {
 			child := mr.Floor.Server == serverProcess
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-			head := "system\truns/s\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\t"
+			head := "system\truns/s\tCPU ms/run\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\t"
 			if child {
-				head += "server peak RSS MB\tserver VmHWM MB\t"
+				head += "server peak RSS MB\tserver VmHWM MB\tserver CPU ms/run\t"
 			}
 			fmt.Fprintln(tw, head+"checkpoint bytes\t")
 			for _, s := range []struct {
@@ -322,20 +338,20 @@ func (r report) writeText(w io.Writer) error {
 				res  *systemResult
 			}{{"floor", mr.Floor}, {"interlock", mr.Interlock}} {
 				x := s.res
-				fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t",
-					s.name, x.RunsPerSec, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
+				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t",
+					s.name, x.RunsPerSec, x.CPUMsPerRun, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
 					x.ResumeToCompleted.P50Ms, x.ResumeToCompleted.P99Ms,
 					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB)
 				if child {
-					fmt.Fprintf(tw, "%.1f\t%.1f\t", x.Memory.ServerPeakRSSMB, x.Memory.ServerHWMMB)
+					fmt.Fprintf(tw, "%.1f\t%.1f\t%.3f\t", x.Memory.ServerPeakRSSMB, x.Memory.ServerHWMMB, x.ServerCPUMsPerRun)
 				}
 				fmt.Fprintf(tw, "%s\t\n", ints(x.CheckpointBytes))
 			}
 			blanks := strings.Repeat("\t", 6)
 			if child {
-				blanks += "\t\t"
+				blanks += "\t\t\t"
 			}
-			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", mr.Ratio.RunsPerSec, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
+			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", mr.Ratio.RunsPerSec, mr.Ratio.CPUPerRun, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
 			if err := tw.Flush(); err != nil {
 				return err
 			}

@@ -45,7 +45,8 @@ func deployEnv(t *testing.T) (natstest.TLSFiles, map[string]string) {
 	t.Setenv("INTERLOCK_TLS_CERT", f.Cert)
 	t.Setenv("INTERLOCK_TLS_KEY", f.Key)
 	t.Setenv("INTERLOCK_TLS_CA", f.CA)
-	t.Setenv("POD_NAME", "nats-0")
+	t.Setenv("POD_NAME", "nats-0")    // deploy/k8s
+	t.Setenv("SERVER_NAME", "nats-0") // the nats chart
 	pw := map[string]string{}
 	for i, u := range deployUsers {
 		// Hex, as `openssl rand -hex 24` makes; one starts with digits.
@@ -111,7 +112,8 @@ func k8sNATSConfig(t *testing.T) string {
 // routes, JetStream store) are written here as the chart writes them; the
 // values' merge blocks are merged in, and the result formatted as the
 // chart's nats.formatConfig does: JSON, "<< x >>" unquoted, a key ending
-// in $include made an include directive.
+// in $include made an include directive. Checked against the nats.conf of
+// `helm template` with chart nats 2.14.2 and these values.
 func natsChartConfig(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("../deploy/helm/nats-values.yaml")
@@ -213,8 +215,9 @@ func natsChartConfig(t *testing.T) string {
 		routes = append(routes, fmt.Sprintf("tls://nats-%d.nats-headless:6222", i))
 	}
 	conf := map[string]any{
-		"server_name": "<< $POD_NAME >>", "lame_duck_grace_period": "10s", "lame_duck_duration": "30s",
-		"port": c.NATS.Port, "tls": tlsBlock(c.NATS.TLS.Merge), "http_port": 8222, "jetstream": js,
+		"server_name": "<< $SERVER_NAME >>", "lame_duck_grace_period": "10s", "lame_duck_duration": "30s",
+		"pid_file": filepath.Join(dir, "nats.pid"),
+		"port":     c.NATS.Port, "tls": tlsBlock(c.NATS.TLS.Merge), "http_port": 8222, "jetstream": js,
 		"cluster": map[string]any{"name": "nats", "port": 6222, "no_advertise": true, "routes": routes, "tls": tlsBlock(c.Cluster.TLS.Merge)},
 	}
 	maps.Copy(conf, c.Merge)

@@ -43,9 +43,9 @@ var _ JetStream = jetstream.JetStream(nil)
 // each with its event id as Nats-Msg-Id so JetStream drops a repeat. It
 // implements [engine.Publisher].
 type Publisher struct {
-	js     JetStream
-	names  wire.Names
-	source string
+	js    JetStream
+	names wire.Names
+	enc   *events.Encoder
 }
 
 var _ engine.Publisher = (*Publisher)(nil)
@@ -53,7 +53,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 // NewPublisher returns a publisher; source is the CloudEvents source of
 // what it publishes ("interlock/<instance>").
 func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
-	return &Publisher{js: js, names: n, source: cmp.Or(source, engine.DefaultSource)}
+	return &Publisher{js: js, names: n, enc: events.NewEncoder(cmp.Or(source, engine.DefaultSource))}
 }
 
 func (p *Publisher) subject(m engine.Message) string {
@@ -86,7 +86,12 @@ const (
 	HeaderScheduleTarget = "Nats-Schedule-Target"
 )
 
-func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
+// bodySize is room for one encoded message: most are smaller.
+const bodySize = 768
+
+// encode encodes m as a structured CloudEvent, appending its body to slab,
+// whose bytes it returns with the message.
+func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, error) {
 	typ, ok := events.OutboundType(m.Kind)
 	var data any = m.Data
 	switch d := m.Data.(type) {
@@ -99,57 +104,77 @@ func (p *Publisher) encode(m engine.Message) (*nats.Msg, error) {
 		typ, ok = events.TypeNodePrefix+m.Kind, true
 	}
 	if !ok {
-		return nil, fmt.Errorf("bus: no event type for kind %q", m.Kind)
+		return nil, slab, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
-	ev, err := events.Outbound(m.ID, p.source, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
+	start := len(slab)
+	slab, err := p.enc.AppendOutbound(slab, m.ID, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
 	if err != nil {
-		return nil, err
-	}
-	body, err := events.Encode(ev)
-	if err != nil {
-		return nil, err
+		return nil, slab, err
 	}
 	msg := nats.NewMsg(p.subject(m))
-	msg.Data = body
+	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 	if s, ok := m.Data.(*engine.Schedule); ok {
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
 		msg.Header.Set(HeaderScheduleTarget, p.names.In(m.Flow, "expire"))
 	}
-	return msg, nil
+	return msg, slab, nil
 }
 
 // Publish implements [engine.Publisher]. Audit records and deadlines are
-// stored before any event is published: both go out as asynchronous
-// batches, the first acknowledged before the events are sent. With
-// recheck, a message whose subject already ends with that message is
-// skipped, which covers a repeat past the deduplication window.
+// stored before any event is published. The messages of a transition
+// bound for one stream (its audit records; its events) go out one at a
+// time, each acknowledged before the next, so that the stream holds them in
+// the order the transition made them whatever fails: sent together, a
+// first message lost to a leader change while the second was stored would
+// be stored after it once the transition is retried, and a run's audit
+// records must be in chain order. A stream's only message goes out
+// asynchronously, awaited with the others. With recheck, messages the
+// stream already holds are skipped (the last message on a subject, and
+// the messages before it on that subject), which covers a repeat past the
+// deduplication window.
 func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
+	// The bodies of all the messages share one allocation; each is
+	// written once and kept by its message until it is acknowledged.
+	slab := make([]byte, 0, bodySize*len(msgs))
 	for _, phase := range [][]engine.Stream{{engine.AuditStream, engine.ScheduleStream}, {engine.EventStream}} {
 		var futures []jetstream.PubAckFuture
+		todo := make([]engine.Message, 0, len(msgs))
+		count := map[engine.Stream]int{}
 		for _, m := range msgs {
-			if !slices.Contains(phase, m.Stream) {
-				continue
+			if slices.Contains(phase, m.Stream) {
+				todo = append(todo, m)
+				count[m.Stream]++
 			}
-			if recheck {
-				done, err := p.stored(ctx, m)
-				if err != nil {
-					return err
-				}
-				if done {
-					continue
-				}
-			}
-			msg, err := p.encode(m)
-			if err != nil {
+		}
+		if recheck {
+			var err error
+			if todo, err = p.unstored(ctx, todo); err != nil {
 				return err
+			}
+		}
+		var inOrder []*nats.Msg // to a stream that gets several: one at a time
+		for _, m := range todo {
+			var msg *nats.Msg
+			var err error
+			if msg, slab, err = p.encode(m, slab); err != nil {
+				return errors.Join(err, wait(ctx, futures))
+			}
+			if count[m.Stream] > 1 {
+				inOrder = append(inOrder, msg)
+				continue
 			}
 			f, err := p.js.PublishMsgAsync(msg)
 			if err != nil {
 				return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
 			}
 			futures = append(futures, f)
+		}
+		for _, msg := range inOrder {
+			if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+				return errors.Join(fmt.Errorf("bus: publishing %s: %w", msg.Subject, err), wait(ctx, futures))
+			}
 		}
 		if err := wait(ctx, futures); err != nil {
 			return err
@@ -175,20 +200,50 @@ func wait(ctx context.Context, futures []jetstream.PubAckFuture) error {
 	return first
 }
 
-// stored reports whether m is already the last message on its subject.
-func (p *Publisher) stored(ctx context.Context, m engine.Message) (bool, error) {
-	s, err := p.js.Stream(ctx, p.stream(m))
-	if err != nil {
-		return false, fmt.Errorf("bus: binding stream %s: %w", p.stream(m), err)
+// unstored drops from msgs those their stream holds already: the last
+// message on a subject, and the messages before it on that subject
+// (published in order, they were stored before it).
+func (p *Publisher) unstored(ctx context.Context, msgs []engine.Message) ([]engine.Message, error) {
+	stored := make([]bool, len(msgs))
+	seen := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		subject := p.subject(msgs[i])
+		if seen[subject] {
+			continue
+		}
+		seen[subject] = true
+		s, err := p.js.Stream(ctx, p.stream(msgs[i]))
+		if err != nil {
+			return nil, fmt.Errorf("bus: binding stream %s: %w", p.stream(msgs[i]), err)
+		}
+		last, err := s.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bus: reading last message of %s: %w", subject, err)
+		}
+		id := last.Header.Get(jetstream.MsgIDHeader)
+		for j := i; j >= 0; j-- {
+			if p.subject(msgs[j]) != subject || msgs[j].ID != id {
+				continue
+			}
+			stored[j] = true
+			for k := j - 1; k >= 0; k-- {
+				if p.subject(msgs[k]) == subject {
+					stored[k] = true
+				}
+			}
+			break
+		}
 	}
-	last, err := s.GetLastMsgForSubject(ctx, p.subject(m))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
+	out := msgs[:0:0]
+	for i, m := range msgs {
+		if !stored[i] {
+			out = append(out, m)
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("bus: reading last message of %s: %w", p.subject(m), err)
-	}
-	return last.Header.Get(jetstream.MsgIDHeader) == m.ID, nil
+	return out, nil
 }
 
 // DeadLetter copies an inbound message whole (headers and body) to

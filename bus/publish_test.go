@@ -1,8 +1,15 @@
 package bus_test
 
 import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
@@ -53,5 +60,88 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	}
 	if n := count(); n != 4 {
 		t.Fatalf("%d messages stored after an unchecked repeat past the window, want 4 (the test is no test otherwise)", n)
+	}
+}
+
+// failingJetStream fails the first publish to a subject with prefix,
+// without sending it, as a publish lost to a leader change fails.
+type failingJetStream struct {
+	jetstream.JetStream
+	prefix string
+	failed atomic.Bool
+}
+
+func (f *failingJetStream) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if strings.HasPrefix(msg.Subject, f.prefix) && f.failed.CompareAndSwap(false, true) {
+		return nil, nats.ErrNoResponders
+	}
+	return f.JetStream.PublishMsg(ctx, msg, opts...)
+}
+
+func (f *failingJetStream) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if strings.HasPrefix(msg.Subject, f.prefix) && f.failed.CompareAndSwap(false, true) {
+		return failedFuture{msg: msg}, nil
+	}
+	return f.JetStream.PublishMsgAsync(msg, opts...)
+}
+
+// failedFuture is a publish that got no acknowledgement.
+type failedFuture struct{ msg *nats.Msg }
+
+func (f failedFuture) Ok() <-chan *jetstream.PubAck { return nil }
+func (f failedFuture) Err() <-chan error {
+	c := make(chan error, 1)
+	c <- nats.ErrNoResponders
+	return c
+}
+func (f failedFuture) Msg() *nats.Msg { return f.msg }
+
+// TestPublisherStoresATransitionsRecordsInOrderThroughAFailure loses the
+// first publish of a transition's two audit records and two events, then
+// publishes the transition again as its redelivery does: the stream holds
+// each pair once, in order (sent together, the second would be stored
+// first, and the first after it on the retry).
+func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := wire.NewNames("")
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	for _, tc := range []struct{ run, stream, prefix string }{
+		{"r-audit", names.AuditStream(), names.Prefix + ".audit."},
+		{"r-events", names.EventStream(), names.Prefix + ".ev."},
+	} {
+		run := tc.run
+		msgs := []engine.Message{
+			{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: run + "-a1", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionStarted, At: at}},
+			{Stream: engine.AuditStream, Kind: engine.ActionInterrupted, ID: run + "-a2", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionInterrupted, At: at}},
+			{Stream: engine.EventStream, Kind: engine.EventStarted, ID: run + "-e1", Flow: "booking", Run: run, Time: at, Data: &engine.StartedEvent{Flow: "booking", Run: run}},
+			{Stream: engine.EventStream, Kind: engine.EventCompleted, ID: run + "-e2", Flow: "booking", Run: run, Time: at, Data: &engine.CompletedEvent{Flow: "booking", Run: run}},
+		}
+		p := bus.NewPublisher(&failingJetStream{JetStream: js, prefix: tc.prefix}, names, "interlock/test")
+		if err := p.Publish(t.Context(), msgs, 1, false); err == nil {
+			t.Fatalf("%s: publishing with a lost publish succeeded; the test lost nothing", tc.stream)
+		}
+		if err := p.Publish(t.Context(), msgs, 1, true); err != nil {
+			t.Fatal(err)
+		}
+		filter := names.Audit("booking", run)
+		if tc.stream == names.EventStream() {
+			filter = names.Event("booking", run, ">")
+		}
+		var got []string
+		for _, r := range natstest.Read(t, js, tc.stream, filter) {
+			got = append(got, r.Header.Get(jetstream.MsgIDHeader))
+		}
+		want := []string{run + "-a1", run + "-a2"}
+		if tc.stream == names.EventStream() {
+			want = []string{run + "-e1", run + "-e2"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s holds %v after a lost publish and the retry, want %v", tc.stream, got, want)
+		}
 	}
 }

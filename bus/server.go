@@ -305,6 +305,13 @@ func clusterOptions(opts *server.Options, c *ClusterConfig) error {
 	if opts.Cluster.Port != 0 && opts.Cluster.Name == "" {
 		return errors.New("bus: a cluster node needs the cluster's name, the same on every node: set --cluster-name")
 	}
+	if opts.Cluster.Port != 0 && len(opts.Routes) == 0 && len(opts.LeafNode.Remotes) == 0 {
+		// nats-server would refuse JetStream only once started, and the
+		// start would then time out with nothing said.
+		return fmt.Errorf("bus: cluster %q has no routes, and a JetStream cluster node needs them: "+
+			"set --routes to the route URL of every node, this one's included (nats://host:%d,...), the same list on every node",
+			opts.Cluster.Name, DefaultClusterPort)
+	}
 	return nil
 }
 

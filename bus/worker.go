@@ -130,11 +130,14 @@ type Worker struct {
 	log    zerolog.Logger
 	tracer trace.Tracer
 
-	mu      sync.Mutex
-	iter    jetstream.MessagesContext
-	loop    sync.WaitGroup
+	mu   sync.Mutex
+	iter jetstream.MessagesContext
+	loop sync.WaitGroup
+	// running are the Concurrency handlers, each taking messages from
+	// msgs until consume closes it. Handlers live as long as the worker,
+	// so their stacks, grown by the first messages, stay grown.
 	running sync.WaitGroup
-	sem     chan struct{}
+	msgs    chan jetstream.Msg
 	base    context.Context
 	abort   context.CancelFunc
 	stopped bool
@@ -148,7 +151,7 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, tracer: cfg.TracerProvider.Tracer(tracerName),
-		sem: make(chan struct{}, cfg.Concurrency), verbs: verbs(cfg.Tools)}, nil
+		verbs: verbs(cfg.Tools)}, nil
 }
 
 // Start binds the inbound stream, creates or updates the durable consumer,
@@ -190,13 +193,25 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.iter = iter
 	w.base, w.abort = context.WithCancel(context.WithoutCancel(ctx))
+	w.msgs = make(chan jetstream.Msg)
+	for range w.cfg.Concurrency {
+		w.running.Go(func() {
+			for msg := range w.msgs {
+				w.handle(msg)
+			}
+		})
+	}
 	w.loop.Add(1)
 	go w.consume(iter)
 	return nil
 }
 
+// consume hands messages to the handlers until the iterator is closed,
+// then closes msgs. A message taken from the iterator waits here for a
+// free handler, so at most Concurrency+1 are in hand.
 func (w *Worker) consume(iter jetstream.MessagesContext) {
 	defer w.loop.Done()
+	defer close(w.msgs)
 	for {
 		msg, err := iter.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -215,13 +230,7 @@ func (w *Worker) consume(iter jetstream.MessagesContext) {
 			}
 			continue
 		}
-		w.sem <- struct{}{}
-		w.running.Add(1)
-		go func() {
-			defer w.running.Done()
-			defer func() { <-w.sem }()
-			w.handle(msg)
-		}()
+		w.msgs <- msg
 	}
 }
 

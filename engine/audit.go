@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // seal chains the transition's new audit records onto the run's chain, in
@@ -44,12 +47,32 @@ func AuditHash(rec *AuditRecord) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding audit record: %w", err)
 	}
-	return CanonicalHash(b)
+	// What json.Marshal writes for a struct is a valid object.
+	canon := canonicalizer{dst: make([]byte, 0, len(b))}
+	canonical, _ := canon.object(b, true)
+	return hashHex(canonical), nil
 }
 
 // CanonicalHash returns the hex SHA-256 of the canonical JSON of a JSON
 // object, leaving out its "hash" member.
+//
+// The canonical JSON is what encoding/json writes for the object decoded
+// into a map (with numbers kept as written): keys sorted, the last of a
+// repeated key kept, strings escaped as encoding/json escapes them. A
+// valid object is written so in one pass; anything else is decoded.
 func CanonicalHash(obj []byte) (string, error) {
+	if json.Valid(obj) {
+		c := canonicalizer{dst: make([]byte, 0, len(obj))}
+		if b, ok := c.object(bytes.TrimSpace(obj), true); ok {
+			return hashHex(b), nil
+		}
+	}
+	return canonicalHashDecoded(obj)
+}
+
+// canonicalHashDecoded is CanonicalHash by decoding the object into a map
+// and encoding it again.
+func canonicalHashDecoded(obj []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	dec.UseNumber()
 	var m map[string]any
@@ -61,6 +84,167 @@ func CanonicalHash(obj []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding audit record: %w", err)
 	}
+	return hashHex(b), nil
+}
+
+func hashHex(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:])
+}
+
+// canonicalizer writes valid JSON in canonical form.
+type canonicalizer struct {
+	dst []byte
+}
+
+// member is one member of an object: its key, decoded, and its value.
+type member struct {
+	key   []byte
+	value []byte
+}
+
+// object writes the canonical form of the valid JSON object src, without
+// its "hash" members if top, and returns the bytes written so far. It
+// reports false if src is not an object.
+func (c *canonicalizer) object(src []byte, top bool) ([]byte, bool) {
+	if len(src) == 0 || src[0] != '{' {
+		return nil, false
+	}
+	var members []member
+	i := skipSpace(src, 1)
+	for src[i] != '}' {
+		end := skipString(src, i)
+		key := decodeString(src[i:end])
+		i = skipSpace(src, end)
+		i = skipSpace(src, i+1) // :
+		end = skipValue(src, i)
+		if !top || string(key) != "hash" {
+			members = append(members, member{key: key, value: src[i:end]})
+		}
+		i = skipSpace(src, end)
+		if src[i] == ',' {
+			i = skipSpace(src, i+1)
+		}
+	}
+	// Sorted by key; of a repeated key, the last is kept, as a map keeps
+	// the last.
+	slices.SortStableFunc(members, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	c.dst = append(c.dst, '{')
+	first := true
+	for j, m := range members {
+		if j+1 < len(members) && bytes.Equal(members[j+1].key, m.key) {
+			continue
+		}
+		if !first {
+			c.dst = append(c.dst, ',')
+		}
+		first = false
+		c.dst = appendCanonicalString(c.dst, m.key)
+		c.dst = append(c.dst, ':')
+		c.value(m.value)
+	}
+	c.dst = append(c.dst, '}')
+	return c.dst, true
+}
+
+// value writes the canonical form of the valid JSON value src.
+func (c *canonicalizer) value(src []byte) {
+	switch src[0] {
+	case '{':
+		c.object(src, false)
+	case '[':
+		c.dst = append(c.dst, '[')
+		for i, first := skipSpace(src, 1), true; src[i] != ']'; first = false {
+			end := skipValue(src, i)
+			if !first {
+				c.dst = append(c.dst, ',')
+			}
+			c.value(src[i:end])
+			i = skipSpace(src, end)
+			if src[i] == ',' {
+				i = skipSpace(src, i+1)
+			}
+		}
+		c.dst = append(c.dst, ']')
+	case '"':
+		c.dst = appendCanonicalString(c.dst, decodeString(src))
+	default: // numbers as written, literals
+		c.dst = append(c.dst, src...)
+	}
+}
+
+// skipSpace returns the index of the first byte of src from i that is not
+// JSON whitespace.
+func skipSpace(src []byte, i int) int {
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the valid JSON string at i.
+func skipString(src []byte, i int) int {
+	for i++; src[i] != '"'; i++ {
+		if src[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// skipValue returns the index just past the valid JSON value at i.
+func skipValue(src []byte, i int) int {
+	switch src[i] {
+	case '"':
+		return skipString(src, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch src[i] {
+			case '"':
+				i = skipString(src, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(src) && !strings.ContainsRune(",]} \t\n\r", rune(src[i])) {
+		i++
+	}
+	return i
+}
+
+// decodeString returns the valid JSON string token s decoded, as
+// encoding/json decodes it (invalid UTF-8 replaced).
+func decodeString(s []byte) []byte {
+	raw := s[1 : len(s)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return raw
+	}
+	var v string
+	_ = json.Unmarshal(s, &v) // s is a valid string
+	return []byte(v)
+}
+
+// appendCanonicalString appends s as encoding/json writes a string (HTML
+// characters, U+2028 and U+2029 escaped).
+func appendCanonicalString(dst, s []byte) []byte {
+	clean := utf8.Valid(s)
+	for i := 0; clean && i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ', c == '"', c == '\\', c == '<', c == '>', c == '&', c == 0xE2:
+			clean = false
+		}
+	}
+	if clean {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := json.Marshal(string(s)) // a string always encodes
+	return append(dst, b...)
 }

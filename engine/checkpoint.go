@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,6 +82,140 @@ type Checkpoint struct {
 	Outbox []Message `json:"outbox,omitempty"`
 	// Waited records that the run has been in the pending index.
 	Waited bool `json:"waited,omitempty"`
+
+	// outboxDoc is the outbox as stored, when the checkpoint was decoded
+	// from a document with its outbox left to be decoded when needed
+	// ([Checkpoint.loadOutbox]); Outbox is then nil.
+	outboxDoc json.RawMessage
+}
+
+// decodeCheckpoint decodes a checkpoint document, all but its outbox: a
+// command on a run needs the outbox of the last transition only when it
+// is that transition's message delivered again. The outbox, most of the
+// document, is cut out before the rest is decoded, so that it is not
+// read at all; it is checked when it is decoded.
+func decodeCheckpoint(doc []byte) (*Checkpoint, error) {
+	cp := &Checkpoint{}
+	lazy := struct {
+		*Checkpoint
+		Outbox json.RawMessage `json:"outbox,omitempty"`
+	}{Checkpoint: cp}
+	rest, outbox := cutOutbox(doc)
+	if err := json.Unmarshal(rest, &lazy); err != nil {
+		return nil, err
+	}
+	if outbox == nil {
+		outbox = lazy.Outbox
+	}
+	if len(outbox) > 0 && string(outbox) != "null" {
+		cp.outboxDoc = outbox
+	}
+	return cp, nil
+}
+
+// cutOutbox returns doc with the value of its top-level "outbox" member
+// replaced by null, and that value. When doc does not have exactly one
+// member so spelled and no other that encoding/json would take for it
+// (its names match without regard to case), or is not an object that can
+// be walked, it returns doc as it is and nil.
+func cutOutbox(doc []byte) (rest, outbox []byte) {
+	var start, end int
+	found := 0
+	i := skipSpace(doc, 0)
+	if i == len(doc) || doc[i] != '{' {
+		return doc, nil
+	}
+	i = skipSpace(doc, i+1)
+	for i < len(doc) && doc[i] != '}' {
+		ks := i
+		ke, ok := skipLenient(doc, i)
+		if !ok || doc[ks] != '"' {
+			return doc, nil
+		}
+		key := doc[ks+1 : ke-1]
+		i = skipSpace(doc, ke)
+		if i == len(doc) || doc[i] != ':' {
+			return doc, nil
+		}
+		vs := skipSpace(doc, i+1)
+		ve, ok := skipLenient(doc, vs)
+		if !ok || ve == vs {
+			return doc, nil
+		}
+		switch {
+		case string(key) == "outbox":
+			start, end = vs, ve
+			found++
+		case bytes.EqualFold(key, []byte("outbox")) || bytes.IndexByte(key, '\\') >= 0:
+			return doc, nil
+		}
+		i = skipSpace(doc, ve)
+		if i < len(doc) && doc[i] == ',' {
+			i = skipSpace(doc, i+1)
+		} else if i == len(doc) || doc[i] != '}' {
+			return doc, nil
+		}
+	}
+	if found != 1 {
+		return doc, nil
+	}
+	rest = make([]byte, 0, len(doc)-(end-start)+len("null"))
+	rest = append(append(append(rest, doc[:start]...), "null"...), doc[end:]...)
+	return rest, bytes.Clone(doc[start:end])
+}
+
+// skipLenient returns the index just past the JSON value at i, reading
+// only as much as it takes to find its end (strings and nesting), and
+// false if doc ends first.
+func skipLenient(doc []byte, i int) (int, bool) {
+	if i >= len(doc) {
+		return i, false
+	}
+	depth := 0
+	for ; i < len(doc); i++ {
+		switch doc[i] {
+		case '"':
+			for i++; i < len(doc) && doc[i] != '"'; i++ {
+				if doc[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(doc) {
+				return i, false
+			}
+		case '{', '[':
+			depth++
+			continue
+		case '}', ']':
+			depth--
+		default:
+			if depth > 0 {
+				continue
+			}
+			// A number or a literal: up to what ends it.
+			for i < len(doc) && !bytes.ContainsRune([]byte(",}] \t\n\r"), rune(doc[i])) {
+				i++
+			}
+			return i, true
+		}
+		if depth <= 0 {
+			return i + 1, depth == 0
+		}
+	}
+	return i, false
+}
+
+// loadOutbox decodes the outbox decodeCheckpoint left encoded, if any.
+func (cp *Checkpoint) loadOutbox() error {
+	if cp.outboxDoc == nil {
+		return nil
+	}
+	var out []Message
+	if err := json.Unmarshal(cp.outboxDoc, &out); err != nil {
+		return fmt.Errorf("engine: outbox of %s.%s: %w", cp.Flow, cp.Run, err)
+	}
+	cp.Outbox, cp.outboxDoc = out, nil
+	return nil
 }
 
 // AuditHead is the last record of a run's audit chain: how many records
@@ -154,6 +289,16 @@ type Store interface {
 	Update(ctx context.Context, cp *Checkpoint, rev uint64) (uint64, error)
 	PutPending(ctx context.Context, p *Pending) error
 	DeletePending(ctx context.Context, flow, run string) error
+}
+
+// DocLoader is implemented by a [Store] that can return a checkpoint as
+// the JSON document it keeps (json.Marshal of the [Checkpoint]), and
+// [ErrNotFound] as Load does. The runner then decodes the document itself,
+// and the checkpoint's outbox only when a command needs it, which saves
+// most of the decoding: a command on a run rarely does (only the message
+// of the run's last transition, delivered again).
+type DocLoader interface {
+	LoadDoc(ctx context.Context, flow, run string) (doc []byte, rev uint64, err error)
 }
 
 // Publisher publishes outbound messages in order, each with its ID as the

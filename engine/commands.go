@@ -101,7 +101,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 			err = ErrNotFound
 		)
 		if attempt > 0 || !cmd.FirstDelivery {
-			cp, rev, err = r.cfg.Store.Load(ctx, cmd.Flow, cmd.Run)
+			cp, rev, err = r.load(ctx, cmd.Flow, cmd.Run)
 		}
 		switch {
 		case errors.Is(err, ErrNotFound):

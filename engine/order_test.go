@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -107,5 +109,81 @@ func TestARefusalNeverComesBeforeTheEventThatExplainsIt(t *testing.T) {
 	}
 	if c, f := slices.Index(kinds, engine.EventCancelled), slices.Index(kinds, engine.EventRefused); c < 0 || f < c {
 		t.Fatalf("events %v: the refusal must follow the cancelled event", kinds)
+	}
+}
+
+// TestARedeliveredTransitionPublishesWhatItCommitted: a resume commits
+// but its events are not published; delivered again, it publishes them
+// from the checkpoint's outbox, whole and with the ids they were committed
+// with, and changes nothing else.
+func TestARedeliveredTransitionPublishesWhatItCommitted(t *testing.T) {
+	ctx := t.Context()
+	store, pub := enginetest.NewStore(), &stallingPublisher{Publisher: enginetest.NewPublisher()}
+	r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{booking.Flow()}, Store: store, Publisher: pub,
+		Secret: []byte("order-test-secret-order-test-secret-01234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, engine.Start{Flow: "booking", Run: "r-1", Inbound: engine.Inbound{EventID: "s", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, m := range pub.Messages("r-1") {
+		if in, ok := m.Data.(*engine.InterruptedEvent); ok {
+			token = in.ResumeToken
+		}
+	}
+	pub.stall = engine.EventResumed
+	resume := engine.Resume{Flow: "booking", Run: "r-1", Token: token, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
+		Inbound: engine.Inbound{EventID: "r", Seq: 2}}
+	if _, err := r.Resume(ctx, resume); err == nil {
+		t.Fatal("the resume's publishing failed, yet Resume reported success")
+	}
+	committed, rev, err := store.Load(ctx, "booking", "r-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub.mu.Lock()
+	pub.stall = ""
+	pub.mu.Unlock()
+	out, err := r.Resume(ctx, resume)
+	if err != nil || !out.Duplicate || out.Checkpoint != rev {
+		t.Fatalf("resume delivered again: %+v, %v; want a repeat at checkpoint %d", out, err, rev)
+	}
+	if _, again, err := store.Load(ctx, "booking", "r-1"); err != nil || again != rev {
+		t.Fatalf("the repeat wrote the checkpoint: revision %d, want %d (%v)", again, rev, err)
+	}
+	published := map[string]engine.Message{}
+	for _, m := range pub.Messages("r-1") {
+		published[m.ID] = m
+	}
+	// What the events say, but for what is stamped on publishing.
+	unstamped := func(d engine.EventData) map[string]any {
+		var m map[string]any
+		b, _ := json.Marshal(d)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "checkpoint")
+		delete(m, "resumeToken")
+		return m
+	}
+	events := 0
+	for _, m := range committed.Outbox {
+		if m.Stream != engine.EventStream {
+			continue
+		}
+		events++
+		p, ok := published[m.ID]
+		if !ok {
+			t.Errorf("%s event %s of the outbox was not published", m.Kind, m.ID)
+			continue
+		}
+		if got, want := unstamped(p.Data), unstamped(m.Data); p.Kind != m.Kind || !reflect.DeepEqual(got, want) {
+			t.Errorf("event %s published as %s %v, committed as %s %v", m.ID, p.Kind, got, m.Kind, want)
+		}
+	}
+	if events == 0 {
+		t.Fatal("the committed outbox holds no event")
 	}
 }

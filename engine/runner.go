@@ -94,6 +94,8 @@ func (c Config) validate() error {
 type Runner struct {
 	cfg   Config
 	flows map[string]*Flow
+	// docs is the store, when it implements DocLoader.
+	docs DocLoader
 }
 
 // NewRunner returns a runner for cfg.
@@ -103,6 +105,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, flows: map[string]*Flow{}}
+	r.docs, _ = cfg.Store.(DocLoader)
 	for _, f := range cfg.Flows {
 		if f == nil {
 			return nil, errors.New("engine: Config.Flows holds a nil flow")

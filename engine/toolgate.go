@@ -151,7 +151,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	if !ok {
 		return Outcome{}, errors.New("engine: the gate flow is not registered; add engine.GateFlow() to Config.Flows")
 	}
-	cp, rev, err := r.cfg.Store.Load(ctx, GateFlowName, req.CallID)
+	cp, rev, err := r.load(ctx, GateFlowName, req.CallID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 	case err != nil:
@@ -186,7 +186,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	out, err := r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, Inbound: req.Inbound})
 	if err == nil && out.Refused != nil && out.Refused.Code == CodeRunExists {
 		// Another worker started the call meanwhile: answer as a repeat.
-		if cp, rev, err := r.cfg.Store.Load(ctx, GateFlowName, req.CallID); err == nil {
+		if cp, rev, err := r.load(ctx, GateFlowName, req.CallID); err == nil {
 			return r.requestAgain(ctx, f, cp, rev, req)
 		}
 	}

@@ -72,7 +72,7 @@ func (t *txn) begin(traceparent, action string) {
 	}
 	cp.Cause = &Cause{ID: t.in.EventID, Key: t.key, Seq: t.in.Seq}
 	cp.Applied = appendApplied(cp.Applied, t.key)
-	cp.Outbox = nil
+	cp.Outbox, cp.outboxDoc = nil, nil
 	t.action = action
 }
 
@@ -100,6 +100,10 @@ func (t *txn) refuse(ctx context.Context, requestID, code, format string, args .
 
 // save writes the checkpoint with a compare-and-set.
 func (t *txn) save(ctx context.Context) error {
+	// A checkpoint is never written without the outbox it was loaded with.
+	if err := t.cp.loadOutbox(); err != nil {
+		return err
+	}
 	t.cp.UpdatedAt = t.now
 	var (
 		rev uint64
@@ -126,7 +130,7 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 		return out, nil
 	}
 	for range maxConflicts {
-		cp, rev, err := r.cfg.Store.Load(ctx, flow, run)
+		cp, rev, err := r.load(ctx, flow, run)
 		if errors.Is(err, ErrNotFound) {
 			return r.refuse(ctx, flow, run, "", in, CodeUnknownRun, "",
 				fmt.Sprintf("no run %s of flow %s to %s; check the run id with `interlock pending` or `interlock show %s <run>`", run, flow, verb, flow))
@@ -149,12 +153,32 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 	return Outcome{}, fmt.Errorf("engine: %s %s.%s: too many concurrent writers", verb, flow, run)
 }
 
+// load loads a run's checkpoint, its outbox left encoded when the store
+// gives the document (see [DocLoader]).
+func (r *Runner) load(ctx context.Context, flow, run string) (*Checkpoint, uint64, error) {
+	if r.docs == nil {
+		return r.cfg.Store.Load(ctx, flow, run)
+	}
+	doc, rev, err := r.docs.LoadDoc(ctx, flow, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	cp, err := decodeCheckpoint(doc)
+	if err != nil {
+		return nil, 0, fmt.Errorf("engine: checkpoint %s.%s at revision %d is not a checkpoint document: %w", flow, run, rev, err)
+	}
+	return cp, rev, nil
+}
+
 // repeat handles a command whose key the run has already seen: it finishes
 // an interrupted transition of that command, or acknowledges a repeat.
 func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, key string, in Inbound) (Outcome, bool, error) {
 	seq := in.Seq
 	if key == "" || !slices.Contains(cp.Applied, key) {
 		return Outcome{}, false, nil
+	}
+	if err := cp.loadOutbox(); err != nil {
+		return Outcome{}, true, err
 	}
 	mine := cp.Cause != nil && cp.Cause.Key == key
 	switch {

@@ -105,6 +105,16 @@ func decodeStructured(header map[string][]string, body []byte) (Event, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return Event{}, &Error{Reason: ReasonUnparseable, Msg: "body is not a JSON object and no ce-specversion header is set: send a structured CloudEvent (application/cloudevents+json) or use binary mode with ce- headers"}
 	}
+	if ordinary(trimmed) {
+		// What the checks below find out, one pass found: valid JSON, no
+		// key twice, a "specversion" string. sdk-go reads it as
+		// json.Unmarshal would, without checking the JSON again.
+		var ev Event
+		if err := ev.UnmarshalJSON(trimmed); err != nil {
+			return Event{}, &Error{Reason: ReasonInvalidPayload, Msg: "structured CloudEvent does not decode: " + err.Error()}
+		}
+		return noBase64(ev)
+	}
 	var probe struct {
 		SpecVersion *string `json:"specversion"`
 	}
@@ -121,10 +131,37 @@ func decodeStructured(header map[string][]string, body []byte) (Event, error) {
 	if err := json.Unmarshal(trimmed, &ev); err != nil {
 		return Event{}, &Error{Reason: ReasonInvalidPayload, Msg: "structured CloudEvent does not decode: " + err.Error()}
 	}
+	return noBase64(ev)
+}
+
+// noBase64 refuses an event carrying binary data.
+func noBase64(ev Event) (Event, error) {
 	if ev.DataBase64 {
 		return Event{}, invalid("data_base64", "binary data is not accepted; put JSON in \"data\"")
 	}
 	return ev, nil
+}
+
+// ordinary reports whether a structured event's body passes the checks of
+// decodeStructured: valid JSON within encoding/json's nesting limit, no
+// key twice in one object, and one top-level member matching
+// "specversion" as encoding/json matches names (without regard to case),
+// spelled so, with a string value. The checks' errors are only ever given
+// for a body that is not ordinary.
+func ordinary(body []byte) bool {
+	exact, other := 0, 0
+	s := scanner{data: body, top: func(key []byte, value byte) {
+		if !bytes.EqualFold(key, []byte("specversion")) {
+			return
+		}
+		if string(key) == "specversion" && value == '"' {
+			exact++
+		} else {
+			other++
+		}
+	}}
+	s.scan()
+	return s.valid && !s.repeated && exact == 1 && other == 0
 }
 
 func decodeBinary(header map[string][]string, body []byte) (Event, error) {
@@ -195,18 +232,6 @@ func headerValue(header map[string][]string, name string) string {
 		}
 	}
 	return ""
-}
-
-// Encode returns ev as a structured-mode CloudEvent in JSON.
-func Encode(ev Event) ([]byte, error) {
-	if err := ev.Validate(); err != nil {
-		return nil, fmt.Errorf("events: encoding %s event %q: %w", ev.Type(), ev.ID(), err)
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("events: encoding %s event %q: %w", ev.Type(), ev.ID(), err)
-	}
-	return b, nil
 }
 
 // New returns a CloudEvents 1.0 event with JSON data. data may be a

@@ -17,6 +17,9 @@
 //
 //	body, err := events.Encode(ev)
 //
+// A publisher encodes its events with an [Encoder], which writes the same
+// bytes without building sdk-go events.
+//
 // Readers of what Interlock keeps have types too: [Checkpoint]
 // ([DecodeCheckpoint]), [Pending], and [AuditRecord] ([DecodeAuditRecord])
 // for the records of the audit stream and their hash chain.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlockhq/interlock/events"
 )
@@ -60,6 +61,9 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a decoded event does not encode: %v", err)
 		}
+		if sdk, err := events.EncodeSDK(ev); err != nil || !bytes.Equal(enc, sdk) {
+			t.Fatalf("Encode wrote %s, sdk-go's marshaller %s (%v)", enc, sdk, err)
+		}
 		again, err := events.Decode(structured, enc)
 		if err != nil {
 			t.Fatalf("the encoding %s of a decoded event does not decode: %v", enc, err)
@@ -87,6 +91,44 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 		if enc2, err := events.Encode(again); err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("encoding is not stable: %s then %s (%v)", enc, enc2, err)
+		}
+	})
+}
+
+// FuzzEncodeOutbound encodes outbound events with arbitrary attributes and
+// data and checks that AppendOutbound writes what sdk-go's marshaller
+// writes for the same event, or fails as it does.
+func FuzzEncodeOutbound(f *testing.F) {
+	f.Add("abc-7", "interlock/host-1", events.TypeInterrupted, "booking", "r-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", int64(1795255200000000000), []byte(`{"flow":"booking","origin":{"a":"<b>&"}}`))
+	f.Add("a b", "/x y", "t", "", "", "", int64(1), []byte(`"\u2028 <"`))
+	f.Add("id", "http://h/p?q=1#f", "t\"", "f\u00e9", "r", "tp", int64(0), []byte(`[1, 2.50, null]`))
+	f.Add("id", ":bad", "t", "f", " r ", "tp", int64(-1), []byte(`{}`))
+
+	f.Fuzz(func(t *testing.T, id, source, typ, flow, run, traceparent string, nanos int64, data []byte) {
+		var v any
+		if json.Unmarshal(data, &v) != nil {
+			v = map[string]string{"raw": string(data)}
+		}
+		at := time.Unix(0, nanos)
+		for _, d := range []any{v, struct {
+			V    any             `json:"v"`
+			Raw  json.RawMessage `json:"raw,omitempty"`
+			Text string          `json:"text"`
+		}{V: v, Text: string(data)}} {
+			got, gotErr := events.AppendOutbound([]byte("prefix"), id, source, typ, flow, run, traceparent, at, d)
+			var want []byte
+			ev, wantErr := events.Outbound(id, source, typ, flow, run, traceparent, at, d)
+			if wantErr == nil {
+				if wantErr = ev.Validate(); wantErr == nil {
+					want, wantErr = events.EncodeSDK(ev)
+				}
+			}
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("AppendOutbound: %v; sdk-go: %v", gotErr, wantErr)
+			}
+			if gotErr == nil && !bytes.Equal(got, append([]byte("prefix"), want...)) {
+				t.Fatalf("AppendOutbound wrote\n%s\nsdk-go\n%s", got, want)
+			}
 		}
 	})
 }
@@ -200,11 +242,15 @@ func sameJSON(a, b []byte) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == len(b)
 	}
-	var ca, cb bytes.Buffer
+	// Encoding escapes <, > and & (as encoding/json does): "&" and
+	// "\u0026" are the same JSON.
+	var ca, cb, ea, eb bytes.Buffer
 	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
 		return false
 	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
+	json.HTMLEscape(&ea, ca.Bytes())
+	json.HTMLEscape(&eb, cb.Bytes())
+	return bytes.Equal(ea.Bytes(), eb.Bytes())
 }
 
 // FuzzParseToolRequest parses arbitrary tool request data: it never

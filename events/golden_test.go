@@ -98,6 +98,23 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Encode and AppendOutbound write the bytes sdk-go's
+			// marshaller writes.
+			sdk, err := events.EncodeSDK(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, sdk) {
+				t.Fatalf("Encode wrote\n%s\nsdk-go\n%s", got, sdk)
+			}
+			direct, err := events.AppendOutbound(nil, "abc-7", "interlock/host-1", tc.typ, "booking", "r-42",
+				"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", at, tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(direct, sdk) {
+				t.Fatalf("AppendOutbound wrote\n%s\nsdk-go\n%s", direct, sdk)
+			}
 			var pretty bytes.Buffer
 			if err := json.Indent(&pretty, got, "", "  "); err != nil {
 				t.Fatal(err)

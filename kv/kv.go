@@ -110,7 +110,10 @@ type Option func(*Store)
 // a [*engine.TooLargeError] that names the limit.
 func MaxPayload(n int64) Option { return func(s *Store) { s.limit = int(n) } }
 
-var _ engine.Store = (*Store)(nil)
+var (
+	_ engine.Store     = (*Store)(nil)
+	_ engine.DocLoader = (*Store)(nil)
+)
 
 // New returns a store over two bound buckets. It keeps finished runs, and
 // the markers of removed pending entries, for ever: a service uses [Open].
@@ -181,6 +184,20 @@ func Key(flow, run string) string { return flow + "." + run }
 // Load implements [engine.Store]. The revision returned is the checkpoint
 // number. A run removed after its retention is [engine.ErrNotFound].
 func (s *Store) Load(ctx context.Context, flow, run string) (*engine.Checkpoint, uint64, error) {
+	doc, rev, err := s.LoadDoc(ctx, flow, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	var cp engine.Checkpoint
+	if err := json.Unmarshal(doc, &cp); err != nil {
+		return nil, 0, fmt.Errorf("kv: checkpoint %s at revision %d is not a checkpoint document: %w", Key(flow, run), rev, err)
+	}
+	return &cp, rev, nil
+}
+
+// LoadDoc implements [engine.DocLoader]: it returns the checkpoint's JSON
+// document as stored, and its revision, as Load does.
+func (s *Store) LoadDoc(ctx context.Context, flow, run string) ([]byte, uint64, error) {
 	e, err := s.runs.Get(ctx, Key(flow, run))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, 0, engine.ErrNotFound
@@ -188,11 +205,7 @@ func (s *Store) Load(ctx context.Context, flow, run string) (*engine.Checkpoint,
 	if err != nil {
 		return nil, 0, fmt.Errorf("kv: reading checkpoint %s: %w", Key(flow, run), err)
 	}
-	var cp engine.Checkpoint
-	if err := json.Unmarshal(e.Value(), &cp); err != nil {
-		return nil, 0, fmt.Errorf("kv: checkpoint %s at revision %d is not a checkpoint document: %w", Key(flow, run), e.Revision(), err)
-	}
-	return &cp, e.Revision(), nil
+	return e.Value(), e.Revision(), nil
 }
 
 // finishes reports whether writing cp takes the finished-run retention.

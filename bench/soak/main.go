@@ -74,6 +74,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Every, "every", soak.DefaultEvery, "time between two kills")
 	fs.IntVar(&cfg.Kills, "kills", 0, "stop killing after this many kills (0: until the runs end)")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", soak.DefaultAckWait, "serve's --ack-wait: how soon a killed worker's command is delivered again")
+	fs.BoolVar(&cfg.LazyFsync, "lazy-fsync", false, "run the servers with --lazy-fsync (acknowledged before synced; a killed process loses nothing by it, a machine's crash could)")
 	fs.StringVar(&cfg.Binary, "interlock", "", "interlock binary to run (default: built from this module)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for data and logs, kept (default: a temporary one, removed if the soak passes)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,12 +29,14 @@ import (
 )
 
 // The Kubernetes side of deploy/: the Helm chart deploy/helm/interlock
-// and the plain manifests deploy/k8s/. Without helm or a cluster, the test
-// renders the chart's templates with text/template and the few template
-// functions the chart uses (a function it starts to use and this file
-// does not know fails the test: add it here), strictly (a value the
-// templates read must be in values.yaml), and then runs `interlock serve`
-// with the workers' container arguments.
+// and the plain manifests deploy/k8s/. The test renders the chart's
+// templates with text/template and the few template functions the chart
+// uses (a function it starts to use and this file does not know fails the
+// test: add it here), strictly (a value the templates read must be in
+// values.yaml), and, where the helm binary is installed (.ci/run installs
+// it), with `helm template` too: both renderings must agree object for
+// object, and an error in one must be an error in the other. It then runs
+// `interlock serve` with the workers' container arguments.
 
 const chartDir = "../../deploy/helm/interlock"
 
@@ -98,15 +102,14 @@ func helmFuncs(tpl **template.Template) template.FuncMap {
 			}
 			return v
 		},
+		// As Helm's: only nil and "" are missing (an empty list is not).
 		"required": func(msg string, v any) (any, error) {
 			if v == nil || v == "" {
 				return nil, fmt.Errorf("%s", msg)
 			}
-			if l, ok := v.([]any); ok && len(l) == 0 {
-				return nil, fmt.Errorf("%s", msg)
-			}
 			return v, nil
 		},
+		"fail": func(msg string) (string, error) { return "", fmt.Errorf("%s", msg) },
 		"trunc": func(n int, s string) string {
 			if len(s) > n {
 				return s[:n]
@@ -214,7 +217,71 @@ func renderChart(t *testing.T, over map[string]any) ([]object, error) {
 		}
 		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", name, b.String())
 	}
-	return decodeObjects(t, "the chart", out.String()), nil
+	objs := decodeObjects(t, "the chart", out.String())
+	if helm := helmBinary(t); helm != "" {
+		real, err := helmTemplate(t, helm, over)
+		if err != nil {
+			t.Fatalf("helm template with %v: %v; the test's own rendering succeeded", over, err)
+		}
+		if !reflect.DeepEqual(sortObjects(real), sortObjects(objs)) {
+			t.Fatalf("helm template with %v renders other objects than the test's rendering:\nhelm: %v\ntest: %v", over, real, objs)
+		}
+	}
+	return objs, nil
+}
+
+// helmBinary is the path of the helm command, or "" without one (a
+// failure when CI=true: .ci/run installs it).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	helm, err := exec.LookPath("helm")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("helm is not installed (.ci/run installs it): %v", err)
+		}
+		return ""
+	}
+	return helm
+}
+
+// helmTemplate renders the chart with `helm template`, with over as a
+// values file.
+func helmTemplate(t *testing.T, helm string, over map[string]any) ([]object, error) {
+	t.Helper()
+	b, err := yaml.Marshal(over)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not in t.TempDir(): helm splits -f on commas, which subtests' names
+	// (and so their temporary directories) may hold.
+	f, err := os.CreateTemp("", "interlock-values-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := f.Name()
+	t.Cleanup(func() { _ = os.Remove(file) })
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	cmd := exec.CommandContext(t.Context(), helm, "template", "interlock", chartDir, "--namespace", "default", "-f", file)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return decodeObjects(t, "helm template", stdout.String()), nil
+}
+
+// sortObjects orders objects by kind and name.
+func sortObjects(objs []object) []object {
+	objs = slices.Clone(objs)
+	slices.SortFunc(objs, func(a, b object) int {
+		return strings.Compare(str(a, "kind")+"/"+str(a, "metadata", "name"), str(b, "kind")+"/"+str(b, "metadata", "name"))
+	})
+	return objs
 }
 
 func mustRender(t *testing.T, over map[string]any) []object {
@@ -329,7 +396,7 @@ func checkWorkers(t *testing.T, where string, objs []object) (object, workerArgs
 		}
 		mounts[str(m, "mountPath")] = volumes[str(m, "name")]
 	}
-	for _, f := range []string{"secret-file", "auth-file", "tls-ca", "creds", "gate-rules"} {
+	for _, f := range []string{"secret-file", "auth-file", "tls-ca", "creds", "gate-rules", "slack-config"} {
 		file, ok := args.flags[f]
 		if !ok {
 			continue
@@ -339,7 +406,11 @@ func checkWorkers(t *testing.T, where string, objs []object) (object, workerArgs
 			t.Errorf("%s: --%s %s is in no mounted volume", where, f, file)
 			continue
 		}
-		if items := list(v, "secret", "items"); items != nil && !slices.ContainsFunc(items, func(i any) bool { return str(i, "path") == path.Base(file) }) {
+		items := list(v, "secret", "items")
+		if items == nil {
+			items = list(v, "configMap", "items")
+		}
+		if items != nil && !slices.ContainsFunc(items, func(i any) bool { return str(i, "path") == path.Base(file) }) {
 			t.Errorf("%s: --%s %s: volume %s does not hold it", where, f, file, str(v, "name"))
 		}
 	}
@@ -422,6 +493,8 @@ func TestHelmChartRenders(t *testing.T) {
 		wantKinds []string
 		wantArgs  []string
 		noArgs    []string
+		wantEnv   []string // from a Secret
+		wantPorts []string // in the container, the Service and the NetworkPolicy
 	}{
 		{name: "defaults", wantKinds: []string{"Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"},
 			wantArgs: []string{"--nats-url=tls://nats:4222", "--replicas=3", "--http=0.0.0.0:8080", "--tls-ca=/etc/interlock/nats-tls/ca.crt"}},
@@ -434,6 +507,10 @@ func TestHelmChartRenders(t *testing.T) {
 		}, wantKinds: []string{"Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"},
 			wantArgs: []string{"--creds=/etc/interlock/nats-creds/nats.creds", "--gate-rules=/etc/interlock/gate/rules.yaml", "--concurrency=8", "--keep-finished=720h"},
 			noArgs:   []string{"--tls-ca"}},
+		{name: "slack bridge", over: map[string]any{"slack": map[string]any{"configMap": "interlock-slack"}},
+			wantKinds: []string{"Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"},
+			wantArgs:  []string{"--slack-config=/etc/interlock/slack/slack.yaml"}, wantEnv: []string{"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"},
+			wantPorts: []string{"slack"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -460,6 +537,25 @@ func TestHelmChartRenders(t *testing.T) {
 					t.Errorf("args %v have %s", args.list, a)
 				}
 			}
+			c := get(dep, "spec", "template", "spec", "containers", 0)
+			for _, name := range tc.wantEnv {
+				if !slices.ContainsFunc(list(c, "env"), func(e any) bool {
+					return str(e, "name") == name && str(e, "valueFrom", "secretKeyRef", "name") != ""
+				}) {
+					t.Errorf("no %s from a Secret in the workers' environment", name)
+				}
+			}
+			for _, port := range tc.wantPorts {
+				has := func(o any, keys ...any) bool {
+					return slices.ContainsFunc(list(o, keys...), func(p any) bool {
+						return str(p, "name") == port || str(p, "port") == port
+					})
+				}
+				if !has(c, "ports") || !has(byKind(objs, "Service")[0], "spec", "ports") ||
+					!slices.ContainsFunc(list(byKind(objs, "NetworkPolicy")[0], "spec", "ingress"), func(r any) bool { return has(r, "ports") }) {
+					t.Errorf("port %s is not in the container, the Service and the NetworkPolicy alike", port)
+				}
+			}
 			// The chart makes no Secret: values.yaml says how to make each.
 			for _, name := range secretRefs(dep) {
 				if name == "creds" {
@@ -481,6 +577,25 @@ func TestHelmChartRenders(t *testing.T) {
 		if _, err := renderChart(t, over); err == nil || !strings.Contains(err.Error(), value) {
 			t.Errorf("rendering without %s: %v, want an error naming it", value, err)
 		}
+		if helm := helmBinary(t); helm != "" {
+			if _, err := helmTemplate(t, helm, over); err == nil || !strings.Contains(err.Error(), value) {
+				t.Errorf("helm template without %s: %v, want an error naming it", value, err)
+			}
+		}
+	}
+}
+
+// TestHelmLintsTheChart runs `helm lint --strict` on the chart, where helm
+// is installed (always in CI).
+func TestHelmLintsTheChart(t *testing.T) {
+	t.Parallel()
+	helm := helmBinary(t)
+	if helm == "" {
+		t.Skip("helm is not installed; .ci/run installs it")
+	}
+	out, err := exec.CommandContext(t.Context(), helm, "lint", "--strict", chartDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm lint --strict: %v\n%s", err, out)
 	}
 }
 

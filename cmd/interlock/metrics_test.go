@@ -14,8 +14,9 @@ import (
 // served is what `interlock serve` said once serving: the fields of its
 // "Interlock is serving" log line, and the lines it printed (read on).
 type served struct {
-	log   map[string]any
-	lines chan string
+	log    map[string]any
+	before []map[string]any // the lines logged before it
+	lines  chan string
 }
 
 // serveLogged runs `interlock serve` on free ports with extra flags, and
@@ -66,6 +67,7 @@ func serveLogged(t *testing.T, extra ...string) served {
 			s.log = fields
 			break
 		}
+		s.before = append(s.before, fields)
 	}
 	if s.log == nil {
 		t.Fatalf("serve stopped before serving: %v", sc.Err())

@@ -46,7 +46,10 @@ type storedRun struct {
 	rev uint64
 }
 
-var _ engine.Store = (*Store)(nil)
+var (
+	_ engine.Store     = (*Store)(nil)
+	_ engine.DocLoader = (*Store)(nil)
+)
 
 // NewStore returns an empty store.
 func NewStore() *Store {
@@ -75,6 +78,17 @@ func (s *Store) Load(_ context.Context, flow, run string) (*engine.Checkpoint, u
 		return nil, 0, err
 	}
 	return &cp, r.rev, nil
+}
+
+// LoadDoc implements [engine.DocLoader].
+func (s *Store) LoadDoc(_ context.Context, flow, run string) ([]byte, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[key(flow, run)]
+	if !ok {
+		return nil, 0, engine.ErrNotFound
+	}
+	return slices.Clone(r.doc), r.rev, nil
 }
 
 // Create implements [engine.Store].

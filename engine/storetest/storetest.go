@@ -65,6 +65,42 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		}
 	})
 
+	t.Run("LoadDocIsTheDocumentLoadDecodes", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		docs, ok := s.(engine.DocLoader)
+		if !ok {
+			t.Skip("the store does not implement engine.DocLoader")
+		}
+		if doc, rev, err := docs.LoadDoc(t.Context(), "booking", "r-none"); !errors.Is(err, engine.ErrNotFound) || doc != nil || rev != 0 {
+			t.Fatalf("LoadDoc of a missing run = %q, %d, %v; want nil, 0, engine.ErrNotFound", doc, rev, err)
+		}
+		cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
+		cp.Outbox = []engine.Message{{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at,
+			Data: &engine.AuditRecord{Flow: "booking", Run: "r-1", Action: engine.ActionStarted, At: at, Seq: 1, Hash: "h"}}}
+		rev, err := s.Create(t.Context(), cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, drev, err := docs.LoadDoc(t.Context(), "booking", "r-1")
+		if err != nil || drev != rev {
+			t.Fatalf("LoadDoc = rev %d, %v; want rev %d", drev, err, rev)
+		}
+		var fromDoc engine.Checkpoint
+		if err := json.Unmarshal(doc, &fromDoc); err != nil {
+			t.Fatalf("LoadDoc returned %q, not a checkpoint document: %v", doc, err)
+		}
+		loaded, _, err := s.Load(t.Context(), "booking", "r-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(loaded)
+		have, _ := json.Marshal(&fromDoc)
+		if string(want) != string(have) {
+			t.Fatalf("LoadDoc's document decodes to\n%s\nLoad returned\n%s", have, want)
+		}
+	})
+
 	t.Run("CreateTwiceIsErrExists", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

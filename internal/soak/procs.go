@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // readyWait bounds how long a serve process takes to say it is serving: a
@@ -139,6 +142,8 @@ type deployment struct {
 	clientURL string
 	// all are every process, in start order; victims those that are killed.
 	all, victims []*proc
+	// workersPassword is the password of the workers' user on the servers.
+	workersPassword string
 }
 
 // deploy starts the processes of cfg.Mode, with data and logs under dir.
@@ -149,10 +154,14 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 			err = errors.Join(err, d.stop())
 		}
 	}()
-	env := environ(randomHex(24), randomHex(32))
+	d.workersPassword = randomHex(24)
+	env := environ(d.workersPassword, randomHex(32))
 	serve := func(name string, args ...string) *proc {
 		args = append([]string{"serve", "--metrics", "", "--http", "", "--log-format", "json", "--log-level", "warn",
 			"--ack-wait", cfg.AckWait.String(), "--instance", name}, args...)
+		if cfg.LazyFsync && !slices.Contains(args, "--nats-url") {
+			args = append(args, "--lazy-fsync")
+		}
 		p := &proc{name: name, bin: cfg.Binary, args: args, env: env, log: filepath.Join(dir, name+".log")}
 		d.all = append(d.all, p)
 		return p
@@ -260,7 +269,14 @@ func freePort() (int, error) {
 // left in hand are delivered again before the next: ticks that come
 // meanwhile are dropped. Without that wait, a server killed more often
 // than the ack wait never delivers them again.
-func kill(ctx context.Context, cfg Config, d *deployment, kills *atomic.Int64) error {
+//
+// In node mode a kill also waits for the cluster to be whole again: every
+// replica of every stream online and within wholeLag entries of its
+// leader. A node killed while the one killed before is still catching up
+// leaves its streams without a quorum of current replicas, and they stall
+// until it has: kills that fast measure a cluster without a quorum, not
+// the loss of a node.
+func kill(ctx context.Context, cfg Config, d *deployment, js jetstream.JetStream, kills *atomic.Int64) error {
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	for n := 0; cfg.Kills == 0 || n < cfg.Kills; n++ {
@@ -270,7 +286,7 @@ func kill(ctx context.Context, cfg Config, d *deployment, kills *atomic.Int64) e
 		case <-t.C:
 		}
 		p := d.victims[n%len(d.victims)]
-		if time.Since(p.serving) < cfg.AckWait {
+		if time.Since(p.serving) < cfg.AckWait || cfg.Mode == ModeNode && !whole(ctx, js) {
 			n--
 			continue
 		}
@@ -288,4 +304,32 @@ func kill(ctx context.Context, cfg Config, d *deployment, kills *atomic.Int64) e
 		fmt.Fprintf(cfg.Progress, "soak: killed %s (kill %d); serving again after %s\n", p.name, n+1, time.Since(began).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// wholeLag is how many entries behind its leader a replica may be and
+// still count as caught up. Under load the slowest replica is always a few
+// entries behind (JetStream then reports it not current), while a node
+// catching up after a restart is thousands behind.
+const wholeLag = 100
+
+// whole reports whether every stream has a leader and every replica of it
+// is online and caught up to within wholeLag entries.
+func whole(ctx context.Context, js jetstream.JetStream) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	streams := js.ListStreams(ctx)
+	n := 0
+	for info := range streams.Info() {
+		n++
+		c := info.Cluster
+		if c == nil || c.Leader == "" {
+			return false
+		}
+		for _, r := range c.Replicas {
+			if r.Offline || r.Lag > wholeLag {
+				return false
+			}
+		}
+	}
+	return streams.Err() == nil && n > 0
 }

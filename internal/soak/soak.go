@@ -38,6 +38,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Mode is what a soak kills.
@@ -92,6 +97,12 @@ type Config struct {
 	// AckWait is serve's --ack-wait: how soon a command a killed worker
 	// held is delivered again. Defaults to DefaultAckWait.
 	AckWait time.Duration
+	// LazyFsync runs the servers with serve's --lazy-fsync: acknowledged
+	// before synced. A killed process loses nothing by it (its writes are
+	// in the kernel's page cache); only a machine's crash tells the two
+	// apart. Three cluster nodes on one disk are far slower syncing every
+	// write.
+	LazyFsync bool
 	// Retry is how long an agent waits for a command to take effect before
 	// it publishes it again, with the same Nats-Msg-Id. Defaults to
 	// DefaultRetry.
@@ -228,6 +239,18 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}
 	defer a.close()
 
+	// In node mode, kills wait for the cluster to be whole, which the
+	// workers' user may see (an agent may not list the streams).
+	var js jetstream.JetStream
+	if cfg.Mode == ModeNode {
+		nc, cjs, err := wire.Connect(ctx, wire.ConnConfig{URL: d.clientURL, User: bus.DefaultWorkersUser, Password: d.workersPassword, Name: "interlock-soak-watch"})
+		if err != nil {
+			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
+		}
+		defer nc.Close()
+		js = cjs
+	}
+
 	began := time.Now()
 	driving, stopDriving := context.WithCancel(ctx)
 	defer stopDriving()
@@ -237,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		killErr error
 	)
 	wg.Go(func() {
-		if killErr = kill(driving, cfg, d, &kills); killErr != nil {
+		if killErr = kill(driving, cfg, d, js, &kills); killErr != nil {
 			stopDriving() // a process that will not start again ends the soak
 		}
 	})
