@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +19,33 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/wire"
 )
 
 // TestMain serves nats-server instead of running the tests when the test
 // binary is run again as the server child process, as the bench binary is.
 func TestMain(m *testing.M) {
-	if dir, ok := os.LookupEnv(serverEnv); ok {
-		os.Exit(serverMain(dir, os.Getenv(serverFsyncEnv)))
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
+	// The race detector sleeps a second before a process exits, which
+	// every server and worker process of a test would wait for in turn:
+	// the children inherit this.
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		if err := os.Setenv("GORACE", "atexit_sleep_ms=0"); err != nil {
+			panic(err)
+		}
 	}
 	goleak.VerifyTestMain(m)
 }
 
 // TestRun runs a tiny benchmark of both workloads end to end so the
-// program cannot rot.
+// program cannot rot: the server in a child process, each system in two
+// legs, in the order floor, interlock, interlock, floor.
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	args := []string{"--runs", "20", "--concurrency", "4", "--fsync", "lazy", "--workload", "both", "--json"}
+	args := []string{"--runs", "21", "--concurrency", "4", "--fsync", "lazy", "--workload", "both", "--json"}
 	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
 		t.Fatalf("Run(%v): %v", args, err)
 	}
@@ -52,8 +64,8 @@ func TestRun(t *testing.T) {
 			if s == nil {
 				t.Fatalf("%s, %s: no result", m.Workload, name)
 			}
-			if s.Runs != 20 || s.RunsPerSec <= 0 {
-				t.Errorf("%s, %s: %d runs at %v runs/s, want 20 runs at a positive rate", m.Workload, name, s.Runs, s.RunsPerSec)
+			if s.Runs != 21 || s.RunsPerSec <= 0 || s.Server != serverProcess {
+				t.Errorf("%s, %s: %d runs at %v runs/s, server %q; want 21 runs at a positive rate, server %q", m.Workload, name, s.Runs, s.RunsPerSec, s.Server, serverProcess)
 			}
 			if s.StartToInterrupted.P99Ms <= 0 || s.ResumeToCompleted.P99Ms <= 0 {
 				t.Errorf("%s, %s: latencies %+v and %+v, want positive", m.Workload, name, s.StartToInterrupted, s.ResumeToCompleted)
@@ -62,6 +74,7 @@ func TestRun(t *testing.T) {
 		if m.Ratio == nil || m.Ratio.RunsPerSec <= 0 || runtime.GOOS == "linux" && m.Ratio.CPUPerRun <= 0 {
 			t.Errorf("%s: ratio %+v, want positive runs/s and CPU per run ratios", m.Workload, m.Ratio)
 		}
+		checkLegs(t, m.Workload, &comparison{Floor: m.Floor, Interlock: m.Interlock, Ratio: m.Ratio, Legs: m.Legs}, 21, 1)
 	}
 	// A waiting approval carries more than a waiting question.
 	for _, s := range []string{"floor", "interlock"} {
@@ -83,6 +96,199 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{"question workload, lazy fsync", "approval workload, lazy fsync", "interlock/floor"} {
 		if !bytes.Contains(text.Bytes(), []byte(want)) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// checkLegs checks that c ran the floor, interlock, interlock and floor
+// legs, runs in all per system, the first leg of each taking the odd run,
+// on streams of the given replicas, and that the combined figures are
+// the legs'.
+func checkLegs(t *testing.T, what string, c *comparison, runs, replicas int) {
+	t.Helper()
+	if len(c.Legs) != 4 {
+		t.Fatalf("%s: %d legs, want 4", what, len(c.Legs))
+	}
+	for i, l := range c.Legs {
+		want := legOrder[i]
+		wantRuns := runs / 2
+		if i < 2 {
+			wantRuns = (runs + 1) / 2
+		}
+		if l.System != want || l.Runs != wantRuns || l.RunsPerSec <= 0 || l.Replicas != replicas {
+			t.Errorf("%s: leg %d is %s with %d runs at %v runs/s, replicas %d; want %s with %d runs at a positive rate, replicas %d", what, i+1, l.System, l.Runs, l.RunsPerSec, l.Replicas, want, wantRuns, replicas)
+		}
+	}
+	for name, x := range map[string]struct {
+		got  *systemResult
+		legs [2]legResult
+	}{"floor": {c.Floor, [2]legResult{c.Legs[0], c.Legs[3]}}, "interlock": {c.Interlock, [2]legResult{c.Legs[1], c.Legs[2]}}} {
+		a, b := x.legs[0], x.legs[1]
+		wantRate := float64(a.Runs+b.Runs) / (a.Seconds + b.Seconds)
+		if x.got.Runs != runs || x.got.RunsPerSec != wantRate {
+			t.Errorf("%s: combined %d runs at %v runs/s; want %d at %v, the legs' runs over their seconds", what+", "+name, x.got.Runs, x.got.RunsPerSec, runs, wantRate)
+		}
+	}
+	if want := c.Interlock.RunsPerSec / c.Floor.RunsPerSec; c.Ratio.RunsPerSec != want {
+		t.Errorf("%s: runs/s ratio %v, want the combined figures' %v", what, c.Ratio.RunsPerSec, want)
+	}
+}
+
+// TestRunWorkerProcsOnCluster runs a tiny benchmark with the workers in
+// two child processes on a 3-node cluster: every stream and bucket has 3
+// replicas, and the two worker processes connect to different nodes.
+func TestRunWorkerProcsOnCluster(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var out bytes.Buffer
+	args := []string{"--runs", "4", "--concurrency", "2", "--warmup", "0", "--fsync", "lazy", "--worker-procs", "2", "--cluster", "3", "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	if rep.ClusterNodes != 3 || rep.Replicas != 3 || len(rep.WorkerProcs) != 1 {
+		t.Errorf("report of %d nodes, %d replicas, worker processes %v; want 3, 3, [2]", rep.ClusterNodes, rep.Replicas, rep.WorkerProcs)
+	}
+	m := rep.Modes[0]
+	if m.Floor != nil || len(m.WorkerProcs) != 1 {
+		t.Fatalf("got in-process result %v and %d worker-process results; want none and 1", m.Floor, len(m.WorkerProcs))
+	}
+	for _, c := range m.WorkerProcs {
+		const procs = 2
+		if c.WorkerProcs != procs {
+			t.Errorf("result of %d worker processes, want %d", c.WorkerProcs, procs)
+		}
+		what := fmt.Sprintf("%d worker processes", procs)
+		checkLegs(t, what, c, 4, 3)
+		for _, l := range c.Legs {
+			if len(l.WorkerServers) != procs || l.WorkerServers[0] == l.WorkerServers[1] {
+				t.Errorf("%s, %s leg: workers connected to %v; want %d different nodes", what, l.System, l.WorkerServers, procs)
+			}
+			if runtime.GOOS == "linux" && (l.Memory.WorkersPeakRSSMB <= 0 || l.Memory.ServerPeakRSSMB <= 0) {
+				t.Errorf("%s, %s leg: workers' peak RSS %v MB, server's %v MB; want both positive", what, l.System, l.Memory.WorkersPeakRSSMB, l.Memory.ServerPeakRSSMB)
+			}
+		}
+	}
+	checkNothingLeft(t, tmp)
+}
+
+// TestRunStored runs a tiny benchmark with runs stored before each leg,
+// each leg on a server of its own, and checks what the stored runs cost
+// the server is read.
+func TestRunStored(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var out bytes.Buffer
+	const stored = 20
+	args := []string{"--runs", "2", "--concurrency", "2", "--warmup", "0", "--fsync", "lazy", "--workload", "approval", "--stored", strconv.Itoa(stored), "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	m := rep.Modes[0]
+	if rep.StoredRuns != stored || m.Floor == nil {
+		t.Fatalf("report of %d stored runs, floor %v; want %d and a result", rep.StoredRuns, m.Floor, stored)
+	}
+	checkLegs(t, "stored", &comparison{Floor: m.Floor, Interlock: m.Interlock, Ratio: m.Ratio, Legs: m.Legs}, 2, 1)
+	for i, l := range m.Legs {
+		s := l.Stored
+		if s == nil {
+			t.Fatalf("leg %d (%s): no reading of the stored runs", i+1, l.System)
+		}
+		if s.Runs != stored || s.PendingEntries != stored || s.RunsPerSec <= 0 || s.ListPageMs <= 0 || s.After.DataDirMB <= s.Before.DataDirMB {
+			t.Errorf("leg %d (%s): stored %+v; want %d runs, as many pending entries, positive rates and a data directory that grew", i+1, l.System, s, stored)
+		}
+		if runtime.GOOS == "linux" && (s.Before.ServerRSSMB <= 0 || s.After.ServerRSSMB <= 0) {
+			t.Errorf("leg %d (%s): server RSS %v MB before, %v MB after; want both read", i+1, l.System, s.Before.ServerRSSMB, s.After.ServerRSSMB)
+		}
+	}
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(text.Bytes(), []byte("stored runs, each leg on a server of its own")) {
+		t.Errorf("text report lacks the stored runs:\n%s", text.String())
+	}
+	checkNothingLeft(t, tmp)
+}
+
+// checkNothingLeft fails if dir holds anything.
+func checkNothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in the temporary directory: %s", e.Name())
+	}
+}
+
+// TestWorkerStopsWhenStdinCloses runs a worker child's whole life in this
+// process: it says it is ready, with its server's name, and stops cleanly
+// once its standard input closes.
+func TestWorkerStopsWhenStdinCloses(t *testing.T) {
+	srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.stop() })
+	for _, system := range []string{systemFloor, systemInterlock} {
+		spec, err := json.Marshal(workerSpec{System: system, URL: srv.url, Prefix: system, Workload: "question", Workers: 2, Replicas: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdin, closeStdin := io.Pipe()
+		stdout := &natstest.Buffer{}
+		done := make(chan error, 1)
+		go func() { done <- work(t.Context(), string(spec), stdin, stdout) }()
+		natstest.Eventually(t, system+" worker ready", func() bool { return strings.Contains(stdout.String(), "\n") })
+		if got := strings.TrimSpace(stdout.String()); got != workerReady+" bench" {
+			t.Errorf("%s worker printed %q, want %q", system, got, workerReady+" bench")
+		}
+		if err := closeStdin.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s worker: %v", system, err)
+			}
+		case <-time.After(natstest.Wait):
+			t.Fatalf("%s worker still runs %s after its stdin closed", system, natstest.Wait)
+		}
+	}
+}
+
+// TestWorkerProcessThatFailsIsReported starts a worker process that
+// cannot run its worker and checks the error says why, in the child's own
+// words, and that nothing is left running.
+func TestWorkerProcessThatFailsIsReported(t *testing.T) {
+	srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.stop() })
+	ws, err := startWorkers(t.Context(), workerSpec{System: systemFloor, Prefix: "floor", Workload: "both", Workers: 2, Replicas: 1}, srv, 1, io.Discard)
+	if err == nil {
+		_ = ws.stop(t.Context())
+		t.Fatal("a worker process for two workloads at once started")
+	}
+	if !strings.Contains(err.Error(), `workload "both" is not one workload`) {
+		t.Errorf("error %q does not carry what the worker process said", err)
+	}
+}
+
+func TestWorkRejects(t *testing.T) {
+	for _, spec := range []string{"not json", `{"system":"other","workload":"question"}`, `{"system":"floor","workload":"both"}`} {
+		if err := work(t.Context(), spec, bytes.NewReader(nil), io.Discard); err == nil {
+			t.Errorf("work(%s): no error", spec)
 		}
 	}
 }
@@ -111,7 +317,7 @@ func TestFloorMirrorsInterlock(t *testing.T) {
 	const runs = 3
 	for _, w := range []workload{questionWorkload, approvalWorkload} {
 		t.Run(w.name, func(t *testing.T) {
-			srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, io.Discard)
+			srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,12 +326,12 @@ func TestFloorMirrorsInterlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := startFloor(t.Context(), srv.url, names, w, 4)
+			f, err := startFloor(t.Context(), srv.url, names, w, 4, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			floor := collect(t, srv, w, names, runs, floorProtocol{w}, func() error { return errors.Join(f.stop(t.Context()), f.failure()) })
-			svc, err := startInterlock(t.Context(), srv.url, benchPrefix, w, 4)
+			svc, err := startInterlock(t.Context(), srv.url, benchPrefix, "bench", w, 4, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,13 +490,13 @@ func TestRunServerProcess(t *testing.T) {
 // TestServerProcess starts the server child, uses it, and checks that
 // stopping it reaps the process and removes its data directory.
 func TestServerProcess(t *testing.T) {
-	srv, err := startNATS(t.Context(), serverProcess, mode{name: "lazy", lazy: true}, io.Discard)
+	srv, err := startNATS(t.Context(), serverProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.stop() })
-	if srv.pid == 0 || srv.pid == os.Getpid() {
-		t.Fatalf("server pid %d, want a child's", srv.pid)
+	if len(srv.pids) != 1 || srv.pids[0] == os.Getpid() {
+		t.Fatalf("server pids %v, want one child's", srv.pids)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -314,7 +520,7 @@ func TestServerProcess(t *testing.T) {
 		t.Errorf("second stop: %v", err)
 	}
 	if _, _, ok := srv.memory(); ok {
-		t.Errorf("process %d still exists after stop", srv.pid)
+		t.Errorf("process %v still exists after stop", srv.pids)
 	}
 	if _, err := os.Stat(srv.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("data directory %s: %v, want it removed", srv.dir, err)
@@ -322,9 +528,9 @@ func TestServerProcess(t *testing.T) {
 }
 
 func TestServeRejects(t *testing.T) {
-	for _, tt := range []struct{ dir, fsync string }{{"", "lazy"}, {t.TempDir(), "sometimes"}} {
-		if err := serve(t.Context(), tt.dir, tt.fsync, bytes.NewReader(nil), io.Discard); err == nil {
-			t.Errorf("serve(%q, %q): no error", tt.dir, tt.fsync)
+	for _, sp := range []serverSpec{{dir: "", fsync: "lazy"}, {dir: t.TempDir(), fsync: "sometimes"}} {
+		if err := serve(t.Context(), sp, bytes.NewReader(nil), io.Discard); err == nil {
+			t.Errorf("serve(%+v): no error", sp)
 		}
 	}
 }
@@ -342,11 +548,24 @@ func TestParse(t *testing.T) {
 		{[]string{"--fsync", "sometimes"}, true},
 		{[]string{"--paused", "-5"}, true},
 		{[]string{"--runs", "0"}, true},
-		{[]string{"--timeout", "0s"}, true},
+		{[]string{"--timeout", "-1s"}, true},
 		{[]string{"extra"}, true},
 		{[]string{"--server", "process"}, false},
 		{[]string{"--server", "inprocess", "--paused", "5", "--idle", "0s"}, false},
 		{[]string{"--server", "elsewhere"}, true},
+		{[]string{"--server", "auto"}, true},
+		{[]string{"--runs", "1"}, true},
+		{[]string{"--worker-procs", "1,2,4", "--concurrency", "64"}, false},
+		{[]string{"--worker-procs", "3"}, false},
+		{[]string{"--worker-procs", "0"}, true},
+		{[]string{"--worker-procs", "1,,2"}, true},
+		{[]string{"--worker-procs", "two"}, true},
+		{[]string{"--worker-procs", "2", "--runs", "0", "--paused", "5"}, true},
+		{[]string{"--cluster", "3"}, false},
+		{[]string{"--cluster", "2"}, true},
+		{[]string{"--stored", "100000", "--fsync", "lazy"}, false},
+		{[]string{"--stored", "-1"}, true},
+		{[]string{"--stored", "10", "--runs", "0", "--paused", "5"}, true},
 		{[]string{"--idle", "-1s"}, true},
 		{[]string{"--workload", "approval"}, false},
 		{[]string{"--workload", "both", "--concurrency", "1"}, false},

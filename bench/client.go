@@ -37,7 +37,7 @@ type client struct {
 
 // newClient connects a client running flow's runs with protocol p.
 func newClient(ctx context.Context, url, name string, names wire.Names, flow string, p protocol) (*client, error) {
-	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: name})
+	nc, js, err := wire.Connect(ctx, connConfig(url, name))
 	if err != nil {
 		return nil, err
 	}

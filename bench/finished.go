@@ -11,7 +11,6 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/wire"
 )
 
 // finishedPrefix is the prefix of the finished-runs measurement.
@@ -65,12 +64,12 @@ func measureFinished(ctx context.Context, o options, w workload, srv *natsServer
 	}
 	svc, err := interlock.Start(ctx, interlock.Config{
 		Flows:        []*engine.Flow{flow},
-		Conn:         wire.ConnConfig{URL: srv.url, Name: "bench-interlock-" + finishedPrefix},
+		Conn:         connConfig(srv.url, "bench-interlock-"+finishedPrefix),
 		Prefix:       finishedPrefix,
 		Secret:       secret,
 		Instance:     "bench",
 		Concurrency:  o.workers(),
-		Streams:      bus.StreamConfig{MarkerTTL: finishedMarkerTTL},
+		Streams:      bus.StreamConfig{MarkerTTL: finishedMarkerTTL, Replicas: o.replicas()},
 		KeepFinished: o.keepFinished,
 	})
 	if err != nil {

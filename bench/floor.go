@@ -202,10 +202,10 @@ type floor struct {
 }
 
 // startFloor provisions the streams and buckets of names on the server at
-// url and starts a pool of workers goroutines consuming the inbound stream
-// and doing the work of workload w.
-func startFloor(ctx context.Context, url string, names wire.Names, w workload, workers int) (_ *floor, err error) {
-	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: "bench-floor-worker"})
+// url, with replicas replicas, and starts a pool of workers goroutines
+// consuming the inbound stream and doing the work of workload w.
+func startFloor(ctx context.Context, url string, names wire.Names, w workload, workers, replicas int) (_ *floor, err error) {
+	nc, js, err := wire.Connect(ctx, connConfig(url, "bench-floor-worker"))
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func startFloor(ctx context.Context, url string, names wire.Names, w workload, w
 			nc.Close()
 		}
 	}()
-	if err := bus.Provision(ctx, js, names, bus.StreamConfig{}); err != nil {
+	if err := bus.Provision(ctx, js, names, bus.StreamConfig{Replicas: replicas}); err != nil {
 		return nil, err
 	}
 	f := &floor{nc: nc, js: js, names: names, w: w, msgs: make(chan jetstream.Msg)}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/wire"
@@ -93,20 +94,22 @@ func refundFlow() (*engine.Flow, error) {
 		Build()
 }
 
-// startInterlock starts a service running the flow of w on the server at
-// url, under prefix, handling workers messages at once.
-func startInterlock(ctx context.Context, url, prefix string, w workload, workers int) (*interlock.Service, error) {
+// startInterlock starts a service named instance running the flow of w on
+// the server at url, under prefix, handling workers messages at once, with
+// streams and buckets of replicas replicas.
+func startInterlock(ctx context.Context, url, prefix, instance string, w workload, workers, replicas int) (*interlock.Service, error) {
 	flow, err := interlockFlow(w)
 	if err != nil {
 		return nil, err
 	}
 	svc, err := interlock.Start(ctx, interlock.Config{
 		Flows:       []*engine.Flow{flow},
-		Conn:        wire.ConnConfig{URL: url, Name: "bench-interlock-" + prefix},
+		Conn:        connConfig(url, "bench-interlock-"+prefix),
 		Prefix:      prefix,
 		Secret:      secret,
-		Instance:    "bench",
+		Instance:    instance,
 		Concurrency: workers,
+		Streams:     bus.StreamConfig{Replicas: replicas},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the Interlock service: %w", err)

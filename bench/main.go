@@ -2,17 +2,22 @@
 // JetStream work a start->interrupted and resume->completed round needs,
 // done by hand with no Interlock code in the loop. The interrupt is a
 // question (the default workload) or examples/refund's approval with a
-// deadline (--workload approval). It starts an embedded nats-server per
-// fsync mode and measurement, drives N runs through each system at a given
-// concurrency, and reports runs/s, latency percentiles and memory. The
-// server runs in this process or, so that the memory figures are the
-// worker's alone, in a child process: the bench binary run again with
-// INTERLOCK_BENCH_SERVER set.
+// deadline (--workload approval). It starts an embedded nats-server (or a
+// cluster of them) per fsync mode and measurement, drives N runs through
+// each system at a given concurrency, in the order floor, Interlock,
+// Interlock, floor, half of the runs each time, and reports runs/s,
+// latency percentiles and memory. The server runs in a child process per
+// node, as a deployment would (the bench binary run again with
+// INTERLOCK_BENCH_SERVER set), or in this process; the workers run in this
+// process or in child processes of their own (INTERLOCK_BENCH_WORKER).
 //
 //	go run ./bench --runs 2000 --concurrency 1
 //	go run ./bench --runs 2000 --concurrency 32
 //	go run ./bench --workload approval --runs 2000 --concurrency 32
 //	go run ./bench --runs 0 --paused 20000 --fsync lazy
+//	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy
+//	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy --cluster 3
+//	go run ./bench --stored 100000 --concurrency 32 --fsync lazy
 //
 // See bench/README.md for what is measured exactly and for results.
 package main
@@ -28,6 +33,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -39,7 +46,10 @@ const (
 	defaultFsync       = "both"
 	defaultWorkload    = "question"
 	defaultTimeout     = 10 * time.Minute
-	defaultServer      = serverAuto
+	// defaultStoredTimeout is the default timeout with --stored: each of
+	// the four legs stores its runs first.
+	defaultStoredTimeout = time.Hour
+	defaultServer        = serverProcess
 	// defaultIdle is how long the paused check leaves the server without
 	// traffic before its last reading: nats-server drops a message block's
 	// cache 10 s after its last use.
@@ -54,8 +64,8 @@ const (
 )
 
 func main() {
-	if dir, ok := os.LookupEnv(serverEnv); ok {
-		os.Exit(serverMain(dir, os.Getenv(serverFsyncEnv)))
+	if code, ok := childMain(); ok {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal cancels ctx and the benchmark winds down; stopping
@@ -93,6 +103,14 @@ type options struct {
 	timeout      time.Duration
 	server       string
 	idle         time.Duration
+	// workerProcs are the counts of worker processes to measure with
+	// (--worker-procs); none: the workers run in this process.
+	workerProcs []int
+	// cluster is the number of nodes of the server's cluster; 0 for a
+	// single server.
+	cluster int
+	// stored is how many runs each system stores before each leg.
+	stored int
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -118,16 +136,22 @@ func (o options) modes() []mode {
 	return []mode{always, lazy}
 }
 
-// serverFor is where the server of a measurement runs: serverProcess or
-// serverInProcess.
-func (o options) serverFor(paused bool) string {
-	if o.server != serverAuto {
-		return o.server
+// replicas is the replica count of every stream and bucket: one on each
+// node of a cluster, else 1.
+func (o options) replicas() int {
+	if o.cluster > 1 {
+		return o.cluster
 	}
-	if paused {
-		return serverProcess
+	return 1
+}
+
+// procCounts are the counts of worker processes of the throughput
+// measurements: 0 stands for the workers in this process.
+func (o options) procCounts() []int {
+	if len(o.workerProcs) == 0 {
+		return []int{0}
 	}
-	return serverInProcess
+	return o.workerProcs
 }
 
 // workers is how many messages a worker handles at once.
@@ -145,19 +169,23 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system, workload and fsync mode; 0 skips the throughput measurement")
+	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system, workload and fsync mode, half in each of the system's two legs (floor, interlock, interlock, floor); 0 skips the throughput measurement")
 	fs.IntVar(&o.concurrency, "concurrency", defaultConcurrency, "client goroutines with a run in flight at once")
 	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the server: always (fsync before ack), lazy, or both")
 	fs.StringVar(&o.workload, "workload", defaultWorkload, "what each run does between start and completed: question (one question, answered), approval (examples/refund's approval of issue_refund with a 30-minute deadline, approved, then the refund as a step), or both")
 	fs.IntVar(&o.paused, "paused", 0, "if > 0, start this many runs, leave them paused at the interrupt, and report memory before and after")
 	fs.IntVar(&o.finished, "finished", 0, "if > 0, run this many runs to completion on a service keeping finished runs for --keep-finished, and report the server's memory and disk with them kept and once they expired")
 	fs.DurationVar(&o.keepFinished, "keep-finished", defaultKeepFinished, "how long the --finished measurement keeps finished runs")
-	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each measurement; -1 picks min(max(runs/10, concurrency), 100)")
+	fs.IntVar(&o.warmup, "warmup", -1, "unrecorded runs before each leg (and the paused check); -1 picks min(max(runs/10, concurrency), 100)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only)")
-	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after the Interlock runs")
-	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up after this long")
-	fs.StringVar(&o.server, "server", defaultServer, "where nats-server runs: process (a child process, so memory figures are the worker's alone), inprocess, or auto (process for --paused, inprocess for the throughput measurements)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process for the whole invocation to this file (with the server in a child process: the workers and clients only; with --worker-procs: the clients only)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to this file at the end of the last measurement: with the paused runs waiting if --paused is set, else after Interlock's second leg")
+	fs.DurationVar(&o.timeout, "timeout", 0, fmt.Sprintf("give up after this long; 0 picks %s, or %s with --stored", defaultTimeout, defaultStoredTimeout))
+	fs.StringVar(&o.server, "server", defaultServer, "where nats-server runs: process (a child process per node, as a deployment would, so memory figures are the worker's alone) or inprocess")
+	var procs string
+	fs.StringVar(&procs, "worker-procs", "", "if set, counts of worker processes, separated by commas (1,2,4): the throughput measurement runs once per count with the workers (Interlock's service, the floor's pool) in that many child processes consuming one stream; unset, they run in this process")
+	fs.IntVar(&o.cluster, "cluster", 0, "if 3, the server is a 3-node cluster of child processes on loopback and every stream and bucket has 3 replicas; 0 is a single server")
+	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./bench [flags]\n\nMeasures Interlock against the raw JetStream floor on a nats-server of its own.\n\nFlags:\n")
@@ -169,11 +197,21 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		}
 		return o, usageError{err}
 	}
+	var err error
+	if o.workerProcs, err = parseProcs(procs); err != nil {
+		return o, usageError{err}
+	}
+	if o.timeout == 0 {
+		o.timeout = defaultTimeout
+		if o.stored > 0 {
+			o.timeout = defaultStoredTimeout
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, usageError{fmt.Errorf("unexpected argument %q: bench takes only flags", fs.Arg(0))}
-	case o.runs < 0:
-		return o, usageError{fmt.Errorf("--runs is %d; it must be 0 or more", o.runs)}
+	case o.runs < 0 || o.runs == 1:
+		return o, usageError{fmt.Errorf("--runs is %d; it must be 0, or 2 or more: each system runs half of them in each of its two legs", o.runs)}
 	case o.concurrency < 1:
 		return o, usageError{fmt.Errorf("--concurrency is %d; it must be at least 1", o.concurrency)}
 	case o.paused < 0:
@@ -190,10 +228,18 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--keep-finished is %s; it must be at least 1s", o.keepFinished)}
 	case o.runs == 0 && o.paused == 0 && o.finished == 0:
 		return o, usageError{errors.New("nothing to do: --runs, --paused and --finished are all 0")}
-	case o.timeout <= 0:
-		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive", o.timeout)}
-	case o.server != serverAuto && o.server != serverProcess && o.server != serverInProcess:
-		return o, usageError{fmt.Errorf("--server is %q; use process, inprocess or auto", o.server)}
+	case o.timeout < 0:
+		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive, or 0 for the default", o.timeout)}
+	case o.server != serverProcess && o.server != serverInProcess:
+		return o, usageError{fmt.Errorf("--server is %q; use process or inprocess", o.server)}
+	case o.cluster != 0 && o.cluster != 3:
+		return o, usageError{fmt.Errorf("--cluster is %d; use 3 for a 3-node cluster, or 0 for a single server", o.cluster)}
+	case o.stored < 0:
+		return o, usageError{fmt.Errorf("--stored is %d; it must be 0 or more", o.stored)}
+	case o.stored > 0 && o.runs == 0:
+		return o, usageError{errors.New("--stored applies to the throughput measurement, which --runs 0 skips: give --runs too")}
+	case len(o.workerProcs) > 0 && o.runs == 0:
+		return o, usageError{errors.New("--worker-procs applies to the throughput measurement, which --runs 0 skips: give --runs too")}
 	case o.idle < 0:
 		return o, usageError{fmt.Errorf("--idle is %s; it must be 0 or more", o.idle)}
 	}
@@ -228,6 +274,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	rep := report{
 		Machine: machineFacts(), Runs: o.runs, Concurrency: o.concurrency,
 		Workers: o.workers(), Warmup: o.warmupRuns(), PausedRuns: o.paused,
+		Server: o.server, Replicas: o.replicas(), WorkerProcs: o.workerProcs, StoredRuns: o.stored,
+	}
+	if o.cluster > 1 {
+		rep.ClusterNodes = o.cluster
 	}
 	if o.runs == 0 {
 		rep.Warmup = 0
@@ -254,6 +304,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return nil
 	}
 	return rep.writeText(stdout)
+}
+
+// maxWorkerProcs bounds a count of --worker-procs.
+const maxWorkerProcs = 64
+
+// parseProcs parses --worker-procs: counts separated by commas, or "".
+func parseProcs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ns []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxWorkerProcs {
+			return nil, fmt.Errorf("--worker-procs is %q; give counts of worker processes from 1 to %d separated by commas, such as 1,2,4", s, maxWorkerProcs)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 func writeHeapProfile(path string) error {

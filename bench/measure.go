@@ -23,39 +23,44 @@ const (
 )
 
 // runMode runs the measurements o asks for with workload w and fsync mode
-// m: the throughput measurements (floor, then Interlock) on one server, the
-// paused check on another, each server in a fresh directory removed at
-// the end, in this process or in a child process as o says.
+// m: the throughput measurements (the floor and Interlock, in the order
+// floor, Interlock, Interlock, floor, for each count of worker processes)
+// on one server, or with stored runs on a server per leg; the paused
+// check and the finished runs on servers of their own. Each server is in
+// a fresh directory removed at the end, in child processes or in this
+// process as o says.
 func runMode(ctx context.Context, o options, w workload, m mode, progress io.Writer) (_ modeResult, err error) {
 	res := modeResult{Workload: w.name, Fsync: m.name}
 	say := func(format string, args ...any) {
 		fmt.Fprintf(progress, "bench: %s, fsync=%s: "+format+"\n", append([]any{w.name, m.name}, args...)...)
 	}
 	if o.runs > 0 {
-		err := withServer(ctx, o.serverFor(false), m, progress, func(srv *natsServer) error {
-			say("floor: %d runs at concurrency %d (+%d warm-up), server %s", o.runs, o.concurrency, o.warmupRuns(), srv.describe())
-			floor, err := measureFloor(ctx, o, w, srv)
-			if err != nil {
-				return fmt.Errorf("floor: %w", err)
+		measureAll := func(srv *natsServer) error {
+			for _, procs := range o.procCounts() {
+				c, err := compare(ctx, o, w, m, procs, srv, progress, say)
+				if err != nil {
+					return err
+				}
+				say("workers %s: floor %.0f runs/s, interlock %.0f runs/s, interlock/floor %.2fx", workersWhere(procs), c.Floor.RunsPerSec, c.Interlock.RunsPerSec, c.Ratio.RunsPerSec)
+				if procs == 0 {
+					res.Floor, res.Interlock, res.Ratio, res.Legs = c.Floor, c.Interlock, c.Ratio, c.Legs
+				} else {
+					res.WorkerProcs = append(res.WorkerProcs, c)
+				}
 			}
-			res.Floor = floor
-			say("floor: %.0f runs/s", floor.RunsPerSec)
-			say("interlock: %d runs at concurrency %d (+%d warm-up)", o.runs, o.concurrency, o.warmupRuns())
-			il, err := measureInterlock(ctx, o, w, srv)
-			if err != nil {
-				return fmt.Errorf("interlock: %w", err)
-			}
-			res.Interlock = il
-			say("interlock: %.0f runs/s", il.RunsPerSec)
-			res.Ratio = ratios(floor, il)
 			return nil
-		})
+		}
+		if o.stored > 0 {
+			err = measureAll(nil) // a server per leg
+		} else {
+			err = withServer(ctx, o, m, progress, measureAll)
+		}
 		if err != nil {
 			return res, err
 		}
 	}
 	if o.paused > 0 {
-		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
+		err := withServer(ctx, o, m, progress, func(srv *natsServer) error {
 			say("paused: starting %d runs and leaving them at the interrupt, server %s", o.paused, srv.describe())
 			p, err := measurePaused(ctx, o, w, srv)
 			if err != nil {
@@ -74,7 +79,7 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 		}
 	}
 	if o.finished > 0 {
-		err := withServer(ctx, o.serverFor(true), m, progress, func(srv *natsServer) error {
+		err := withServer(ctx, o, m, progress, func(srv *natsServer) error {
 			say("finished: %d runs to completion, kept %s, server %s", o.finished, o.keepFinished, srv.describe())
 			f, err := measureFinished(ctx, o, w, srv)
 			if err != nil {
@@ -90,78 +95,15 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 	return res, nil
 }
 
-// withServer starts a server where says, calls do with it, and stops it.
-func withServer(ctx context.Context, where string, m mode, stderr io.Writer, do func(*natsServer) error) (err error) {
-	srv, err := startNATS(ctx, where, m, stderr)
+// withServer starts the server o asks for (where, and how many nodes)
+// with fsync mode m, calls do with it, and stops it.
+func withServer(ctx context.Context, o options, m mode, stderr io.Writer, do func(*natsServer) error) (err error) {
+	srv, err := startNATS(ctx, o.server, m, o.cluster, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, srv.stop()) }()
 	return do(srv)
-}
-
-// measureFloor measures the hand-written JetStream floor doing the work of
-// workload w under floorPrefix.
-func measureFloor(ctx context.Context, o options, w workload, srv *natsServer) (_ *systemResult, err error) {
-	names, err := wire.NewNames(floorPrefix)
-	if err != nil {
-		return nil, err
-	}
-	f, err := startFloor(ctx, srv.url, names, w, o.workers())
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, f.stop(context.WithoutCancel(ctx))) }()
-	cl, err := newClient(ctx, srv.url, "bench-floor-client", names, w.flow, floorProtocol{w})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.close()
-	res, err := measure(ctx, o, cl, srv)
-	if err != nil {
-		return nil, errors.Join(err, f.failure())
-	}
-	if err := f.failure(); err != nil {
-		return nil, err
-	}
-	if res.CheckpointBytes, err = checkpointBytes(ctx, cl, names); err != nil {
-		return nil, err
-	}
-	if err := f.stop(ctx); err != nil {
-		return nil, err
-	}
-	return res, deleteStreams(ctx, cl.js, names)
-}
-
-// measureInterlock measures an Interlock service running the flow of w
-// under benchPrefix.
-func measureInterlock(ctx context.Context, o options, w workload, srv *natsServer) (_ *systemResult, err error) {
-	svc, err := startInterlock(ctx, srv.url, benchPrefix, w, o.workers())
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, srv.url, "bench-interlock-client", svc.Names(), w.flow, interlockProtocol{w})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.close()
-	res, err := measure(ctx, o, cl, srv)
-	if err != nil {
-		return nil, err
-	}
-	if res.CheckpointBytes, err = checkpointBytes(ctx, cl, svc.Names()); err != nil {
-		return nil, err
-	}
-	if o.memprofile != "" && o.paused == 0 {
-		if err := writeHeapProfile(o.memprofile); err != nil {
-			return nil, err
-		}
-	}
-	if err := stopInterlock(ctx, svc); err != nil {
-		return nil, err
-	}
-	return res, deleteStreams(ctx, cl.js, svc.Names())
 }
 
 func runID(i int) string { return fmt.Sprintf("r-%06d", i) }
@@ -191,37 +133,39 @@ func checkpointBytes(ctx context.Context, cl *client, names wire.Names) ([]int, 
 	return sizes, nil
 }
 
-// measure drives the warm-up runs, then o.runs full runs at o.concurrency,
-// recording both latencies of every run and peak memory, the server's too
-// when it runs in a child process.
-func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*systemResult, error) {
+// measure drives the warm-up runs, then runs full runs at o.concurrency,
+// recording both latencies of every run and peak memory, the server's
+// too when it runs in child processes, and the workers' when they run in
+// the child processes workerPIDs.
+func measure(ctx context.Context, o options, runs int, cl *client, srv *natsServer, workerPIDs []int) (*systemResult, error) {
 	if err := drive(ctx, o.warmupRuns(), o.concurrency, func(ctx context.Context, i int) error {
 		_, _, err := cl.full(ctx, fmt.Sprintf("w-%06d", i))
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	toInterrupted := make([]time.Duration, o.runs)
-	toCompleted := make([]time.Duration, o.runs)
+	toInterrupted := make([]time.Duration, runs)
+	toCompleted := make([]time.Duration, runs)
 	runtime.GC()
-	s := startSampler(sampleEvery, srv)
-	cpu := startCPU(srv)
+	s := startSampler(sampleEvery, srv, workerPIDs)
+	cpu := startCPU(srv, workerPIDs)
 	begin := time.Now()
-	err := drive(ctx, o.runs, o.concurrency, func(ctx context.Context, i int) error {
+	err := drive(ctx, runs, o.concurrency, func(ctx context.Context, i int) error {
 		var err error
 		toInterrupted[i], toCompleted[i], err = cl.full(ctx, runID(i))
 		return err
 	})
 	wall := time.Since(begin)
-	cpuPerRun, serverCPUPerRun := cpu.perRun(o.runs)
+	used := cpu.perRun(runs)
 	peak := s.stop()
 	if err != nil {
 		return nil, err
 	}
 	return &systemResult{
-		Runs: o.runs, Server: srv.where, Seconds: wall.Seconds(), RunsPerSec: float64(o.runs) / wall.Seconds(),
+		Runs: runs, Server: srv.where, Seconds: wall.Seconds(), RunsPerSec: float64(runs) / wall.Seconds(),
 		StartToInterrupted: latencies(toInterrupted), ResumeToCompleted: latencies(toCompleted),
-		Memory: peak, CPUMsPerRun: cpuPerRun, ServerCPUMsPerRun: serverCPUPerRun,
+		Memory: peak, CPUMsPerRun: used.self, ServerCPUMsPerRun: used.server, WorkersCPUMsPerRun: used.workers,
+		startSamples: toInterrupted, resumeSamples: toCompleted,
 	}, nil
 }
 
@@ -229,7 +173,7 @@ func measure(ctx context.Context, o options, cl *client, srv *natsServer) (*syst
 // under pausedPrefix and leaves them waiting. It reads memory before, after each
 // quarter of the runs, and once more after o.idle without traffic.
 func measurePaused(ctx context.Context, o options, w workload, srv *natsServer) (_ *pausedResult, err error) {
-	svc, err := startInterlock(ctx, srv.url, pausedPrefix, w, o.workers())
+	svc, err := startInterlock(ctx, srv.url, pausedPrefix, "bench", w, o.workers(), o.replicas())
 	if err != nil {
 		return nil, err
 	}
@@ -313,17 +257,20 @@ func countKeys(ctx context.Context, js jetstream.JetStream, bucket string) (int,
 // workers have stopped, so that the server's memory for them is released
 // before the next measurement.
 func deleteStreams(ctx context.Context, js jetstream.JetStream, names wire.Names) error {
-	for _, s := range []string{names.InStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream()} {
+	for _, s := range streamNames(names) {
 		if err := js.DeleteStream(ctx, s); err != nil {
 			return fmt.Errorf("deleting stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{names.RunsBucket(), names.PendingBucket(), names.ConfigBucket()} {
-		if err := js.DeleteKeyValue(ctx, b); err != nil {
-			return fmt.Errorf("deleting bucket %s: %w", b, err)
-		}
-	}
 	return nil
+}
+
+// streamNames are the streams of names, the buckets' included.
+func streamNames(names wire.Names) []string {
+	return []string{
+		names.InStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream(),
+		"KV_" + names.RunsBucket(), "KV_" + names.PendingBucket(), "KV_" + names.ConfigBucket(),
+	}
 }
 
 // drive runs do for indexes 0..n-1 on c goroutines, each taking the next

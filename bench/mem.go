@@ -28,25 +28,27 @@ func goMemory(s []metrics.Sample) (heapInuse, sys uint64) {
 
 // sampler records peak memory until stopped.
 type sampler struct {
-	srv  *natsServer
-	quit chan struct{}
-	done chan memPeak
+	srv     *natsServer
+	workers []int
+	quit    chan struct{}
+	done    chan memPeak
 }
 
 // startSampler samples the Go heap in use, Go sys memory and the process's
-// resident set every interval until stop, and the resident set of srv's
-// child process if it has one.
-func startSampler(every time.Duration, srv *natsServer) *sampler {
-	s := &sampler{srv: srv, quit: make(chan struct{}), done: make(chan memPeak, 1)}
+// resident set every interval until stop, the resident set of srv's
+// child processes if it has them, and that of the worker processes
+// workers, summed.
+func startSampler(every time.Duration, srv *natsServer, workers []int) *sampler {
+	s := &sampler{srv: srv, workers: workers, quit: make(chan struct{}), done: make(chan memPeak, 1)}
 	go s.loop(every)
 	return s
 }
 
 func (s *sampler) loop(every time.Duration) {
 	var (
-		peak                               memPeak
-		heapMax, sysMax, rssMax, serverMax uint64
-		buf                                = make([]metrics.Sample, 3)
+		peak                                           memPeak
+		heapMax, sysMax, rssMax, serverMax, workersMax uint64
+		buf                                            = make([]metrics.Sample, 3)
 	)
 	sample := func() {
 		h, sys := goMemory(buf)
@@ -56,6 +58,9 @@ func (s *sampler) loop(every time.Duration) {
 		}
 		if rss, _, ok := s.srv.memory(); ok {
 			serverMax = max(serverMax, rss)
+		}
+		if rss, _, ok := processesRSS(s.workers); ok {
+			workersMax = max(workersMax, rss)
 		}
 	}
 	t := time.NewTicker(every)
@@ -74,6 +79,7 @@ func (s *sampler) loop(every time.Duration) {
 				peak.MaxRSSMB = float64(m) / mb
 			}
 			peak.ServerPeakRSSMB = float64(serverMax) / mb
+			peak.WorkersPeakRSSMB = float64(workersMax) / mb
 			if _, hwm, ok := s.srv.memory(); ok {
 				peak.ServerHWMMB = float64(hwm) / mb
 			}

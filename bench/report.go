@@ -17,26 +17,23 @@ import (
 // What the memory and CPU figures include, by where the server runs.
 const (
 	inProcessNote = "nats-server runs in this process: its RSS, Go heap and CPU per run include the server, the worker and the clients"
-	processNote   = "nats-server runs in a child process: this process's RSS, Go heap and CPU per run are the worker's (Interlock's service or the floor's pool) and the clients'; the server's RSS (VmRSS, VmHWM) is shown apart"
+	processNote   = "nats-server runs in a child process: this process's RSS, Go heap and CPU per run are the worker's (Interlock's service or the floor's pool) and the clients'; the server's RSS (VmRSS, VmHWM) and CPU per run are shown apart"
+	// workerProcsNote is added when the workers run in child processes.
+	workerProcsNote = "with the workers in child processes (--worker-procs), this process's RSS, Go heap and CPU per run are the clients' alone; the workers' peak RSS and CPU per run are their processes' summed, and the interlock/floor CPU ratio is of the workers' and the clients' CPU together"
 )
 
-// serverNotes says what the memory and CPU figures of each measurement o asks for
+// serverNotes says what the memory and CPU figures of the measurements o asks for
 // include.
 func serverNotes(o options) []string {
-	note := func(where string) string {
-		if where == serverProcess {
-			return processNote
-		}
-		return inProcessNote
+	notes := []string{inProcessNote}
+	if o.server == serverProcess {
+		notes = []string{processNote}
 	}
-	var notes []string
-	switch {
-	case o.runs > 0 && o.paused > 0 && o.serverFor(false) != o.serverFor(true):
-		notes = append(notes, "throughput: "+note(o.serverFor(false)), "paused runs: "+note(o.serverFor(true)))
-	case o.runs > 0:
-		notes = append(notes, note(o.serverFor(false)))
-	default:
-		notes = append(notes, note(o.serverFor(true)))
+	if len(o.workerProcs) > 0 {
+		notes = append(notes, workerProcsNote)
+	}
+	if o.cluster > 1 {
+		notes = append(notes, fmt.Sprintf("the server is a %d-node cluster, every stream and bucket with %d replicas: its RSS and data directory are summed over the nodes", o.cluster, o.replicas()))
 	}
 	return notes
 }
@@ -49,6 +46,17 @@ type report struct {
 	Workers     int     `json:"workers"`
 	Warmup      int     `json:"warmup"`
 	PausedRuns  int     `json:"pausedRuns,omitempty"`
+	// Server is where nats-server ran: "process" or "inprocess".
+	Server string `json:"server"`
+	// ClusterNodes is the number of nodes of the server's cluster, 0 for a
+	// single server; Replicas is that of every stream and bucket.
+	ClusterNodes int `json:"clusterNodes,omitempty"`
+	Replicas     int `json:"replicas"`
+	// WorkerProcs are the counts of worker processes measured; none when
+	// the workers ran in this process.
+	WorkerProcs []int `json:"workerProcs,omitempty"`
+	// StoredRuns is how many runs each system had stored before each leg.
+	StoredRuns int `json:"storedRuns,omitempty"`
 	// Notes say what the memory and CPU figures include.
 	Notes []string     `json:"notes"`
 	Modes []modeResult `json:"modes"`
@@ -74,12 +82,19 @@ type modeResult struct {
 	// Workload is "question" or "approval".
 	Workload string `json:"workload"`
 	// Fsync is "always" (fsync before ack) or "lazy".
-	Fsync     string          `json:"fsync"`
-	Floor     *systemResult   `json:"floor,omitempty"`
-	Interlock *systemResult   `json:"interlock,omitempty"`
-	Ratio     *ratio          `json:"ratio,omitempty"`
-	Paused    *pausedResult   `json:"paused,omitempty"`
-	Finished  *finishedResult `json:"finished,omitempty"`
+	Fsync string `json:"fsync"`
+	// Floor, Interlock and Ratio are the throughput measurement with the
+	// workers in this process: each system's two legs combined (see
+	// comparison), and Legs the four legs in the order they ran.
+	Floor     *systemResult `json:"floor,omitempty"`
+	Interlock *systemResult `json:"interlock,omitempty"`
+	Ratio     *ratio        `json:"ratio,omitempty"`
+	Legs      []legResult   `json:"legs,omitempty"`
+	// WorkerProcs are the throughput measurements with the workers in
+	// child processes, one per count of --worker-procs.
+	WorkerProcs []*comparison   `json:"workerProcs,omitempty"`
+	Paused      *pausedResult   `json:"paused,omitempty"`
+	Finished    *finishedResult `json:"finished,omitempty"`
 }
 
 // systemResult is one system's throughput measurement.
@@ -99,13 +114,21 @@ type systemResult struct {
 	// CPU alone; with the server in this process it includes the server's.
 	CPUMsPerRun float64 `json:"cpuMsPerRun"`
 	// ServerCPUMsPerRun is the server child's CPU time over the same runs
-	// (utime and stime of /proc/<pid>/stat, 10 ms units), divided by the
-	// runs, in ms; 0 when the server runs in this process.
+	// (utime and stime of /proc/<pid>/stat, 10 ms units), summed over the
+	// nodes of a cluster, divided by the runs, in ms; 0 when the server
+	// runs in this process.
 	ServerCPUMsPerRun float64 `json:"serverCPUMsPerRun,omitempty"`
+	// WorkersCPUMsPerRun is the worker processes' CPU time over the same
+	// runs, read as the server's and summed, divided by the runs, in ms; 0
+	// when the workers run in this process.
+	WorkersCPUMsPerRun float64 `json:"workersCPUMsPerRun,omitempty"`
 	// CheckpointBytes are the sizes of a waiting checkpoint (of a run
 	// started after the measurement and left waiting) and of the first
 	// run's completed one.
 	CheckpointBytes []int `json:"checkpointBytes,omitempty"`
+	// startSamples and resumeSamples are the latencies of every measured
+	// run, so that two legs combine.
+	startSamples, resumeSamples []time.Duration
 }
 
 // latency summarises the latencies of one half of a run.
@@ -141,6 +164,9 @@ type memPeak struct {
 	// so far as Linux records it, which it updates lazily, so it can be a
 	// little below ServerPeakRSSMB.
 	ServerHWMMB float64 `json:"serverHWMMB,omitempty"`
+	// WorkersPeakRSSMB is the highest sum of the resident sets of the
+	// worker processes sampled; 0 when the workers run in this process.
+	WorkersPeakRSSMB float64 `json:"workersPeakRSSMB,omitempty"`
 }
 
 // pausedResult is the memory flatness measurement.
@@ -213,7 +239,7 @@ func ratios(floor, il *systemResult) *ratio {
 	}
 	return &ratio{
 		RunsPerSec:            div(il.RunsPerSec, floor.RunsPerSec),
-		CPUPerRun:             div(il.CPUMsPerRun, floor.CPUMsPerRun),
+		CPUPerRun:             div(il.CPUMsPerRun+il.WorkersCPUMsPerRun, floor.CPUMsPerRun+floor.WorkersCPUMsPerRun),
 		P99StartToInterrupted: div(il.StartToInterrupted.P99Ms, floor.StartToInterrupted.P99Ms),
 		P99ResumeToCompleted:  div(il.ResumeToCompleted.P99Ms, floor.ResumeToCompleted.P99Ms),
 	}
@@ -280,8 +306,20 @@ func (r report) writeText(w io.Writer) error {
 		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.MemoryMB, m.GoVersion, m.OS, m.Date)
 	fmt.Fprintf(b, "load average: %s at start, %s at end (the machine may be shared)\n", m.LoadAvgStart, m.LoadAvgEnd)
 	if r.Runs > 0 {
-		fmt.Fprintf(b, "runs: %d per system, %d client goroutines, %d worker slots, %d warm-up runs first\n", r.Runs, r.Concurrency, r.Workers, r.Warmup)
+		fmt.Fprintf(b, "runs: %d per system in two legs, in the order floor, interlock, interlock, floor; %d client goroutines, %d worker slots per worker, %d warm-up runs before each leg\n", r.Runs, r.Concurrency, r.Workers, r.Warmup)
 	}
+	fmt.Fprintf(b, "server: %s", r.Server)
+	if r.ClusterNodes > 1 {
+		fmt.Fprintf(b, ", a %d-node cluster", r.ClusterNodes)
+	}
+	fmt.Fprintf(b, ", %d replicas", r.Replicas)
+	if len(r.WorkerProcs) > 0 {
+		fmt.Fprintf(b, "; workers in %s child processes", procsList(r.WorkerProcs))
+	}
+	if r.StoredRuns > 0 {
+		fmt.Fprintf(b, "; %d runs stored before each leg", r.StoredRuns)
+	}
+	fmt.Fprintln(b)
 	for _, n := range r.Notes {
 		fmt.Fprintf(b, "memory and CPU: %s\n", n)
 	}
@@ -317,6 +355,9 @@ func (r report) writeText(w io.Writer) error {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+		}
+		if err := writeComparisons(b, mr); err != nil {
+			return err
 		}
 		if p := mr.Paused; p != nil {
 			fmt.Fprintf(b, "paused runs: %d started and left waiting in %.1f s (%.0f/s); the pending bucket holds %d keys\n", p.Runs, p.Seconds, float64(p.Runs)/p.Seconds, p.PendingInKV)

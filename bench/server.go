@@ -1,99 +1,342 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // Where a measurement's nats-server runs (the --server flag).
 const (
-	// serverAuto runs the server in a child process for the paused check
-	// and in this process for the throughput measurements.
-	serverAuto = "auto"
-	// serverProcess runs the server in a child process, so that the memory
-	// figures of this process are the worker's and the clients'.
+	// serverProcess runs the server in a child process (each node of a
+	// cluster in its own), as a deployment would, so that the memory
+	// figures of this process are the workers' and the clients'.
 	serverProcess = "process"
 	// serverInProcess runs the server in this process.
 	serverInProcess = "inprocess"
 )
 
-// Environment of the server child process: the bench binary run again
-// with serverEnv set serves nats-server and nothing else.
+// Environment of a server child process: the bench binary run again with
+// serverEnv set serves nats-server and nothing else.
 const (
 	// serverEnv is the child's data directory.
 	serverEnv = "INTERLOCK_BENCH_SERVER"
 	// serverFsyncEnv is the child's fsync mode: "always" or "lazy".
 	serverFsyncEnv = "INTERLOCK_BENCH_SERVER_FSYNC"
+	// serverNameEnv is the server's name; a cluster's nodes each have
+	// their own. Optional.
+	serverNameEnv = "INTERLOCK_BENCH_SERVER_NAME"
+	// serverClusterEnv is the port of a cluster node's route listener on
+	// loopback; unset for a single server.
+	serverClusterEnv = "INTERLOCK_BENCH_SERVER_CLUSTER"
+	// serverRoutesEnv is the cluster's route URLs, comma-separated, the
+	// node's own among them.
+	serverRoutesEnv = "INTERLOCK_BENCH_SERVER_ROUTES"
+	// serverPasswordEnv is the password of the workers' identity, the same
+	// on every node of a cluster. Optional: a single server makes one up.
+	serverPasswordEnv = "INTERLOCK_BENCH_SERVER_PASSWORD"
 )
 
-// natsServer is the nats-server of one measurement, in this process or in
-// a child process, with its own data directory.
+// clusterName is the name of the benchmark's cluster.
+const clusterName = "bench"
+
+// clusterReadyWait bounds how long a new cluster takes to hold a stream
+// with a replica on every node.
+const clusterReadyWait = 2 * time.Minute
+
+// natsServer is the nats-server of one measurement, a single server or a
+// cluster, in this process or in child processes, with its own data
+// directory.
 type natsServer struct {
-	// url is the server's client URL.
+	// url is the client URL of the first node, with the workers'
+	// credentials; the clients connect there.
 	url string
+	// urls are every node's client URL, with the workers' credentials.
+	urls []string
 	// where is serverProcess or serverInProcess.
 	where string
-	// pid is the child's process id; 0 when the server runs in this process.
-	pid int
+	// pids are the child processes' ids, one per node; none when the
+	// server runs in this process.
+	pids []int
+	// dir holds the data of every node.
+	dir string
 
 	stopOnce sync.Once
 	stopErr  error
-	shutdown func() error
-	dir      string
+	shutdown []func() error
+	failures []func() error
+}
+
+// nodeURL is the client URL of the node that worker process i connects
+// to: the workers spread over the nodes.
+func (s *natsServer) nodeURL(i int) string { return s.urls[i%len(s.urls)] }
+
+// serverSpec is how one server node is started.
+type serverSpec struct {
+	dir   string
+	fsync string // "always" or "lazy"
+	name  string
+	// clusterPort is the port of the node's route listener, 0 for a
+	// single server; routes are the cluster's route URLs.
+	clusterPort int
+	routes      []string
+	password    string
+}
+
+// env is the environment that makes the bench binary serve spec.
+func (sp serverSpec) env() []string {
+	env := []string{serverEnv + "=" + sp.dir, serverFsyncEnv + "=" + sp.fsync}
+	if sp.name != "" {
+		env = append(env, serverNameEnv+"="+sp.name)
+	}
+	if sp.clusterPort != 0 {
+		env = append(env, serverClusterEnv+"="+strconv.Itoa(sp.clusterPort), serverRoutesEnv+"="+strings.Join(sp.routes, ","))
+	}
+	if sp.password != "" {
+		env = append(env, serverPasswordEnv+"="+sp.password)
+	}
+	return env
+}
+
+// serverSpecFromEnv reads the spec of a server child from its environment.
+func serverSpecFromEnv() (serverSpec, error) {
+	sp := serverSpec{
+		dir: os.Getenv(serverEnv), fsync: os.Getenv(serverFsyncEnv),
+		name: os.Getenv(serverNameEnv), password: os.Getenv(serverPasswordEnv),
+	}
+	if p, ok := os.LookupEnv(serverClusterEnv); ok {
+		port, err := strconv.Atoi(p)
+		if err != nil || port <= 0 {
+			return sp, fmt.Errorf("%s is %q; it must be the port of the route listener", serverClusterEnv, p)
+		}
+		sp.clusterPort = port
+		if r := os.Getenv(serverRoutesEnv); r != "" {
+			sp.routes = strings.Split(r, ",")
+		}
+	}
+	return sp, nil
+}
+
+// config is the bus configuration of spec.
+func (sp serverSpec) config() (bus.ServerConfig, error) {
+	if sp.dir == "" {
+		return bus.ServerConfig{}, fmt.Errorf("%s is empty; it must name the data directory", serverEnv)
+	}
+	if sp.fsync != "always" && sp.fsync != "lazy" {
+		return bus.ServerConfig{}, fmt.Errorf("%s is %q; use always or lazy", serverFsyncEnv, sp.fsync)
+	}
+	cfg := bus.ServerConfig{DataDir: sp.dir, Port: -1, LazyFsync: sp.fsync == "lazy", Name: sp.name, WorkersPassword: sp.password}
+	if cfg.Name == "" {
+		cfg.Name = "bench"
+	}
+	if sp.clusterPort != 0 {
+		if len(sp.routes) < 2 {
+			return cfg, fmt.Errorf("%s is %q; a cluster node needs the route URLs of every node", serverRoutesEnv, strings.Join(sp.routes, ","))
+		}
+		cfg.Cluster = &bus.ClusterConfig{Name: clusterName, Port: sp.clusterPort, Routes: sp.routes}
+	}
+	return cfg, nil
 }
 
 // startNATS starts a nats-server with fsync mode m in a fresh temporary
-// directory, in this process or (where is serverProcess) in a child
-// process. The child's standard error goes to stderr. stop shuts the
-// server down, waits for the child, and removes the directory.
-func startNATS(ctx context.Context, where string, m mode, stderr io.Writer) (_ *natsServer, err error) {
+// directory: a single server, or, with nodes > 1, a cluster of that many
+// nodes on loopback, each with a directory of its own under it. It runs
+// in this process or (where is serverProcess) in child processes, one per
+// node, whose standard error goes to stderr. A cluster is returned once it
+// can hold streams with a replica on every node. stop shuts the server
+// down, waits for the children, and removes the directory.
+func startNATS(ctx context.Context, where string, m mode, nodes int, stderr io.Writer) (_ *natsServer, err error) {
+	nodes = max(nodes, 1)
 	dir, err := os.MkdirTemp("", "interlock-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("creating data directory: %w", err)
 	}
+	s := &natsServer{where: where, dir: dir}
 	defer func() {
 		if err != nil {
-			if rerr := os.RemoveAll(dir); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("removing data directory %s: %w", dir, rerr))
-			}
+			err = errors.Join(err, s.stop())
 		}
 	}()
-	s := &natsServer{where: where, dir: dir}
-	if where == serverProcess {
-		p, err := startServerProcess(ctx, dir, m, stderr)
+	specs := []serverSpec{{dir: dir, fsync: m.name}}
+	if nodes > 1 {
+		// JetStream forms a cluster's meta group from the routes each
+		// node is given, so every node must know every route listener
+		// before it starts: pick free ports for them, as
+		// internal/natstest does. The client ports are picked by the
+		// servers.
+		ports, err := freePorts(nodes)
 		if err != nil {
 			return nil, err
 		}
-		s.url, s.pid, s.shutdown = p.url, p.cmd.Process.Pid, p.stop
-		return s, nil
+		routes := make([]string, nodes)
+		for i, p := range ports {
+			routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
+		}
+		password := newID()
+		specs = make([]serverSpec, nodes)
+		for i := range specs {
+			specs[i] = serverSpec{
+				dir: filepath.Join(dir, fmt.Sprintf("node-%d", i)), fsync: m.name, name: fmt.Sprintf("bench-%d", i),
+				clusterPort: ports[i], routes: routes, password: password,
+			}
+		}
 	}
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: m.lazy, Name: "bench"})
-	if err != nil {
+	// The nodes start together: each waits for its routes on its own.
+	started := make([]*natsNode, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Go(func() { started[i], errs[i] = startNode(ctx, where, sp, stderr) })
+	}
+	wg.Wait()
+	for i, n := range started {
+		if n != nil {
+			s.shutdown = append(s.shutdown, n.shutdown)
+			if n.failure != nil {
+				s.failures = append(s.failures, n.failure)
+			}
+			if n.pid != 0 {
+				s.pids = append(s.pids, n.pid)
+			}
+			s.urls = append(s.urls, n.url)
+		}
+		if errs[i] != nil && nodes > 1 {
+			errs[i] = fmt.Errorf("node %d of %d: %w", i, nodes, errs[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.url = workersURL(srv)
-	s.shutdown = func() error { srv.Shutdown(); return nil }
+	s.url = s.urls[0]
+	if nodes > 1 {
+		if err := waitCluster(ctx, s.url, nodes); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
-// stop shuts the server down and removes its data directory. Stopping
+// natsNode is one node of a natsServer.
+type natsNode struct {
+	url      string
+	pid      int // 0 in this process
+	shutdown func() error
+	failure  func() error // nil in this process
+}
+
+// startNode starts the node sp describes, in this process or in a child
+// process as where says.
+func startNode(ctx context.Context, where string, sp serverSpec, stderr io.Writer) (*natsNode, error) {
+	if where == serverProcess {
+		p, lines, err := startChild(ctx, "server process", sp.env(), 1, bus.DefaultReadyTimeout, stderr)
+		if err != nil {
+			return nil, err
+		}
+		n := &natsNode{url: lines[0], pid: p.pid(), shutdown: p.stop, failure: p.failure}
+		if !strings.HasPrefix(n.url, "nats://") {
+			return n, fmt.Errorf("starting the server process: its first line %q is not a client URL", truncate([]byte(n.url), 200))
+		}
+		return n, nil
+	}
+	cfg, err := sp.config()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := bus.StartServer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &natsNode{url: workersURL(srv), shutdown: func() error { srv.Shutdown(); return nil }}, nil
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port for a cluster node's routes: %w", err)
+		}
+		// Kept open until all are picked, so that none is picked twice.
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitCluster waits until the cluster at url can hold a stream with a
+// replica on each of its nodes: its JetStream meta group has a leader and
+// every node has joined it. A request made before the meta group has a
+// leader may never be answered, so every attempt is short.
+func waitCluster(ctx context.Context, url string, nodes int) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterReadyWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	// Short attempts while the meta group elects its leader; longer ones
+	// if the machine is too busy for them.
+	attempt := 500 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, attempt)
+		err := probeCluster(actx, url, nodes)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		attempt = min(2*attempt, 5*time.Second)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the %d-node cluster could not hold a stream with %d replicas within %s: %w", nodes, nodes, clusterReadyWait, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// probeCluster creates and deletes a stream with a replica on each of the
+// nodes of the cluster at url.
+func probeCluster(ctx context.Context, url string, nodes int) error {
+	nc, js, err := wire.Connect(ctx, connConfig(url, "bench-cluster-check"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	const probe = "bench_cluster_ready"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: probe, Subjects: []string{probe}, Storage: jetstream.MemoryStorage, Replicas: nodes}); err != nil {
+		return fmt.Errorf("creating a stream with %d replicas: %w", nodes, err)
+	}
+	if err := js.DeleteStream(ctx, probe); err != nil {
+		return fmt.Errorf("deleting the stream %s that checked the cluster: %w", probe, err)
+	}
+	return nil
+}
+
+// stop shuts every node down and removes the data directory. Stopping
 // twice is safe.
 func (s *natsServer) stop() error {
 	s.stopOnce.Do(func() {
-		err := s.shutdown()
+		errs := make([]error, len(s.shutdown))
+		var wg sync.WaitGroup
+		for i, stop := range s.shutdown {
+			wg.Go(func() { errs[i] = stop() })
+		}
+		wg.Wait()
+		err := errors.Join(errs...)
 		if rerr := os.RemoveAll(s.dir); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("removing data directory %s: %w", s.dir, rerr))
 		}
@@ -102,141 +345,73 @@ func (s *natsServer) stop() error {
 	return s.stopErr
 }
 
+// failure is how a node's child process ended, if one ended before it
+// was stopped.
+func (s *natsServer) failure() error {
+	for _, f := range s.failures {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodes is how many nodes the server has.
+func (s *natsServer) nodes() int { return len(s.urls) }
+
 // describe says where the server runs, for progress lines.
 func (s *natsServer) describe() string {
-	if s.pid != 0 {
-		return fmt.Sprintf("in child process %d at %s", s.pid, redacted(s.url))
+	what := "a single server"
+	if n := s.nodes(); n > 1 {
+		what = fmt.Sprintf("a %d-node cluster", n)
 	}
-	return "in this process at " + redacted(s.url)
+	if len(s.pids) > 0 {
+		pids := make([]string, len(s.pids))
+		for i, p := range s.pids {
+			pids[i] = strconv.Itoa(p)
+		}
+		return fmt.Sprintf("%s in child process %s at %s", what, strings.Join(pids, ", "), redacted(s.url))
+	}
+	return what + " in this process at " + redacted(s.url)
 }
 
-// memory reads the child's resident set now and its peak so far (VmRSS
-// and VmHWM), in bytes; ok is false when the server runs in this process
-// or they cannot be read.
+// memory reads the resident set now and the peak so far (VmRSS and
+// VmHWM) of the server's child processes, summed over the nodes, in
+// bytes; ok is false when the server runs in this process or they cannot
+// be read.
 func (s *natsServer) memory() (rss, hwm uint64, ok bool) {
-	if s == nil || s.pid == 0 {
+	if s == nil || len(s.pids) == 0 {
 		return 0, 0, false
 	}
-	return processRSS(s.pid)
+	return processesRSS(s.pids)
 }
 
-// serverProc is a nats-server in a child process: the bench binary run
-// again with serverEnv set. It stops when its standard input closes, so it
-// does not outlive this process.
-type serverProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	url   string
-}
-
-// startServerProcess starts the child and reads its client URL, the first
-// line it prints.
-func startServerProcess(ctx context.Context, dir string, m mode, stderr io.Writer) (*serverProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding the bench binary to run the server: %w", err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), serverEnv+"="+dir, serverFsyncEnv+"="+m.name)
-	cmd.Stderr = stderr
-	// Its own process group: a terminal's ^C reaches only this process,
-	// which drains and then stops the child.
-	cmd.SysProcAttr = childProcAttr()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("starting the server process: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("starting the server process: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the server process %s: %w", exe, err)
-	}
-	p := &serverProc{cmd: cmd, stdin: stdin}
-	type line struct {
-		s   string
-		err error
-	}
-	got := make(chan line, 1)
-	go func() {
-		s, err := bufio.NewReader(stdout).ReadString('\n')
-		got <- line{s, err}
-	}()
-	timer := time.NewTimer(bus.DefaultReadyTimeout)
-	defer timer.Stop()
-	var (
-		l    line
-		read bool
-	)
-	select {
-	case l = <-got:
-		read = true
-	case <-timer.C:
-		l.err = fmt.Errorf("no client URL within %s", bus.DefaultReadyTimeout)
-	case <-ctx.Done():
-		l.err = ctx.Err()
-	}
-	if l.err == nil {
-		p.url = strings.TrimSpace(l.s)
-		if !strings.HasPrefix(p.url, "nats://") {
-			l.err = fmt.Errorf("first line %q is not a client URL", truncate([]byte(l.s), 200))
+// processesRSS sums the resident sets now and the peaks so far of pids;
+// ok is false if one cannot be read.
+func processesRSS(pids []int) (rss, hwm uint64, ok bool) {
+	for _, pid := range pids {
+		r, h, ok := processRSS(pid)
+		if !ok {
+			return 0, 0, false
 		}
+		rss, hwm = rss+r, hwm+h
 	}
-	if l.err != nil {
-		// Kill closes the child's end of stdout, so the reader returns.
-		_ = cmd.Process.Kill()
-		if !read {
-			<-got
-		}
-		werr := cmd.Wait()
-		return nil, errors.Join(fmt.Errorf("starting the server process: %w", l.err), exitError(werr))
-	}
-	return p, nil
+	return rss, hwm, len(pids) > 0
 }
 
-// childStopWait bounds how long the child takes to shut down once its
-// standard input is closed.
-const childStopWait = 30 * time.Second
-
-// stop closes the child's standard input, which shuts its server down, and
-// waits for it to exit, killing it if it takes longer than childStopWait.
-// Call it once.
-func (p *serverProc) stop() error {
-	_ = p.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	timer := time.NewTimer(childStopWait)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("server process %d: %w", p.cmd.Process.Pid, exitError(err))
-		}
-		return nil
-	case <-timer.C:
-		_ = p.cmd.Process.Kill()
-		return fmt.Errorf("server process %d did not stop within %s; killed it (%w)", p.cmd.Process.Pid, childStopWait, exitError(<-done))
-	}
-}
-
-// exitError describes how a child that failed ended.
-func exitError(err error) error {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return fmt.Errorf("server process ended: %s", exit.ProcessState)
-	}
-	return err
-}
-
-// serverMain is the whole of the server child process: it serves
-// nats-server on a free port with data in dir and fsync mode fsync, prints
-// the client URL as the first line of stdout, and returns the process's
-// exit code once stdin closes or the process is signalled.
-func serverMain(dir, fsync string) int {
+// serverMain is the whole of a server child process: it serves
+// nats-server as its environment says (a single server or a cluster
+// node, on a free client port, with data in the directory it names),
+// prints the client URL as the first line of stdout, and returns the
+// process's exit code once stdin closes or the process is signalled.
+func serverMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, dir, fsync, os.Stdin, os.Stdout); err != nil {
+	sp, err := serverSpecFromEnv()
+	if err == nil {
+		err = serve(ctx, sp, os.Stdin, os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: server process: %v\n", err)
 		return 1
 	}
@@ -244,14 +419,12 @@ func serverMain(dir, fsync string) int {
 }
 
 // serve runs a server until stdin closes or ctx is done.
-func serve(ctx context.Context, dir, fsync string, stdin io.Reader, stdout io.Writer) error {
-	if dir == "" {
-		return fmt.Errorf("%s is empty; it must name the data directory", serverEnv)
+func serve(ctx context.Context, sp serverSpec, stdin io.Reader, stdout io.Writer) error {
+	cfg, err := sp.config()
+	if err != nil {
+		return err
 	}
-	if fsync != "always" && fsync != "lazy" {
-		return fmt.Errorf("%s is %q; use always or lazy", serverFsyncEnv, fsync)
-	}
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{DataDir: dir, Port: -1, LazyFsync: fsync == "lazy", Name: "bench"})
+	srv, err := bus.StartServer(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -259,10 +432,16 @@ func serve(ctx context.Context, dir, fsync string, stdin io.Reader, stdout io.Wr
 	if _, err := fmt.Fprintln(stdout, workersURL(srv)); err != nil {
 		return fmt.Errorf("writing the client URL: %w", err)
 	}
-	// The reader returns when the parent closes stdin or exits. If a
-	// signal comes first it stays blocked in read(2) on a blocking pipe,
-	// which nothing can interrupt, and ends with the process, which exits
-	// as soon as the server has shut down.
+	untilClosed(ctx, stdin)
+	return nil
+}
+
+// untilClosed returns when stdin closes or ctx is done. The reader
+// returns when the parent closes stdin or exits. If a signal comes first
+// it stays blocked in read(2) on a blocking pipe, which nothing can
+// interrupt, and ends with the process, which exits as soon as it has
+// shut down.
+func untilClosed(ctx context.Context, stdin io.Reader) {
 	closed := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, stdin)
@@ -272,7 +451,6 @@ func serve(ctx context.Context, dir, fsync string, stdin io.Reader, stdout io.Wr
 	case <-closed:
 	case <-ctx.Done():
 	}
-	return nil
 }
 
 // workersURL is srv's URL with the credentials of its workers' identity:
@@ -285,6 +463,22 @@ func workersURL(srv *bus.Server) string {
 	}
 	u.User = url.UserPassword(w.User, w.Password)
 	return u.String()
+}
+
+// connConfig is how a process of the benchmark named name connects to the
+// server at u, a URL that may carry credentials: they go apart, so that
+// errors naming the URL do not show the password.
+func connConfig(u, name string) wire.ConnConfig {
+	c := wire.ConnConfig{URL: u, Name: name}
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return c
+	}
+	c.User = p.User.Username()
+	c.Password, _ = p.User.Password()
+	p.User = nil
+	c.URL = p.String()
+	return c
 }
 
 // redacted is u without its password, for progress lines.
