@@ -93,6 +93,7 @@ type options struct {
 	timeout      time.Duration
 	server       string
 	idle         time.Duration
+	interlockBin string
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -159,6 +160,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up after this long")
 	fs.StringVar(&o.server, "server", defaultServer, "where nats-server runs: process (a child process, so memory figures are the worker's alone), inprocess, or auto (process for --paused, inprocess for the throughput measurements)")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
+	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./bench [flags]\n\nMeasures Interlock against the raw JetStream floor on a nats-server of its own.\n\nFlags:\n")
 		fs.PrintDefaults()
