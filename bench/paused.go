@@ -81,8 +81,7 @@ type pausedDetail struct {
 	// costs this process.
 	Metrics *metricsMirror `json:"metrics,omitempty"`
 	// StreamHeap is, with the server in this process, the Go heap each
-	// stream and bucket held: freed by deleting it once the service
-	// stopped.
+	// stream and bucket held: freed by purging it (see streamHeaps).
 	StreamHeap []streamHeap `json:"streamHeap,omitempty"`
 }
 
@@ -285,10 +284,7 @@ func measurePaused(ctx context.Context, o options, w workload, srv *natsServer, 
 		return nil, err
 	}
 	if srv.where == serverInProcess {
-		if err := stopInterlock(ctx, svc); err != nil {
-			return nil, err
-		}
-		if d.StreamHeap, err = streamHeaps(ctx, cl.js, svc.Names(), srv, o.paused); err != nil {
+		if d.StreamHeap, err = streamHeaps(ctx, cl.js, svc.Names(), srv, o.paused, res.Points[0].Memory.HeapInuseMB); err != nil {
 			return nil, err
 		}
 	}
@@ -372,27 +368,38 @@ func streamUsages(ctx context.Context, js jetstream.JetStream, n wire.Names, dir
 	return us, nil
 }
 
-// streamHeaps deletes the streams and buckets of names one at a time,
-// with the server in this process and the service stopped, and returns
-// the Go heap in use each one freed.
-func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, srv *natsServer, paused int) ([]streamHeap, error) {
+// streamHeaps purges the streams and buckets of names one at a time,
+// with the server in this process, and returns the Go heap in use each
+// purge freed. A purge empties the server's per-subject index of the
+// stream at once (a deleted stream's is held by its timers for minutes).
+// The audit stream denies purges: its row is what the others left above
+// baseline, the Go heap in use before any run was paused. The
+// deduplication window should have passed (--idle longer than it): the
+// purges do not empty it.
+func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, srv *natsServer, paused int, baseline float64) ([]streamHeap, error) {
 	heap := func() int64 { return int64(settledMemory(srv).HeapInuseMB * mb) }
 	var hs []streamHeap
-	before := heap()
-	// The biggest first; the inbound and dead-letter streams hold nothing
-	// per waiting run, but show what a stream costs empty.
-	for _, name := range []string{n.EventStream(), n.AuditStream(), "KV_" + n.RunsBucket(), "KV_" + n.PendingBucket(), n.InStream(), n.DeadLetterStream(), "KV_" + n.ConfigBucket()} {
-		if err := js.DeleteStream(ctx, name); err != nil {
-			return nil, fmt.Errorf("deleting stream %s: %w", name, err)
-		}
-		after := heap()
-		h := streamHeap{Name: name, Bytes: before - after}
+	add := func(name string, bytes int64) {
+		h := streamHeap{Name: name, Bytes: bytes}
 		if paused > 0 {
-			h.BytesPerRun = float64(h.Bytes) / float64(paused)
+			h.BytesPerRun = float64(bytes) / float64(paused)
 		}
 		hs = append(hs, h)
+	}
+	before := heap()
+	for _, name := range []string{n.EventStream(), "KV_" + n.RunsBucket(), "KV_" + n.PendingBucket(), n.InStream(), n.DeadLetterStream(), "KV_" + n.ConfigBucket()} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("binding stream %s: %w", name, err)
+		}
+		if err := s.Purge(ctx); err != nil {
+			return nil, fmt.Errorf("purging stream %s: %w", name, err)
+		}
+		after := heap()
+		add(name, before-after)
 		before = after
 	}
+	add(n.AuditStream()+" (the rest)", before-int64(baseline*mb))
 	return hs, nil
 }
 
@@ -784,7 +791,7 @@ func (d *pausedDetail) writeText(b *bytes.Buffer, runs int, child bool) error {
 		return err
 	}
 	if len(d.StreamHeap) > 0 {
-		fmt.Fprintln(b, "Go heap each stream held (freed by deleting it, the service stopped)")
+		fmt.Fprintln(b, "Go heap each stream held (freed by purging it; the audit stream, which denies purges, is the rest above the reading before any run was paused)")
 		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "stream\tMB\tper paused run\t")
 		for _, s := range d.StreamHeap {
