@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,8 +81,8 @@ type pausedDetail struct {
 	// Metrics is what the metrics endpoint's copy of the pending index
 	// costs this process.
 	Metrics *metricsMirror `json:"metrics,omitempty"`
-	// StreamHeap is, with the server in this process, the Go heap each
-	// stream and bucket held: freed by purging it (see streamHeaps).
+	// StreamHeap is, with the server in this process, the live Go heap
+	// each stream and bucket held: freed by purging it (see streamHeaps).
 	StreamHeap []streamHeap `json:"streamHeap,omitempty"`
 }
 
@@ -153,7 +154,8 @@ type metricsMirror struct {
 	ScrapeMs float64 `json:"scrapeMs"`
 }
 
-// streamHeap is the Go heap one stream or bucket held, in this process.
+// streamHeap is the live Go heap one stream or bucket held, in this
+// process.
 type streamHeap struct {
 	Name        string  `json:"name"`
 	Bytes       int64   `json:"bytes"`
@@ -190,6 +192,7 @@ func measurePaused(ctx context.Context, o options, w workload, srv *natsServer, 
 	}
 	d := &pausedDetail{}
 	res := &pausedResult{Runs: o.paused, Server: srv.where, Points: []pausedPoint{{Paused: 0, Memory: settledMemory(srv)}}, Detail: d}
+	live0 := liveHeap()
 	quarter := func(paused int, spent time.Duration, ran int) error {
 		q := pausedQuarter{Paused: paused, Seconds: spent.Seconds(), Goroutines: runtime.NumGoroutine()}
 		if spent > 0 {
@@ -284,7 +287,7 @@ func measurePaused(ctx context.Context, o options, w workload, srv *natsServer, 
 		return nil, err
 	}
 	if srv.where == serverInProcess {
-		if d.StreamHeap, err = streamHeaps(ctx, cl.js, svc.Names(), srv, o.paused, res.Points[0].Memory.HeapInuseMB); err != nil {
+		if d.StreamHeap, err = streamHeaps(ctx, cl.js, svc.Names(), o.paused, live0); err != nil {
 			return nil, err
 		}
 	}
@@ -370,14 +373,16 @@ func streamUsages(ctx context.Context, js jetstream.JetStream, n wire.Names, dir
 
 // streamHeaps purges the streams and buckets of names one at a time,
 // with the server in this process, and returns the Go heap in use each
-// purge freed. A purge empties the server's per-subject index of the
-// stream at once (a deleted stream's is held by its timers for minutes).
-// The audit stream denies purges: its row is what the others left above
-// baseline, the Go heap in use before any run was paused. The
+// purge freed: live objects, not HeapInuse, which counts whole spans, so
+// that objects freed among others still live count. A purge empties the
+// stream's per-subject index at once (a deleted stream's is held by its
+// timers for minutes). The audit stream denies purges: its row is what
+// the others left above baseline, the live heap before any run was
+// paused. The
 // deduplication window should have passed (--idle longer than it): the
 // purges do not empty it.
-func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, srv *natsServer, paused int, baseline float64) ([]streamHeap, error) {
-	heap := func() int64 { return int64(settledMemory(srv).HeapInuseMB * mb) }
+func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, paused int, baseline int64) ([]streamHeap, error) {
+	heap := liveHeap
 	var hs []streamHeap
 	add := func(name string, bytes int64) {
 		h := streamHeap{Name: name, Bytes: bytes}
@@ -399,8 +404,18 @@ func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, srv 
 		add(name, before-after)
 		before = after
 	}
-	add(n.AuditStream()+" (the rest)", before-int64(baseline*mb))
+	add(n.AuditStream()+" (the rest)", before-baseline)
 	return hs, nil
+}
+
+// liveHeap collects garbage twice (see settledMemory) and returns the
+// bytes of the live heap objects.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	s := []rtmetrics.Sample{{Name: metricHeapObjects}}
+	rtmetrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 // heapSites returns this process's live heap by allocation site, as of the
@@ -791,7 +806,7 @@ func (d *pausedDetail) writeText(b *bytes.Buffer, runs int, child bool) error {
 		return err
 	}
 	if len(d.StreamHeap) > 0 {
-		fmt.Fprintln(b, "Go heap each stream held (freed by purging it; the audit stream, which denies purges, is the rest above the reading before any run was paused)")
+		fmt.Fprintln(b, "live Go heap each stream held (freed by purging it; the audit stream, which denies purges, is the rest above the reading before any run was paused)")
 		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "stream\tMB\tper paused run\t")
 		for _, s := range d.StreamHeap {
