@@ -444,7 +444,9 @@ func TestRunServerProcess(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // where the server's data directory goes
 	var out bytes.Buffer
-	args := []string{"--runs", "10", "--concurrency", "2", "--paused", "8", "--idle", "0", "--fsync", "lazy", "--server", "process", "--json"}
+	// The interlock binary is not built here: that alone takes longer
+	// than the whole test.
+	args := []string{"--runs", "10", "--concurrency", "2", "--paused", "8", "--idle", "0", "--fsync", "lazy", "--server", "process", "--interlock-bin", "none", "--json"}
 	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
 		t.Fatalf("Run(%v): %v", args, err)
 	}
@@ -478,12 +480,73 @@ func TestRunServerProcess(t *testing.T) {
 	if runtime.GOOS == "linux" && (p.Idle.ServerRSSMB <= 0 || p.Idle.RSSMB <= 0) {
 		t.Errorf("paused: idle reading %+v, want this process's and the server's RSS", p.Idle)
 	}
+	checkPausedDetail(t, p)
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"KV_paused_pending", "GET /v1/interrupts?cursor=CURSOR&limit=2", "metrics' copy of the pending index"} {
+		if !bytes.Contains(text.Bytes(), []byte(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
 	left, err := os.ReadDir(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range left {
 		t.Errorf("left behind in the temporary directory: %s", e.Name())
+	}
+}
+
+// checkPausedDetail checks the readings of a paused measurement of 8 runs
+// beyond memory: the start rate of each quarter, what the streams hold,
+// the listings (pages of 2, so that there is a next page) through the Go
+// client and the HTTP API, and the metrics' copy of the pending index.
+func checkPausedDetail(t *testing.T, p *pausedResult) {
+	t.Helper()
+	d := p.Detail
+	if d == nil {
+		t.Fatal("paused: no detail")
+	}
+	if len(d.Quarters) != 5 {
+		t.Fatalf("paused: %d quarter readings, want 5 (before and after each quarter)", len(d.Quarters))
+	}
+	for _, q := range d.Quarters[1:] {
+		if q.RunsPerSec <= 0 || q.Goroutines <= 0 || q.DataDirBytes <= d.Quarters[0].DataDirBytes {
+			t.Errorf("paused: quarter reading %+v, want a positive rate and goroutines, and a data dir larger than before (%d B)", q, d.Quarters[0].DataDirBytes)
+		}
+	}
+	streams := map[string]streamUsage{}
+	for _, s := range d.Streams {
+		streams[s.Name] = s
+	}
+	// Each paused run has its own subject in the pending bucket and two
+	// (started, interrupted) in the events stream.
+	if s := streams["KV_paused_pending"]; s.Subjects < 8 || s.DiskBytes <= 0 {
+		t.Errorf("paused: pending bucket %+v, want at least 8 subjects on disk", s)
+	}
+	if s := streams["PAUSED_EVENTS"]; s.Subjects < 16 {
+		t.Errorf("paused: events stream %+v, want at least 16 subjects", s)
+	}
+	if len(d.Streams) != 7 || d.DiskBytesPerRun <= 0 {
+		t.Errorf("paused: %d streams, %v B on disk per run; want 7 streams and bytes on disk", len(d.Streams), d.DiskBytesPerRun)
+	}
+	listings := map[string]int{}
+	for _, l := range d.Listings {
+		listings[l.Surface]++
+		if l.Readings != listingReadings || l.MedianMs <= 0 || l.MinMs > l.MedianMs || l.MedianMs > l.MaxMs {
+			t.Errorf("paused: listing %+v, want %d readings, min <= median <= max", l, listingReadings)
+		}
+		if l.Items != 2 {
+			t.Errorf("paused: listing %q returned %d runs, want a page of 2", l.Query, l.Items)
+		}
+	}
+	if listings["client"] != 4 || listings["http"] != 4 || listings["cli"] != 0 {
+		t.Errorf("paused: listings by surface %v, want 4 each through the client and the HTTP API, none through the binary", listings)
+	}
+	if m := d.Metrics; m == nil || m.LoadSeconds <= 0 || m.ScrapeMs <= 0 {
+		t.Errorf("paused: metrics' copy %+v, want its load and a scrape timed", m)
 	}
 }
 

@@ -111,6 +111,7 @@ type options struct {
 	cluster int
 	// stored is how many runs each system stores before each leg.
 	stored int
+	interlockBin string
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -187,6 +188,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cluster, "cluster", 0, "if 3, the server is a 3-node cluster of child processes on loopback and every stream and bucket has 3 replicas; 0 is a single server")
 	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
+	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./bench [flags]\n\nMeasures Interlock against the raw JetStream floor on a nats-server of its own.\n\nFlags:\n")
 		fs.PrintDefaults()

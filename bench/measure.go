@@ -62,7 +62,7 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 	if o.paused > 0 {
 		err := withServer(ctx, o, m, progress, func(srv *natsServer) error {
 			say("paused: starting %d runs and leaving them at the interrupt, server %s", o.paused, srv.describe())
-			p, err := measurePaused(ctx, o, w, srv)
+			p, err := measurePaused(ctx, o, w, srv, say)
 			if err != nil {
 				return fmt.Errorf("paused runs: %w", err)
 			}
@@ -167,90 +167,6 @@ func measure(ctx context.Context, o options, runs int, cl *client, srv *natsServ
 		Memory: peak, CPUMsPerRun: used.self, ServerCPUMsPerRun: used.server, WorkersCPUMsPerRun: used.workers,
 		startSamples: toInterrupted, resumeSamples: toCompleted,
 	}, nil
-}
-
-// measurePaused starts o.paused runs of w's flow on an Interlock service
-// under pausedPrefix and leaves them waiting. It reads memory before, after each
-// quarter of the runs, and once more after o.idle without traffic.
-func measurePaused(ctx context.Context, o options, w workload, srv *natsServer) (_ *pausedResult, err error) {
-	svc, err := startInterlock(ctx, srv.url, pausedPrefix, "bench", w, o.workers(), o.replicas())
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, stopInterlock(ctx, svc)) }()
-	cl, err := newClient(ctx, srv.url, "bench-paused-client", svc.Names(), w.flow, interlockProtocol{w})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.close()
-	// A few full runs first, so that "before" is a warm service.
-	if err := drive(ctx, o.concurrency, o.concurrency, func(ctx context.Context, i int) error {
-		_, _, err := cl.full(ctx, fmt.Sprintf("w-%06d", i))
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
-	}
-	res := &pausedResult{Runs: o.paused, Server: srv.where, Points: []pausedPoint{{Paused: 0, Memory: settledMemory(srv)}}}
-	var spent time.Duration
-	for q := 1; q <= 4; q++ {
-		from, to := o.paused*(q-1)/4, o.paused*q/4
-		begin := time.Now()
-		if err := drive(ctx, to-from, o.concurrency, func(ctx context.Context, i int) error {
-			return cl.pause(ctx, runID(from+i))
-		}); err != nil {
-			return nil, err
-		}
-		spent += time.Since(begin)
-		res.Points = append(res.Points, pausedPoint{Paused: to, Memory: settledMemory(srv)})
-	}
-	res.Seconds = spent.Seconds()
-	idle := time.NewTimer(o.idle)
-	defer idle.Stop()
-	select {
-	case <-idle.C:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the server to go idle: %w", ctx.Err())
-	}
-	res.IdleSeconds = o.idle.Seconds()
-	res.Idle = settledMemory(srv)
-	if o.memprofile != "" {
-		if err := writeHeapProfile(o.memprofile); err != nil {
-			return nil, err
-		}
-	}
-	// Growth per paused run from the first quarter to the last, so that
-	// caches filled by the first runs do not count.
-	first, last := res.Points[1], res.Points[4]
-	if n := float64(last.Paused - first.Paused); n > 0 {
-		res.HeapBytesPerRun = (last.Memory.HeapInuseMB - first.Memory.HeapInuseMB) * mb / n
-		res.RSSBytesPerRun = (last.Memory.RSSFreedMB - first.Memory.RSSFreedMB) * mb / n
-		res.ServerRSSBytesPerRun = (last.Memory.ServerRSSMB - first.Memory.ServerRSSMB) * mb / n
-	}
-	if res.PendingInKV, err = countKeys(ctx, cl.js, svc.Names().PendingBucket()); err != nil {
-		return nil, err
-	}
-	if res.PendingInKV != o.paused {
-		return nil, fmt.Errorf("bucket %s holds %d entries after pausing %d runs", svc.Names().PendingBucket(), res.PendingInKV, o.paused)
-	}
-	return res, nil
-}
-
-// countKeys counts the keys of a bucket.
-func countKeys(ctx context.Context, js jetstream.JetStream, bucket string) (int, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if err != nil {
-		return 0, fmt.Errorf("binding bucket %s: %w", bucket, err)
-	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("listing bucket %s: %w", bucket, err)
-	}
-	defer func() { _ = keys.Stop() }() // the listing has ended; Stop only releases it
-	n := 0
-	for range keys.Keys() {
-		n++
-	}
-	return n, nil
 }
 
 // deleteStreams deletes the streams and buckets of names, once their

@@ -192,6 +192,8 @@ type pausedResult struct {
 	ServerRSSBytesPerRun float64 `json:"serverRSSBytesPerRun,omitempty"`
 	// PendingInKV is the number of keys in the pending bucket at the end.
 	PendingInKV int `json:"pendingInKV"`
+	// Detail is what the measurement read besides memory (paused.go).
+	Detail *pausedDetail `json:"detail,omitempty"`
 }
 
 // pausedPoint is a memory reading with Paused runs waiting.
@@ -390,6 +392,9 @@ func (r report) writeText(w io.Writer) error {
 			}
 			fmt.Fprintln(tw)
 			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if err := p.Detail.writeText(b, p.Runs, child); err != nil {
 				return err
 			}
 		}
