@@ -110,7 +110,7 @@ type options struct {
 	// single server.
 	cluster int
 	// stored is how many runs each system stores before each leg.
-	stored int
+	stored       int
 	interlockBin string
 }
 
