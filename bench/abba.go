@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +89,12 @@ func compare(ctx context.Context, o options, w workload, m mode, procs int, srv 
 		leg := func(srv *natsServer) error {
 			say("%s, leg %d of %d: %d runs at concurrency %d (+%d warm-up), workers %s, server %s",
 				system, i+1, len(legOrder), runs, o.concurrency, o.warmupRuns(), workersWhere(procs), srv.describe())
-			l, err = runLeg(ctx, o, w, srv, system, procs, runs, i == 2, progress, say)
+			// Goroutines the leg starts (its connections' readers and
+			// flushers among them) carry the label, so that a CPU profile
+			// splits by system: go tool pprof -tagfocus system=interlock.
+			pprof.Do(ctx, pprof.Labels("system", system), func(ctx context.Context) {
+				l, err = runLeg(ctx, o, w, srv, system, procs, runs, i == 2, progress, say)
+			})
 			return err
 		}
 		if o.stored > 0 {

@@ -48,9 +48,10 @@ import (
 // floorHandlerTimeout bounds the handling of one message.
 const floorHandlerTimeout = 25 * time.Second
 
-// floorCommand is an inbound command of the floor: a CloudEvents-shaped
-// envelope encoded with encoding/json.
-type floorCommand struct {
+// command is an inbound command as the clients of both systems write it:
+// a structured CloudEvent encoded with encoding/json, as an agent service
+// in any language would, so that the clients cost both systems the same.
+type command struct {
 	SpecVersion string    `json:"specversion"`
 	ID          string    `json:"id"`
 	Source      string    `json:"source"`
@@ -137,7 +138,7 @@ var floorDocPadding = strings.Repeat("n", 560)
 type floorProtocol struct{ w workload }
 
 func (p floorProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
-	c := newFloorCommand("start", run)
+	c := newCommand("start", run)
 	if p.w.approval {
 		c.Data.State = refundState(run)
 	}
@@ -145,6 +146,13 @@ func (p floorProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
 }
 
 func (p floorProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
+	return resumeCommand(p.w, names, run, interrupted)
+}
+
+// resumeCommand is the resume of both systems' clients: the interrupted
+// event's resume token read with encoding/json, and an approval or an
+// answer.
+func resumeCommand(w workload, names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
 	var ev struct {
 		Data struct {
 			ResumeToken string `json:"resumeToken"`
@@ -153,21 +161,24 @@ func (p floorProtocol) resume(names wire.Names, run string, interrupted *nats.Ms
 	if err := json.Unmarshal(interrupted.Data, &ev); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", interrupted.Subject, err)
 	}
-	c := newFloorCommand("resume", run)
+	if ev.Data.ResumeToken == "" {
+		return nil, fmt.Errorf("%s carries no resumeToken", interrupted.Subject)
+	}
+	c := newCommand("resume", run)
 	c.Data.ResumeToken = ev.Data.ResumeToken
-	if p.w.approval {
+	if w.approval {
 		c.Data.Decision, c.Data.Approver = "approve", approverName
 	} else {
 		c.Data.Answers = map[string]string{"answer": "ok"}
 	}
-	return c.msg(names.In(p.w.flow, "resume"))
+	return c.msg(names.In(w.flow, "resume"))
 }
 
-func newFloorCommand(verb, run string) floorCommand {
-	return floorCommand{SpecVersion: "1.0", ID: newID(), Source: clientSource, Type: "io.interlock.run." + verb, Subject: run, Time: time.Now().UTC()}
+func newCommand(verb, run string) command {
+	return command{SpecVersion: "1.0", ID: newID(), Source: clientSource, Type: "io.interlock.run." + verb, Subject: run, Time: time.Now().UTC()}
 }
 
-func (c floorCommand) msg(subject string) (*nats.Msg, error) {
+func (c command) msg(subject string) (*nats.Msg, error) {
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -319,7 +330,7 @@ func (f *floor) failure() error {
 func (f *floor) handle(base context.Context, msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(base, floorHandlerTimeout)
 	defer cancel()
-	var cmd floorCommand
+	var cmd command
 	err := json.Unmarshal(msg.Data(), &cmd)
 	switch {
 	case err != nil:
@@ -348,7 +359,7 @@ func (f *floor) handle(base context.Context, msg jetstream.Msg) {
 }
 
 // start starts a run and leaves it waiting on the workload's interrupt.
-func (f *floor) start(ctx context.Context, cmd floorCommand) error {
+func (f *floor) start(ctx context.Context, cmd command) error {
 	run, key := cmd.Subject, f.w.flow+"."+cmd.Subject
 	now := time.Now().UTC()
 	token := newID()
@@ -473,7 +484,7 @@ func (f *floor) schedule(run string, in *floorInterrupt) (*nats.Msg, error) {
 }
 
 // resume answers a run's interrupt and completes the run.
-func (f *floor) resume(ctx context.Context, cmd floorCommand) error {
+func (f *floor) resume(ctx context.Context, cmd command) error {
 	run, key := cmd.Subject, f.w.flow+"."+cmd.Subject
 	e, err := f.runs.Get(ctx, key)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,7 +12,6 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -126,61 +124,17 @@ func stopInterlock(ctx context.Context, svc *interlock.Service) error {
 	return nil
 }
 
-// interlockProtocol speaks the Interlock protocol: structured CloudEvents
-// with the event id as Nats-Msg-Id.
+// interlockProtocol is the client side of Interlock. Its commands are
+// the floor's (see [command]): the protocol's structured CloudEvents, with
+// the event id as Nats-Msg-Id.
 type interlockProtocol struct{ w workload }
 
 func (p interlockProtocol) start(names wire.Names, run string) (*nats.Msg, error) {
-	var start events.Start
-	if p.w.approval {
-		start.State = map[string]json.RawMessage{}
-		for k, v := range refundState(run) {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, err
-			}
-			start.State[k] = b
-		}
-	}
-	return cloudEvent(names.In(p.w.flow, "start"), events.TypeStart, run, start)
+	return floorProtocol(p).start(names, run)
 }
 
 func (p interlockProtocol) resume(names wire.Names, run string, interrupted *nats.Msg) (*nats.Msg, error) {
-	ev, err := events.Decode(interrupted.Header, interrupted.Data)
-	if err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", interrupted.Subject, err)
-	}
-	var in events.Interrupted
-	if err := json.Unmarshal(ev.Data(), &in); err != nil {
-		return nil, fmt.Errorf("decoding the data of %s: %w", interrupted.Subject, err)
-	}
-	if in.ResumeToken == "" {
-		return nil, fmt.Errorf("%s carries no resumeToken", interrupted.Subject)
-	}
-	resume := events.Resume{ResumeToken: in.ResumeToken}
-	if p.w.approval {
-		resume.Decision, resume.Approver = string(engine.VerdictApprove), approverName
-	} else {
-		resume.Answers = map[string]json.RawMessage{"answer": json.RawMessage(`"ok"`)}
-	}
-	return cloudEvent(names.In(p.w.flow, "resume"), events.TypeResume, run, resume)
-}
-
-func cloudEvent(subject, typ, run string, data any) (*nats.Msg, error) {
-	id := newID()
-	ev, err := events.New(id, clientSource, typ, run, time.Now().UTC(), data)
-	if err != nil {
-		return nil, err
-	}
-	body, err := events.Encode(ev)
-	if err != nil {
-		return nil, err
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = body
-	msg.Header.Set("Content-Type", events.Structured)
-	msg.Header.Set(jetstream.MsgIDHeader, id)
-	return msg, nil
+	return resumeCommand(p.w, names, run, interrupted)
 }
 
 // checkpointSizes returns the size of every stored revision of the

@@ -41,16 +41,61 @@ func (t *txn) seal() error {
 // written) without its hash field. Anyone can recompute it from the record
 // as published.
 func AuditHash(rec *AuditRecord) (string, error) {
-	c := *rec
-	c.Hash = ""
-	b, err := json.Marshal(&c)
+	b, err := rec.appendCanonical(make([]byte, 0, 512))
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding audit record: %w", err)
 	}
-	// What json.Marshal writes for a struct is a valid object.
-	canon := canonicalizer{dst: make([]byte, 0, len(b))}
-	canonical, _ := canon.object(b, true)
-	return hashHex(canonical), nil
+	return hashHex(b), nil
+}
+
+// appendCanonical appends the record's canonical JSON without its hash:
+// what [CanonicalHash] hashes of the record as json.Marshal writes it,
+// written directly (its members in key order).
+func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
+	w := jsonWriter{b: dst, canonical: true}
+	w.str(`{"action":`, e.Action)
+	if a := e.Approval; a != nil {
+		w.str(`,"approval":{"action":`, a.Action)
+		w.canonicalRaw(`,"args":`, a.Args)
+		w.canonicalRaw(`,"edits":`, a.Edits)
+		w.canonicalRaw(`,"final":`, a.Final)
+		w.lit("}")
+	}
+	w.strOmit(`,"approverRole":`, e.ApproverRole)
+	w.time(`,"at":`, e.At)
+	w.strOmit(`,"by":`, e.By)
+	w.strOmit(`,"code":`, e.Code)
+	w.strOmit(`,"escalatedFrom":`, e.EscalatedFrom)
+	w.strOmit(`,"eventId":`, e.EventID)
+	if e.ExpiresAt != nil {
+		w.time(`,"expiresAt":`, *e.ExpiresAt)
+	}
+	w.str(`,"flow":`, e.Flow)
+	w.strOmit(`,"kind":`, e.Kind)
+	w.strOmit(`,"node":`, e.Node)
+	if o := e.Outcome; o != nil {
+		w.lit(`,"outcome":`)
+		n := len(w.b)
+		w.strOmit(`,"error":`, o.Error)
+		w.strOmit(`,"kind":`, o.Kind)
+		w.strOmit(`,"node":`, o.Node)
+		w.strOmit(`,"requestId":`, o.RequestID)
+		w.str(`,"status":`, string(o.Status))
+		w.b[n] = '{' // the first member's comma
+		w.lit("}")
+	}
+	w.strOmit(`,"prev":`, e.Prev)
+	w.strOmit(`,"reason":`, e.Reason)
+	w.strOmit(`,"replaces":`, e.Replaces)
+	w.strOmit(`,"requestId":`, e.RequestID)
+	w.str(`,"run":`, e.Run)
+	w.uintOmit(`,"seq":`, e.Seq)
+	w.boolOmit(`,"side":`, e.Side)
+	w.strOmit(`,"source":`, e.Source)
+	w.boolOmit(`,"timeout":`, e.Timeout)
+	w.boolOmit(`,"trusted":`, e.Trusted)
+	w.lit("}")
+	return w.b, w.err
 }
 
 // CanonicalHash returns the hex SHA-256 of the canonical JSON of a JSON

@@ -161,16 +161,29 @@ func (e *Encoder) appendDirect(dst []byte, id, typ, flow, run, traceparent strin
 	dst = appendTime(dst, at)
 	dst = append(dst, `,"data":`...)
 	// What json.Marshal writes, which is already compact and HTML-escaped.
-	w := appendWriter{b: dst}
-	if err := json.NewEncoder(&w).Encode(data); err != nil {
-		return dst[:start], false
+	if a, ok := data.(jsonAppender); ok {
+		var err error
+		if dst, err = a.AppendJSON(dst); err != nil {
+			return dst[:start], false
+		}
+	} else {
+		w := appendWriter{b: dst}
+		if err := json.NewEncoder(&w).Encode(data); err != nil {
+			return dst[:start], false
+		}
+		dst = w.b[:len(w.b)-1] // Encode ends the value with a newline
 	}
-	dst = w.b[:len(w.b)-1] // Encode ends the value with a newline
 	dst = appendAttr(dst, `,"`+ExtFlow+`":`, flow)
 	if traceparent != "" {
 		dst = appendAttr(dst, `,"`+ExtTraceparent+`":`, traceparent)
 	}
 	return append(dst, '}'), true
+}
+
+// jsonAppender is data that appends its own JSON, byte for byte what
+// json.Marshal writes for it (the engine's common event data).
+type jsonAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
 }
 
 // appendWriter is an io.Writer appending to a byte slice.

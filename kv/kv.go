@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,6 +101,18 @@ type Store struct {
 	runsSubject  string        // $KV.<runs bucket>.
 	keepFinished time.Duration // 0: finished runs stay
 	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
+
+	// size is the size of the last checkpoint written, the capacity the
+	// next one's buffer starts with.
+	size atomic.Int64
+}
+
+// encode writes a checkpoint's document.
+func (s *Store) encode(cp *engine.Checkpoint) ([]byte, error) {
+	n := s.size.Load()
+	b, err := cp.AppendJSON(make([]byte, 0, n+n/4+64))
+	s.size.Store(int64(len(b)))
+	return b, err
 }
 
 // Option configures a [Store].
@@ -216,7 +229,7 @@ func (s *Store) finishes(cp *engine.Checkpoint) bool {
 // Create implements [engine.Store].
 func (s *Store) Create(ctx context.Context, cp *engine.Checkpoint) (uint64, error) {
 	key := Key(cp.Flow, cp.Run)
-	b, err := json.Marshal(cp)
+	b, err := s.encode(cp)
 	if err != nil {
 		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", key, err)
 	}
@@ -274,7 +287,7 @@ func isMarker(h nats.Header) bool {
 // Update implements [engine.Store].
 func (s *Store) Update(ctx context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {
 	key := Key(cp.Flow, cp.Run)
-	b, err := json.Marshal(cp)
+	b, err := s.encode(cp)
 	if err != nil {
 		return 0, fmt.Errorf("kv: encoding checkpoint %s: %w", key, err)
 	}

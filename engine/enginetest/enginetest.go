@@ -93,7 +93,7 @@ func (s *Store) LoadDoc(_ context.Context, flow, run string) ([]byte, uint64, er
 
 // Create implements [engine.Store].
 func (s *Store) Create(_ context.Context, cp *engine.Checkpoint) (uint64, error) {
-	b, err := json.Marshal(cp)
+	b, err := cp.AppendJSON(make([]byte, 0, 2048))
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +113,7 @@ func (s *Store) Create(_ context.Context, cp *engine.Checkpoint) (uint64, error)
 
 // Update implements [engine.Store].
 func (s *Store) Update(_ context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {
-	b, err := json.Marshal(cp)
+	b, err := cp.AppendJSON(make([]byte, 0, 2048))
 	if err != nil {
 		return 0, err
 	}
