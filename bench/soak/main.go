@@ -133,6 +133,7 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "kills       %d\n", rep.Kills)
 	fmt.Fprintf(&b, "lost        %d\n", rep.Lost)
 	fmt.Fprintf(&b, "duplicated  %d\n", rep.Duplicated)
+	fmt.Fprintf(&b, "left        %d (driven again after the others)\n", rep.Left)
 	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
 	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
 	fmt.Fprintf(&b, "wall        %s (checks %s)\n", rep.Wall.Round(time.Millisecond), rep.Check.Round(time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,9 @@ type agents struct {
 	c     *client.Client
 	names wire.Names
 	runs  int
-	// ended counts runs an agent saw end (or left).
-	ended atomic.Int64
+	// ended counts runs an agent saw end; left those the agents left for
+	// lack of progress on their first pass.
+	ended, left atomic.Int64
 }
 
 // newAgents connects to url as a client without credentials, as an agent
@@ -58,12 +60,31 @@ func (a *agents) close() { a.nc.Close() }
 // runID is the id of the i-th run.
 func runID(i int) string { return fmt.Sprintf("soak-%06d", i) }
 
-// drive drives every run to its end with cfg.Agents agents.
+// drive drives every run to its end with cfg.Agents agents. The runs an
+// agent left for lack of progress are driven once more after all the
+// others, as an agent coming back to the interrupts still waiting for it
+// would; a run not ended then is stuck.
 func (a *agents) drive(ctx context.Context, cfg Config) error {
+	all := make([]int, cfg.Runs)
+	for i := range all {
+		all[i] = i
+	}
+	left := a.pass(ctx, cfg, all)
+	a.left.Store(int64(len(left)))
+	if len(left) > 0 && ctx.Err() == nil {
+		fmt.Fprintf(cfg.Progress, "soak: agents left %d runs for lack of progress; driving them again\n", len(left))
+		a.pass(ctx, cfg, left)
+	}
+	return ctx.Err()
+}
+
+// pass drives runs with cfg.Agents agents and returns those left without
+// an end.
+func (a *agents) pass(ctx context.Context, cfg Config, runs []int) (left []int) {
 	next := make(chan int)
 	go func() {
 		defer close(next)
-		for i := range cfg.Runs {
+		for _, i := range runs {
 			select {
 			case next <- i:
 			case <-ctx.Done():
@@ -71,17 +92,26 @@ func (a *agents) drive(ctx context.Context, cfg Config) error {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
 	for range cfg.Agents {
 		wg.Go(func() {
 			for i := range next {
-				a.driveRun(ctx, cfg, i)
-				a.ended.Add(1)
+				if a.driveRun(ctx, cfg, i) {
+					a.ended.Add(1)
+					continue
+				}
+				mu.Lock()
+				left = append(left, i)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return ctx.Err()
+	slices.Sort(left)
+	return left
 }
 
 // command is a command an agent sends until it takes effect, always the
@@ -124,12 +154,13 @@ func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
 }
 
 // driveRun starts run i and answers each of its interrupts until it ends,
-// or until it has made no progress for cfg.Patience.
-func (a *agents) driveRun(ctx context.Context, cfg Config, i int) {
+// or until it has made no progress for cfg.Patience. It reports whether
+// the run ended.
+func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
 	run := runID(i)
 	start, err := a.newCommand(a.names.In(booking.Name, "start"), events.TypeStart, run, run+"-start", events.Start{})
 	if err != nil {
-		return
+		return false
 	}
 	resumes := map[string]*command{} // by request id
 	lastMove := time.Now()
@@ -143,7 +174,7 @@ func (a *agents) driveRun(ctx context.Context, cfg Config, i int) {
 		case err != nil:
 			// The server is down or a leader is being elected: read again.
 		case cp.Finished():
-			return
+			return true
 		case cp.Checkpoint != lastRev:
 			lastRev, lastMove, poll = cp.Checkpoint, time.Now(), firstPoll
 		}
@@ -154,11 +185,12 @@ func (a *agents) driveRun(ctx context.Context, cfg Config, i int) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return false
 		case <-t.C:
 		}
 		poll = min(2*poll, maxPoll)
 	}
+	return false
 }
 
 // answer sends the resume of the interrupt cp waits on: the answers run i

@@ -108,8 +108,9 @@ type Config struct {
 	// DefaultRetry.
 	Retry time.Duration
 	// Patience is how long an agent keeps at a run that makes no progress
-	// before it leaves it (the run is then counted stuck unless it ends
-	// anyway). Defaults to DefaultPatience.
+	// before it leaves it; the agents come back to the runs they left
+	// once all the others are driven, and a run not ended then is stuck.
+	// Defaults to DefaultPatience.
 	Patience time.Duration
 	// Binary is the interlock binary to run. Defaults to one built with
 	// [Build] in Dir.
@@ -175,7 +176,11 @@ type Report struct {
 	// Duplicated counts runs with an answer applied twice, or an event of
 	// one transition published twice.
 	Duplicated int `json:"duplicated"`
-	// Stuck counts runs that had not ended when the agents were done.
+	// Left counts runs an agent left for lack of progress (see
+	// Config.Patience) and the agents drove again after all the others.
+	Left int `json:"left"`
+	// Stuck counts runs that had not ended when the agents were done,
+	// those left included.
 	Stuck int `json:"stuck"`
 	// AuditBroken counts runs whose audit chain does not verify.
 	AuditBroken int `json:"auditBroken"`
@@ -272,6 +277,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		err = killErr
 	}
 	rep.Kills = int(kills.Load())
+	rep.Left = int(a.left.Load())
 	rep.Wall = time.Since(began)
 	if err != nil {
 		return rep, err
