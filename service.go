@@ -94,8 +94,8 @@ type Config struct {
 	// Without them tool requests are dead-lettered unsupported.
 	GateRules *gate.RuleSet
 	// Services are started, in order, once the workers consume, and
-	// stopped in reverse order before them: the deadline handler, an HTTP
-	// server, a metrics endpoint. Optional.
+	// stopped in reverse order before them: a metrics endpoint, for
+	// example. Optional.
 	Services []Background
 	// Observe, if set, hears what became of every message the workers are
 	// done with (see bus.WorkerConfig.Observe): metrics count with it. It
@@ -333,7 +333,8 @@ func handlerTimeout(ackWait time.Duration) time.Duration {
 	return ackWait * 5 / 6
 }
 
-// URL is the NATS URL clients use to reach this service's server.
+// URL is the NATS URL clients use to reach this service's server, with
+// any credentials it was given (see wire.RedactURLs for printing it).
 func (s *Service) URL() string {
 	if s.srv != nil {
 		return s.srv.ClientURL()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,9 +49,10 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 		nats.ReconnectWait(250 * time.Millisecond),
 	}
 	url := cmp.Or(cfg.URL, DefaultURL)
+	where := RedactURLs(url) // for messages: a password in a URL stays out of them
 	if cfg.InProcess != nil {
 		opts = append(opts, nats.InProcessServer(cfg.InProcess))
-		url = "in-process"
+		url, where = "in-process", "in-process"
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
@@ -68,12 +71,12 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("wire: connecting to NATS at %s: %w (is `interlock serve` or a nats-server running there?)", url, err)
+		return nil, nil, fmt.Errorf("wire: connecting to NATS at %s: %w (is `interlock serve` or a nats-server running there?)", where, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("wire: JetStream on %s: %w", url, err)
+		return nil, nil, fmt.Errorf("wire: JetStream on %s: %w", where, err)
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		if nc.ConnectedClusterName() != "" && ctx.Err() == nil && clusterForming(err) {
@@ -82,9 +85,36 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 			return nc, js, nil
 		}
 		nc.Close()
-		return nil, nil, fmt.Errorf("wire: JetStream is not available on %s: %w (start nats-server with -js)", url, err)
+		return nil, nil, fmt.Errorf("wire: JetStream is not available on %s: %w (start nats-server with -js)", where, err)
 	}
 	return nc, js, nil
+}
+
+// RedactURLs returns a NATS server URL, or a comma-separated list of them,
+// with the password of each replaced by "xxxxx" (and a user name alone, a
+// token, kept out as well), for messages and logs.
+func RedactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		u, err := neturl.Parse(p)
+		switch {
+		case err == nil && u.User == nil:
+			parts[i] = p
+		case err == nil:
+			if _, ok := u.User.Password(); !ok {
+				u.User = neturl.User("xxxxx") // a token alone
+			}
+			parts[i] = u.Redacted()
+		default:
+			// Not a URL: keep only what follows any user information.
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				p = "xxxxx@" + p[at+1:]
+			}
+			parts[i] = p
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // clusterForming reports whether err is what JetStream answers, or fails

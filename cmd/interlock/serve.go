@@ -205,7 +205,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ev := log.Info().Str("nats", svc.URL()).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
+	ev := log.Info().Str("nats", wire.RedactURLs(svc.URL())).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
 	if m != nil {
 		ev = ev.Str("metrics", "http://"+m.Addr()+"/metrics")
 	}
@@ -219,7 +219,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	ev.Msg("Interlock is serving; try: interlock start booking")
-	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", svc.URL(), strings.Join(svc.Runner().Flows(), ", "))
+	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", wire.RedactURLs(svc.URL()), strings.Join(svc.Runner().Flows(), ", "))
 	if apiOn {
 		if err := startHTTP(ctx, svc, api, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
