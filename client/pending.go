@@ -32,7 +32,8 @@ const scanBatch = 256
 type PendingQuery struct {
 	// Flow, if set, keeps only that flow's runs. The server filters by key
 	// subject, so a flow's page costs the same however many runs other
-	// flows have waiting.
+	// flows have waiting; the page's total counts the flow's entries, in
+	// proportion to the runs the flow has waiting.
 	Flow string
 	// Kinds, if set, keeps only interrupts of these kinds (question,
 	// choice, approval).
@@ -40,7 +41,9 @@ type PendingQuery struct {
 	// Roles, if set, keeps only approvals for these approver roles.
 	Roles []string
 	// Newest lists the most recently asked first; the default is oldest
-	// first.
+	// first. The server answers it by walking the index's whole subject
+	// list (the last entry of every key), in proportion to what waits:
+	// about 0.1 s at a million waiting runs.
 	Newest bool
 	// Limit is the most items a page holds, 1 to MaxPendingLimit. Defaults
 	// to DefaultPendingLimit.

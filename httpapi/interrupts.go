@@ -41,8 +41,12 @@ type InterruptPage struct {
 
 // listInterrupts answers GET /v1/interrupts: a page of the pending index
 // (what waits now, never a finished run), read in the index's order from
-// the cursor on. A page costs the same however many interrupts wait; with
-// kind or role filters it costs the entries read to fill it.
+// the cursor on. Oldest first, a page costs the same however many
+// interrupts wait; newest first the server looks at the last entry of
+// every key of the index, and a flow filter counts the flow's entries for
+// the total, so those cost in proportion to what waits (see
+// client.PendingQuery); kind or role filters cost the entries read to fill
+// the page.
 func (s *Server) listInterrupts(w http.ResponseWriter, r *http.Request, c Caller) {
 	q, err := parseInterruptQuery(r)
 	if err != nil {
