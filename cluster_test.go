@@ -78,6 +78,66 @@ func streamLeader(t *testing.T, js jetstream.JetStream, stream string) string {
 // deadlines still fire (escalating, then expiring), and the node catches
 // up when it comes back.
 func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
+	clusterLosesANode(t, func(c *natstest.Cluster, js jetstream.JetStream, names wire.Names) (int, func() bool) {
+		runsStream := "KV_" + names.RunsBucket()
+		leader := streamLeader(t, js, runsStream)
+		down := c.Node(leader)
+		if down < 0 {
+			t.Fatalf("leader %q of %s is none of the nodes", leader, runsStream)
+		}
+		return down, func() bool { return streamLeader(t, js, runsStream) != leader }
+	})
+}
+
+// TestClusterLosesTheJetStreamMetaLeaderMidLoadAndLosesNothing is the same
+// with the node that leads the JetStream meta group (which assigns streams
+// and consumers) shut down, after the runs' checkpoints were led elsewhere:
+// the workers' consumers and the deadlines' schedules go on through the
+// meta group's election.
+func TestClusterLosesTheJetStreamMetaLeaderMidLoadAndLosesNothing(t *testing.T) {
+	clusterLosesANode(t, func(c *natstest.Cluster, js jetstream.JetStream, names wire.Names) (int, func() bool) {
+		down := -1
+		natstest.Eventually(t, "a JetStream meta leader", func() bool {
+			for i, s := range c.Nodes {
+				if s != nil && s.NATS().JetStreamIsLeader() {
+					down = i
+					return true
+				}
+			}
+			return false
+		})
+		meta := c.Nodes[down]
+		runsStream := "KV_" + names.RunsBucket()
+		if streamLeader(t, js, runsStream) == meta.Name() {
+			t.Logf("the meta leader %s also leads %s: moving that off it", meta.Name(), runsStream)
+			if err := meta.NATS().JetStreamStepdownStream("$G", runsStream); err != nil {
+				t.Fatalf("moving the leadership of %s off the meta leader: %v", runsStream, err)
+			}
+			natstest.Eventually(t, runsStream+" led by another node than the meta leader", func() bool {
+				return streamLeader(t, js, runsStream) != meta.Name()
+			})
+		}
+		name := meta.Name()
+		return down, func() bool {
+			for _, s := range c.Nodes {
+				if s == nil {
+					continue
+				}
+				info, err := s.NATS().Jsz(nil)
+				if err != nil || info.Meta == nil || info.Meta.Leader == "" || info.Meta.Leader == name {
+					return false
+				}
+			}
+			return true
+		}
+	})
+}
+
+// clusterLosesANode drives runs of the example flows on a 3-node cluster
+// through a node loss: pick names the node to shut down once every run
+// waits at its first interrupt, and what tells that the cluster has moved
+// on from it.
+func clusterLosesANode(t *testing.T, pick func(c *natstest.Cluster, js jetstream.JetStream, names wire.Names) (down int, movedOn func() bool)) {
 	began := time.Now()
 	c := natstest.StartCluster(t, 3)
 	for i := range c.Nodes {
@@ -130,12 +190,9 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 	}
 
 	runsStream := "KV_" + names.RunsBucket()
-	leader := streamLeader(t, js, runsStream)
-	down := c.Node(leader)
-	if down < 0 {
-		t.Fatalf("leader %q of %s is none of the nodes", leader, runsStream)
-	}
-	// Resume every run, and take the leader down while the workers apply
+	down, movedOn := pick(c, js, names)
+	leader := c.Nodes[down].Name()
+	// Resume every run, and take the node down while the workers apply
 	// the resumes (the expiring runs' approvals, and so their deadlines,
 	// come after).
 	for i, r := range runs {
@@ -149,9 +206,7 @@ func TestClusterLosesTheLeaderOfTheRunsMidLoadAndLosesNothing(t *testing.T) {
 			c.Stop(down)
 		}
 	}
-	if after := streamLeader(t, js, runsStream); after == leader {
-		t.Fatalf("%s still led by the stopped node %s", runsStream, leader)
-	}
+	natstest.Eventually(t, "the cluster led without "+leader, movedOn)
 	for _, r := range runs {
 		if r.flow != "refund" || r.expires {
 			continue
