@@ -447,7 +447,8 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 		approver, roles := msg.Headers().Get(events.HeaderApprover), events.ParseRoles(msg.Headers().Get(events.HeaderRoles))
 		if len(w.cfg.Secret) == 0 || !events.VerifyVouch(w.cfg.Secret, ev.ID(), approver, roles, vouch) {
 			return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
-				fmt.Sprintf("header %s does not verify: only the deployment's own services may vouch for a caller", events.HeaderVouch))
+				fmt.Sprintf("header %s does not verify: only the deployment's own services may vouch for a caller, "+
+					"with the workers' resume-token secret (a service of the deployment that sees this: give it the workers' --secret-file or INTERLOCK_SECRET)", events.HeaderVouch))
 		}
 		c.vouched, c.approver, c.roles = true, approver, roles
 	}
