@@ -110,7 +110,7 @@ func TestClusterLosesTheJetStreamMetaLeaderMidLoadAndLosesNothing(t *testing.T) 
 		runsStream := "KV_" + names.RunsBucket()
 		if streamLeader(t, js, runsStream) == meta.Name() {
 			t.Logf("the meta leader %s also leads %s: moving that off it", meta.Name(), runsStream)
-			if err := meta.NATS().JetStreamStepdownStream("$G", runsStream); err != nil {
+			if err := meta.NATS().JetStreamStepdownStream(bus.InterlockAccount, runsStream); err != nil {
 				t.Fatalf("moving the leadership of %s off the meta leader: %v", runsStream, err)
 			}
 			natstest.Eventually(t, runsStream+" led by another node than the meta leader", func() bool {

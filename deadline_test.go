@@ -43,13 +43,13 @@ func TestDeadlineFiresWhileNoWorkerRunsAndExpiresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The server fires the schedule with no worker running: the expire
-	// command waits in the inbound stream.
-	natstest.Eventually(t, "the deadline's expire command in the inbound stream", func() bool {
-		s, err := js.Stream(t.Context(), r.names.InStream())
+	// command waits in the schedule stream.
+	natstest.Eventually(t, "the deadline's expire command in the schedule stream", func() bool {
+		s, err := js.Stream(t.Context(), r.names.ScheduleStream())
 		if err != nil {
 			return false
 		}
-		_, err = s.GetLastMsgForSubject(t.Context(), r.names.In("deadline", "expire"))
+		_, err = s.GetLastMsgForSubject(t.Context(), r.names.Due("deadline", "expire"))
 		return err == nil
 	})
 	if time.Now().Before(at) {

@@ -207,39 +207,52 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				t.Fatalf("the walk has a %dth `nats pub`; teach this test what it does", pubs)
 			}
 
-		case line == "nats kv ls interlock_pending":
-			if out := w.run(args[1:]...); !strings.Contains(out, "booking.r-42") {
+		case line == "nats kv get interlock_pending booking.r-42 --raw":
+			out := w.run(args[1:]...)
+			var p events.Pending
+			if err := json.Unmarshal([]byte(out), &p); err != nil || p.Run != "r-42" || p.Flow != "booking" {
+				t.Fatalf("%s printed %q: %v", line, out, err)
+			}
+
+		case line == "nats stream get INTERLOCK_EVENTS --last-for interlock.ev.booking.r-42.completed":
+			if out := w.run(args[1:]...); !strings.Contains(out, "io.interlock.run.completed") || !strings.Contains(out, `"subject":"r-42"`) {
 				t.Fatalf("%s printed %q", line, out)
 			}
+
+		case line == "go run ./cmd/interlock events booking r-42":
+			// What the command prints, read as it reads it.
+			evs, _, err := cl.RunEvents(t.Context(), "booking", "r-42", client.MaxPendingLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []string
+			for _, ev := range evs {
+				seen = append(seen, ev.Kind+" "+string(ev.Event.Data()))
+			}
+			for _, want := range []string{"started", "interrupted", "resumed", "token_mismatch", "completed"} {
+				if !strings.Contains(strings.Join(seen, "\n"), want) {
+					t.Fatalf("%s shows no %s among %d events", line, want, len(evs))
+				}
+			}
+
+		case line == "go run ./cmd/interlock audit booking r-42":
+			recs, err := cl.Audit(t.Context(), "booking", "r-42")
+			if err != nil || len(recs) == 0 || recs[0].Action != "started" {
+				t.Fatalf("%s: %d records, %v", line, len(recs), err)
+			}
+
+		case line == "go run ./cmd/interlock audit refund r-7 --json":
+			recs, err := cl.Audit(t.Context(), "refund", "r-7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRefundAudit(t, string(readme), recs, decision)
 
 		case line == "nats kv get interlock_runs booking.r-42 --raw":
 			out := w.run(args[1:]...)
 			var cp events.Checkpoint
 			if err := json.Unmarshal([]byte(out), &cp); err != nil || cp.Status != events.StatusCompleted || cp.Run != "r-42" {
 				t.Fatalf("%s printed %q: %v", line, out, err)
-			}
-
-		case len(args) == 6 && args[0] == "nats" && args[1] == "stream" && args[2] == "view" && args[4] == "--subject":
-			out, ok := w.view(args[1:]...)
-			if !ok {
-				continue
-			}
-			if args[5] == "interlock.audit.refund.r-7" {
-				checkRefundAudit(t, string(readme), out, decision)
-				continue
-			}
-			wants := map[string][]string{
-				"interlock.ev.booking.r-42.>": {"interlock.ev.booking.r-42.started", "interlock.ev.booking.r-42.interrupted",
-					"interlock.ev.booking.r-42.resumed", "interlock.ev.booking.r-42.refused", "token_mismatch"},
-				"interlock.audit.booking.r-42": {"interlock.audit.booking.r-42", `"action":"started"`},
-			}[args[5]]
-			if wants == nil {
-				t.Fatalf("the walk views %s %s; teach this test what it shows", args[3], args[5])
-			}
-			for _, want := range wants {
-				if !strings.Contains(out, want) {
-					t.Fatalf("%s does not show %s:\n%s", line, want, out)
-				}
 			}
 
 		case len(args) > 5 && strings.Join(args[:5], " ") == "go run ./cmd/interlock answer booking":
@@ -268,27 +281,24 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 // APPROVAL_TOKEN.
 var tokenPlaceholder = regexp.MustCompile(`"resumeToken":"([A-Z_]*TOKEN)"`)
 
-// checkRefundAudit checks what `nats stream view` shows of the refund's
-// audit records: started, interrupted and edited, hash-chained, the edit
-// with the args before and after, as the README shows them.
-func checkRefundAudit(t *testing.T, readme, out string, decision events.Resume) {
+// checkRefundAudit checks the refund's audit records as `interlock audit
+// --json` prints them: started, interrupted and edited, hash-chained, the
+// edit with the args before and after, as the README shows them.
+func checkRefundAudit(t *testing.T, readme string, recs []events.AuditRecord, decision events.Resume) {
 	t.Helper()
 	var (
 		actions []string
 		prev    string
 		edited  *engine.AuditRecord
+		out     []string
 	)
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var ev struct{ Data json.RawMessage }
+	for _, r := range recs {
+		out = append(out, string(r.Data))
 		var rec engine.AuditRecord
-		if err := json.Unmarshal([]byte(line), &ev); err != nil || json.Unmarshal(ev.Data, &rec) != nil {
-			t.Fatalf("nats stream view printed %q: %v", line, err)
+		if err := json.Unmarshal(r.Data, &rec); err != nil {
+			t.Fatalf("audit record %s: %v", r.Data, err)
 		}
-		hash, err := engine.CanonicalHash(ev.Data)
+		hash, err := engine.CanonicalHash(r.Data)
 		if err != nil || rec.Seq != uint64(len(actions)+1) || rec.Prev != prev || rec.Hash != hash {
 			t.Fatalf("audit record %d (seq %d, prev %q, hash %q) does not chain onto %q; its hash is %q: %v", len(actions)+1, rec.Seq, rec.Prev, rec.Hash, prev, hash, err)
 		}
@@ -299,7 +309,7 @@ func checkRefundAudit(t *testing.T, readme, out string, decision events.Resume) 
 		}
 	}
 	if strings.Join(actions, ",") != "started,interrupted,edited" || edited == nil || edited.Approval == nil {
-		t.Fatalf("the refund's audit records are %v, want started, interrupted, edited:\n%s", actions, out)
+		t.Fatalf("the refund's audit records are %v, want started, interrupted, edited:\n%s", actions, strings.Join(out, "\n"))
 	}
 	a := edited.Approval
 	edits, _ := json.Marshal(decision.Edits)
@@ -448,33 +458,6 @@ func (w *walk) run(args ...string) string {
 		w.t.Fatalf("nats %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out)
-}
-
-// view runs `nats stream view`, which pages on a terminal and refuses to
-// run without one, under script(1), and stops it at its first page. ok is
-// false when script(1) is missing outside CI.
-func (w *walk) view(args ...string) (out string, ok bool) {
-	w.t.Helper()
-	script, err := exec.LookPath("script")
-	if err != nil {
-		msg := "`nats stream view` needs a terminal, and script(1) (util-linux), which gives it one, is not on PATH"
-		if os.Getenv("CI") == "true" {
-			w.t.Fatal(msg)
-		}
-		w.t.Log(msg + "; not checking it")
-		return "", false
-	}
-	quoted := []string{shellQuote(w.nats), "--server", shellQuote(w.url)}
-	for _, a := range args {
-		quoted = append(quoted, shellQuote(a))
-	}
-	cmd := exec.Command(script, "-qec", strings.Join(quoted, " "), "/dev/null")
-	cmd.Env = w.command(w.t.Context()).Env
-	cmd.WaitDelay = time.Second
-	p := w.startCmd(cmd)
-	p.waitAny("Next Page?", "end of data")
-	p.stop()
-	return p.output(), true
 }
 
 // linesOrPrompt splits output into lines, and also ends one at a pager's

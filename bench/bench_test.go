@@ -295,11 +295,11 @@ func TestWorkRejects(t *testing.T) {
 
 // writes is what one system wrote for a few runs, once its worker stopped.
 type writes struct {
-	// inbound is the messages left in the inbound stream: the deadlines'
-	// schedules, which no consumer reads.
-	inbound uint64
-	events  uint64
-	audit   uint64
+	// inbound is the messages left in the inbound stream; schedules those
+	// left in the schedule stream: the deadlines, which no consumer reads.
+	inbound, schedules uint64
+	events             uint64
+	audit              uint64
 	// runsWrites and pendingWrites are the writes to the buckets (their
 	// streams' last sequence), runs and pending what is left in them.
 	runsWrites, runs       uint64
@@ -351,14 +351,14 @@ func TestFloorMirrorsInterlock(t *testing.T) {
 			if floor != il {
 				t.Errorf("floor wrote %+v, interlock %+v; want the same", floor, il)
 			}
-			wantInbound, wantWrites := uint64(0), uint64(2*runs)
+			wantSchedules, wantWrites := uint64(0), uint64(2*runs)
 			if w.approval {
 				// The deadlines' schedules; the step's write.
-				wantInbound, wantWrites = runs, 3*runs
+				wantSchedules, wantWrites = runs, 3*runs
 			}
-			if il.inbound != wantInbound || il.events != 4*runs || il.audit != 3*runs || il.runsWrites != wantWrites || il.runs != runs {
-				t.Errorf("interlock wrote %+v; want %d inbound messages left, %d events, %d audit records, %d checkpoint writes leaving %d",
-					il, wantInbound, 4*runs, 3*runs, wantWrites, runs)
+			if il.inbound != 0 || il.schedules != wantSchedules || il.events != 4*runs || il.audit != 3*runs || il.runsWrites != wantWrites || il.runs != runs {
+				t.Errorf("interlock wrote %+v; want no inbound message left, %d deadlines, %d events, %d audit records, %d checkpoint writes leaving %d",
+					il, wantSchedules, 4*runs, 3*runs, wantWrites, runs)
 			}
 		})
 	}
@@ -385,12 +385,8 @@ func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs i
 	}
 	// The last acknowledgements are sent before the worker stops, but the
 	// server removes their commands from the work queue on its own time:
-	// wait until no command is left but the deadlines' schedules, which
-	// stay until they fire.
+	// wait until no command is left.
 	left := uint64(0)
-	if w.approval {
-		left = uint64(runs)
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -418,7 +414,7 @@ func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs i
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stream == names.InStream() && info.State.Msgs > 0 {
+		if stream == names.ScheduleStream() && info.State.Msgs > 0 {
 			m, err := s.GetMsg(ctx, info.State.FirstSeq)
 			if err != nil {
 				t.Fatal(err)
@@ -429,6 +425,7 @@ func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs i
 		return info.State
 	}
 	got.inbound = state(names.InStream()).Msgs
+	got.schedules = state(names.ScheduleStream()).Msgs
 	got.events = state(names.EventStream()).Msgs
 	got.audit = state(names.AuditStream()).Msgs
 	rs, ps := state("KV_"+names.RunsBucket()), state("KV_"+names.PendingBucket())
@@ -529,8 +526,8 @@ func checkPausedDetail(t *testing.T, p *pausedResult) {
 	if s := streams["PAUSED_EVENTS"]; s.Subjects < 16 {
 		t.Errorf("paused: events stream %+v, want at least 16 subjects", s)
 	}
-	if len(d.Streams) != 7 || d.DiskBytesPerRun <= 0 {
-		t.Errorf("paused: %d streams, %v B on disk per run; want 7 streams and bytes on disk", len(d.Streams), d.DiskBytesPerRun)
+	if len(d.Streams) != 8 || d.DiskBytesPerRun <= 0 {
+		t.Errorf("paused: %d streams, %v B on disk per run; want 8 streams and bytes on disk", len(d.Streams), d.DiskBytesPerRun)
 	}
 	listings := map[string]int{}
 	for _, l := range d.Listings {

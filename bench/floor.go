@@ -479,7 +479,7 @@ func (f *floor) schedule(run string, in *floorInterrupt) (*nats.Msg, error) {
 		return nil, err
 	}
 	m.Header.Set(bus.HeaderSchedule, "@at "+at)
-	m.Header.Set(bus.HeaderScheduleTarget, f.names.In(f.w.flow, "expire"))
+	m.Header.Set(bus.HeaderScheduleTarget, f.names.Due(f.w.flow, "expire"))
 	return m, nil
 }
 
@@ -682,13 +682,9 @@ func (f *floor) publishAll(ctx context.Context, msgs []*nats.Msg) error {
 }
 
 // floorStream names the stream of a subject by its second token: in,
-// schedule (both the inbound stream), ev or audit.
+// schedule (the schedule stream), ev or audit.
 func floorStream(subject string) string {
-	token := strings.SplitN(subject, ".", 3)[1]
-	if token == "schedule" {
-		return "in"
-	}
-	return token
+	return strings.SplitN(subject, ".", 3)[1]
 }
 
 func (f *floor) event(subject, typ, run string, now time.Time, data map[string]any) (*nats.Msg, error) {

@@ -184,7 +184,7 @@ func deleteStreams(ctx context.Context, js jetstream.JetStream, names wire.Names
 // streamNames are the streams of names, the buckets' included.
 func streamNames(names wire.Names) []string {
 	return []string{
-		names.InStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream(),
+		names.InStream(), names.ScheduleStream(), names.EventStream(), names.AuditStream(), names.DeadLetterStream(),
 		"KV_" + names.RunsBucket(), "KV_" + names.PendingBucket(), "KV_" + names.ConfigBucket(),
 	}
 }

@@ -383,7 +383,7 @@ func streamHeaps(ctx context.Context, js jetstream.JetStream, n wire.Names, paus
 		hs = append(hs, h)
 	}
 	before := heap()
-	for _, name := range []string{n.EventStream(), "KV_" + n.RunsBucket(), "KV_" + n.PendingBucket(), n.InStream(), n.DeadLetterStream(), "KV_" + n.ConfigBucket()} {
+	for _, name := range []string{n.EventStream(), "KV_" + n.RunsBucket(), "KV_" + n.PendingBucket(), n.InStream(), n.ScheduleStream(), n.DeadLetterStream(), "KV_" + n.ConfigBucket()} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("binding stream %s: %w", name, err)

@@ -480,7 +480,7 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	if err != nil || ev.Kind != "refused" {
 		t.Fatalf("forged vouch: %s %v", ev.Kind, err)
 	}
-	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeInvalidPayload || !strings.Contains(ref.Message, "does not verify") || !strings.Contains(ref.Message, "--secret-file") {
+	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden || !strings.Contains(ref.Message, "does not verify") || !strings.Contains(ref.Message, "--secret-file") {
 		t.Fatalf("forged vouch refusal = %+v", ref)
 	}
 }

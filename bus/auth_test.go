@@ -35,6 +35,10 @@ type user struct {
 func connectUser(t *testing.T, name, url string, opts ...nats.Option) *user {
 	t.Helper()
 	u := &user{name: name}
+	if name != bus.AnonymousUser && !strings.HasPrefix(name, "workers") && name != "admin" {
+		// A deploy configuration's client user reads replies on its own prefix.
+		opts = append(opts, nats.CustomInboxPrefix(bus.ClientInboxPrefix(name)))
+	}
 	opts = append(opts, nats.Name("authtest-"+name), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		u.mu.Lock()
 		defer u.mu.Unlock()

@@ -122,16 +122,24 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 	}
 	streams := []jetstream.StreamConfig{
 		{
-			// The deadlines of interrupts wait here too, as message
-			// schedules on <prefix>.schedule.>, which no consumer reads:
-			// the server publishes each to <prefix>.in.<flow>.expire at
-			// its time, even if no worker runs then.
-			Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>", n.Prefix + ".schedule.>"},
-			Description: "Interlock inbound commands and interrupt deadlines",
+			// Deadlines first: an inbound stream of an earlier version,
+			// which held them, moves them here (migrateInbound).
+			//
+			// The deadlines of interrupts are message schedules on
+			// <prefix>.schedule.>, which no consumer reads: the server
+			// publishes each to <prefix>.due.<flow>.expire at its time,
+			// even if no worker runs then, and the workers consume those.
+			// Only the workers may publish here: a stream that allows
+			// schedules also allows roll-ups (the server forces it), and
+			// a schedule may target any subject of its stream, so no
+			// client may reach it (docs/operations.md, Security).
+			Name: n.ScheduleStream(), Subjects: []string{n.Prefix + ".schedule.>", n.Prefix + ".due.>"},
+			Description: "Interlock interrupt deadlines (message schedules) and the commands they fire",
 			Retention:   jetstream.WorkQueuePolicy, Storage: storage,
-			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
+			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true,
 			AllowMsgSchedules: true, AllowRollup: true,
 		},
+		inboundStream(n, cfg, storage),
 		{
 			Name: n.EventStream(), Subjects: []string{n.Prefix + ".ev.>"},
 			Description: "Interlock run events",
@@ -149,11 +157,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Name: n.DeadLetterStream(), Subjects: []string{n.Prefix + ".dlq.>"},
 			Description: "Interlock inbound messages that could not be accepted",
 			Retention:   jetstream.LimitsPolicy, Storage: storage,
+			// No direct gets: a dead letter is a client's message, kept
+			// whole, and a direct get without headers can aim it, by its
+			// reply subject, at an inbound subject (see readable in
+			// auth.go). Message gets wrap it in JSON.
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
 		},
 	}
 	w := clusterWait{cfg: cfg, deadline: time.Now().Add(cfg.ClusterWait)}
 	for _, sc := range streams {
+		if sc.Name == n.InStream() {
+			if err := migrateInbound(ctx, js, n, sc, w); err != nil {
+				return err
+			}
+		}
 		if err := w.do(ctx, "stream "+sc.Name, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateStream(ctx, sc)
 			return err
@@ -184,6 +201,21 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		}
 	}
 	return nil
+}
+
+// inboundStream is the configuration of the inbound stream, the only one
+// clients publish to. It allows none of the JetStream features a header of
+// a published message can set off (message schedules, roll-ups, per-message
+// TTLs, counters, batches): the server refuses a command that asks for one,
+// so no client can purge the stream, schedule a message to a subject it may
+// not publish, or make a command vanish before a worker has it.
+func inboundStream(n wire.Names, cfg StreamConfig, storage jetstream.StorageType) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>"},
+		Description: "Interlock inbound commands",
+		Retention:   jetstream.WorkQueuePolicy, Storage: storage,
+		Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
+	}
 }
 
 // ErrReplicas: the server cannot hold the replicas asked for.

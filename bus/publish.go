@@ -73,14 +73,14 @@ func (p *Publisher) stream(m engine.Message) string {
 	case engine.AuditStream:
 		return p.names.AuditStream()
 	case engine.ScheduleStream:
-		return p.names.InStream()
+		return p.names.ScheduleStream()
 	}
 	return p.names.EventStream()
 }
 
 // HeaderSchedule and HeaderScheduleTarget make a message a JetStream
-// message schedule: the server publishes its body to the target subject at
-// the time given (nats-server 2.12 and later).
+// message schedule: the server publishes its body to the target subject
+// (in the same stream) at the time given (nats-server 2.12 and later).
 const (
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
@@ -117,7 +117,7 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 	if s, ok := m.Data.(*engine.Schedule); ok {
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
-		msg.Header.Set(HeaderScheduleTarget, p.names.In(m.Flow, "expire"))
+		msg.Header.Set(HeaderScheduleTarget, p.names.Due(m.Flow, "expire"))
 	}
 	return msg, slab, nil
 }
@@ -273,26 +273,35 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 }
 
 // Queue reports whether inbound messages are still unacknowledged. It
-// implements [engine.Queue] on the work-queue stream, where an acknowledged
-// message is removed.
+// implements [engine.Queue] on the work-queue streams (the inbound stream,
+// and the schedule stream for deadlines), where an acknowledged message
+// is removed.
 type Queue struct {
-	stream jetstream.Stream
+	in, due jetstream.Stream
 }
 
 var _ engine.Queue = (*Queue)(nil)
 
-// NewQueue binds the inbound stream.
+// NewQueue binds the inbound stream and the schedule stream.
 func NewQueue(ctx context.Context, js JetStream, n wire.Names) (*Queue, error) {
-	s, err := js.Stream(ctx, n.InStream())
+	in, err := js.Stream(ctx, n.InStream())
 	if err != nil {
 		return nil, fmt.Errorf("bus: binding stream %s: %w", n.InStream(), err)
 	}
-	return &Queue{stream: s}, nil
+	due, err := js.Stream(ctx, n.ScheduleStream())
+	if err != nil {
+		return nil, fmt.Errorf("bus: binding stream %s: %w", n.ScheduleStream(), err)
+	}
+	return &Queue{in: in, due: due}, nil
 }
 
 // Unacked implements [engine.Queue].
-func (q *Queue) Unacked(ctx context.Context, seq uint64) (bool, error) {
-	_, err := q.stream.GetMsg(ctx, seq)
+func (q *Queue) Unacked(ctx context.Context, c engine.Cause) (bool, error) {
+	s := q.in
+	if c.Due {
+		s = q.due
+	}
+	_, err := s.GetMsg(ctx, c.Seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}

@@ -36,6 +36,10 @@ const (
 // authentication configured.
 var ErrNoAuth = errors.New("bus: refusing to listen beyond loopback without authentication")
 
+// ErrSharedAccount: a configuration puts client users in the account of
+// Interlock's streams and buckets.
+var ErrSharedAccount = errors.New("bus: refusing a configuration that puts clients in the account of Interlock's streams")
+
 // ErrNoClusterAuth: the server would accept routes from beyond loopback
 // with nothing authenticating the nodes that connect.
 var ErrNoClusterAuth = errors.New("bus: refusing a cluster listener beyond loopback without route authentication")
@@ -99,6 +103,12 @@ type ServerConfig struct {
 	// start, resume and cancel runs (though still not read the keys).
 	// Defaults to false: such a server is refused with [ErrNoAuth].
 	InsecureNoAuth bool
+	// InsecureSharedAccount lets ConfigFile put users with restricted
+	// rights in the account of Interlock's workers: any of them can then
+	// write every stream and bucket of that account, checkpoints and audit
+	// records included, by aiming a request's reply subject at it. Defaults
+	// to false: such a configuration is refused with [ErrSharedAccount].
+	InsecureSharedAccount bool
 	// Logger, if set, receives the server's own log lines.
 	Logger server.Logger
 }
@@ -188,12 +198,24 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			"listen for routes on 127.0.0.1, or, on a network you trust, pass --insecure-cluster-no-auth",
 			ErrNoClusterAuth, net.JoinHostPort(opts.Cluster.Host, strconv.Itoa(opts.Cluster.Port)))
 	}
+	if s.auth && !cfg.InsecureSharedAccount {
+		if shared := sharedAccountUsers(opts, cmp.Or(cfg.WorkersUser, DefaultWorkersUser)); len(shared) > 0 {
+			return nil, fmt.Errorf("%w: %s puts %s in the account of Interlock's workers; within one account any user that may send a request "+
+				"can make the server store its reply on any subject, a checkpoint's key or an audit subject included. "+
+				"Put clients in an account of their own that imports what they need (deploy/interlock-auth.conf does: accounts %s and %s), "+
+				"or, on a server only trusted users reach, pass --insecure-shared-account",
+				ErrSharedAccount, cfg.ConfigFile, strings.Join(shared, ", "), InterlockAccount, ClientsAccount)
+		}
+	}
 	if s.lock, err = lockDir(abs); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
 		s.lock.release()
 		return nil, err
+	}
+	if err := moveGlobalAccountData(abs, opts, names, cmp.Or(cfg.WorkersUser, DefaultWorkersUser), cfg.Logger); err != nil {
+		return fail(err)
 	}
 	if err := checkListen(opts.Host, opts.Port); err != nil {
 		return fail(err)
@@ -285,6 +307,42 @@ func serverOptions(cfg ServerConfig, names wire.Names, storeDir string) (*server
 			"or give a credentials file with --creds", cfg.ConfigFile, cmp.Or(cfg.WorkersUser, DefaultWorkersUser))
 	}
 	return opts, s, nil
+}
+
+// moveGlobalAccountData moves the JetStream data an earlier version kept in
+// the global account ($G) to the account the workers are in now, when that
+// is another and holds nothing yet, so that an upgraded single server
+// keeps its runs. A cluster node is left alone: its nodes agree on where
+// each stream is, and the data must move with `nats backup` and `nats
+// restore` instead (docs/operations.md).
+func moveGlobalAccountData(storeDir string, opts *server.Options, n wire.Names, workers string, log server.Logger) error {
+	if opts.Cluster.Port != 0 {
+		return nil
+	}
+	account := ""
+	for _, u := range opts.Users {
+		if u.Username == workers && u.Account != nil {
+			account = u.Account.Name
+		}
+	}
+	if account == "" || account == server.DEFAULT_GLOBAL_ACCOUNT {
+		return nil
+	}
+	from := filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT)
+	to := filepath.Join(storeDir, "jetstream", account)
+	if _, err := os.Stat(filepath.Join(from, "streams", n.InStream())); err != nil {
+		return nil
+	}
+	if _, err := os.Stat(to); err == nil {
+		return nil
+	}
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("bus: moving the data of an earlier version from account %s to %s: %w", server.DEFAULT_GLOBAL_ACCOUNT, account, err)
+	}
+	if log != nil {
+		log.Noticef("moved the JetStream data of an earlier version from account %s to %s", server.DEFAULT_GLOBAL_ACCOUNT, account)
+	}
+	return nil
 }
 
 // clusterOptions merges c into opts' cluster block, and checks that a

@@ -128,7 +128,7 @@ jetstream { store_dir: /nonexistent/elsewhere, sync_interval: 2m }
 authorization { users = [ {user: w, password: "pw-of-w"}, {user: reader, password: "r", permissions: {publish: "$JS.API.INFO", subscribe: "_INBOX.>"}} ] }
 `)
 	dir := t.TempDir()
-	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: dir, ConfigFile: conf, WorkersUser: "w", WorkersPassword: "pw-of-w"})
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{DataDir: dir, ConfigFile: conf, WorkersUser: "w", WorkersPassword: "pw-of-w", InsecureSharedAccount: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ type span struct {
 // span returns the span of msg, not yet started.
 func (w *Worker) span(msg jetstream.Msg, md *jetstream.MsgMetadata, began time.Time) *span {
 	n := w.cfg.Names
-	flow, verb, _, _ := n.ParseCommand(msg.Subject())
+	flow, verb, _, _, _ := parseSubject(n, md.Stream, msg.Subject())
 	name := "interlock.command"
 	if _, ok := w.verbs[verb]; ok {
 		name = "interlock." + verb

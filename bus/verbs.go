@@ -16,6 +16,11 @@ import (
 // error has the message delivered again.
 type verb struct {
 	typ string
+	// due: the verb comes only from the schedule stream
+	// (<prefix>.due.<flow>.<verb>), published by the server from a
+	// schedule the workers wrote; every other verb comes only from the
+	// inbound stream.
+	due bool
 	// needsRun: the event's subject must name the run.
 	needsRun bool
 	// unsupported, when set, dead-letters every message of the verb with
@@ -104,7 +109,7 @@ func verbs(rules ToolRules) map[string]verb {
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, Inbound: in})
 		}},
-		"expire": {typ: events.TypeExpire, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		"expire": {typ: events.TypeExpire, due: true, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseExpire(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
@@ -119,7 +124,7 @@ func verbs(rules ToolRules) map[string]verb {
 func verbNames(vs map[string]verb) string {
 	var names []string
 	for name := range vs {
-		if name != "request" && name != "expire" {
+		if name != "request" && !vs[name].due {
 			names = append(names, name)
 		}
 	}

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/textproto"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -40,6 +43,9 @@ const (
 	// ReasonDeliveryLimit: the message failed on every delivery up to the
 	// consumer's limit; the header Interlock-Error holds the last error.
 	ReasonDeliveryLimit = "delivery_limit"
+	// ReasonInvalidHeaders: the command carries a NATS header that no
+	// client sends (see [CheckCommandHeaders]).
+	ReasonInvalidHeaders = "invalid_headers"
 )
 
 // WorkerConfig configures a [Worker].
@@ -130,9 +136,9 @@ type Worker struct {
 	log    zerolog.Logger
 	tracer trace.Tracer
 
-	mu   sync.Mutex
-	iter jetstream.MessagesContext
-	loop sync.WaitGroup
+	mu    sync.Mutex
+	iters []jetstream.MessagesContext
+	loop  sync.WaitGroup
 	// running are the Concurrency handlers, each taking messages from
 	// msgs until consume closes it. Handlers live as long as the worker,
 	// so their stacks, grown by the first messages, stay grown.
@@ -154,44 +160,35 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 		verbs: verbs(cfg.Tools)}, nil
 }
 
-// Start binds the inbound stream, creates or updates the durable consumer,
-// and starts consuming. It returns once consuming has begun.
+// Start binds the inbound stream and the schedule stream, creates or
+// updates their durable consumers, and starts consuming both. It returns
+// once consuming has begun.
 func (w *Worker) Start(ctx context.Context) error {
 	n := w.cfg.Names
-	// A node that restarts into a busy cluster may not answer at once, as
-	// at provisioning: wait for it the same way, bounded.
-	wait := clusterWait{cfg: StreamConfig{ClusterWait: DefaultClusterWait, Logger: &w.log}, deadline: time.Now().Add(DefaultClusterWait)}
-	var cons jetstream.Consumer
-	err := wait.do(ctx, "consumer "+n.Consumer(), func(ctx context.Context) error {
-		stream, err := w.js.Stream(ctx, n.InStream())
-		if err != nil {
-			return fmt.Errorf("binding stream %s (was Provision called?): %w", n.InStream(), err)
+	var iters []jetstream.MessagesContext
+	stopAll := func() {
+		for _, it := range iters {
+			it.Stop()
 		}
-		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:       n.Consumer(),
-			Description:   "Interlock workers",
-			FilterSubject: n.Prefix + ".in.>",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       w.cfg.AckWait,
-			MaxDeliver:    w.cfg.MaxDeliver,
-			MaxAckPending: 4 * w.cfg.Concurrency,
-		})
-		return err
-	})
-	if err != nil {
-		return err
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("bus: consuming %s: %w", n.Consumer(), err)
+	for _, c := range []struct{ stream, durable, filter, what string }{
+		{n.InStream(), n.Consumer(), n.Prefix + ".in.>", "Interlock workers"},
+		{n.ScheduleStream(), n.DueConsumer(), n.Prefix + ".due.>", "Interlock workers: due deadlines"},
+	} {
+		it, err := w.consumer(ctx, c.stream, c.durable, c.filter, c.what)
+		if err != nil {
+			stopAll()
+			return err
+		}
+		iters = append(iters, it)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.iter != nil || w.stopped {
-		iter.Stop()
+	if w.iters != nil || w.stopped {
+		stopAll()
 		return errors.New("bus: worker started twice")
 	}
-	w.iter = iter
+	w.iters = iters
 	w.base, w.abort = context.WithCancel(context.WithoutCancel(ctx))
 	w.msgs = make(chan jetstream.Msg)
 	for range w.cfg.Concurrency {
@@ -201,17 +198,57 @@ func (w *Worker) Start(ctx context.Context) error {
 			}
 		})
 	}
-	w.loop.Add(1)
-	go w.consume(iter)
+	for _, it := range iters {
+		w.loop.Add(1)
+		go w.consume(it)
+	}
+	// The handlers stop once both consumers have stopped handing out
+	// messages.
+	w.running.Go(func() {
+		w.loop.Wait()
+		close(w.msgs)
+	})
 	return nil
 }
 
-// consume hands messages to the handlers until the iterator is closed,
-// then closes msgs. A message taken from the iterator waits here for a
-// free handler, so at most Concurrency+1 are in hand.
+// consumer creates or updates one durable consumer of the workers and
+// starts pulling from it.
+func (w *Worker) consumer(ctx context.Context, stream, durable, filter, what string) (jetstream.MessagesContext, error) {
+	// A node that restarts into a busy cluster may not answer at once, as
+	// at provisioning: wait for it the same way, bounded.
+	wait := clusterWait{cfg: StreamConfig{ClusterWait: DefaultClusterWait, Logger: &w.log}, deadline: time.Now().Add(DefaultClusterWait)}
+	var cons jetstream.Consumer
+	err := wait.do(ctx, "consumer "+durable, func(ctx context.Context) error {
+		st, err := w.js.Stream(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("binding stream %s (was Provision called?): %w", stream, err)
+		}
+		cons, err = st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       durable,
+			Description:   what,
+			FilterSubject: filter,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       w.cfg.AckWait,
+			MaxDeliver:    w.cfg.MaxDeliver,
+			MaxAckPending: 4 * w.cfg.Concurrency,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency))
+	if err != nil {
+		return nil, fmt.Errorf("bus: consuming %s: %w", durable, err)
+	}
+	return it, nil
+}
+
+// consume hands messages of one consumer to the handlers until its
+// iterator is closed. A message taken from the iterator waits here for a
+// free handler, so at most Concurrency+2 are in hand.
 func (w *Worker) consume(iter jetstream.MessagesContext) {
 	defer w.loop.Done()
-	defer close(w.msgs)
 	for {
 		msg, err := iter.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -239,14 +276,16 @@ func (w *Worker) consume(iter jetstream.MessagesContext) {
 // is safe.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	iter, first := w.iter, !w.stopped
+	iters, first := w.iters, !w.stopped
 	w.stopped = true
 	w.mu.Unlock()
-	if iter == nil {
+	if iters == nil {
 		return nil
 	}
 	if first {
-		iter.Drain()
+		for _, it := range iters {
+			it.Drain()
+		}
 	}
 	done := make(chan struct{})
 	go func() {
@@ -260,7 +299,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		w.abort()
-		iter.Stop()
+		for _, it := range iters {
+			it.Stop()
+		}
 		<-done
 		return fmt.Errorf("bus: stopping worker: %w; messages in hand will be delivered again", ctx.Err())
 	}
@@ -324,7 +365,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	if w.cfg.Observe != nil {
-		_, verb, _, _ := w.cfg.Names.ParseCommand(msg.Subject())
+		_, verb, _, _, _ := parseSubject(w.cfg.Names, md.Stream, msg.Subject())
 		w.cfg.Observe(Observation{Verb: verb, Outcome: out.Outcome, Took: time.Since(began)})
 	}
 	switch {
@@ -404,17 +445,26 @@ type outcome struct {
 // span, started once the command's traceparent is known.
 func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, s *span) (outcome, error) {
 	n := w.cfg.Names
-	flow, name, role, ok := n.ParseCommand(msg.Subject())
+	flow, name, role, due, ok := parseSubject(n, md.Stream, msg.Subject())
 	if role != "" && engine.CheckName("approver role", role) != nil {
 		ok = false
 	}
 	v, known := w.verbs[name]
-	if !ok || !known || name == "request" && flow != "gate" || name == "start" && flow == "gate" {
+	if !ok || !known || v.due != due || name == "request" && flow != "gate" || name == "start" && flow == "gate" {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
 			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.Prefix, n.GateRequest())}, nil
 	}
 	if v.unsupported != "" {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnsupported}, detail: v.unsupported}, nil
+	}
+	if !due {
+		if err := CheckCommandHeaders(msg.Headers()); err != nil {
+			id, run := events.Peek(msg.Headers(), msg.Data())
+			ctx, span := s.start(ctx, "")
+			out, rerr := w.reject(ctx, flow, name, run, engine.Inbound{EventID: id, Seq: md.Sequence.Stream, Span: span}, events.ReasonInvalidPayload, err.Error())
+			out.DeadLetter = ReasonInvalidHeaders
+			return out, rerr
+		}
 	}
 	ev, err := events.Decode(msg.Headers(), msg.Data())
 	if err != nil {
@@ -431,7 +481,7 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	ctx, span := s.start(ctx, traceparent)
 	s.event(ev)
 	in := engine.Inbound{
-		EventID: ev.ID(), Source: ev.Source(), Seq: md.Sequence.Stream,
+		EventID: ev.ID(), Source: ev.Source(), Seq: md.Sequence.Stream, Due: due,
 		Traceparent: traceparent, Span: span,
 		FirstDelivery: md.NumDelivered == 1,
 	}
@@ -445,10 +495,20 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	c := caller{role: role, roleRequired: w.cfg.RequireRoles}
 	if vouch := msg.Headers().Get(events.HeaderVouch); vouch != "" {
 		approver, roles := msg.Headers().Get(events.HeaderApprover), events.ParseRoles(msg.Headers().Get(events.HeaderRoles))
-		if len(w.cfg.Secret) == 0 || !events.VerifyVouch(w.cfg.Secret, ev.ID(), approver, roles, vouch) {
-			return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
-				fmt.Sprintf("header %s does not verify: only the deployment's own services may vouch for a caller, "+
-					"with the workers' resume-token secret (a service of the deployment that sees this: give it the workers' --secret-file or INTERLOCK_SECRET)", events.HeaderVouch))
+		err := errors.New("no secret")
+		if len(w.cfg.Secret) > 0 {
+			err = events.VerifyVouch(w.cfg.Secret, events.Vouched{Subject: msg.Subject(), EventID: ev.ID(), Run: ev.Subject(),
+				Body: msg.Data(), Approver: approver, Roles: roles}, vouch, time.Now())
+		}
+		switch {
+		case errors.Is(err, events.ErrVouchExpired):
+			return w.rejectCode(ctx, flow, name, ev.Subject(), in, engine.CodeForbidden, events.ReasonInvalidPayload,
+				fmt.Sprintf("header %s: %v; the command waited in the inbound stream longer than a vouch holds (%s): send it again", events.HeaderVouch, err, events.VouchTTL))
+		case err != nil:
+			return w.rejectCode(ctx, flow, name, ev.Subject(), in, engine.CodeForbidden, events.ReasonInvalidPayload,
+				fmt.Sprintf("header %s does not verify: a vouch holds only for the command (subject, event id, run and body) and the caller it was made for, "+
+					"and only the deployment's own services may vouch, with the workers' resume-token secret "+
+					"(a service of the deployment that sees this: give it the workers' --secret-file or INTERLOCK_SECRET)", events.HeaderVouch))
 		}
 		c.vouched, c.approver, c.roles = true, approver, roles
 	}
@@ -473,18 +533,72 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	return o, nil
 }
 
+// parseSubject splits the subject of a message of stream into its flow,
+// verb and approver role: <prefix>.in.<flow>.<verb>[.<role>] in the inbound
+// stream, <prefix>.due.<flow>.<verb> in the schedule stream (due is then
+// set).
+func parseSubject(n wire.Names, stream, subject string) (flow, verb, role string, due, ok bool) {
+	if stream == n.ScheduleStream() {
+		flow, verb, ok = n.ParseDue(subject)
+		return flow, verb, "", true, ok
+	}
+	flow, verb, role, ok = n.ParseCommand(subject)
+	return flow, verb, role, false, ok
+}
+
+// commandHeaders are the NATS headers a client may put on a command: the
+// deduplication id, expectations the server checks before storing it, and
+// a message trace. Every other header starting with "Nats-" is either
+// refused by the inbound stream (schedules, roll-ups, TTLs, counters,
+// batches) or is one the server sets on a message it copies out of a
+// stream (Nats-Stream, Nats-Subject, Nats-Sequence, ... on a direct get's
+// reply): a command bearing one was not published by a client, but
+// reflected off the server by someone who aimed a reply at an inbound
+// subject.
+var commandHeaders = map[string]bool{
+	"Nats-Msg-Id":                                 true,
+	"Nats-Expected-Stream":                        true,
+	"Nats-Expected-Last-Sequence":                 true,
+	"Nats-Expected-Last-Subject-Sequence":         true,
+	"Nats-Expected-Last-Subject-Sequence-Subject": true,
+	"Nats-Expected-Last-Msg-Id":                   true,
+	"Nats-Trace-Dest":                             true,
+	"Nats-Trace-Only":                             true,
+}
+
+// CheckCommandHeaders reports a NATS header that no client publishing a
+// command sends (see the inbound stream's rules in docs/protocol.md):
+// every "Nats-" header but Nats-Msg-Id, the Nats-Expected-* headers and the
+// message-trace ones. The worker refuses such a command invalid_payload
+// and dead-letters it (ReasonInvalidHeaders).
+func CheckCommandHeaders(h nats.Header) error {
+	for k := range h {
+		canon := textproto.CanonicalMIMEHeaderKey(k)
+		if !strings.HasPrefix(canon, "Nats-") || commandHeaders[canon] {
+			continue
+		}
+		return fmt.Errorf("header %s is not one a command may carry: the NATS server sets it on messages it copies out of a stream, or acts on it in a stream (schedules, roll-ups, TTLs, counters, batches), and the inbound stream takes none of those; send a command with no Nats- header but Nats-Msg-Id (and Nats-Expected-*)", k)
+	}
+	return nil
+}
+
 // reject dead-letters a message found bad before the runner, and answers it
 // with refused where the run can be named, so that a client waiting on the
 // run learns why.
 func (w *Worker) reject(ctx context.Context, flow, verb, run string, in engine.Inbound, reason, detail string) (outcome, error) {
+	return w.rejectCode(ctx, flow, verb, run, in, engine.CodeInvalidPayload, reason, detail)
+}
+
+// rejectCode is reject with the refusal's code.
+func (w *Worker) rejectCode(ctx context.Context, flow, verb, run string, in engine.Inbound, code, reason, detail string) (outcome, error) {
 	o := outcome{Outcome: engine.Outcome{Flow: flow, Run: run, DeadLetter: reason}, detail: detail}
 	if verb == "start" && run == "" || engine.CheckName("flow", flow) != nil || engine.CheckName("run", run) != nil {
 		return o, nil
 	}
-	if err := w.cfg.Runner.Refuse(ctx, flow, run, in, engine.CodeInvalidPayload, detail); err != nil {
+	if err := w.cfg.Runner.Refuse(ctx, flow, run, in, code, detail); err != nil {
 		return outcome{}, err
 	}
-	o.Refused = &engine.Refusal{Code: engine.CodeInvalidPayload, Message: detail}
+	o.Refused = &engine.Refusal{Code: code, Message: detail}
 	return o, nil
 }
 

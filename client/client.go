@@ -166,7 +166,7 @@ func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, e
 // an idempotency key, a command Interlock will absorb as a repeat (the run
 // has applied the key, through another message) is reported at once with
 // the run as it stands: no event would come.
-func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string, header func(id string, h nats.Header)) (Event, error) {
+func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string, header func(msg *nats.Msg, id string)) (Event, error) {
 	if err := CheckName("flow", flow); err != nil {
 		return Event{}, err
 	}
@@ -182,17 +182,11 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err != nil {
 		return Event{}, err
 	}
-	// A small channel: the run publishes a handful of events per command.
-	inbox := make(chan *nats.Msg, 64)
-	subject := c.names.Event(flow, run, ">")
-	sub, err := c.nc.ChanSubscribe(subject, inbox)
+	f, err := c.follow(ctx, c.names.Event(flow, run, ">"))
 	if err != nil {
-		return Event{}, fmt.Errorf("client: subscribing to %s: %w", subject, err)
+		return Event{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.Flush(); err != nil {
-		return Event{}, fmt.Errorf("client: %w", err)
-	}
+	defer f.stop()
 	msg := nats.NewMsg(c.names.In(flow, verb))
 	if strings.Contains(verb, ".") {
 		msg.Subject = c.names.In(flow, "") + verb
@@ -201,7 +195,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	if header != nil {
-		header(id, msg.Header)
+		header(msg, id)
 	}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return Event{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
@@ -218,10 +212,38 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if key == "" {
 		tick.Stop()
 	}
+	again := time.NewTimer(followPoll)
+	defer again.Stop()
 	for {
-		var m *nats.Msg
+		m, ok, err := f.poll(ctx)
+		if err != nil {
+			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
+		}
+		if ok {
+			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
+			if !settles(kind) {
+				continue
+			}
+			out, err := events.Decode(m.header, m.data)
+			if err != nil {
+				return Event{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+			}
+			if kind == events.KindRefused {
+				var r events.Refused
+				if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
+					continue // someone else's refusal
+				}
+			} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+				// Another command's outcome: this one, refused or not yet
+				// applied, has its own event to come.
+				continue
+			}
+			return Event{Kind: kind, Event: out}, nil
+		}
+		again.Reset(followPoll)
 		select {
-		case m = <-inbox:
+		case <-f.wake:
+		case <-again.C:
 		case <-timeout.C:
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
 		case <-ctx.Done():
@@ -232,27 +254,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			}
 			poll = min(2*poll, maxPoll)
 			tick.Reset(poll)
-			continue
 		}
-		kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
-		if !settles(kind) {
-			continue
-		}
-		out, err := events.Decode(m.Header, m.Data)
-		if err != nil {
-			return Event{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
-		}
-		if kind == events.KindRefused {
-			var r events.Refused
-			if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
-				continue // someone else's refusal
-			}
-		} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
-			// Another command's outcome: this one, refused or not yet
-			// applied, has its own event to come.
-			continue
-		}
-		return Event{Kind: kind, Event: out}, nil
 	}
 }
 

@@ -104,16 +104,11 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 	if err != nil {
 		return ToolAnswer{}, err
 	}
-	inbox := make(chan *nats.Msg, 64)
-	subject := c.names.Event(GateFlow, req.CallID, ">")
-	sub, err := c.nc.ChanSubscribe(subject, inbox)
+	f, err := c.follow(ctx, c.names.Event(GateFlow, req.CallID, ">"))
 	if err != nil {
-		return ToolAnswer{}, fmt.Errorf("client: subscribing to %s: %w", subject, err)
+		return ToolAnswer{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.Flush(); err != nil {
-		return ToolAnswer{}, fmt.Errorf("client: %w", err)
-	}
+	defer f.stop()
 	msg := nats.NewMsg(c.names.GateRequest())
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
@@ -123,23 +118,28 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 	}
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
+	again := time.NewTimer(followPoll)
+	defer again.Stop()
 	var pending *events.Interrupted
 	for {
-		select {
-		case m := <-inbox:
-			kind := m.Subject[strings.LastIndex(m.Subject, ".")+1:]
+		m, ok, err := f.poll(ctx)
+		if err != nil {
+			return ToolAnswer{}, fmt.Errorf("client: waiting for the decision on %s: %w", req.CallID, err)
+		}
+		if ok {
+			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
 			if kind != events.KindDecided && kind != events.KindInterrupted && kind != events.KindRefused {
 				continue
 			}
-			out, err := events.Decode(m.Header, m.Data)
+			out, err := events.Decode(m.header, m.data)
 			if err != nil {
-				return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
+				return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 			}
 			switch kind {
 			case events.KindDecided:
 				var d events.Decided
 				if err := json.Unmarshal(out.Data(), &d); err != nil {
-					return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.Subject, err)
+					return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 				}
 				return ToolAnswer{Decided: &d}, nil
 			case events.KindInterrupted:
@@ -156,6 +156,12 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 					return ToolAnswer{}, &RefusedError{Refused: r, What: "tool request " + req.CallID}
 				}
 			}
+			continue
+		}
+		again.Reset(followPoll)
+		select {
+		case <-f.wake:
+		case <-again.C:
 		case <-timeout.C:
 			if pending == nil {
 				// A repeated request for a call still waiting publishes

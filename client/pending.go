@@ -376,6 +376,11 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	if err != nil {
 		return batchResult{}, err
 	}
+	return g.request(ctx, req)
+}
+
+// request sends a batched direct get and gathers its replies.
+func (g directGet) request(ctx context.Context, req []byte) (batchResult, error) {
 	inbox := g.nc.NewRespInbox()
 	sub, err := g.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -415,6 +420,9 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 		if len(out.msgs) == 0 {
 			left, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
 			out.matching = left + 1
+		}
+		if s := m.Header.Get("Nats-Stream"); s != "" && "$JS.API.DIRECT.GET."+s != g.subject {
+			return batchResult{}, fmt.Errorf("client: reading %s: a reply from stream %s", g.what, s)
 		}
 		out.msgs = append(out.msgs, batchMsg{
 			subject: m.Header.Get("Nats-Subject"),

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -33,10 +34,18 @@ func (c *Client) ResumeAs(ctx context.Context, flow, run string, r events.Resume
 		return Event{}, errors.New("client: vouching for a caller takes the caller's name")
 	}
 	r.ResumeToken = ""
-	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey, func(id string, h nats.Header) {
-		h.Set(events.HeaderApprover, approver)
-		h.Set(events.HeaderRoles, joinRoles(roles))
-		h.Set(events.HeaderVouch, events.Vouch(secret, id, approver, roles))
+	if r.RequestID == "" {
+		// A vouch binds the request it decides: name the pending one. A
+		// run that is not waiting is refused by Interlock all the same.
+		if cp, err := c.Checkpoint(ctx, flow, run); err == nil && cp.Waiting() && cp.Interrupt != nil {
+			r.RequestID = cp.Interrupt.RequestID
+		}
+	}
+	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey, func(msg *nats.Msg, id string) {
+		msg.Header.Set(events.HeaderApprover, approver)
+		msg.Header.Set(events.HeaderRoles, joinRoles(roles))
+		msg.Header.Set(events.HeaderVouch, events.Vouch(secret, events.Vouched{Subject: msg.Subject, EventID: id, Run: run,
+			Body: msg.Data, Approver: approver, Roles: roles}, time.Now().Add(events.VouchTTL)))
 	})
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/interlockhq/interlock/events"
 )
@@ -42,8 +42,6 @@ func (c *Client) WithWait(wait time.Duration) *Client {
 // whether there are more. It reads with batched direct gets filtered by the
 // run's subjects, so its cost follows the run's events, not the stream's.
 func (c *Client) RunEvents(ctx context.Context, flow, run string, limit int) ([]StreamEvent, bool, error) {
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
 		return nil, false, err
 	}
@@ -53,15 +51,43 @@ func (c *Client) RunEvents(ctx context.Context, flow, run string, limit int) ([]
 	if limit < 1 || limit > MaxPendingLimit {
 		return nil, false, fmt.Errorf("client: RunEvents limit %d is out of range: use 1 to %d", limit, MaxPendingLimit)
 	}
-	stream := c.names.EventStream()
-	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: c.names.Event(flow, run, ">"), what: "stream " + stream}
+	return c.Events(ctx, WatchQuery{Flow: flow, Run: run}, limit)
+}
+
+func decodeStreamEvent(subject string, seq uint64, header map[string][]string, data []byte) (StreamEvent, error) {
+	ev, err := events.Decode(header, data)
+	if err != nil {
+		return StreamEvent{}, fmt.Errorf("client: event %d on %s: %w", seq, subject, err)
+	}
+	return StreamEvent{Seq: seq, Subject: subject, Kind: subject[strings.LastIndex(subject, ".")+1:], Event: ev}, nil
+}
+
+// Events returns up to limit (1 to MaxPendingLimit) events of the events
+// stream that q selects, after q.After, oldest first, and whether more
+// follow: a reader carries on with After set to the last one's Seq. It
+// reads with batched direct gets, which any client that may read events
+// may send.
+func (c *Client) Events(ctx context.Context, q WatchQuery, limit int) ([]StreamEvent, bool, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	if limit < 1 || limit > MaxPendingLimit {
+		return nil, false, fmt.Errorf("client: Events limit %d is out of range: use 1 to %d", limit, MaxPendingLimit)
+	}
+	w, err := c.watcher(q)
+	if err != nil {
+		return nil, false, err
+	}
 	out := []StreamEvent{}
-	for start := uint64(1); ; {
-		b, err := g.batch(ctx, start, limit+1-len(out))
+	for {
+		b, err := w.g.batch(ctx, w.next, limit+1-len(out))
 		if err != nil {
 			return nil, false, err
 		}
 		for _, m := range b.msgs {
+			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
+			if w.kinds != nil && !w.kinds[kind] {
+				continue
+			}
 			if len(out) == limit {
 				return out, true, nil
 			}
@@ -74,16 +100,8 @@ func (c *Client) RunEvents(ctx context.Context, flow, run string, limit int) ([]
 		if len(b.msgs) == 0 || b.pending == 0 {
 			return out, false, nil
 		}
-		start = b.msgs[len(b.msgs)-1].seq + 1
+		w.next = b.msgs[len(b.msgs)-1].seq + 1
 	}
-}
-
-func decodeStreamEvent(subject string, seq uint64, header map[string][]string, data []byte) (StreamEvent, error) {
-	ev, err := events.Decode(header, data)
-	if err != nil {
-		return StreamEvent{}, fmt.Errorf("client: event %d on %s: %w", seq, subject, err)
-	}
-	return StreamEvent{Seq: seq, Subject: subject, Kind: subject[strings.LastIndex(subject, ".")+1:], Event: ev}, nil
 }
 
 // LastEventSeq returns the sequence of the last event in the events
@@ -118,18 +136,49 @@ type WatchQuery struct {
 	After uint64
 }
 
-// watchInactive is how long the server keeps a stopped watcher's consumer.
-const watchInactive = 30 * time.Second
+// watchPoll is how often a watcher reads the stream when no live message
+// has told it of a new event: live messages are not delivered again after
+// a reconnection.
+const watchPoll = 2 * time.Second
+
+// watchBatch is how many events a watcher reads at once.
+const watchBatch = 64
 
 // Watcher follows the events stream: every matching event once, in stream
-// order, with no gap, from an ordered consumer the server forgets once the
-// watcher stops.
+// order, with no gap. It reads the stream with batched direct gets, which
+// any client that may read events may send (it creates no consumer), and
+// reads again whenever a live event of its subjects is published, or
+// every watchPoll.
 type Watcher struct {
-	it jetstream.MessagesContext
+	g     directGet
+	kinds map[string]bool
+	next  uint64
+	buf   []batchMsg
+	wake  chan struct{}
+	sub   *nats.Subscription
 }
 
 // Watch starts following the events stream. Stop the watcher when done.
 func (c *Client) Watch(ctx context.Context, q WatchQuery) (*Watcher, error) {
+	w, err := c.watcher(q)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.nc.Subscribe(w.g.filter, func(*nats.Msg) {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: following %s: %w", c.names.EventStream(), err)
+	}
+	w.sub = sub
+	return w, nil
+}
+
+// watcher checks q and returns a watcher of it, not yet subscribed.
+func (c *Client) watcher(q WatchQuery) (*Watcher, error) {
 	flow, run := "*", "*"
 	if q.Flow != "" {
 		if err := CheckName("flow", q.Flow); err != nil {
@@ -146,52 +195,62 @@ func (c *Client) Watch(ctx context.Context, q WatchQuery) (*Watcher, error) {
 		}
 		run = q.Run
 	}
-	kinds := q.Kinds
-	if len(kinds) == 0 {
-		kinds = []string{"*"}
-	}
-	var subjects []string
-	for _, k := range kinds {
-		if k != "*" {
+	w := &Watcher{next: q.After + 1, wake: make(chan struct{}, 1)}
+	kind := ">"
+	if len(q.Kinds) > 0 {
+		w.kinds = map[string]bool{}
+		for _, k := range q.Kinds {
 			if err := CheckName("event kind", k); err != nil {
 				return nil, err
 			}
+			w.kinds[k] = true
 		}
-		subjects = append(subjects, c.names.Event(flow, run, k))
+		if len(q.Kinds) == 1 {
+			kind = q.Kinds[0]
+		}
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.names.EventStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: subjects,
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    q.After + 1,
-		// The server forgets a watcher's consumer soon after it stops.
-		InactiveThreshold: watchInactive,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("client: following %s: %w", c.names.EventStream(), err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("client: following %s: %w", c.names.EventStream(), err)
-	}
-	return &Watcher{it: it}, nil
+	filter := c.names.Event(flow, run, kind)
+	stream := c.names.EventStream()
+	w.g = directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: filter, what: "stream " + stream}
+	return w, nil
 }
 
 // Next returns the next event, waiting for it until ctx ends (then it
 // returns ctx's error and the watcher can be used again).
 func (w *Watcher) Next(ctx context.Context) (StreamEvent, error) {
-	m, err := w.it.Next(jetstream.NextContext(ctx))
-	if err != nil {
-		if ctx.Err() != nil {
+	for {
+		for len(w.buf) > 0 {
+			m := w.buf[0]
+			w.buf = w.buf[1:]
+			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
+			if w.kinds != nil && !w.kinds[kind] {
+				continue
+			}
+			return decodeStreamEvent(m.subject, m.seq, m.header, m.data)
+		}
+		b, err := w.g.batch(ctx, w.next, watchBatch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return StreamEvent{}, ctx.Err()
+			}
+			return StreamEvent{}, fmt.Errorf("client: following the events stream: %w", err)
+		}
+		if len(b.msgs) > 0 {
+			w.buf = b.msgs
+			w.next = b.msgs[len(b.msgs)-1].seq + 1
+			continue
+		}
+		poll := time.NewTimer(watchPoll)
+		select {
+		case <-w.wake:
+			poll.Stop()
+		case <-poll.C:
+		case <-ctx.Done():
+			poll.Stop()
 			return StreamEvent{}, ctx.Err()
 		}
-		return StreamEvent{}, fmt.Errorf("client: following the events stream: %w", err)
 	}
-	meta, err := m.Metadata()
-	if err != nil {
-		return StreamEvent{}, fmt.Errorf("client: following the events stream: %w", err)
-	}
-	return decodeStreamEvent(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())
 }
 
 // Stop stops the watcher. Stopping twice is safe.
-func (w *Watcher) Stop() { w.it.Stop() }
+func (w *Watcher) Stop() { _ = w.sub.Unsubscribe() }

@@ -233,6 +233,9 @@ type Cause struct {
 	Key string `json:"key"`
 	// Seq is the message's stream sequence, 0 when not from a stream.
 	Seq uint64 `json:"seq,omitempty"`
+	// Due is set when the message came from the schedule stream (a
+	// deadline), not the inbound stream.
+	Due bool `json:"due,omitempty"`
 }
 
 // Stream names where a [Message] is published.
@@ -309,10 +312,12 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs []Message, rev uint64, recheck bool) error
 }
 
-// Queue tells whether an inbound message is still unacknowledged, so that a
-// run is not advanced past a transition whose publishing has not finished.
+// Queue tells whether the message that caused a transition (its Seq, in
+// the inbound stream, or in the schedule stream when Due) is still
+// unacknowledged, so that a run is not advanced past a transition whose
+// publishing has not finished.
 type Queue interface {
-	Unacked(ctx context.Context, seq uint64) (bool, error)
+	Unacked(ctx context.Context, c Cause) (bool, error)
 }
 
 // Errors of a [Store].

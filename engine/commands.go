@@ -157,6 +157,11 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		}
 		t.actor = cmd.approver()
 		if cmd.Trusted {
+			// A vouch binds the request it decides, so that it cannot
+			// decide a later one.
+			if cmd.RequestID == "" {
+				return t.refuse(ctx, "", CodeInvalidPayload, "a resume vouched for by a service of the deployment must name the request it decides: set requestId to the pending request's (%s)", in.RequestID)
+			}
 			// No token proves the caller saw the interrupted event, so make
 			// sure the transition that published it has finished.
 			if busy, err := r.busy(ctx, cp); err != nil || busy {

@@ -69,6 +69,7 @@ func (cp *Checkpoint) AppendJSON(dst []byte) ([]byte, error) {
 		w.str(`,"cause":{"id":`, c.ID)
 		w.str(`,"key":`, c.Key)
 		w.uintOmit(`,"seq":`, c.Seq)
+		w.boolOmit(`,"due":`, c.Due)
 		w.lit("}")
 	}
 	w.strsOmit(`,"applied":`, cp.Applied)

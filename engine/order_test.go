@@ -41,10 +41,10 @@ type unackedQueue struct {
 	set map[uint64]bool
 }
 
-func (q *unackedQueue) Unacked(_ context.Context, seq uint64) (bool, error) {
+func (q *unackedQueue) Unacked(_ context.Context, c engine.Cause) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.set[seq], nil
+	return q.set[c.Seq], nil
 }
 
 // TestARefusalNeverComesBeforeTheEventThatExplainsIt: a cancel commits but

@@ -178,6 +178,10 @@ type Inbound struct {
 	Span string
 	// Seq is the inbound message's stream sequence, 0 if none.
 	Seq uint64
+	// Due is set when the message is a deadline the server published from
+	// a schedule (Seq is then its sequence in the schedule stream), not a
+	// client's command.
+	Due bool
 	// FirstDelivery is set when the message has certainly not been handled
 	// before (JetStream's first delivery of it). A start then skips reading
 	// the checkpoint: creating it fails if the run exists.

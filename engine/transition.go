@@ -70,7 +70,7 @@ func (t *txn) begin(traceparent, action string) {
 	if traceparent != "" {
 		cp.Traceparent = traceparent
 	}
-	cp.Cause = &Cause{ID: t.in.EventID, Key: t.key, Seq: t.in.Seq}
+	cp.Cause = &Cause{ID: t.in.EventID, Key: t.key, Seq: t.in.Seq, Due: t.in.Due}
 	cp.Applied = appendApplied(cp.Applied, t.key)
 	cp.Outbox, cp.outboxDoc = nil, nil
 	t.action = action
@@ -182,13 +182,13 @@ func (r *Runner) repeat(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64
 	}
 	mine := cp.Cause != nil && cp.Cause.Key == key
 	switch {
-	case mine && cp.Status == Running && seq != cp.Cause.Seq:
+	case mine && cp.Status == Running && (seq != cp.Cause.Seq || in.Due != cp.Cause.Due):
 		// Another message with the same key while the transition is in
 		// flight: let the one in flight finish first.
 		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, true, nil
 	case mine && cp.Status == Running:
 		// A step was recorded, then the worker stopped: carry on.
-		out, err := r.run(ctx, r.newTxn(f, cp, rev, true, Inbound{Seq: seq, Span: in.Span}, key))
+		out, err := r.run(ctx, r.newTxn(f, cp, rev, true, Inbound{Seq: seq, Due: in.Due, Span: in.Span}, key))
 		return out, true, err
 	case mine:
 		// Committed; publishing may not have finished.
@@ -208,7 +208,7 @@ func (r *Runner) busy(ctx context.Context, cp *Checkpoint) (bool, error) {
 	if r.cfg.Queue == nil || cp.Cause == nil || cp.Cause.Seq == 0 {
 		return false, nil
 	}
-	unacked, err := r.cfg.Queue.Unacked(ctx, cp.Cause.Seq)
+	unacked, err := r.cfg.Queue.Unacked(ctx, *cp.Cause)
 	if err != nil {
 		return false, fmt.Errorf("engine: checking message %d of %s.%s: %w", cp.Cause.Seq, cp.Flow, cp.Run, err)
 	}

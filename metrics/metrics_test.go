@@ -100,8 +100,11 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 	if age, _ := f.value("interlock_pending_oldest_age_seconds", "flow", "refund"); age <= 0 || age > 60 {
 		t.Errorf("oldest pending of refund is %v s old, want a few seconds", age)
 	}
-	if n, ok := f.value("interlock_inbound_stream_messages"); !ok || n < 1 {
-		t.Errorf("inbound stream holds %v messages (present %v), want the deadlines waiting", n, ok)
+	if n, ok := f.value("interlock_schedule_stream_messages"); !ok || n < 1 {
+		t.Errorf("schedule stream holds %v messages (present %v), want the deadlines waiting", n, ok)
+	}
+	if _, ok := f.value("interlock_inbound_stream_messages"); !ok {
+		t.Error("no interlock_inbound_stream_messages")
 	}
 	for name, fam := range f {
 		for _, m := range fam.GetMetric() {

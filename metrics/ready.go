@@ -26,7 +26,10 @@ var (
 		"Inbound commands delivered more than once and not yet acknowledged.",
 		nil, nil)
 	inboundDesc = prometheus.NewDesc("interlock_inbound_stream_messages",
-		"Messages in the inbound stream: commands not yet acknowledged, and interrupt deadlines waiting to fire.",
+		"Messages in the inbound stream: commands not yet acknowledged.",
+		nil, nil)
+	scheduleDesc = prometheus.NewDesc("interlock_schedule_stream_messages",
+		"Messages in the schedule stream: interrupt deadlines waiting to fire, and fired ones not yet acknowledged.",
 		nil, nil)
 )
 
@@ -36,8 +39,9 @@ type readiness struct {
 	// Missing says what is missing, one item each.
 	Missing []string `json:"missing,omitempty"`
 
-	consumer *jetstream.ConsumerInfo
-	inbound  *jetstream.StreamInfo
+	consumer  *jetstream.ConsumerInfo
+	inbound   *jetstream.StreamInfo
+	schedules *jetstream.StreamInfo
 }
 
 // check asks JetStream whether the deployment is there for this worker:
@@ -61,10 +65,17 @@ func (s *Service) check(ctx context.Context) readiness {
 		}
 		r.Missing = append(r.Missing, fmt.Sprintf("%s: %v", what, err))
 	}
-	for _, name := range []string{n.InStream(), n.EventStream(), n.AuditStream(), n.DeadLetterStream()} {
+	for _, name := range []string{n.InStream(), n.ScheduleStream(), n.EventStream(), n.AuditStream(), n.DeadLetterStream()} {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
 			missing("stream "+name, err, jetstream.ErrStreamNotFound)
+			continue
+		}
+		if name == n.ScheduleStream() {
+			r.schedules = st.CachedInfo()
+			if _, err := st.Consumer(ctx, n.DueConsumer()); err != nil {
+				missing("consumer "+n.DueConsumer()+" of "+name, err, jetstream.ErrConsumerNotFound)
+			}
 			continue
 		}
 		if name != n.InStream() {
@@ -112,6 +123,7 @@ func (c *natsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ackPendingDesc
 	ch <- redeliveredDesc
 	ch <- inboundDesc
+	ch <- scheduleDesc
 }
 
 // Collect implements [prometheus.Collector]. The backlog's gauges are left
@@ -132,5 +144,8 @@ func (c *natsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if si := r.inbound; si != nil {
 		ch <- prometheus.MustNewConstMetric(inboundDesc, prometheus.GaugeValue, float64(si.State.Msgs))
+	}
+	if si := r.schedules; si != nil {
+		ch <- prometheus.MustNewConstMetric(scheduleDesc, prometheus.GaugeValue, float64(si.State.Msgs))
 	}
 }

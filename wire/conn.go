@@ -7,6 +7,7 @@ import (
 	"fmt"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +44,24 @@ type ConnConfig struct {
 // context. It fails with an error saying what to check when the server
 // cannot be reached or has no JetStream.
 func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStream, error) {
+	// A reply subject the user may not subscribe to shows only as an
+	// asynchronous error, and the request then times out: keep it, to say
+	// why.
+	var (
+		mu     sync.Mutex
+		denied string
+	)
 	opts := []nats.Option{
 		nats.Name(cmp.Or(cfg.Name, "interlock")),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "Subscription") {
+				mu.Lock()
+				denied = err.Error()
+				mu.Unlock()
+			}
+		}),
 	}
 	url := cmp.Or(cfg.URL, DefaultURL)
 	where := RedactURLs(url) // for messages: a password in a URL stays out of them
@@ -85,6 +100,14 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 			return nc, js, nil
 		}
 		nc.Close()
+		mu.Lock()
+		why := denied
+		mu.Unlock()
+		if why != "" {
+			return nil, nil, fmt.Errorf("wire: no reply from JetStream on %s: %w; the server said %q: this user may not receive replies on %s.>, "+
+				"so connect with the inbox prefix it may use (with deploy/interlock-auth.conf, _INBOX_<user>: --inbox-prefix, NATS_INBOX_PREFIX, "+
+				"or a natscli context's inbox_prefix)", where, err, why, cmp.Or(cfg.InboxPrefix, nats.InboxPrefix[:len(nats.InboxPrefix)-1]))
+		}
 		return nil, nil, fmt.Errorf("wire: JetStream is not available on %s: %w (start nats-server with -js)", where, err)
 	}
 	return nc, js, nil

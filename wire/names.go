@@ -56,18 +56,46 @@ func (n Names) PendingBucket() string { return n.Prefix + "_pending" }
 // ConfigBucket holds live configuration, such as the gate's rules.
 func (n Names) ConfigBucket() string { return n.Prefix + "_config" }
 
+// ScheduleStream holds the deadlines of interrupts (INTERLOCK_SCHEDULES):
+// JetStream message schedules, and the commands the server publishes from
+// them when they are due. Only Interlock's workers publish to it.
+func (n Names) ScheduleStream() string { return n.upper() + "_SCHEDULES" }
+
 // Schedule is the subject of the deadline of one request of one run: a
-// JetStream message schedule in the inbound stream, published by the server
-// at its time to [Names.In](flow, "expire").
+// JetStream message schedule in the schedule stream, published by the
+// server at its time to [Names.Due](flow, "expire").
 func (n Names) Schedule(flow, run, requestID string) string {
 	return n.Prefix + ".schedule." + flow + "." + run + "." + requestID
+}
+
+// Due is the subject the server publishes a due schedule to:
+// <prefix>.due.<flow>.<verb>, in the schedule stream, which only the
+// server's schedules reach.
+func (n Names) Due(flow, verb string) string { return n.Prefix + ".due." + flow + "." + verb }
+
+// ParseDue splits a due subject into flow and verb; ok is false when the
+// subject is not <prefix>.due.<flow>.<verb>.
+func (n Names) ParseDue(subject string) (flow, verb string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+".due.")
+	if !found {
+		return "", "", false
+	}
+	flow, verb, found = strings.Cut(rest, ".")
+	if !found || flow == "" || verb == "" || strings.Contains(verb, ".") {
+		return "", "", false
+	}
+	return flow, verb, true
 }
 
 // KeysBucket holds the generated resume-token secret when none is configured.
 func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
 
-// Consumer is the durable consumer the workers share.
+// Consumer is the durable consumer of the inbound stream the workers share.
 func (n Names) Consumer() string { return n.Prefix + "-workers" }
+
+// DueConsumer is the durable consumer of the schedule stream's due
+// commands the workers share.
+func (n Names) DueConsumer() string { return n.Prefix + "-due" }
 
 // In is the inbound subject for a flow and verb: interlock.in.<flow>.<verb>.
 func (n Names) In(flow, verb string) string { return n.Prefix + ".in." + flow + "." + verb }

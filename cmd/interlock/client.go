@@ -24,9 +24,9 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
-	url, creds, natsContext, prefix, source string
-	json                                    bool
-	wait                                    time.Duration
+	url, creds, natsContext, prefix, source, inbox string
+	json                                           bool
+	wait                                           time.Duration
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
@@ -34,6 +34,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.creds, "creds", envOr("NATS_CREDS", ""), "NATS credentials `file` (default: $NATS_CREDS, else the --context's)")
 	fs.StringVar(&c.natsContext, "context", envOr("NATS_CONTEXT", ""), "natscli context `name` (~/.config/nats/context/NAME.json) or file giving url, creds, user, password and TLS files")
 	fs.StringVar(&c.prefix, "prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of streams, subjects and buckets")
+	fs.StringVar(&c.inbox, "inbox-prefix", envOr("NATS_INBOX_PREFIX", ""), "`prefix` of the connection's reply subjects, such as _INBOX_bot for user bot of deploy/interlock-auth.conf (default: $NATS_INBOX_PREFIX, else the --context's, else _INBOX)")
 	fs.StringVar(&c.source, "source", envOr("INTERLOCK_SOURCE", "/cli"), "CloudEvents `source` naming you in the audit stream")
 	fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
 	fs.DurationVar(&c.wait, "wait", client.DefaultWait, "how long to wait for the outcome")
@@ -54,6 +55,7 @@ func (c *clientFlags) connConfig() (wire.ConnConfig, error) {
 	cfg.CredsFile = firstOf(c.creds, nc.Creds)
 	cfg.User, cfg.Password = nc.User, nc.Password
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = nc.Cert, nc.Key, nc.CA
+	cfg.InboxPrefix = firstOf(c.inbox, nc.InboxPrefix)
 	return cfg, nil
 }
 
@@ -94,7 +96,7 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(pos) < 2 {
 			return usageOf(name, "answer needs a flow and a run: interlock answer <flow> <run> field=value ...")
 		}
-	case "show", "cancel", "reannounce":
+	case "show", "cancel", "reannounce", "events":
 		if len(pos) < 2 {
 			return usageOf(name, "%s needs a flow and a run: interlock %s <flow> <run>", name, name)
 		}

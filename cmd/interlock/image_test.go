@@ -110,7 +110,7 @@ func TestImageServesAsNonrootWithTheDeployConfig(t *testing.T) {
 	}
 	_, rest, _ := strings.Cut(line, " on ")
 	url, _, _ := strings.Cut(rest, " ")
-	nc, js, err := wire.Connect(t.Context(), wire.ConnConfig{URL: url, User: "agent", Password: password + "agent", TLSCA: tlsFiles.CA})
+	nc, js, err := wire.Connect(t.Context(), wire.ConnConfig{URL: url, User: "agent", Password: password + "agent", TLSCA: tlsFiles.CA, InboxPrefix: "_INBOX_agent"})
 	if err != nil {
 		t.Fatalf("agent: %v", err)
 	}

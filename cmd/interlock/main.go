@@ -4,6 +4,7 @@
 //	interlock start booking              start a run
 //	interlock pending                    list runs waiting on an interrupt
 //	interlock show booking r-42          show a run's checkpoint
+//	interlock events booking r-42        show a run's events
 //	interlock answer booking r-42 email=ann@example.com
 //	interlock answer refund r-7 --edit amount=400 --reason "partial refund"
 //	interlock cancel booking r-42

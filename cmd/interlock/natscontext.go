@@ -21,6 +21,9 @@ type natsContext struct {
 	NKey     string `json:"nkey"`
 	Token    string `json:"token"`
 	UserJWT  string `json:"user_jwt"`
+	// InboxPrefix is the prefix of the connection's reply subjects: a
+	// client user of a secured deployment reads replies only on its own.
+	InboxPrefix string `json:"inbox_prefix"`
 }
 
 // contextPath returns the file of a natscli context: name itself when it

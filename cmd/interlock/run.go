@@ -113,6 +113,7 @@ Usage:
   interlock cancel  <flow> <run>                  cancel a waiting run
   interlock reannounce <flow> <run>               announce a waiting run's interrupt again,
                                                   with a fresh token (the old one is retired)
+  interlock events  <flow> <run>                  show a run's events the events stream still holds
   interlock audit   <flow> <run>                  show a run's audit history, one line a record
   interlock audit verify <flow> <run>             check a run's audit hash chain
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
@@ -195,6 +196,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return reannounceCmd(ctx, rest, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, rest, stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, rest, stdout, stderr)
 	case "gate":
 		return gateCmd(ctx, rest, stdout, stderr)
 	case "auth":

@@ -37,6 +37,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dataDir := fs.String("data-dir", envOr("INTERLOCK_DATA_DIR", bus.DefaultDataDir), "`dir` of the embedded server's JetStream files and lock file")
 	natsConfig := fs.String("nats-config", envOr("INTERLOCK_NATS_CONFIG", ""), "nats-server configuration `file` for the embedded server (users, TLS, cluster...); see deploy/nats-server.conf")
 	insecure := fs.Bool("insecure-no-auth", false, "let the embedded server listen beyond loopback without authentication: anyone who reaches it may start, resume and cancel runs")
+	insecureShared := fs.Bool("insecure-shared-account", false, "let --nats-config put client users in the account of Interlock's workers: any of them may then overwrite checkpoints, audit records and events by aiming a reply at them")
 	natsUser := fs.String("nats-user", envOr("INTERLOCK_NATS_USER", bus.DefaultWorkersUser), "`user` the workers authenticate as, with the password in INTERLOCK_WORKERS_PASSWORD (with --nats-config or --nats-url)")
 	natsURL := fs.String("nats-url", envOr("INTERLOCK_SERVE_NATS_URL", ""), "connect to the NATS server at `url` instead of embedding one (default: $INTERLOCK_SERVE_NATS_URL; client commands read INTERLOCK_NATS_URL, not this)")
 	creds := fs.String("creds", envOr("INTERLOCK_CREDS", ""), "NATS credentials `file` (with --nats-url)")
@@ -150,7 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Embedded = &bus.ServerConfig{
 			DataDir: *dataDir, Host: host, Port: port, LazyFsync: *lazy, Logger: bus.ServerLogger(log),
-			ConfigFile: *natsConfig, InsecureNoAuth: *insecure,
+			ConfigFile: *natsConfig, InsecureNoAuth: *insecure, InsecureSharedAccount: *insecureShared,
 			WorkersUser: *natsUser, WorkersPassword: workersPassword, WorkersCreds: *creds,
 			Name: *serverName,
 		}

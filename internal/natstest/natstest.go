@@ -186,51 +186,49 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Wait)
 	defer cancel()
-	// In a cluster that is electing leaders a request may go unanswered:
-	// ask again, each attempt short, until Wait.
-	var cons jetstream.Consumer
+	// Message gets, one at a time: a client of Interlock may read a
+	// stream, but not create a consumer on it. In a cluster that is
+	// electing leaders a request may go unanswered: ask again, each
+	// attempt short, until Wait.
+	var st jetstream.Stream
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := js.OrderedConsumer(actx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+		s, err := js.Stream(actx, stream)
 		acancel()
 		if err == nil {
-			cons = c
+			st = s
 			break
 		}
-		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
+		if ctx.Err() != nil || !retryable(err) {
 			t.Fatalf("natstest: reading %s: %v", stream, err)
 		}
 	}
 	var got []Received
+	next := uint64(1)
 	for {
-		if ok == nil {
-			info, err := cons.Info(ctx)
-			if err != nil {
-				t.Fatalf("natstest: %v", err)
-			}
-			if info.NumPending == 0 {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		msg, err := st.GetMsg(actx, next, jetstream.WithGetMsgSubject(filter))
+		acancel()
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			if ok == nil {
 				return got
 			}
-		}
-		msg, err := cons.Next(jetstream.FetchMaxWait(Wait))
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || ctx.Err() != nil {
-			t.Fatalf("natstest: waited %s on %s %s; got %d messages: %s", Wait, stream, filter, len(got), subjects(got))
-		}
-		if errors.Is(err, nats.ErrNoResponders) {
-			// In a cluster, the consumer may live on a node whose interest
-			// has not reached this one yet: ask again shortly.
 			select {
 			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
+				t.Fatalf("natstest: waited %s on %s %s; got %d messages: %s", Wait, stream, filter, len(got), subjects(got))
+			case <-time.After(10 * time.Millisecond):
 			}
 			continue
-		}
-		if err != nil {
+		case err != nil && ctx.Err() == nil && retryable(err):
+			continue
+		case err != nil:
 			t.Fatalf("natstest: reading %s: %v", stream, err)
 		}
-		r := Received{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+		next = msg.Sequence + 1
+		r := Received{Subject: msg.Subject, Header: msg.Header, Data: msg.Data}
 		r.Kind = r.Subject[strings.LastIndex(r.Subject, ".")+1:]
-		if ev, err := events.Decode(msg.Headers(), msg.Data()); err == nil {
+		if ev, err := events.Decode(msg.Header, msg.Data); err == nil {
 			r.Event = ev
 		}
 		got = append(got, r)
@@ -238,6 +236,12 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 			return got
 		}
 	}
+}
+
+// retryable reports whether a request may have gone unanswered for a
+// while only: a cluster electing leaders, interest not yet propagated.
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }
 
 func subjects(rs []Received) string {

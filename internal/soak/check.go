@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
@@ -159,56 +157,34 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 }
 
 // readEvents reads every booking event in the events stream and counts
-// them by run.
+// them by run, with batched direct gets, as a client may.
 func (a *agents) readEvents(ctx context.Context) (map[string]tally, error) {
 	return retry(ctx, func() (map[string]tally, error) {
-		stream, err := a.js.Stream(ctx, a.names.EventStream())
-		if err != nil {
-			return nil, fmt.Errorf("soak: binding %s: %w", a.names.EventStream(), err)
-		}
-		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{a.names.Event(booking.Name, "*", "*")},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
-		}
+		c := client.New(a.nc, a.js, a.names, "/soak", checkWait)
 		out := map[string]tally{}
-		if info.NumPending == 0 {
-			return out, nil
-		}
-		it, err := cons.Messages()
-		if err != nil {
-			return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
-		}
-		defer it.Stop()
+		q := client.WatchQuery{Flow: booking.Name}
 		for {
-			m, err := it.Next(jetstream.NextMaxWait(checkWait))
+			evs, more, err := c.Events(ctx, q, client.MaxPendingLimit)
 			if err != nil {
 				return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
 			}
-			if err := count(out, m); err != nil {
-				return nil, err
+			for _, ev := range evs {
+				if err := count(out, ev); err != nil {
+					return nil, err
+				}
+				q.After = ev.Seq
 			}
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
-			}
-			if meta.NumPending == 0 {
-				break
+			if !more {
+				return out, nil
 			}
 		}
-		return out, nil
 	})
 }
 
 // count adds event m to its run's tally.
-func count(out map[string]tally, m jetstream.Msg) error {
+func count(out map[string]tally, m client.StreamEvent) error {
 	// <prefix>.ev.<flow>.<run>.<kind>
-	tok := strings.Split(m.Subject(), ".")
+	tok := strings.Split(m.Subject, ".")
 	if len(tok) != 5 {
 		return nil
 	}
@@ -223,13 +199,9 @@ func count(out map[string]tally, m jetstream.Msg) error {
 	case events.KindCompleted:
 		t.completed++
 	case events.KindResumed:
-		ev, err := events.Decode(m.Headers(), m.Data())
-		if err != nil {
-			return fmt.Errorf("soak: decoding %s: %w", m.Subject(), err)
-		}
 		var r events.Resumed
-		if err := json.Unmarshal(ev.Data(), &r); err != nil {
-			return fmt.Errorf("soak: decoding %s: %w", m.Subject(), err)
+		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
 		}
 		t.resumed[r.Checkpoint]++
 	}
