@@ -62,3 +62,10 @@ func docSize(d Doc) int {
 	b, _ := json.Marshal(d)
 	return len(b)
 }
+
+// inboundSize is the size of what a command's message brings besides its
+// data: its event id, source and traceparent, which the checkpoint and the
+// audit records of its transition keep.
+func inboundSize(in Inbound) int {
+	return len(in.EventID) + len(in.Source) + len(in.Traceparent)
+}
