@@ -312,6 +312,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		writeProblem(w, refusal(ref.Refused))
 	case errors.Is(err, client.ErrNotFound):
 		writeProblem(w, newProblem(codeUnknownRun, strings.TrimPrefix(err.Error(), "client: ")))
+	case errors.Is(err, client.ErrTooLarge):
+		writeProblem(w, tooLarge(strings.TrimPrefix(err.Error(), "client: ")))
 	case errors.Is(err, context.Canceled):
 		// The caller went away; nobody reads the answer.
 		writeProblem(w, newProblem(CodeUnavailable, "the request was cancelled"))
@@ -402,7 +404,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeProblem(w, newProblem(CodeInvalidPayload, fmt.Sprintf("the body is larger than %d bytes", MaxBody)))
+			writeProblem(w, tooLarge(fmt.Sprintf("the body is larger than %d bytes, the most a command may be (one NATS message); send less data: keep large data out of the state, origin, answers and arguments (store it elsewhere and send a reference)", MaxBody)))
 		} else {
 			writeProblem(w, newProblem(CodeInvalidPayload, "reading the body: "+err.Error()))
 		}
