@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strings"
 )
@@ -55,12 +54,6 @@ func appendApplied(applied []string, key string) []string {
 func isConflict(err error) bool {
 	var c *ConflictError
 	return errors.As(err, &c) || errors.Is(err, ErrExists)
-}
-
-// docSize is the size of a state document in JSON.
-func docSize(d Doc) int {
-	b, _ := json.Marshal(d)
-	return len(b)
 }
 
 // inboundSize is the size of what a command's message brings besides its
