@@ -3,6 +3,7 @@ package interlock_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -116,6 +117,13 @@ func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 				return map[string]any{"callId": n("call-tool"), "tool": "lookup_" + pad, "args": map[string]any{}}
 			}),
 		)
+	}
+	// The largest size is exactly what fits: one byte more is refused.
+	last := cmds[len(cmds)-1].msg
+	over := nats.NewMsg(last.Subject)
+	over.Header, over.Data = last.Header, append(append([]byte(nil), last.Data...), ' ')
+	if _, err := js.PublishMsg(t.Context(), over); !errors.Is(err, nats.ErrMaxPayload) {
+		t.Fatalf("a message of %d bytes, one more than max_payload: %v; want nats.ErrMaxPayload", over.Size()-len(over.Subject), err)
 	}
 	for _, c := range cmds {
 		if _, err := js.PublishMsg(t.Context(), c.msg); err != nil {
