@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"math"
 	"net/textproto"
 	"slices"
 	"strconv"
@@ -59,8 +60,9 @@ const maxDetail = 4 << 10
 //
 // A dead letter never holds a credential: resume tokens in the body and in
 // headers (events.TokenHeader) are redacted, and Interlock-Vouch is
-// dropped. It always fits in one message (the connection's MaxPayload):
-// what does not fit of the original headers is dropped, and of the body,
+// dropped. It always fits in one message (the connection's MaxPayload,
+// and JetStream's 64 KiB of headers): what does not fit of the original
+// headers is dropped, and of the body,
 // redacted first, only the beginning is kept (HeaderTruncated,
 // HeaderBodySHA256). So a dead letter fails to store only when the stream
 // cannot be written at all.
@@ -77,6 +79,7 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 	limit := maxPayload(js)
 	// Room kept for the headers that say what was dropped or truncated.
 	const reserve = 2 * (maxDropped + 128)
+	headerRoom := min(limit, maxHeaders)
 	var dropped []string
 	orig := msg.Headers()
 	for _, k := range slices.Sorted(maps.Keys(orig)) {
@@ -93,7 +96,7 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 			}
 			add = append(add, v)
 		}
-		if headerSize(h)+lineSize(HeaderOriginal+k, add)+reserve > limit {
+		if headerSize(h)+lineSize(HeaderOriginal+k, add)+reserve > headerRoom {
 			dropped = append(dropped, k)
 			continue
 		}
@@ -121,6 +124,9 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 
 // maxDropped bounds the list of dropped headers.
 const maxDropped = 1 << 10
+
+// maxHeaders is the most a JetStream stream takes of a message's headers.
+const maxHeaders = math.MaxUint16
 
 // defaultMaxPayload is NATS's default max_payload.
 const defaultMaxPayload = 1 << 20

@@ -185,3 +185,23 @@ func TestADeadLetterOfAMessageAsLargeAsTheServerTakesStores(t *testing.T) {
 		}
 	}
 }
+
+// TestADeadLetterOfHeadersAsLargeAsJetStreamTakesStores: a stream takes
+// at most 64 KiB of a message's headers; original headers that do not fit
+// beside the dead letter's own are dropped, and named.
+func TestADeadLetterOfHeadersAsLargeAsJetStreamTakesStores(t *testing.T) {
+	t.Parallel()
+	r := newWorkerRig(t, enginetest.NewStore(), 2)
+	const maxHeaders = 65535 // JetStream's limit
+	header := nats.Header{"X-Small": {"kept"}, "X-Huge": {""}}
+	probe := nats.NewMsg(r.names.In("booking", "start"))
+	probe.Header = header
+	header.Set("X-Huge", strings.Repeat("h", maxHeaders-(probe.Size()-len(probe.Subject))))
+	body := []byte(strings.Repeat("b", 900<<10))
+	natstest.PublishRaw(t, r.js, r.names.In("booking", "start"), body, header)
+	d := r.deadLetters(t, 1)[0]
+	if d.Header.Get(bus.HeaderOriginal+"X-Small") != "kept" || d.Header.Get(bus.HeaderOriginal+"X-Huge") != "" ||
+		d.Header.Get(bus.HeaderDropped) != "X-Huge" || string(d.Data) != string(body) {
+		t.Fatalf("dead letter of %d bytes with headers %v; want the body whole, X-Small kept, X-Huge dropped and named", len(d.Data), d.Header)
+	}
+}
