@@ -62,10 +62,9 @@ const maxDetail = 4 << 10
 // headers (events.TokenHeader) are redacted, and Interlock-Vouch is
 // dropped. It always fits in one message (the connection's MaxPayload,
 // and JetStream's 64 KiB of headers): what does not fit of the original
-// headers is dropped, and of the body,
-// redacted first, only the beginning is kept (HeaderTruncated,
-// HeaderBodySHA256). So a dead letter fails to store only when the stream
-// cannot be written at all.
+// headers is dropped, and of the body, redacted first, only the beginning
+// is kept (HeaderTruncated, HeaderBodySHA256). So a dead letter fails to
+// store only when the stream cannot be written at all.
 func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
 	dl := nats.NewMsg(n.DeadLetter(reason))
 	h := dl.Header
@@ -81,6 +80,7 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 	const reserve = 2 * (maxDropped + 128)
 	headerRoom := min(limit, maxHeaders)
 	var dropped []string
+	size := headerSize(h)
 	orig := msg.Headers()
 	for _, k := range slices.Sorted(maps.Keys(orig)) {
 		if strings.EqualFold(k, events.HeaderVouch) {
@@ -96,10 +96,12 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 			}
 			add = append(add, v)
 		}
-		if headerSize(h)+lineSize(HeaderOriginal+k, add)+reserve > headerRoom {
+		line := lineSize(HeaderOriginal+k, add)
+		if size+line+reserve > headerRoom {
 			dropped = append(dropped, k)
 			continue
 		}
+		size += line
 		for _, v := range add {
 			h.Add(HeaderOriginal+k, v)
 		}
