@@ -123,8 +123,8 @@ func TestBadInputIsDeadLetteredAndAnsweredNeverRedelivered(t *testing.T) {
 			t.Errorf("%s: dead letter says nothing of what was wrong", tc.name)
 		}
 		for k := range tc.header {
-			if found.Header.Get(k) != tc.header.Get(k) {
-				t.Errorf("%s: header %s not kept", tc.name, k)
+			if found.Header.Get(bus.HeaderOriginal+k) != tc.header.Get(k) {
+				t.Errorf("%s: header %s not kept as %s", tc.name, k, bus.HeaderOriginal+k)
 			}
 		}
 		if tc.refusedRun == "" {

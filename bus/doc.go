@@ -9,7 +9,9 @@
 // records and events published. A worker that stops at any point leaves the
 // message unacknowledged; JetStream delivers it again and the engine
 // finishes the transition from its outbox instead of redoing it. Bad input
-// is acknowledged and copied whole to interlock.dlq.<reason>.
+// is acknowledged and copied to interlock.dlq.<reason> ([DeadLetter]): its
+// body, and its headers under Interlock-Original-, without credentials,
+// in one message however large it was.
 //
 // With a tracer provider ([WorkerConfig].TracerProvider), the worker
 // handles each message in an OpenTelemetry span (interlock.start,

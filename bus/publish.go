@@ -16,18 +16,6 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
-// Headers Interlock sets on dead letters.
-const (
-	// HeaderReason is the dead-letter reason, also the subject's last token.
-	HeaderReason = "Interlock-Reason"
-	// HeaderError says what was wrong, for a person.
-	HeaderError = "Interlock-Error"
-	// HeaderSubject is the subject the message was sent to.
-	HeaderSubject = "Interlock-Subject"
-	// HeaderStreamSeq is the message's sequence in the inbound stream.
-	HeaderStreamSeq = "Interlock-Stream-Seq"
-)
-
 // JetStream is the part of a JetStream context the worker and the
 // publisher use: publishing, and binding a stream by name.
 // jetstream.JetStream implements it.
@@ -35,6 +23,8 @@ type JetStream interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
+	// Conn is the connection, whose MaxPayload bounds a dead letter.
+	Conn() *nats.Conn
 }
 
 var _ JetStream = jetstream.JetStream(nil)
@@ -244,32 +234,6 @@ func (p *Publisher) unstored(ctx context.Context, msgs []engine.Message) ([]engi
 		}
 	}
 	return out, nil
-}
-
-// DeadLetter copies an inbound message whole (headers and body) to
-// interlock.dlq.<reason>, adding the reason, the error and the original
-// subject as headers. A resume token in the body is redacted: a dead letter
-// never holds a credential.
-func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.Msg, reason, detail string) error {
-	dl := nats.NewMsg(n.DeadLetter(reason))
-	for k, vs := range msg.Headers() {
-		for _, v := range vs {
-			dl.Header.Add(k, v)
-		}
-	}
-	dl.Header.Del(jetstream.MsgIDHeader)
-	dl.Header.Set(HeaderReason, reason)
-	dl.Header.Set(HeaderError, detail)
-	dl.Header.Set(HeaderSubject, msg.Subject())
-	if md, err := msg.Metadata(); err == nil {
-		dl.Header.Set(HeaderStreamSeq, fmt.Sprint(md.Sequence.Stream))
-		dl.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream))
-	}
-	dl.Data = events.RedactTokens(msg.Data())
-	if _, err := js.PublishMsg(ctx, dl); err != nil {
-		return fmt.Errorf("bus: dead-lettering message from %s: %w", msg.Subject(), err)
-	}
-	return nil
 }
 
 // Queue reports whether inbound messages are still unacknowledged. It

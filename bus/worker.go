@@ -517,6 +517,12 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if errors.As(err, &perr) {
 		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())
 	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// An event the command makes is larger than the server takes, and
+		// would be on every delivery: refuse it now rather than retry.
+		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
+			fmt.Sprintf("the command makes an event larger than the NATS server takes in one message (max_payload; %v): send less data (a shorter tool name, origin or state), or raise max_payload", err))
+	}
 	if err != nil {
 		return outcome{}, err
 	}

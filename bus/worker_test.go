@@ -195,7 +195,7 @@ func TestDeadLetterKeepsTheMessageWholeButRedactsTheResumeToken(t *testing.T) {
 		t.Fatalf("%d dead letters", len(dead))
 	}
 	want := strings.Replace(body, "LIVE-TOKEN", events.Redacted, 1)
-	if string(dead[0].Data) != want || dead[0].Header.Get("X-Trace") != "keep-me" {
+	if string(dead[0].Data) != want || dead[0].Header.Get(bus.HeaderOriginal+"X-Trace") != "keep-me" {
 		t.Fatalf("dead letter %s (headers %v); want %s with its headers", dead[0].Data, dead[0].Header, want)
 	}
 }

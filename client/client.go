@@ -50,6 +50,10 @@ var (
 	ErrNotFound = errors.New("client: run not found")
 	// ErrNotWaiting: the run is not waiting on an interrupt.
 	ErrNotWaiting = errors.New("client: run not waiting")
+	// ErrTooLarge: the command, as a message, is larger than the NATS
+	// server takes in one (its max_payload). Nothing was sent; sending it
+	// again as it is fails the same way.
+	ErrTooLarge = errors.New("client: command too large for one NATS message")
 )
 
 // Client talks to one Interlock deployment.
@@ -197,8 +201,8 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if header != nil {
 		header(msg, id)
 	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return Event{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
+	if err := c.publish(ctx, msg, verb); err != nil {
+		return Event{}, err
 	}
 	deadline := time.Now().Add(c.wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -256,6 +260,23 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			tick.Reset(poll)
 		}
 	}
+}
+
+// publish publishes a command to the inbound stream. A command larger than
+// the server takes is ErrTooLarge, saying by how much.
+func (c *Client) publish(ctx context.Context, msg *nats.Msg, verb string) error {
+	size := msg.Size() - len(msg.Subject) - len(msg.Reply)
+	if limit := c.nc.MaxPayload(); limit > 0 && int64(size) > limit {
+		return fmt.Errorf("%w: the %s is %d bytes as a message, more than the %d bytes the NATS server takes in one (max_payload); send less data (keep large data out of the state, origin, answers and arguments: store it elsewhere and send a reference), or raise the server's max_payload", ErrTooLarge, verb, size, limit)
+	}
+	_, err := c.js.PublishMsg(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("%w: the %s is %d bytes as a message, more than the NATS server takes in one (max_payload); send less data, or raise the server's max_payload", ErrTooLarge, verb, size)
+	}
+	if err != nil {
+		return fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
+	}
+	return nil
 }
 
 // applied reports whether the run has applied the command with key (its

@@ -213,3 +213,34 @@ func TestNoWorkerMeansErrNoAnswer(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoAnswer with a hint", err)
 	}
 }
+
+// TestACommandLargerThanAMessageIsErrTooLarge: a command the server could
+// not take is refused before it is sent, with the size and the limit.
+func TestACommandLargerThanAMessageIsErrTooLarge(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	big := raw(strings.Repeat("x", 1<<20))
+	calls := map[string]func() error{
+		"start": func() error {
+			_, err := c.Start(t.Context(), "booking", "r-big", map[string]json.RawMessage{"name": big}, nil)
+			return err
+		},
+		"resume": func() error {
+			_, err := c.Resume(t.Context(), "booking", "r-big", events.Resume{Answers: map[string]json.RawMessage{"email": big}})
+			return err
+		},
+		"tool request": func() error {
+			_, err := c.RequestTool(t.Context(), events.ToolRequest{CallID: "call-big", Tool: "t", Args: map[string]json.RawMessage{"memo": big}}, time.Second)
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, client.ErrTooLarge) || !strings.Contains(err.Error(), "1048576") || !strings.Contains(err.Error(), "max_payload") {
+			t.Errorf("%s: err = %v, want ErrTooLarge naming the limit", name, err)
+		}
+	}
+	if _, err := c.Checkpoint(t.Context(), "booking", "r-big"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a command too large reached a worker: %v", err)
+	}
+}

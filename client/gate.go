@@ -113,8 +113,8 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return ToolAnswer{}, fmt.Errorf("client: publishing %s: %w", msg.Subject, err)
+	if err := c.publish(ctx, msg, "tool request"); err != nil {
+		return ToolAnswer{}, err
 	}
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()

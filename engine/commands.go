@@ -12,6 +12,12 @@ import (
 	"time"
 )
 
+// MaxOriginSize is the largest origin a start or a tool request may bring,
+// in bytes of JSON: the origin is echoed in every event of the run, so it
+// must leave room in each for the rest. A larger one is refused
+// invalid_payload.
+const MaxOriginSize = 64 << 10
+
 // Start starts a run.
 type Start struct {
 	Flow string
@@ -87,6 +93,9 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, CodeUnknownFlow,
 			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
 	}
+	if err := checkOrigin(cmd.Origin); err != nil {
+		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload, err.Error())
+	}
 	for k := range cmd.State {
 		if k == "" || strings.Contains(k, ".") {
 			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload,
@@ -125,6 +134,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload, "start state: "+err.Error())
 		}
 		t.initial = t.cp.State.clone()
+		t.input += rawSize(cmd.State) + len(cmd.Origin)
 		t.action = ActionStarted
 		t.emit(EventStarted, &StartedEvent{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
 		t.audit(&AuditRecord{Action: ActionStarted, By: cmd.Source, EventID: cmd.EventID})
@@ -209,7 +219,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 				return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "update: %v", err)
 			}
 		}
-		t.answerSize = rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits)
+		t.input += cmd.size()
 		t.asked = in.AskedAt
 		cp.Status = Running
 		action := ActionAnswered
@@ -250,6 +260,7 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 			t.asked = cp.Interrupt.AskedAt
 		}
 		cp.Status, cp.Interrupt = Cancelled, nil
+		t.input += len(cmd.Reason) + len(cmd.By)
 		t.begin(cmd.Traceparent, ActionCancelled)
 		by := cmp.Or(cmd.By, cmd.Source)
 		t.audit(&AuditRecord{Action: ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
@@ -275,6 +286,7 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		}
 		previous := in.RequestID
 		in.RequestID = newRequestID()
+		t.input += len(cmd.Reason) + len(cmd.RequestID)
 		t.begin(cmd.Traceparent, ActionReannounced)
 		t.audit(&AuditRecord{Action: ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			By: cmd.Source, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
@@ -283,6 +295,24 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		t.interrupted(in)
 		return r.commit(ctx, t)
 	})
+}
+
+// checkOrigin refuses an origin larger than MaxOriginSize.
+func checkOrigin(origin json.RawMessage) error {
+	if len(origin) <= MaxOriginSize {
+		return nil
+	}
+	return fmt.Errorf("origin is %d bytes, more than the %d bytes (64 KiB) allowed: origin is echoed in every event of the run, so keep it to what routes the answers (ids, a channel, a URL) and put larger data in the state", len(origin), MaxOriginSize)
+}
+
+// size is the size of what a resume brings.
+func (cmd Resume) size() int {
+	n := rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits) +
+		len(cmd.RequestID) + len(cmd.Decision) + len(cmd.Approver) + len(cmd.Reason)
+	for _, s := range cmd.Selected {
+		n += len(s)
+	}
+	return n
 }
 
 func rawSize(m map[string]json.RawMessage) int {

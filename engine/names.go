@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxNameLen is the longest flow name or run id.
 const MaxNameLen = 128
@@ -26,9 +29,13 @@ func CheckName(what, s string) error {
 	return nil
 }
 
+// truncate cuts s to at most n bytes, on a rune boundary, and marks the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

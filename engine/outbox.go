@@ -108,17 +108,21 @@ func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbo
 // refuseWith is refuse with the run's audit record of the refusal, when
 // the run exists.
 func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string, rec *AuditRecord) (Outcome, error) {
-	ref := &Refusal{Code: code, Message: msg, RequestID: requestID}
-	out := Outcome{Flow: flow, Run: run, Refused: ref, DeadLetter: deadLetter}
 	id := "refused-" + randomID(16)
 	if o.EventID != "" {
 		sum := sha256.Sum256([]byte(flow + "\x00" + run + "\x00" + o.Source + "\x00" + o.EventID))
 		id = "refused-" + hex.EncodeToString(sum[:12])
 	}
+	requestID, msg = truncate(requestID, maxEcho), truncate(msg, maxRefusal)
+	ref := &Refusal{Code: code, Message: msg, RequestID: requestID}
+	out := Outcome{Flow: flow, Run: run, Refused: ref, DeadLetter: deadLetter}
 	now := r.cfg.Now().UTC()
 	tp := cmp.Or(o.Span, o.Traceparent)
+	if len(tp) > maxEcho {
+		tp = "" // not a W3C traceparent (55 bytes)
+	}
 	msgs := []Message{{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: now,
-		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: o.EventID},
+		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: truncate(o.EventID, maxEcho)},
 		Traceparent: tp}}
 	if rec != nil {
 		msgs = append(msgs, Message{Stream: AuditStream, Kind: ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
@@ -130,12 +134,21 @@ func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o 
 	return out, nil
 }
 
+// A refusal repeats at most maxEcho bytes of each of the command's ids,
+// sender and traceparent, and says what was wrong in at most maxRefusal
+// bytes, so that its event fits in one message however large the command.
+const (
+	maxEcho    = 1 << 10
+	maxRefusal = 4 << 10
+)
+
 // refuseRun refuses a command on an existing run, recording the refusal
 // on the run's audit stream as a side record of its chain.
 func (r *Runner) refuseRun(ctx context.Context, t *txn, requestID, code, msg string) (Outcome, error) {
 	cp := t.cp
-	rec := &AuditRecord{Flow: cp.Flow, Run: cp.Run, Action: ActionRefused, At: t.now, By: t.actor, Source: t.in.Source,
-		EventID: t.in.EventID, RequestID: requestID, Code: code, Reason: msg, Side: true}
+	rec := &AuditRecord{Flow: cp.Flow, Run: cp.Run, Action: ActionRefused, At: t.now,
+		By: truncate(t.actor, maxEcho), Source: truncate(t.in.Source, maxEcho), EventID: truncate(t.in.EventID, maxEcho),
+		RequestID: truncate(requestID, maxEcho), Code: code, Reason: truncate(msg, maxRefusal), Side: true}
 	if cp.Audit != nil {
 		rec.Prev = cp.Audit.Hash
 	}

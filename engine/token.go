@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strings"
 )
@@ -57,8 +56,9 @@ func isConflict(err error) bool {
 	return errors.As(err, &c) || errors.Is(err, ErrExists)
 }
 
-// docSize is the size of a state document in JSON.
-func docSize(d Doc) int {
-	b, _ := json.Marshal(d)
-	return len(b)
+// inboundSize is the size of what a command's message brings besides its
+// data: its event id, source and traceparent, which the checkpoint and the
+// audit records of its transition keep.
+func inboundSize(in Inbound) int {
+	return len(in.EventID) + len(in.Source) + len(in.Traceparent)
 }

@@ -151,6 +151,9 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	if !ok {
 		return Outcome{}, errors.New("engine: the gate flow is not registered; add engine.GateFlow() to Config.Flows")
 	}
+	if err := checkOrigin(req.Origin); err != nil {
+		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeInvalidPayload, CodeInvalidPayload, err.Error())
+	}
 	cp, rev, err := r.load(ctx, GateFlowName, req.CallID)
 	switch {
 	case errors.Is(err, ErrNotFound):

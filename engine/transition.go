@@ -23,11 +23,17 @@ type txn struct {
 	key string
 	// action is the command's audit action.
 	action string
-	// initial is a start's initial state; answerSize is the size of a
-	// resume's answers, updates and edits: what decides, when the
-	// checkpoint grows too large, whether to refuse the command or fail the run.
-	initial    Doc
-	answerSize int
+	// initial is a start's initial state, from which a run that grew too
+	// large is failed.
+	initial Doc
+	// input is the size of everything the command brought (its ids and
+	// source, a start's state and origin, a resume's answers, updates and
+	// edits, a reason): what decides, when the checkpoint grows too large,
+	// whether to refuse the command or fail the run.
+	input int
+	// failing is set once the transition fails a run whose checkpoint grew
+	// too large: if that write is too large as well, the command is refused.
+	failing bool
 	// asked is when the answered interrupt was asked.
 	asked time.Time
 	// actor names who sent the command, for refusals' audit records.
@@ -50,7 +56,8 @@ func (t *txn) traceparent() string {
 }
 
 func (r *Runner) newTxn(f *Flow, cp *Checkpoint, rev uint64, stored bool, in Inbound, key string) *txn {
-	t := &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key, actor: in.Source}
+	t := &txn{r: r, f: f, cp: cp, rev: rev, stored: stored, now: r.cfg.Now().UTC(), in: in, key: key, actor: in.Source,
+		input: inboundSize(in) + len(key)}
 	if cp != nil {
 		if cp.Interrupt != nil {
 			p := *cp.Interrupt
@@ -291,20 +298,23 @@ func (r *Runner) failedWrite(ctx context.Context, t *txn, err error) (Outcome, e
 }
 
 // tooLarge answers a transition whose checkpoint grew past what the store
-// takes. A start or an answer that is itself most of the limit is refused
+// takes. A command that brought most of the limit itself is refused
 // invalid_payload (the run, if any, stays as it was); otherwise a node grew
 // the state, and the run fails with an error saying so, from the state it
-// had before the transition.
+// had before the transition. When even the failed run's checkpoint is too
+// large, the command is refused: a transition writes a too large
+// checkpoint at most twice.
 func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outcome, error) {
 	flow, run := t.cp.Flow, t.cp.Run
-	input := t.answerSize
-	if !t.stored {
-		input = docSize(t.initial)
-	}
-	if input > big.Limit/2 {
+	if t.failing {
 		return r.refuse(ctx, flow, run, "", t.in, CodeInvalidPayload, "",
-			fmt.Sprintf("the command makes run %s's checkpoint %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); send less data, or raise max_payload", run, big.Size, big.Limit))
+			fmt.Sprintf("the command makes run %s's checkpoint larger than the %d bytes the NATS server takes in one message (max_payload), and so would failing the run (%d bytes); the run stays as it was: send less data (state, origin, answers), or raise max_payload", run, big.Limit, big.Size))
 	}
+	if t.input > big.Limit/2 {
+		return r.refuse(ctx, flow, run, "", t.in, CodeInvalidPayload, "",
+			fmt.Sprintf("the command makes run %s's checkpoint %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); it brought %d bytes (state, origin, answers, ids): send less data, or raise max_payload", run, big.Size, big.Limit, t.input))
+	}
+	t.failing = true
 	node := t.cp.Node
 	var cp *Checkpoint
 	if t.stored {

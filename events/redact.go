@@ -94,3 +94,14 @@ func tokenSpans(body []byte) (spans [][2]int, ok bool) {
 		}
 	}
 }
+
+// TokenHeader reports whether a message header may carry a resume token:
+// its name, without regard to letter case, '-' and '_', contains
+// "resumetoken" (ce-resumetoken, a binary-mode event's resumeToken
+// extension; Resume-Token). A dead letter keeps such a header redacted.
+func TokenHeader(name string) bool {
+	n := strings.ToLower(name)
+	n = strings.ReplaceAll(n, "-", "")
+	n = strings.ReplaceAll(n, "_", "")
+	return strings.Contains(n, "resumetoken")
+}

@@ -45,3 +45,14 @@ func FuzzRedactTokens(f *testing.F) {
 		}
 	})
 }
+
+func TestTokenHeaderNamesEveryHeaderThatMayCarryAResumeToken(t *testing.T) {
+	for name, want := range map[string]bool{
+		"ce-resumetoken": true, "Ce-Resumetoken": true, "Resume-Token": true, "X-Resume_Token": true, "resumeToken": true,
+		"ce-id": false, "Content-Type": false, "Interlock-Vouch": false, "ce-token": false, "Nats-Msg-Id": false,
+	} {
+		if got := events.TokenHeader(name); got != want {
+			t.Errorf("TokenHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

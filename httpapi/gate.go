@@ -30,7 +30,7 @@ func (s *Server) requestTool(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !ok {
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}

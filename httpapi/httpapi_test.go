@@ -40,6 +40,12 @@ type api struct {
 // rules) with an HTTP API on a free loopback port.
 func startAPI(t testing.TB, auth *httpapi.AuthFile) *api {
 	t.Helper()
+	return startAPIWith(t, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth})
+}
+
+// startAPIWith is startAPI with the API configured by cfg.
+func startAPIWith(t testing.TB, cfg httpapi.Config) *api {
+	t.Helper()
 	b, err := os.ReadFile("../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func startAPI(t testing.TB, auth *httpapi.AuthFile) *api {
 	}
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
-	s, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth})
+	s, err := httpapi.New(svc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

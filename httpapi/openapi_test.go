@@ -82,6 +82,8 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 	local.accepted("POST", "/v1/runs/refund", map[string]any{"run": "o-late", "state": refundState(map[string]any{"approvalTimeoutSeconds": 1})["state"]})
 	stale := local.run("booking", "o-wait").Checkpoint.Checkpoint + 5
 
+	// A body the API reads, whose command is larger than a NATS message.
+	pad := strings.Repeat("x", httpapi.MaxBody-100)
 	badHost := []string{"Host", "evil.example"}
 	crossSite := []string{"Sec-Fetch-Site", "cross-site"}
 	cases := []struct {
@@ -147,6 +149,17 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		{"POST /v1/gate/requests", 400, func() response { return local.do("POST", "/v1/gate/requests", `{"callId":"o-call-3"}`) }},
 		{"POST /v1/gate/requests", 401, func() response { return secured.do("POST", "/v1/gate/requests", `{}`) }},
 		{"POST /v1/gate/requests", 403, func() response { return local.do("POST", "/v1/gate/requests", `{}`, crossSite...) }},
+
+		{"POST /v1/runs/{flow}", 413, func() response { return local.do("POST", "/v1/runs/booking", `{"state":{"name":"`+pad+`"}}`) }},
+		{"POST /v1/runs/{flow}/{run}/resume", 413, func() response {
+			return local.do("POST", "/v1/runs/booking/o-wait/resume", `{"answers":{"email":"`+pad+`"}}`)
+		}},
+		{"POST /v1/runs/{flow}/{run}/cancel", 413, func() response {
+			return local.do("POST", "/v1/runs/booking/o-wait/cancel", `{"reason":"`+pad+`"}`)
+		}},
+		{"POST /v1/gate/requests", 413, func() response {
+			return local.do("POST", "/v1/gate/requests", `{"callId":"c-big","tool":"issue_refund","args":{"memo":"`+pad+`"}}`)
+		}},
 
 		{"GET /v1/events", 200, func() response { return local.head("/v1/events?flow=booking") }},
 		{"GET /v1/events", 400, func() response { return local.do("GET", "/v1/events?kind=nope", nil) }},

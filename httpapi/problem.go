@@ -120,6 +120,14 @@ func newProblem(code, detail string) Problem {
 	return Problem{Type: ProblemType + code, Title: title, Status: StatusOf(code), Detail: detail, Code: code}
 }
 
+// tooLarge is the problem of a body, or of the command it makes, too large
+// for one NATS message: invalid_payload, answered 413.
+func tooLarge(detail string) Problem {
+	p := newProblem(CodeInvalidPayload, detail)
+	p.Status = http.StatusRequestEntityTooLarge
+	return p
+}
+
 // writeProblem answers with p.
 func writeProblem(w http.ResponseWriter, p Problem) {
 	body, _ := json.Marshal(p)

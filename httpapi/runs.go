@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -121,7 +122,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !ok {
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -184,7 +185,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) (flow, run stri
 	if wait, ok = s.wait(w, r, s.cfg.Wait); !ok {
 		return
 	}
-	body, ok = readBody(w, r)
+	body, ok = s.readBody(w, r)
 	return
 }
 
@@ -312,6 +313,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		writeProblem(w, refusal(ref.Refused))
 	case errors.Is(err, client.ErrNotFound):
 		writeProblem(w, newProblem(codeUnknownRun, strings.TrimPrefix(err.Error(), "client: ")))
+	case errors.Is(err, client.ErrTooLarge):
+		writeProblem(w, tooLarge(strings.TrimPrefix(err.Error(), "client: ")))
 	case errors.Is(err, context.Canceled):
 		// The caller went away; nobody reads the answer.
 		writeProblem(w, newProblem(CodeUnavailable, "the request was cancelled"))
@@ -386,8 +389,9 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, def time.Duration)
 	return d, true
 }
 
-// readBody reads a request body of JSON, up to MaxBody.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a request body of JSON, up to MaxBody, within the body
+// timeout.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
@@ -395,15 +399,20 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	// The server's common handler bounds the time the body takes.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeProblem(w, newProblem(CodeInvalidPayload, fmt.Sprintf("the body is larger than %d bytes", MaxBody)))
-		} else {
+		var (
+			tooBig  *http.MaxBytesError
+			timeout net.Error
+		)
+		switch {
+		case errors.As(err, &tooBig):
+			writeProblem(w, tooLarge(fmt.Sprintf("the body is larger than %d bytes, the most a command may be (one NATS message); send less data: keep large data out of the state, origin, answers and arguments (store it elsewhere and send a reference)", MaxBody)))
+		case errors.As(err, &timeout) && timeout.Timeout():
+			w.Header().Set("Connection", "close")
+			writeProblem(w, newProblem(CodeInvalidPayload, fmt.Sprintf("the body did not arrive within %s; send it whole, at once", s.cfg.BodyTimeout)))
+		default:
 			writeProblem(w, newProblem(CodeInvalidPayload, "reading the body: "+err.Error()))
 		}
 		return nil, false

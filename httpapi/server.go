@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -31,12 +32,13 @@ const (
 	MaxWait = 5 * time.Minute
 	// MaxBody is the largest request body, the protocol's largest message.
 	MaxBody = events.MaxSize
+	// DefaultBodyTimeout is how long a request's body may take to arrive.
+	DefaultBodyTimeout = 30 * time.Second
 )
 
 // Timeouts of the HTTP server.
 const (
 	readHeaderTimeout = 10 * time.Second
-	bodyTimeout       = 30 * time.Second
 	idleTimeout       = 2 * time.Minute
 )
 
@@ -68,6 +70,11 @@ type Config struct {
 	// GateWait is how long a tool request waits for its decision when the
 	// request does not say. Defaults to DefaultGateWait.
 	GateWait time.Duration
+	// BodyTimeout bounds the time a request's body may take to arrive,
+	// counted once its headers are read, on every path (an unauthenticated
+	// request's included): a slower client's connection is closed.
+	// Defaults to DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Logger for the API. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -76,6 +83,7 @@ func (c Config) withDefaults() Config {
 	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	c.Wait = cmp.Or(c.Wait, DefaultWait)
 	c.GateWait = cmp.Or(c.GateWait, DefaultGateWait)
+	c.BodyTimeout = cmp.Or(c.BodyTimeout, DefaultBodyTimeout)
 	if c.Logger == nil {
 		l := zerolog.Nop()
 		c.Logger = &l
@@ -100,6 +108,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("httpapi: Config.Wait %s: use up to %s (0 for the default)", c.Wait, MaxWait)
 	case c.GateWait < 0 || c.GateWait > MaxWait:
 		return fmt.Errorf("httpapi: Config.GateWait %s: use up to %s (0 for the default)", c.GateWait, MaxWait)
+	case c.BodyTimeout < 0:
+		return fmt.Errorf("httpapi: Config.BodyTimeout %s: use a positive duration (0 for the default, %s)", c.BodyTimeout, DefaultBodyTimeout)
 	}
 	return nil
 }
@@ -272,8 +282,22 @@ func (s *Server) Stop(ctx context.Context) error {
 // common sets what every answer carries and, without an auth file, refuses
 // requests addressed to a host other than loopback (a page on another
 // site that resolves its own name to 127.0.0.1 cannot use the API).
+//
+// It also bounds the time the request's body may take to arrive
+// (Config.BodyTimeout), whatever path answers the request: one that reads
+// the body, or one that answers before (a 401), after which net/http reads
+// what is left of the body before it answers. A body that has not arrived
+// by then closes the connection.
 func (s *Server) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil {
+				// Once the body is read, the connection may stay open as
+				// long as the answer takes (an event stream).
+				r.Body = &deadlineBody{ReadCloser: r.Body, read: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -334,6 +358,9 @@ func (s *Server) authenticated(rt route) http.Handler {
 		if ok {
 			rt.handle(sw, r, c)
 		} else {
+			// The body of a caller not known is not read: answer at
+			// once, and close the connection rather than wait for it.
+			sw.Header().Set("Connection", "close")
 			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock auth add`"))
 		}
 		lvl := zerolog.DebugLevel
@@ -360,6 +387,23 @@ func (s *Server) caller(r *http.Request) (Caller, bool) {
 		return Caller{}, false
 	}
 	return s.cfg.Auth.Authenticate(strings.TrimSpace(token))
+}
+
+// deadlineBody is a request body that calls read once it has been read
+// to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	read func()
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.read()
+	}
+	return n, err
 }
 
 // statusWriter remembers the status written, for the log.
