@@ -18,9 +18,10 @@ const auditBatch = 256
 
 // AuditHash returns the hash of an audit record as Interlock computes it:
 // the hex SHA-256 of the record's canonical JSON, which is the record
-// decoded (numbers as written), its "hash" member removed, and encoded
-// again with object keys sorted and no insignificant space. record is the
-// data of an audit event as stored (events.AuditRecord.Data).
+// decoded (numbers as written), its "hash" and "sig" members removed, and
+// encoded again with object keys sorted and no insignificant space.
+// record is the data of an audit event as stored (events.AuditRecord.Data).
+// The record's signature (sig) is over this hash.
 func AuditHash(record []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(record))
 	dec.UseNumber()
@@ -32,6 +33,7 @@ func AuditHash(record []byte) (string, error) {
 		return "", errors.New("client: audit record is null, not a JSON object")
 	}
 	delete(m, "hash")
+	delete(m, "sig")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "", fmt.Errorf("client: encoding audit record: %w", err)

@@ -30,6 +30,7 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 			Flow: "refund", Run: "r-1", Action: engine.ActionEdited, At: at, By: "sam — ünïcode", Trusted: true, Timeout: true,
 			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400}`)},
 			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: strings.Repeat("cd", 32),
+			Kid: "5b0e7c1d9a3f2e48", Sig: "clpjrTcumzryd6QmYoQn1ct4dbvs5L/5P6zMtaM4qvze+85uW/mtjnFWThsiekFjKiLBKxYVOEA5/DCu8qKenw==",
 		},
 		{Flow: "refund", Run: "r-1", Action: engine.ActionRefused, At: at, Code: "invalid_answer", Reason: "amount 9000.00 is more than the 4800.00 asked for", Side: true, Prev: strings.Repeat("ef", 32)},
 	}
