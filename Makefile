@@ -31,6 +31,7 @@ fuzz: ## fuzz the decoders for 30 s each
 	$(GO) test ./events -run '^$$' -fuzz FuzzRedactTokens -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseToolRequest -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseExpire -fuzztime 30s
+	$(GO) test ./events -run '^$$' -fuzz FuzzDecodeAuditKeys -fuzztime 30s
 	$(GO) test ./gate -run '^$$' -fuzz FuzzParse -fuzztime 30s
 
 bench: ## throughput and latency against the raw JetStream floor

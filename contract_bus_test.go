@@ -70,6 +70,23 @@ func (r *contractRig) documents(flow, run string) {
 	}
 }
 
+// auditKeys validates the audit keys the workers published.
+func (r *contractRig) auditKeys() {
+	r.t.Helper()
+	kv, err := r.js.KeyValue(r.t.Context(), r.names.ConfigBucket())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	e, err := kv.Get(r.t.Context(), events.AuditKeysKey)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", r.names.ConfigBucket(), events.AuditKeysKey, err)
+	}
+	if err := r.set.Validate("audit-keys", e.Value()); err != nil {
+		r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), events.AuditKeysKey, err, e.Value())
+	}
+	r.checked["audit-keys"]++
+}
+
 // notifyFlow publishes an event of its own, then completes, or fails when
 // its start state says so.
 func notifyFlow() *engine.Flow {
@@ -196,6 +213,7 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	r.send("resume", "gate", "call-big", with(token(in), "decision", "approve", "approver", "sam"))
 	r.wait("gate", "call-big", "decided", 1)
 	natstest.WaitDrained(t, js, r.names.InStream())
+	r.auditKeys()
 
 	seen, types := map[string]int{}, map[string]int{} // by schema, by CloudEvent type
 	for _, stream := range []struct{ name, filter string }{

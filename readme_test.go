@@ -282,8 +282,9 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 var tokenPlaceholder = regexp.MustCompile(`"resumeToken":"([A-Z_]*TOKEN)"`)
 
 // checkRefundAudit checks the refund's audit records as `interlock audit
-// --json` prints them: started, interrupted and edited, hash-chained, the
-// edit with the args before and after, as the README shows them.
+// --json` prints them: started, interrupted and edited, hash-chained and
+// signed, the edit with the args before and after, as the README shows
+// them.
 func checkRefundAudit(t *testing.T, readme string, recs []events.AuditRecord, decision events.Resume) {
 	t.Helper()
 	var (
@@ -320,7 +321,10 @@ func checkRefundAudit(t *testing.T, readme string, recs []events.AuditRecord, de
 		after.Amount != want || before.Amount == after.Amount {
 		t.Fatalf("the edited record: by %q, reason %q, args %s, edits %s, final %s; the approval sent %+v: %v", edited.By, edited.Reason, a.Args, a.Edits, a.Final, decision, err)
 	}
-	for _, want := range []string{`"action":"edited"`, `"by":"` + edited.By + `"`, `"args":` + string(a.Args), `"edits":` + string(a.Edits), `"final":` + string(a.Final)} {
+	if edited.Kid == "" || edited.Sig == "" {
+		t.Fatalf("the edited record is not signed: kid %q, sig %q", edited.Kid, edited.Sig)
+	}
+	for _, want := range []string{`"action":"edited"`, `"by":"` + edited.By + `"`, `"args":` + string(a.Args), `"edits":` + string(a.Edits), `"final":` + string(a.Final), `"kid":"...","sig":"..."`} {
 		if !strings.Contains(readme, want) {
 			t.Fatalf("the edited record shows %s; the README does not", want)
 		}

@@ -65,9 +65,10 @@ type Config struct {
 	// it finished; JetStream then removes it. kv.KeepForever keeps them.
 	// Defaults to kv.DefaultKeepFinished.
 	KeepFinished time.Duration
-	// Secret keys the resume tokens; every worker of a deployment needs the
-	// same one, of at least 32 bytes. Defaults to a secret generated once
-	// and kept in the <prefix>_keys bucket.
+	// Secret keys the resume tokens, and the key that signs audit records
+	// is derived from it (see engine.AuditKeyInfo); every worker of a
+	// deployment needs the same one, of at least 32 bytes. Defaults to a
+	// secret generated once and kept in the <prefix>_keys bucket.
 	Secret []byte
 	// Instance names this process in event sources (interlock/<instance>).
 	// Defaults to the host name, or DefaultInstance.
@@ -184,8 +185,9 @@ type Service struct {
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
-// streams and buckets provisioned, the consumer bound, and every
-// background service started.
+// streams and buckets provisioned, the audit public key published in the
+// <prefix>_config bucket (key audit.keys, see bus.PublishAuditKey), the
+// consumer bound, and every background service started.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -270,6 +272,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		Queue: queue, Secret: secret, Source: source,
 	})
 	if err != nil {
+		return fail(err)
+	}
+	// Before any record is signed, the key that verifies it is where
+	// clients read it.
+	key := s.runner.AuditKey()
+	if _, err := bus.PublishAuditKey(ctx, s.js, names, events.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
 		return fail(err)
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{

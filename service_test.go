@@ -10,6 +10,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/wire"
@@ -113,5 +114,44 @@ func TestServiceConfigIsValidatedBeforeAnythingStarts(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: Start = %v, want an error naming %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// TestServicePublishesTheAuditKeyOfItsSecret starts a service, then one
+// with another secret on the same server, and checks that the config
+// bucket lists the key each signs with, derived from its secret, the
+// first one kept.
+func TestServicePublishesTheAuditKeyOfItsSecret(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	first := natstest.Start(t, srv, booking.Flow())
+	other := []byte("another-secret-another-secret-0123456789")
+	second := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: other, Instance: "second"})
+
+	want, err := engine.AuditKeyOf(natstest.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Runner().AuditKey(); got.ID != want.ID {
+		t.Fatalf("the service signs with key %s, its secret's is %s", got.ID, want.ID)
+	}
+	otherKey := second.Runner().AuditKey()
+	kv, err := first.JetStream().KeyValue(t.Context(), first.Names().ConfigBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), events.AuditKeysKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := events.DecodeAuditKeys(e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || keys[0].Kid != want.ID || keys[0].PublicKey != want.String() || keys[1].Kid != otherKey.ID || keys[1].PublicKey != otherKey.String() {
+		t.Fatalf("%s lists %+v; want %s then %s", events.AuditKeysKey, keys, want.ID, otherKey.ID)
+	}
+	if keys[0].Since.IsZero() || keys[1].Since.Before(keys[0].Since) {
+		t.Errorf("since: %v, %v", keys[0].Since, keys[1].Since)
 	}
 }

@@ -475,6 +475,11 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	if strings.Join(refused, ",") != "forbidden,forbidden" || strings.Join(approvedBy, ",") != "lena@example.com,/test/bot" {
 		t.Fatalf("audit: refused %v, approved by %v", refused, approvedBy)
 	}
+	// The operator reads the audit keys the workers published and
+	// vouches for every record with them.
+	if rep, err := oc.VerifyAudit(t.Context(), "contract", "r-legal"); err != nil || !rep.Intact || rep.Vouched != len(recs) || len(rep.SignedBy) != 1 {
+		t.Fatalf("the operator's verify: intact %v, %d of %d vouched for, signed by %v: %v", rep.Intact, rep.Vouched, len(recs), rep.SignedBy, err)
+	}
 	// A vouch made without the deployment's secret is refused.
 	ev, err = svc.Client("/forger").ResumeAs(t.Context(), "contract", "r-legal", events.Resume{Decision: "approve"}, []byte("not-the-secret-not-the-secret-xx"), "mallory", []string{"legal"})
 	if err != nil || ev.Kind != "refused" {

@@ -188,7 +188,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
 		},
 		{
-			Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules)", History: 5,
+			Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules, audit.keys)", History: 5,
 			Storage: storage, Replicas: cfg.Replicas,
 		},
 	}

@@ -1,7 +1,13 @@
 package client
 
 import (
+	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +36,7 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 			Flow: "refund", Run: "r-1", Action: engine.ActionEdited, At: at, By: "sam — ünïcode", Trusted: true, Timeout: true,
 			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400}`)},
 			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: strings.Repeat("cd", 32),
+			Kid: "5b0e7c1d9a3f2e48", Sig: "clpjrTcumzryd6QmYoQn1ct4dbvs5L/5P6zMtaM4qvze+85uW/mtjnFWThsiekFjKiLBKxYVOEA5/DCu8qKenw==",
 		},
 		{Flow: "refund", Run: "r-1", Action: engine.ActionRefused, At: at, Code: "invalid_answer", Reason: "amount 9000.00 is more than the 4800.00 asked for", Side: true, Prev: strings.Repeat("ef", 32)},
 	}
@@ -73,17 +80,66 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 	}
 }
 
-// chain builds a run's audit entries as the engine writes them.
+// Keys of the tests: the deployment's (derived from a secret, as the
+// workers do) and another.
+var (
+	deploymentKey = keyOf("0123456789abcdef0123456789abcdef")
+	otherKey      = keyOf("fedcba9876543210fedcba9876543210")
+)
+
+// testKey is an audit signing key of the tests.
+type testKey struct {
+	priv ed25519.PrivateKey
+	pub  events.AuditKey
+}
+
+// keyOf derives a signing key from a secret as the engine does; the
+// engine's own derivation is pinned by its tests, and the public key here
+// is checked against it.
+func keyOf(secret string) testKey {
+	seed, err := hkdf.Key(sha256.New, []byte(secret), nil, engine.AuditKeyInfo, ed25519.SeedSize)
+	if err != nil {
+		panic(err)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	pub := priv.Public().(ed25519.PublicKey)
+	want, err := engine.AuditKeyOf([]byte(secret))
+	if err != nil || !want.Key.Equal(pub) {
+		panic(fmt.Sprintf("the tests derive key %x, the engine %x (%v)", pub, want.Key, err))
+	}
+	return testKey{priv: priv, pub: events.AuditKey{Kid: events.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: chainStart}}
+}
+
+// published trusts the deployment's key as the workers publish it.
+func published(t *testing.T) trust {
+	t.Helper()
+	tr, err := newTrust([]events.AuditKey{deploymentKey.pub}, false, "interlock_config audit.keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// chain builds a run's audit entries as the engine writes them, signed
+// with key (unsigned when key is nil).
 type chain struct {
 	t       *testing.T
+	key     *testKey
 	head    string
 	n       uint64
 	entries []auditEntry
 }
 
-func newChain(t *testing.T) *chain { return &chain{t: t} }
+func newChain(t *testing.T) *chain { return &chain{t: t, key: &deploymentKey} }
 
 var chainStart = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// signedWith makes the records added from now on signed with k (nil:
+// unsigned).
+func (c *chain) signedWith(k *testKey) *chain {
+	c.key = k
+	return c
+}
 
 // add appends a chained record with action (and outcome status, if any).
 func (c *chain) add(action, status string) *chain {
@@ -101,22 +157,53 @@ func (c *chain) add(action, status string) *chain {
 
 // refusal appends a side record naming the current head.
 func (c *chain) refusal() *chain {
-	c.put(&engine.AuditRecord{
-		Flow: "refund", Run: "r-1", Action: engine.ActionRefused, At: chainStart, Code: "invalid_answer",
-		Reason: "no", Side: true, Prev: c.head,
-	})
+	return c.side(engine.ActionRefused)
+}
+
+// side appends a side record of action naming the current head.
+func (c *chain) side(action string) *chain {
+	rec := &engine.AuditRecord{
+		Flow: "refund", Run: "r-1", Action: action, At: chainStart, By: "ceo@example.com", Side: true, Prev: c.head,
+	}
+	if action == engine.ActionRefused {
+		rec.Code, rec.Reason, rec.By = "invalid_answer", "no", "/cli"
+	}
+	c.put(rec)
+	return c
+}
+
+// forge appends a chained record at position seq naming prev, without
+// moving the chain's head.
+func (c *chain) forge(action string, seq uint64, prev string) *chain {
+	c.put(&engine.AuditRecord{Flow: "refund", Run: "r-1", Action: action, At: chainStart, By: "ceo@example.com", Seq: seq, Prev: prev})
 	return c
 }
 
 func (c *chain) put(rec *engine.AuditRecord) string {
 	c.t.Helper()
+	if c.key != nil {
+		c.key.seal(c.t, rec)
+	} else {
+		h, err := engine.AuditHash(rec)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rec.Hash = h
+	}
+	c.entries = append(c.entries, entryOf(c.t, uint64(10+len(c.entries)), rec))
+	return rec.Hash
+}
+
+// seal names the key, hashes and signs rec as the engine does.
+func (k *testKey) seal(t *testing.T, rec *engine.AuditRecord) {
+	t.Helper()
+	rec.Kid, rec.Sig = k.pub.Kid, ""
 	h, err := engine.AuditHash(rec)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	rec.Hash = h
-	c.entries = append(c.entries, entryOf(c.t, uint64(10+len(c.entries)), rec))
-	return h
+	digest, _ := hex.DecodeString(h)
+	rec.Hash, rec.Sig = h, base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, digest))
 }
 
 func entryOf(t *testing.T, streamSeq uint64, rec any) auditEntry {
@@ -144,7 +231,8 @@ func (c *chain) head5() chainHead {
 	return chainHead{found: true, head: &events.AuditHead{Records: c.n, Hash: c.head}}
 }
 
-// alter returns entries with the record at i changed by f (its hash kept).
+// alter returns entries with the record at i changed by f (its hash and
+// signature kept).
 func alter(t *testing.T, entries []auditEntry, i int, f func(map[string]any)) []auditEntry {
 	t.Helper()
 	out := slices.Clone(entries)
@@ -160,13 +248,27 @@ func alter(t *testing.T, entries []auditEntry, i int, f func(map[string]any)) []
 	return out
 }
 
+// rehash recomputes the record's hash after a change, as a forger would;
+// the signature stays.
+func rehash(m map[string]any) {
+	delete(m, "hash")
+	b, _ := json.Marshal(m)
+	m["hash"], _ = AuditHash(b)
+}
+
+// streamSeqs are the stream sequences of messages the report cannot vouch for.
+func streamSeqs(rep AuditReport) []uint64 {
+	var out []uint64
+	for _, u := range rep.Unvouched {
+		out = append(out, u.StreamSeq)
+	}
+	return out
+}
+
 func TestCheckChain(t *testing.T) {
 	t.Parallel()
 	good := refundChain(t)
 	head := good.head5()
-	forged := refundChain(t)
-	forged.add("approved", "")
-	hashOf := func(e auditEntry) string { return e.rec.Hash }
 
 	reused := refundChain(t)
 	second := newChain(t).add("started", "").add("interrupted", "")
@@ -175,15 +277,22 @@ func TestCheckChain(t *testing.T) {
 		e.rec.StreamSeq = e.streamSeq
 		reused.entries = append(reused.entries, e)
 	}
+	// Before Interlock signed audit records, and a run upgraded midway.
+	legacy := newChain(t).signedWith(nil).add("started", "").add("interrupted", "").add("answered", "").add("interrupted", "").
+		refusal().add("edited", "completed")
+	upgraded := newChain(t).signedWith(nil).add("started", "").add("interrupted", "").
+		signedWith(&deploymentKey).add("answered", "").add("interrupted", "").refusal().add("edited", "completed")
 
 	cases := []struct {
 		name      string
 		entries   []auditEntry
 		head      chainHead
+		trust     *trust
 		dropped   bool
 		wantCheck []string // checks of the problems, in order; none when intact
 		wantMsg   string   // in the first problem's message
 		wantNote  string
+		unvouched []uint64 // stream seqs not vouched for
 		records   int
 		refusals  int
 	}{
@@ -199,29 +308,75 @@ func TestCheckChain(t *testing.T) {
 		{
 			name: "altered record", head: head, records: 5, refusals: 1,
 			entries:   alter(t, good.entries, 2, func(m map[string]any) { m["by"] = "mallory" }),
-			wantCheck: []string{CheckHash}, wantMsg: "record at stream seq 12 (seq 3, action answered): hash does not match its contents — the record was altered",
+			wantCheck: []string{CheckHash, CheckSignature}, unvouched: []uint64{12},
+			wantMsg: "record at stream seq 12 (seq 3, action answered): hash does not match its contents — the record was altered",
 		},
 		{
-			name: "forged record after the head", entries: forged.entries, head: head, records: 6, refusals: 1,
-			wantCheck: []string{CheckHead},
-			wantMsg:   "the chain ends at record 6 (stream seq 16, action approved) but the checkpoint's head is record 5 (" + short(good.head) + "): records after 5 were not written by Interlock",
+			name: "altered record, hash recomputed", head: head, records: 5, refusals: 1,
+			entries:   alter(t, good.entries, 2, func(m map[string]any) { m["by"] = "mallory"; rehash(m) }),
+			wantCheck: []string{CheckSignature, CheckPrev}, unvouched: []uint64{12, 13},
+			wantMsg: "record at stream seq 12 (seq 3, action answered): bad signature: it does not verify with key " + deploymentKey.pub.Kid + " over the record's contents",
 		},
 		{
-			name: "wrong prev", head: head, records: 5, refusals: 1,
+			name: "unsigned record after the head", entries: refundChain(t).signedWith(nil).forge("approved", 6, good.head).entries, head: head, records: 6, refusals: 1,
+			wantCheck: []string{CheckUnsigned, CheckHead}, unvouched: []uint64{16},
+			wantMsg: "record at stream seq 16 (seq 6, action approved): unsigned: it carries no signature",
+		},
+		{
+			name: "record after the head signed with another key", entries: refundChain(t).signedWith(&otherKey).forge("approved", 6, good.head).entries, head: head, records: 6, refusals: 1,
+			wantCheck: []string{CheckKey, CheckHead}, unvouched: []uint64{16},
+			wantMsg: "signed with key " + otherKey.pub.Kid + ", which is none of the keys published in interlock_config audit.keys (" + deploymentKey.pub.Kid + ")",
+		},
+		{
+			name: "record after the head signed with the deployment's key", entries: refundChain(t).forge("approved", 6, good.head).entries, head: head, records: 6, refusals: 1,
+			wantCheck: []string{CheckHead}, unvouched: []uint64{16},
+			wantMsg: "the chain ends at record 6 (stream seq 16, action approved) but the checkpoint's head is record 5 (" + short(good.head) + "): records after 5 were not written by Interlock",
+		},
+		{
+			name: "two records after the head", entries: refundChain(t).add("approved", "").add("approved", "").entries, head: head, records: 7, refusals: 1,
+			wantCheck: []string{CheckHead, CheckHead}, unvouched: []uint64{16, 17},
+		},
+		{
+			name: "side record of a decision", entries: refundChain(t).signedWith(nil).side("approved").entries, head: head, records: 5, refusals: 1,
+			wantCheck: []string{CheckUnsigned, CheckSide}, unvouched: []uint64{16},
+			wantMsg: "side record at stream seq 16 (action approved): unsigned",
+		},
+		{
+			name: "side record of a decision signed with the deployment's key", entries: refundChain(t).side("approved").entries, head: head, records: 5, refusals: 1,
+			wantCheck: []string{CheckSide}, unvouched: []uint64{16},
+			wantMsg: "side record at stream seq 16 (action approved): a side record of action approved: only refusals hang off the chain",
+		},
+		{
+			name: "refusal in the chain", entries: refundChain(t).add("refused", "").entries, head: head, records: 6, refusals: 1,
+			wantCheck: []string{CheckMalformed, CheckSide, CheckHead}, unvouched: []uint64{16},
+			wantMsg: "it is a refusal without a code",
+		},
+		{
+			name: "a forged record before the deployment's at its place", head: head, records: 6, refusals: 1,
+			entries: func() []auditEntry {
+				c := newChain(t).add("started", "").add("interrupted", "").add("answered", "")
+				c.signedWith(nil).forge("approved", 4, c.head).signedWith(&deploymentKey).add("interrupted", "").refusal().add("edited", "completed")
+				return c.entries
+			}(),
+			wantCheck: []string{CheckUnsigned, CheckChain}, unvouched: []uint64{13},
+			wantMsg: "record at stream seq 13 (seq 4, action approved): unsigned",
+		},
+		{
+			name: "wrong prev, hash recomputed", head: head, records: 5, refusals: 1,
 			entries: alter(t, good.entries, 3, func(m map[string]any) {
 				m["prev"] = strings.Repeat("0", 64)
-				delete(m, "hash")
-				b, _ := json.Marshal(m)
-				m["hash"], _ = AuditHash(b)
+				rehash(m)
 			}),
-			// The altered record 4 is re-hashed, so record 5 no longer names it.
-			wantCheck: []string{CheckPrev, CheckPrev, CheckPrev},
-			wantMsg:   "record at stream seq 13 (seq 4, action interrupted): prev names 0000000000000000…, but the record before it (seq 3, stream seq 12) has hash " + short(hashOf(good.entries[2])),
+			// Record 4 is no longer the deployment's: the refusal and
+			// record 5 name the real one, which is not there.
+			wantCheck: []string{CheckSignature, CheckPrev, CheckPrev, CheckSeq, CheckPrev}, unvouched: []uint64{13, 14, 15},
+			wantMsg: "record at stream seq 13 (seq 4, action interrupted): bad signature",
 		},
 		{
 			name: "a record missing", head: head, records: 4, refusals: 1,
 			entries:   slices.Delete(slices.Clone(good.entries), 2, 3),
-			wantCheck: []string{CheckSeq, CheckPrev}, wantMsg: "record at stream seq 13 (seq 4, action interrupted): expected seq 3 after record 2 (stream seq 11)",
+			wantCheck: []string{CheckSeq, CheckPrev}, unvouched: []uint64{13},
+			wantMsg: "record at stream seq 13 (seq 4, action interrupted): expected seq 3 after record 2 (stream seq 11)",
 		},
 		{
 			name: "older records aged out", head: head, dropped: true, records: 3, refusals: 1,
@@ -229,7 +384,7 @@ func TestCheckChain(t *testing.T) {
 		},
 		{
 			name: "chain starts late but nothing aged out", head: head, records: 3, refusals: 1,
-			entries: good.entries[2:], wantCheck: []string{CheckMissing}, wantMsg: "has dropped no message: records 1 to 2 were never in it",
+			entries: good.entries[2:], wantCheck: []string{CheckMissing}, unvouched: []uint64{12}, wantMsg: "has dropped no message: records 1 to 2 were never in it",
 		},
 		{
 			name: "refusal before the first record left", head: head, dropped: true, records: 1, refusals: 1,
@@ -241,22 +396,31 @@ func TestCheckChain(t *testing.T) {
 		},
 		{
 			name: "head replaced", head: chainHead{found: true, head: &events.AuditHead{Records: 5, Hash: strings.Repeat("1", 64)}}, records: 5, refusals: 1,
-			entries: good.entries, wantCheck: []string{CheckHead}, wantMsg: "the record was replaced",
+			entries: good.entries, wantCheck: []string{CheckHead}, unvouched: []uint64{15}, wantMsg: "the record was replaced",
 		},
 		{
 			name: "refusal naming no record", head: head, records: 5, refusals: 1,
 			entries: alter(t, good.entries, 4, func(m map[string]any) {
 				m["prev"] = strings.Repeat("9", 64)
-				delete(m, "hash")
-				b, _ := json.Marshal(m)
-				m["hash"], _ = AuditHash(b)
+				rehash(m)
 			}),
-			wantCheck: []string{CheckPrev}, wantMsg: "refusal at stream seq 14 (action refused): prev names 9999999999999999…, which is no record of the chain before it",
+			wantCheck: []string{CheckSignature, CheckPrev}, unvouched: []uint64{14},
+			wantMsg: "refusal at stream seq 14 (action refused): bad signature",
 		},
 		{
 			name: "record of another run", head: head, records: 5, refusals: 1,
 			entries:   alter(t, good.entries, 1, func(m map[string]any) { m["run"] = "r-2" }),
-			wantCheck: []string{CheckRecord, CheckHash}, wantMsg: "names run r-2 of flow refund, not run r-1 of flow refund",
+			wantCheck: []string{CheckRecord, CheckHash, CheckSignature}, unvouched: []uint64{11},
+			wantMsg: "names run r-2 of flow refund, not run r-1 of flow refund",
+		},
+		{
+			name: "malformed record", head: head, records: 5, refusals: 1,
+			entries: alter(t, good.entries, 1, func(m map[string]any) {
+				delete(m, "at")
+				m["prev"] = "abc"
+			}),
+			wantCheck: []string{CheckMalformed, CheckMalformed, CheckHash, CheckSignature, CheckPrev, CheckSeq, CheckPrev}, unvouched: []uint64{11, 12},
+			wantMsg: "record at stream seq 11 (seq 2, action interrupted): it has no time (at)",
 		},
 		{
 			name: "wrong event type", head: head, records: 5, refusals: 1,
@@ -265,12 +429,12 @@ func TestCheckChain(t *testing.T) {
 				es[0].rec.EventType = "io.interlock.audit.approved"
 				return es
 			}(),
-			wantCheck: []string{CheckType}, wantMsg: "came as a CloudEvent of type io.interlock.audit.approved, not io.interlock.audit.started",
+			wantCheck: []string{CheckType}, unvouched: []uint64{10}, wantMsg: "came as a CloudEvent of type io.interlock.audit.approved, not io.interlock.audit.started",
 		},
 		{
 			name: "not a record", head: head, records: 5, refusals: 1,
 			entries:   append(slices.Clone(good.entries), auditEntry{streamSeq: 99, err: errNotARecord}),
-			wantCheck: []string{CheckRecord}, wantMsg: "message at stream seq 99 is not an audit record",
+			wantCheck: []string{CheckRecord}, unvouched: []uint64{99}, wantMsg: "message at stream seq 99 is not an audit record",
 		},
 		{
 			name: "a repeated publish", head: head, records: 5, refusals: 1,
@@ -283,21 +447,78 @@ func TestCheckChain(t *testing.T) {
 		},
 		{
 			name: "a second chain before the run ended", head: second.head5(), records: 4,
-			entries:   append(slices.Clone(second.entries), second.entries[0], second.entries[1]),
-			wantCheck: []string{CheckSeq, CheckPrev}, wantMsg: "expected seq 3 after record 2",
+			entries:   append(slices.Clone(second.entries), again(second.entries[0], 110), again(second.entries[1], 111)),
+			wantCheck: []string{CheckSeq, CheckPrev}, unvouched: []uint64{110}, wantMsg: "expected seq 3 after record 2",
 		},
 		{name: "nothing in the stream", head: head, wantCheck: []string{CheckMissing}, wantMsg: "holds no record of the run"},
+		{
+			name: "written before records were signed", entries: legacy.entries, head: legacy.head5(), records: 5, refusals: 1,
+			wantCheck: slices.Repeat([]string{CheckUnsigned}, 6), unvouched: []uint64{10, 11, 12, 13, 14, 15},
+			wantMsg: "record at stream seq 10 (seq 1, action started): unsigned", wantNote: "no record verifies with the keys published",
+		},
+		{
+			name: "signed from midway", entries: upgraded.entries, head: upgraded.head5(), records: 5, refusals: 1,
+			wantCheck: []string{CheckUnsigned, CheckUnsigned}, unvouched: []uint64{10, 11},
+		},
+		{
+			name: "keys unknown to the verifier", entries: good.entries, head: head, records: 5, refusals: 1,
+			trust: func() *trust {
+				tr, err := newTrust([]events.AuditKey{otherKey.pub}, true, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &tr
+			}(),
+			wantCheck: slices.Repeat([]string{CheckKey}, 6), unvouched: []uint64{10, 11, 12, 13, 14, 15},
+			wantMsg: "signed with key " + deploymentKey.pub.Kid + ", which is not the pinned key (" + otherKey.pub.Kid + ")",
+		},
+		{
+			name: "no key published", entries: good.entries[:1], head: chainHead{}, records: 1,
+			trust: func() *trust {
+				tr, err := newTrust(nil, false, "interlock_config audit.keys")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &tr
+			}(),
+			wantCheck: []string{CheckKey}, unvouched: []uint64{10},
+			wantMsg: "signed with key " + deploymentKey.pub.Kid + ", which is unknown: no key is published in interlock_config audit.keys",
+		},
+		// A run that never existed: no checkpoint, one record.
+		{
+			name: "a forged one-record chain, unsigned", head: chainHead{}, records: 1,
+			entries: newChain(t).signedWith(nil).add("approved", "completed").entries, wantCheck: []string{CheckUnsigned}, unvouched: []uint64{10},
+		},
+		{
+			name: "a forged one-record chain signed with another key", head: chainHead{}, records: 1,
+			entries: newChain(t).signedWith(&otherKey).add("approved", "completed").entries, wantCheck: []string{CheckKey}, unvouched: []uint64{10},
+		},
+		{
+			name: "a forged one-record chain naming the deployment's key", head: chainHead{}, records: 1,
+			entries: alter(t, newChain(t).signedWith(&otherKey).add("approved", "completed").entries, 0, func(m map[string]any) {
+				m["kid"] = deploymentKey.pub.Kid
+				rehash(m)
+			}),
+			wantCheck: []string{CheckSignature}, unvouched: []uint64{10},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", tc.entries, tc.head, tc.dropped)
+			tr := published(t)
+			if tc.trust != nil {
+				tr = *tc.trust
+			}
+			rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", tc.entries, tc.head, tc.dropped, tr)
 			var checks []string
 			for _, p := range rep.Problems {
 				checks = append(checks, p.Check)
 			}
 			if !slices.Equal(checks, tc.wantCheck) || rep.Intact != (len(tc.wantCheck) == 0) {
 				t.Fatalf("intact %v, problems %v, want %v:\n%s", rep.Intact, checks, tc.wantCheck, messages(rep))
+			}
+			if got := streamSeqs(rep); !slices.Equal(got, tc.unvouched) || rep.Vouched != len(tc.entries)-len(tc.unvouched) || rep.Messages != len(tc.entries) {
+				t.Fatalf("not vouched for: %v, want %v; %d of %d vouched for:\n%s", got, tc.unvouched, rep.Vouched, rep.Messages, messages(rep))
 			}
 			if tc.wantMsg != "" && !strings.Contains(rep.Problems[0].Message, tc.wantMsg) {
 				t.Errorf("first problem %q does not say %q", rep.Problems[0].Message, tc.wantMsg)
@@ -310,10 +531,25 @@ func TestCheckChain(t *testing.T) {
 			}
 		})
 	}
-	rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", good.entries, head, false)
-	if rep.Head.Records != 5 || rep.Head.Hash != good.head || !rep.HeadCompared || rep.FirstRecord != 1 {
+	rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", good.entries, head, false, published(t))
+	if rep.Head.Records != 5 || rep.Head.Hash != good.head || !rep.HeadCompared || rep.FirstRecord != 1 ||
+		!slices.Equal(rep.SignedBy, []string{deploymentKey.pub.Kid}) || rep.KeysPinned || len(rep.Keys) != 1 || rep.Unvouched != nil {
 		t.Errorf("intact report: %+v", rep)
 	}
+	// The deployment's record that replaced a forged one is the chain's,
+	// and the chain goes on from it.
+	c := newChain(t).add("started", "").add("interrupted", "").add("answered", "")
+	c.signedWith(nil).forge("approved", 4, c.head).signedWith(&deploymentKey).add("interrupted", "").refusal().add("edited", "completed")
+	rep = checkChain("refund", "r-1", "INTERLOCK_AUDIT", c.entries, c.head5(), false, published(t))
+	if rep.Head.Records != 5 || rep.Head.Hash != c.head || !strings.Contains(rep.Problems[1].Message, "out of the chain: the record signed with key "+deploymentKey.pub.Kid+" at stream seq 14 (seq 4, action interrupted) follows record 3 (stream seq 12)") {
+		t.Errorf("after a forged record ousted:\n%s", messages(rep))
+	}
+}
+
+// again is e as if read again at another stream sequence.
+func again(e auditEntry, streamSeq uint64) auditEntry {
+	e.streamSeq, e.rec.StreamSeq = streamSeq, streamSeq
+	return e
 }
 
 var errNotARecord = &events.Error{Reason: events.ReasonInvalidPayload, Msg: "not a CloudEvent"}
@@ -321,7 +557,7 @@ var errNotARecord = &events.Error{Reason: events.ReasonInvalidPayload, Msg: "not
 func messages(rep AuditReport) string {
 	var b strings.Builder
 	for _, p := range rep.Problems {
-		b.WriteString("  " + p.Message + "\n")
+		fmt.Fprintf(&b, "  [%s] %s\n", p.Check, p.Message)
 	}
 	for _, n := range rep.Notes {
 		b.WriteString("  note: " + n + "\n")

@@ -1,14 +1,21 @@
 package client_test
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -101,7 +108,173 @@ func TestVerifyAuditOfARunOverTheBus(t *testing.T) {
 	if err != nil || !rep.Intact || rep.Records != 5 || rep.Refusals != 1 || !rep.HeadCompared || rep.Head != *rep.Checkpoint || rep.FirstRecord != 1 {
 		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
 	}
+	key, err := engine.AuditKeyOf(natstest.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Messages != 6 || rep.Vouched != 6 || rep.Unvouched != nil || !slices.Equal(rep.SignedBy, []string{key.ID}) ||
+		rep.KeysPinned || len(rep.Keys) != 1 || rep.Keys[0].PublicKey != key.String() {
+		t.Fatalf("VerifyAudit vouches for %d of %d messages, signed by %v, with keys %+v; want all, by %s", rep.Vouched, rep.Messages, rep.SignedBy, rep.Keys, key.ID)
+	}
+	keys, err := c.AuditKeys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].Kid != key.ID {
+		t.Fatalf("AuditKeys = %+v, %v; want %s", keys, err, key.ID)
+	}
 	if rep.Head.Hash != recs[len(recs)-1].Hash {
 		t.Fatalf("head %s, last record %s", rep.Head.Hash, recs[len(recs)-1].Hash)
+	}
+}
+
+// forgedClient starts a booking service and returns a client and a
+// JetStream connection with the workers' rights, as a writer that got
+// into the audit stream has.
+func forgedClient(t *testing.T) (*client.Client, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	natstest.Start(t, srv, booking.Flow())
+	_, workers := natstest.Connect(t, srv.ClientURL())
+	nc, js := natstest.ConnectAnonymous(t, srv.ClientURL())
+	return client.New(nc, js, wire.Names{}, "/auditor", 0), workers
+}
+
+// forge publishes rec on a run's audit subject, as the event type of its
+// action, with its hash computed as Interlock computes it when hash is
+// set, and signed with key when key is set.
+func forge(t *testing.T, js jetstream.JetStream, run string, rec map[string]any, hash bool, key ed25519.PrivateKey) uint64 {
+	t.Helper()
+	if key != nil {
+		rec["kid"] = events.AuditKeyID(key.Public().(ed25519.PublicKey))
+	}
+	if hash || key != nil {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec["hash"], err = client.AuditHash(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if key != nil {
+		digest, _ := hex.DecodeString(rec["hash"].(string))
+		rec["sig"] = base64.StdEncoding.EncodeToString(ed25519.Sign(key, digest))
+	}
+	action, _ := rec["action"].(string)
+	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("booking", run), events.AuditType(action), run, rec)
+	info, err := js.Stream(t.Context(), wire.Names{Prefix: wire.DefaultPrefix}.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.CachedInfo().State.LastSeq
+}
+
+// unvouched returns what the report says of the message at streamSeq:
+// the checks it failed, or nil when it is vouched for.
+func unvouched(rep client.AuditReport, streamSeq uint64) []string {
+	for _, u := range rep.Unvouched {
+		if u.StreamSeq == streamSeq {
+			return u.Checks
+		}
+	}
+	return nil
+}
+
+// TestVerifyAuditReportsRecordsForgedOnTheStream publishes, with the
+// workers' rights, the records a security review forged: a side record
+// of an approval by the CEO naming a run's head, the same with its hash
+// computed, and one-record chains for a run that never existed, unsigned
+// and signed with a key of the forger's. The verifier reports each as
+// not vouched for, and why, and vouches for the run's own records.
+func TestVerifyAuditReportsRecordsForgedOnTheStream(t *testing.T) {
+	t.Parallel()
+	c, workers := forgedClient(t)
+	ctx := t.Context()
+	if _, err := c.Start(ctx, "booking", "r-f", map[string]json.RawMessage{"name": raw("Ann")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.VerifyAudit(ctx, "booking", "r-f")
+	if err != nil || !before.Intact {
+		t.Fatalf("before the forgeries: %+v, %v", before, err)
+	}
+	head := before.Head.Hash
+
+	// As the review wrote it, and as a careful forger would.
+	bare := forge(t, workers, "r-f", map[string]any{"action": "approved", "by": "ceo@example.com", "side": true, "prev": head}, false, nil)
+	careful := forge(t, workers, "r-f", map[string]any{"flow": "booking", "run": "r-f", "action": "approved", "at": time.Now().UTC(),
+		"by": "ceo@example.com", "side": true, "prev": head}, true, nil)
+	rep, err := c.VerifyAudit(ctx, "booking", "r-f")
+	if err != nil || rep.Intact {
+		t.Fatalf("after the forgeries: intact %v, %v", rep.Intact, err)
+	}
+	for _, tc := range []struct {
+		seq  uint64
+		want []string
+	}{
+		{bare, []string{client.CheckRecord, client.CheckMalformed, client.CheckHash, client.CheckUnsigned, client.CheckSide}},
+		{careful, []string{client.CheckUnsigned, client.CheckSide}},
+	} {
+		if got := unvouched(rep, tc.seq); !slices.Equal(got, tc.want) {
+			t.Errorf("forged side record at stream seq %d: checks %v, want %v\n%+v", tc.seq, got, tc.want, rep.Problems)
+		}
+	}
+	if rep.Vouched != rep.Messages-2 || rep.Records != before.Records || rep.Refusals != 0 || rep.Head != before.Head {
+		t.Fatalf("the run's own records: %d of %d vouched for, %d records, %d refusals, head %+v", rep.Vouched, rep.Messages, rep.Records, rep.Refusals, rep.Head)
+	}
+	trail, err := c.AuditTrail(ctx, "booking", "r-f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range trail.Entries {
+		forged := e.StreamSeq == bare || e.StreamSeq == careful
+		if e.Vouched == forged || forged && e.Record.Action != "approved" {
+			t.Errorf("stream seq %d (%s): vouched %v, checks %v", e.StreamSeq, e.Record.Action, e.Vouched, e.Checks)
+		}
+	}
+
+	// A run that never existed, one record.
+	_, other, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := func(run string) map[string]any {
+		return map[string]any{"flow": "booking", "run": run, "action": "approved", "at": time.Now().UTC(), "by": "ceo@example.com",
+			"node": "ask_email", "kind": "approval", "seq": 1, "outcome": map[string]any{"status": "completed"}}
+	}
+	for _, tc := range []struct {
+		run  string
+		key  ed25519.PrivateKey
+		want []string
+	}{
+		{"r-ghost", nil, []string{client.CheckUnsigned}},
+		{"r-ghost-signed", other, []string{client.CheckKey}},
+	} {
+		seq := forge(t, workers, tc.run, ghost(tc.run), true, tc.key)
+		rep, err := c.VerifyAudit(ctx, "booking", tc.run)
+		if err != nil || rep.Intact || rep.HeadCompared || rep.Vouched != 0 || !slices.Equal(unvouched(rep, seq), tc.want) {
+			t.Errorf("%s: intact %v, %d vouched for, checks %v, want %v: %v\n%+v", tc.run, rep.Intact, rep.Vouched, unvouched(rep, seq), tc.want, err, rep.Problems)
+		}
+	}
+
+	// Pinned keys: the deployment's vouches for its records; another
+	// vouches for none.
+	key, err := engine.AuditKeyOf(natstest.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := events.ParseAuditKey(key.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.VerifyAudit(ctx, "booking", "r-f", pinned); err != nil || !rep.KeysPinned || rep.Vouched != rep.Messages-2 {
+		t.Errorf("pinned deployment key: %d of %d vouched for, pinned %v: %v", rep.Vouched, rep.Messages, rep.KeysPinned, err)
+	}
+	wrong, _ := events.ParseAuditKey(base64.StdEncoding.EncodeToString(other.Public().(ed25519.PublicKey)))
+	rep, err = c.VerifyAudit(ctx, "booking", "r-f", wrong)
+	if err != nil || rep.Vouched != 0 || len(rep.Unvouched) != rep.Messages {
+		t.Fatalf("pinned other key: %d of %d vouched for: %v", rep.Vouched, rep.Messages, err)
+	}
+	for _, u := range rep.Unvouched {
+		if u.StreamSeq != bare && u.StreamSeq != careful && !slices.Equal(u.Checks, []string{client.CheckKey}) {
+			t.Errorf("pinned other key: the run's record at stream seq %d fails %v, want only %s", u.StreamSeq, u.Checks, client.CheckKey)
+		}
 	}
 }

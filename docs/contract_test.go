@@ -75,6 +75,11 @@ var bindings = map[string]binding{
 		parse: func(b []byte) error { _, err := events.DecodeCheckpoint(b, 1); return err },
 	},
 	"pending": {types: typesOf(events.Pending{}, engine.Pending{})},
+	// A list of keys: each example decodes strictly as a list.
+	"audit-keys": {
+		types: typesOf(events.AuditKey{}), strict: typesOf([]events.AuditKey{}),
+		parse: parser(events.DecodeAuditKeys),
+	},
 }
 
 // schemaDoc reads a schema file as plain JSON.

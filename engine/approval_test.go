@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -316,5 +319,45 @@ func TestAuditRecordsFormAHashChain(t *testing.T) {
 	}
 	if head := h.Checkpoint(run).Audit; head == nil || head.Hash != prev || head.Records != n {
 		t.Fatalf("checkpoint head = %+v, want %d records ending %s", head, n, prev)
+	}
+}
+
+// TestEveryAuditRecordIsSignedWithTheDeploymentsKey checks that every
+// record of a run, the refusal's side record included, names the runner's
+// audit key and carries an Ed25519 signature of its hash that the public
+// key verifies, and that the signature is bound to the record: it does
+// not verify for another record's hash.
+func TestEveryAuditRecordIsSignedWithTheDeploymentsKey(t *testing.T) {
+	h := enginetest.New(t, refund.Flow())
+	run := startRefund(t, h, 4800)
+	h.Decide(run, "edit", map[string]any{"amount": 9000}, "sam", "") // refused: a side record
+	h.Decide(run, "approve", nil, "sam", "")
+	key := h.Runner.AuditKey()
+	if len(key.Key) != ed25519.PublicKeySize || key.ID != engine.AuditKeyID(key.Key) {
+		t.Fatalf("runner's audit key %+v", key)
+	}
+	recs := h.Audit(run)
+	sides := 0
+	for i, rec := range recs {
+		b, _ := json.Marshal(rec)
+		sum, err := engine.CanonicalHash(b)
+		if err != nil || sum != rec.Hash {
+			t.Fatalf("record %d: hash %s, recomputed %s (%v)", i, rec.Hash, sum, err)
+		}
+		digest, _ := hex.DecodeString(rec.Hash)
+		sig, err := base64.StdEncoding.DecodeString(rec.Sig)
+		if rec.Kid != key.ID || err != nil || !ed25519.Verify(key.Key, digest, sig) {
+			t.Fatalf("record %d (%s): kid %q sig %q does not verify with key %s", i, rec.Action, rec.Kid, rec.Sig, key.ID)
+		}
+		other, _ := hex.DecodeString(recs[(i+1)%len(recs)].Hash)
+		if ed25519.Verify(key.Key, other, sig) {
+			t.Fatalf("record %d's signature verifies for another record's hash", i)
+		}
+		if rec.Side {
+			sides++
+		}
+	}
+	if sides != 1 || len(recs) < 5 {
+		t.Fatalf("%d records, %d side records; want the refusal's", len(recs), sides)
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 // seal chains the transition's new audit records onto the run's chain, in
 // outbox order, before the checkpoint that holds them is written: each
-// gets its position, the previous record's hash and its own hash, and the
-// checkpoint keeps the head.
+// gets its position, the previous record's hash, its own hash and its
+// signature, and the checkpoint keeps the head.
 func (t *txn) seal() error {
 	for i := range t.cp.Outbox {
 		rec, ok := t.cp.Outbox[i].Data.(*AuditRecord)
@@ -26,20 +26,19 @@ func (t *txn) seal() error {
 			head = *t.cp.Audit
 		}
 		rec.Seq, rec.Prev = head.Records+1, head.Hash
-		h, err := AuditHash(rec)
-		if err != nil {
+		if err := t.r.signer.seal(rec); err != nil {
 			return err
 		}
-		rec.Hash = h
-		t.cp.Audit = &AuditHead{Records: rec.Seq, Hash: h}
+		t.cp.Audit = &AuditHead{Records: rec.Seq, Hash: rec.Hash}
 	}
 	return nil
 }
 
 // AuditHash returns the hash of an audit record: the hex SHA-256 of its
 // canonical JSON (object keys sorted, no insignificant space, numbers as
-// written) without its hash field. Anyone can recompute it from the record
-// as published.
+// written) without its hash and sig fields. Anyone can recompute it from
+// the record as published. The hash covers the kid, naming the key, and
+// the signature (sig) is over the hash.
 func AuditHash(rec *AuditRecord) (string, error) {
 	b, err := rec.appendCanonical(make([]byte, 0, 512))
 	if err != nil {
@@ -48,7 +47,8 @@ func AuditHash(rec *AuditRecord) (string, error) {
 	return hashHex(b), nil
 }
 
-// appendCanonical appends the record's canonical JSON without its hash:
+// appendCanonical appends the record's canonical JSON without its hash
+// and signature:
 // what [CanonicalHash] hashes of the record as json.Marshal writes it,
 // written directly (its members in key order).
 func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
@@ -71,6 +71,7 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 		w.time(`,"expiresAt":`, *e.ExpiresAt)
 	}
 	w.str(`,"flow":`, e.Flow)
+	w.strOmit(`,"kid":`, e.Kid)
 	w.strOmit(`,"kind":`, e.Kind)
 	w.strOmit(`,"node":`, e.Node)
 	if o := e.Outcome; o != nil {
@@ -99,7 +100,8 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 }
 
 // CanonicalHash returns the hex SHA-256 of the canonical JSON of a JSON
-// object, leaving out its "hash" member.
+// object, leaving out its "hash" and "sig" members (an audit record's hash
+// and the signature over it).
 //
 // The canonical JSON is what encoding/json writes for the object decoded
 // into a map (with numbers kept as written): keys sorted, the last of a
@@ -125,6 +127,7 @@ func canonicalHashDecoded(obj []byte) (string, error) {
 		return "", fmt.Errorf("engine: audit record is not a JSON object: %v", err)
 	}
 	delete(m, "hash")
+	delete(m, "sig")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding audit record: %w", err)
@@ -149,7 +152,7 @@ type member struct {
 }
 
 // object writes the canonical form of the valid JSON object src, without
-// its "hash" members if top, and returns the bytes written so far. It
+// its "hash" and "sig" members if top, and returns the bytes written so far. It
 // reports false if src is not an object.
 func (c *canonicalizer) object(src []byte, top bool) ([]byte, bool) {
 	if len(src) == 0 || src[0] != '{' {
@@ -163,7 +166,7 @@ func (c *canonicalizer) object(src []byte, top bool) ([]byte, bool) {
 		i = skipSpace(src, end)
 		i = skipSpace(src, i+1) // :
 		end = skipValue(src, i)
-		if !top || string(key) != "hash" {
+		if !top || !unhashed(key) {
 			members = append(members, member{key: key, value: src[i:end]})
 		}
 		i = skipSpace(src, end)
@@ -191,6 +194,10 @@ func (c *canonicalizer) object(src []byte, top bool) ([]byte, bool) {
 	c.dst = append(c.dst, '}')
 	return c.dst, true
 }
+
+// unhashed reports whether a top-level member is left out of an audit
+// record's hash: the hash itself and the signature over it.
+func unhashed(key []byte) bool { return string(key) == "hash" || string(key) == "sig" }
 
 // value writes the canonical form of the valid JSON value src.
 func (c *canonicalizer) value(src []byte) {

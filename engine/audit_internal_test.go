@@ -64,3 +64,64 @@ func TestAuditHashIsTheCanonicalHashOfTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditHashOfARecordWithoutKidIsUnchanged pins the hashes of two
+// records as Interlock computed them before it signed audit records:
+// records already in the stream keep verifying. Adding a kid changes the
+// hash (the hash covers it); adding a sig does not (the sig is over the
+// hash).
+func TestAuditHashOfARecordWithoutKidIsUnchanged(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	exp := at.Add(30 * time.Minute)
+	edited := &AuditRecord{Flow: "refund", Run: "r-42", Action: ActionEdited, At: at, By: "sam@example.com", Source: "/slack/approvals", EventID: "ev-7",
+		Node: "review", RequestID: "rq_7", Kind: KindApproval, Reason: "Partial refund <agreed> & é", ApproverRole: "supervisor", ExpiresAt: &exp,
+		Approval: &AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"orderId":"o-1","amount":4800.50}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400,"orderId":"o-1"}`)},
+		Outcome:  &AuditOutcome{Status: Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c9e2a4f0c9e2a4f0c9e2a4f0c9e2a4f0c9e2a4f0c9e2a4f0c9e2a4f0c9e2a"}
+	refused := &AuditRecord{Flow: "refund", Run: "r-42", Action: ActionRefused, At: at, By: "sam", Code: CodeInvalidAnswer, Reason: "no", Side: true, Prev: "ab"}
+	for _, tc := range []struct {
+		rec  *AuditRecord
+		want string
+	}{
+		{edited, "c703989b6d112a599ca85f5ca2d61ea7c7995281b5abd58358a2b74414e83de1"},
+		{refused, "44e549e4203a22aafd10e36a1fd014d720084f97f3ea8eed6fa2796d3a83cb7e"},
+	} {
+		if got, err := AuditHash(tc.rec); err != nil || got != tc.want {
+			t.Errorf("%s record: hash %s (%v), want %s as before records were signed", tc.rec.Action, got, err, tc.want)
+		}
+		signed := *tc.rec
+		signed.Sig = "clpjrTcumzryd6QmYoQn1ct4dbvs5L/5P6zMtaM4qvze+85uW/mtjnFWThsiekFjKiLBKxYVOEA5/DCu8qKenw=="
+		if got, _ := AuditHash(&signed); got != tc.want {
+			t.Errorf("%s record: a sig changed the hash to %s", tc.rec.Action, got)
+		}
+		signed.Kid = "5b0e7c1d9a3f2e48"
+		if got, _ := AuditHash(&signed); got == tc.want {
+			t.Errorf("%s record: a kid left the hash as it was; the hash must cover the key's id", tc.rec.Action)
+		}
+	}
+}
+
+// TestAuditKeyIsDerivedFromTheSecret pins the derivation (the key was
+// checked against an independent HKDF-SHA256 and Ed25519): a change of it
+// would orphan every key the workers published. The same secret gives the
+// same key on every worker; another secret, another key.
+func TestAuditKeyIsDerivedFromTheSecret(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	k, err := AuditKeyOf(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := k.String(), "+ciERRfmmK/h20+EfwNsSLuRxlpds8KafT9bSZSDeic="; got != want {
+		t.Errorf("public key of the fixed secret is %s, want %s", got, want)
+	}
+	if k.ID != AuditKeyID(k.Key) || len(k.ID) != 16 {
+		t.Errorf("key id %q is not the key's fingerprint %q", k.ID, AuditKeyID(k.Key))
+	}
+	again, _ := AuditKeyOf(append([]byte(nil), secret...))
+	other, _ := AuditKeyOf([]byte("fedcba9876543210fedcba9876543210"))
+	if again.ID != k.ID || other.ID == k.ID {
+		t.Errorf("same secret: %s and %s; another secret: %s", k.ID, again.ID, other.ID)
+	}
+	if _, err := AuditKeyOf(secret[:31]); err == nil || !strings.Contains(err.Error(), "at least 32 random bytes") {
+		t.Errorf("a 31-byte secret: %v", err)
+	}
+}

@@ -76,5 +76,7 @@
 // caused it. Each interrupt kind's rules (how a resume answers it, what its
 // event says) live in a file of their own: question.go, choice.go,
 // approval.go. Audit records are chained by hash ([AuditHash]); the head is
-// kept in the checkpoint.
+// kept in the checkpoint. Each record is signed with an Ed25519 key derived
+// from the secret ([AuditKeyInfo], [Runner.AuditKey]), so that a verifier
+// holding the public key can tell the deployment's records from any other.
 package engine

@@ -219,7 +219,8 @@ type RefusedEvent struct {
 // who did it, and where the run ended up. It never holds a resume token or
 // an answer; an approval's records hold the proposed args, and an edit's
 // the args after the edit. A run's records form a hash chain: each holds
-// its position, the hash of the record before it and its own hash.
+// its position, the hash of the record before it and its own hash, and
+// is signed with the deployment's audit key (see [AuditKeyInfo]).
 type AuditRecord struct {
 	Flow   string    `json:"flow"`
 	Run    string    `json:"run"`
@@ -262,6 +263,12 @@ type AuditRecord struct {
 	Prev string `json:"prev,omitempty"`
 	Side bool   `json:"side,omitempty"`
 	Hash string `json:"hash,omitempty"`
+	// Kid is the id of the key that signed the record ([AuditKeyID]), and
+	// Sig the Ed25519 signature of its hash: over the 32 bytes of the
+	// SHA-256 digest Hash spells in hex, in standard base64. The hash
+	// covers Kid but not Sig.
+	Kid string `json:"kid,omitempty"`
+	Sig string `json:"sig,omitempty"`
 }
 
 // AuditApproval is the proposal of an approval record: the action and its

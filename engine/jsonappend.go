@@ -334,6 +334,8 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 	w.strOmit(`,"prev":`, e.Prev)
 	w.boolOmit(`,"side":`, e.Side)
 	w.strOmit(`,"hash":`, e.Hash)
+	w.strOmit(`,"kid":`, e.Kid)
+	w.strOmit(`,"sig":`, e.Sig)
 	w.lit("}")
 	return w.b, w.err
 }

@@ -152,11 +152,9 @@ func (r *Runner) refuseRun(ctx context.Context, t *txn, requestID, code, msg str
 	if cp.Audit != nil {
 		rec.Prev = cp.Audit.Hash
 	}
-	h, err := AuditHash(rec)
-	if err != nil {
+	if err := r.signer.seal(rec); err != nil {
 		return Outcome{}, err
 	}
-	rec.Hash = h
 	return r.refuseWith(ctx, cp.Flow, cp.Run, requestID, t.in, code, "", msg, rec)
 }
 

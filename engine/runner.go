@@ -51,8 +51,9 @@ type Config struct {
 	// Queue, if set, is asked whether the message behind a run's last
 	// transition is still unacknowledged. Optional.
 	Queue Queue
-	// Secret keys the resume tokens (an HMAC). Required, at least 32 bytes;
-	// every worker of one deployment must share it.
+	// Secret keys the resume tokens (an HMAC), and the audit signing key
+	// is derived from it (see [AuditKeyInfo]). Required, at least 32
+	// bytes; every worker of one deployment must share it.
 	Secret []byte
 	// Source is the CloudEvents source of outbound events and the actor of
 	// audit records. Defaults to DefaultSource.
@@ -96,6 +97,8 @@ type Runner struct {
 	flows map[string]*Flow
 	// docs is the store, when it implements DocLoader.
 	docs DocLoader
+	// signer signs the audit records.
+	signer *auditSigner
 }
 
 // NewRunner returns a runner for cfg.
@@ -104,7 +107,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, flows: map[string]*Flow{}}
+	signer, err := newAuditSigner(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, flows: map[string]*Flow{}, signer: signer}
 	r.docs, _ = cfg.Store.(DocLoader)
 	for _, f := range cfg.Flows {
 		if f == nil {
@@ -120,6 +127,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 
 // Flows returns the names of the registered flows, sorted.
 func (r *Runner) Flows() []string { return sortedKeys(r.flows) }
+
+// AuditKey returns the public key the runner signs audit records with,
+// derived from Config.Secret: the same on every worker of a deployment.
+func (r *Runner) AuditKey() AuditPublicKey { return r.signer.pub }
 
 // Outcome is what became of a command.
 type Outcome struct {

@@ -225,7 +225,12 @@ func TestAResumeOrCancelThatBringsTooMuchIsRefusedAndTheRunWaits(t *testing.T) {
 	out, err := r.runner.Cancel(t.Context(), engine.Cancel{Flow: "wait", Run: "r-5", Reason: blob,
 		Inbound: engine.Inbound{EventID: "ev-8", Source: "/test"}})
 	refused(t, "cancel", out, err, engine.CodeInvalidPayload, "max_payload")
+	pending, _, err := r.store.Load(t.Context(), "wait", "r-5")
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err = r.runner.Resume(t.Context(), engine.Resume{Flow: "wait", Run: "r-5", Trusted: true, RolesKnown: true,
+		RequestID: pending.Interrupt.RequestID,
 		Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 		Update:  map[string]json.RawMessage{"notes": json.RawMessage(`"` + blob + `"`)},
 		Inbound: engine.Inbound{EventID: "ev-9", Source: "/test"}})

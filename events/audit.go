@@ -36,9 +36,11 @@ const (
 // A run's records form a hash chain. Each chained record holds its
 // position (Seq, from 1), the hash of the record before it (Prev, "" for
 // the first) and its own Hash: the hex SHA-256 of its canonical JSON
-// without the hash member. A side record (Side, a refusal) names the
-// chain's head at the time in Prev but takes no position. The checkpoint
-// holds the chain's head ([Checkpoint.Audit]).
+// without the hash and sig members. A side record (Side, a refusal) names
+// the chain's head at the time in Prev but takes no position. The
+// checkpoint holds the chain's head ([Checkpoint.Audit]). Each record is
+// signed: Kid names the deployment's audit key ([AuditKey]) and Sig is
+// the Ed25519 signature of the hash.
 type AuditRecord struct {
 	Flow   string    `json:"flow"`
 	Run    string    `json:"run"`
@@ -79,6 +81,13 @@ type AuditRecord struct {
 	Prev string `json:"prev,omitempty"`
 	Side bool   `json:"side,omitempty"`
 	Hash string `json:"hash,omitempty"`
+	// Kid is the id of the key that signed the record ([AuditKeyID]);
+	// Sig is the Ed25519 signature over the 32 bytes of the SHA-256
+	// digest that Hash spells in hex, in standard base64. The hash covers
+	// Kid, not Sig. Records written before Interlock signed them have
+	// neither.
+	Kid string `json:"kid,omitempty"`
+	Sig string `json:"sig,omitempty"`
 
 	// Data is the record exactly as it was stored, the input of its hash.
 	// Readers fill it, with StreamSeq (the message's sequence in the audit

@@ -15,6 +15,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
+// goldenKid and goldenSig stand for an audit record's key id and
+// signature: shaped as Interlock writes them (16 hex digits; 64 bytes in
+// standard base64).
+const (
+	goldenKid = "5b0e7c1d9a3f2e48"
+	goldenSig = "clpjrTcumzryd6QmYoQn1ct4dbvs5L/5P6zMtaM4qvze+85uW/mtjnFWThsiekFjKiLBKxYVOEA5/DCu8qKenw=="
+)
+
 // TestOutboundEventsMatchTheirGoldenFiles pins the JSON of every event and
 // audit record Interlock publishes, envelope and data, as the publisher
 // builds them from the engine's typed data. A change to the wire shows up
@@ -60,14 +68,14 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		{"audit-edited", events.AuditType(engine.ActionEdited), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEdited, At: at, By: "sam@example.com",
 			Source: "/slack/approvals", EventID: "ev-7", Node: "review", RequestID: "rq_7", Kind: engine.KindApproval, Reason: "Partial refund agreed", ApproverRole: "supervisor",
 			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800,"orderId":"o-1"}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400,"orderId":"o-1"}`)},
-			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e"}, &events.AuditRecord{}},
+			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e", Kid: goldenKid, Sig: goldenSig}, &events.AuditRecord{}},
 		{"audit-escalated", events.AuditType(engine.ActionEscalated), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEscalated, At: at, By: engine.TimeoutActor,
 			EventID: "ev-8", Node: "review", RequestID: "rq_8", Kind: engine.KindApproval, Replaces: "rq_7", ApproverRole: "finance_lead", EscalatedFrom: "supervisor",
 			Reason: "no decision by 2026-11-21T10:30:00Z; escalated from supervisor to finance_lead", Seq: 5, Prev: "4f0c", Hash: "9a1e",
 			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "review", RequestID: "rq_8", Kind: engine.KindApproval}}, &events.AuditRecord{}},
 		{"audit-refused", events.AuditType(engine.ActionRefused), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionRefused, At: at, By: "sam@example.com",
 			Source: "/slack/approvals", EventID: "ev-9", RequestID: "rq_7", Code: engine.CodeInvalidAnswer, Reason: "amount 9000.00 is more than the 4800.00 asked for; a refund can only be lowered.",
-			Side: true, Prev: "4f0c", Hash: "77b2"}, &events.AuditRecord{}},
+			Side: true, Prev: "4f0c", Hash: "77b2", Kid: goldenKid, Sig: goldenSig}, &events.AuditRecord{}},
 		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, &events.Resumed{}},
 		{"completed", events.TypeCompleted, &engine.CompletedEvent{Flow: "booking", Run: "r-42", Checkpoint: 12, State: state, Origin: origin}, &events.Completed{}},
 		{"failed", events.TypeFailed, &engine.FailedEvent{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &events.Failed{}},

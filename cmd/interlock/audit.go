@@ -3,22 +3,37 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // auditCmd is `interlock audit <flow> <run>`, which prints a run's audit
-// records, and `interlock audit verify <flow> <run>`, which checks their
-// hash chain. A broken chain exits 1 (failed).
+// records, marking those the verifier cannot vouch for; `interlock audit
+// verify <flow> <run>`, which checks their signatures and hash chain and
+// exits 1 (failed) when it cannot vouch for every record; and `interlock
+// audit key`, which prints the audit public keys the workers published.
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cf, c, pos, closeFn, err := clientCommand(ctx, "audit", "audit [verify] <flow> <run> [--json]", stderr, args, 2, nil, func(pos []string) error {
-		if pos[0] == "verify" {
+	var pinned auditKeys
+	cf, c, pos, closeFn, err := clientCommand(ctx, "audit", "audit [verify] <flow> <run> [--key KEY ...] [--json] | audit key [--json]", stderr, args, 2, func(fs *flag.FlagSet) {
+		fs.Var(&pinned, "key", "verify with this audit public `key` alone (base64, as `interlock audit key` and serve print it), not with the keys published in <prefix>_config; repeat it for several")
+	}, func(pos []string) error {
+		switch pos[0] {
+		case "key":
+			if len(pinned) > 0 {
+				return usagef("audit key prints the published keys; --key pins a key for audit and audit verify")
+			}
+			return nil
+		case "verify":
 			pos = pos[1:]
 		}
 		return checkFlowRun(pos)
@@ -27,34 +42,128 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return helpOK(err)
 	}
 	defer closeFn()
-	if pos[0] == "verify" {
-		return verifyAudit(ctx, c, stdout, cf.json, pos[1], pos[2])
+	switch pos[0] {
+	case "key":
+		return printAuditKeys(ctx, c, stdout, cf.json, cf.prefix)
+	case "verify":
+		return verifyAudit(ctx, c, stdout, cf.json, pos[1], pos[2], pinned)
 	}
 	flow, run := pos[0], pos[1]
-	recs, err := c.Audit(ctx, flow, run)
+	trail, err := c.AuditTrail(ctx, flow, run, pinned...)
 	if err != nil {
 		return err
 	}
+	unvouched := len(trail.Report.Unvouched)
 	if cf.json {
-		raw := make([]json.RawMessage, len(recs))
-		for i, r := range recs {
-			raw[i] = r.Data
+		out := make([]auditMessage, len(trail.Entries))
+		for i, e := range trail.Entries {
+			out[i] = auditMessage{StreamSeq: e.StreamSeq, Vouched: e.Vouched, Checks: e.Checks, Record: e.Record.Data}
+			if e.Err != nil {
+				out[i].Error = e.Err.Error()
+			}
 		}
-		return writeJSON(stdout, raw)
+		return writeJSON(stdout, out)
 	}
-	if len(recs) == 0 {
+	if len(trail.Entries) == 0 {
 		fmt.Fprintf(stdout, "run %s of flow %s has no audit records (older ones age out of the audit stream)\n", run, flow)
 		return nil
 	}
-	return printAudit(stdout, recs)
+	if err := printAudit(stdout, trail.Entries); err != nil {
+		return err
+	}
+	if unvouched > 0 {
+		them := "they are"
+		if unvouched == 1 {
+			them = "it is"
+		}
+		fmt.Fprintf(stdout, "\n%s marked ! cannot be vouched for: %s no part of the run's history. `interlock audit verify %s %s` says why.\n",
+			plural(unvouched, "message"), them, flow, run)
+	}
+	return nil
 }
 
-// printAudit prints audit records one a line.
-func printAudit(w io.Writer, recs []events.AuditRecord) error {
+// auditKeys are the audit public keys given with --key.
+type auditKeys []events.AuditKey
+
+func (k *auditKeys) String() string {
+	kids := make([]string, len(*k))
+	for i, key := range *k {
+		kids[i] = key.Kid
+	}
+	return strings.Join(kids, ",")
+}
+
+func (k *auditKeys) Set(s string) error {
+	key, err := events.ParseAuditKey(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "events: "))
+	}
+	*k = append(*k, key)
+	return nil
+}
+
+// auditMessage is a message of `interlock audit --json`: the record as
+// stored, with the verifier's verdict on it.
+type auditMessage struct {
+	StreamSeq uint64 `json:"streamSeq"`
+	// Vouched is false for a message the verifier cannot vouch for; Checks
+	// are the checks it failed.
+	Vouched bool     `json:"vouched"`
+	Checks  []string `json:"checks,omitempty"`
+	// Error says why the message is not an audit record; Record is the
+	// record as stored, the input of its hash, when it is one.
+	Error  string          `json:"error,omitempty"`
+	Record json.RawMessage `json:"record,omitempty"`
+}
+
+// printAuditKeys prints the audit public keys the workers published.
+func printAuditKeys(ctx context.Context, c *client.Client, stdout io.Writer, asJSON bool, prefix string) error {
+	keys, err := c.AuditKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(stdout, keys)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KID\tPUBLIC KEY (ED25519)\tSINCE")
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Kid, k.PublicKey, k.Since.Local().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nThe workers published these keys in %s, key %s; anyone who may write there may add one.\n"+
+		"Check a key against the one `interlock serve` printed at start, then pin it: interlock audit verify --key %s <flow> <run>\n",
+		wire.Names{Prefix: prefix}.ConfigBucket(), events.AuditKeysKey, keys[len(keys)-1].PublicKey)
+	return nil
+}
+
+// printAudit prints a run's audit messages one a line. A message the
+// verifier cannot vouch for is marked ! and shown as what it claims, not
+// as a decision.
+func printAudit(w io.Writer, entries []client.AuditEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tTIME\tACTION\tBY\tNODE\tKIND\tDETAILS")
 	deadlines := map[string]time.Time{} // by request id, from the records that set them
-	for _, r := range recs {
+	for _, e := range entries {
+		r := e.Record
+		if !e.Vouched {
+			at, claims := "-", "not an audit record: "+strings.TrimPrefix(fmt.Sprint(e.Err), "events: ")
+			if e.Err == nil {
+				if !r.At.IsZero() {
+					at = r.At.Local().Format(time.DateTime)
+				}
+				claims = fmt.Sprintf("claims %s by %s", orDash(r.Action), orDash(r.By))
+				if r.Side {
+					claims += " (side record)"
+				} else if r.Seq > 0 {
+					claims += fmt.Sprintf(" (seq %d)", r.Seq)
+				}
+			}
+			fmt.Fprintf(tw, "!\t%s\tUNVOUCHED\t-\t-\t-\t%s; not vouched for: %s (stream seq %d)\n", at, claims, whyNot(e.Checks), e.StreamSeq)
+			continue
+		}
 		if r.ExpiresAt != nil && r.RequestID != "" {
 			deadlines[r.RequestID] = *r.ExpiresAt
 		}
@@ -66,6 +175,37 @@ func printAudit(w io.Writer, recs []events.AuditRecord) error {
 			orDash(r.By), orDash(r.Node), orDash(r.Kind), auditDetails(r, deadlines))
 	}
 	return tw.Flush()
+}
+
+// whyNot says in words why records are not vouched for, from the checks
+// they failed.
+func whyNot(checks []string) string {
+	var out []string
+	for _, c := range checks {
+		w := c
+		switch c {
+		case client.CheckRecord:
+			w = "not a record of this run"
+		case client.CheckType:
+			w = "wrong event type"
+		case client.CheckHash:
+			w = "altered"
+		case client.CheckKey:
+			w = "signed with an unknown key"
+		case client.CheckSignature:
+			w = "bad signature"
+		case client.CheckSide:
+			w = "a side record that is no refusal"
+		case client.CheckSeq, client.CheckPrev, client.CheckChain, client.CheckMissing:
+			w = "out of the chain"
+		case client.CheckHead:
+			w = "after the checkpoint's head"
+		}
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func orDash(s string) string {
@@ -153,10 +293,11 @@ func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
 	return strings.Join(parts, "; ")
 }
 
-// verifyAudit prints whether a run's audit chain is intact, or where it
-// breaks; a broken chain is reported and exits 1.
-func verifyAudit(ctx context.Context, c *client.Client, stdout io.Writer, asJSON bool, flow, run string) error {
-	rep, err := c.VerifyAudit(ctx, flow, run)
+// verifyAudit prints whether the verifier vouches for every record of a
+// run and its chain is intact, or which records it cannot vouch for and
+// why, and where the chain breaks; anything short of intact exits 1.
+func verifyAudit(ctx context.Context, c *client.Client, stdout io.Writer, asJSON bool, flow, run string, pinned []events.AuditKey) error {
+	rep, err := c.VerifyAudit(ctx, flow, run, pinned...)
 	if err != nil {
 		return err
 	}
@@ -174,23 +315,41 @@ func verifyAudit(ctx context.Context, c *client.Client, stdout io.Writer, asJSON
 }
 
 func printAuditReport(w io.Writer, rep client.AuditReport) {
-	if rep.Intact {
+	counts := fmt.Sprintf("%s (%s)", plural(rep.Records, "record"), plural(rep.Refusals, "refusal"))
+	switch {
+	case rep.Intact:
 		head := rep.Head.Hash
 		if head == "" {
 			head = "(none: no records)"
 		}
-		fmt.Fprintf(w, "audit chain of %s %s intact: %s (%s), head %s\n", rep.Flow, rep.Run,
-			plural(rep.Records, "record"), plural(rep.Refusals, "refusal"), head)
-	} else {
-		fmt.Fprintf(w, "audit chain of %s %s BROKEN: %s in %s (%s)\n", rep.Flow, rep.Run,
-			plural(len(rep.Problems), "problem"), plural(rep.Records, "record"), plural(rep.Refusals, "refusal"))
-		for _, p := range rep.Problems {
-			fmt.Fprintf(w, "  %s\n", p.Message)
+		signed := ""
+		if len(rep.SignedBy) > 0 {
+			from := "published"
+			if rep.KeysPinned {
+				from = "pinned"
+			}
+			signed = fmt.Sprintf(", all signed with %s %s (%s)", pluralWord(len(rep.SignedBy), "key"), strings.Join(rep.SignedBy, ", "), from)
 		}
+		fmt.Fprintf(w, "audit chain of %s %s intact: %s%s, head %s\n", rep.Flow, rep.Run, counts, signed, head)
+	case len(rep.Unvouched) > 0:
+		fmt.Fprintf(w, "audit chain of %s %s NOT VOUCHED FOR: %d of %d messages cannot be vouched for, %s; %s\n", rep.Flow, rep.Run,
+			len(rep.Unvouched), rep.Messages, plural(len(rep.Problems), "problem"), counts)
+	default:
+		fmt.Fprintf(w, "audit chain of %s %s BROKEN: %s; %s\n", rep.Flow, rep.Run, plural(len(rep.Problems), "problem"), counts)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "  %s\n", p.Message)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
+}
+
+func pluralWord(n int, what string) string {
+	if n == 1 {
+		return what
+	}
+	return what + "s"
 }
 
 func plural(n int, what string) string {

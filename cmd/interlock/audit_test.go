@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -67,6 +68,9 @@ func auditActions(t *testing.T, out string) []string {
 	}
 	var actions []string
 	for _, l := range lines[1:] {
+		if l == "" {
+			break // the table's end
+		}
 		f := strings.Fields(l)
 		if len(f) < 4 {
 			t.Fatalf("short line %q", l)
@@ -169,13 +173,10 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 		}
 	}
 
-	out, _, err = run(t, url, "audit", "refund", "r-a", "--json")
-	var recs []map[string]any
-	if err != nil || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 6 {
-		t.Fatalf("audit --json: %v\n%s", err, out)
+	recs, raw := auditJSON(t, url, "r-a")
+	if len(recs) != 6 {
+		t.Fatalf("audit --json: %d records", len(recs))
 	}
-	var raw []json.RawMessage
-	_ = json.Unmarshal([]byte(out), &raw)
 	for i, r := range raw {
 		if sum, err := client.AuditHash(r); err != nil || sum != recs[i]["hash"] {
 			t.Errorf("record %d of --json: hash %v, recomputed %s (%v)", i, recs[i]["hash"], sum, err)
@@ -185,9 +186,10 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 	if recs[5]["action"] != "edited" || recs[5]["seq"] != 5.0 || recs[4]["side"] != true {
 		t.Fatalf("records: %v", recs)
 	}
+	kid := testKey(t).ID
 
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
-	if want := "audit chain of refund r-a intact: 5 records (1 refusal), head " + head + "\n"; err != nil || out != want {
+	if want := "audit chain of refund r-a intact: 5 records (1 refusal), all signed with key " + kid + " (published), head " + head + "\n"; err != nil || out != want {
 		t.Fatalf("verify: %v\n%q, want %q", err, out, want)
 	}
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
@@ -196,21 +198,29 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 		t.Fatalf("verify --json: %v\n%s", err, out)
 	}
 
-	// A record appended by hand, well formed and chained onto the last:
-	// only the checkpoint's head shows it is not Interlock's.
+	// A record appended by hand, well formed and chained onto the last: it
+	// is unsigned, and the checkpoint's head does not count it.
 	forge(t, js, "r-a", 6, head)
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
-	if codeOf(err) != exitFailed || !strings.Contains(out, "audit chain of refund r-a BROKEN: 1 problem") ||
+	if codeOf(err) != exitFailed || !strings.Contains(out, "audit chain of refund r-a NOT VOUCHED FOR: 1 of 7 messages cannot be vouched for, 2 problems; 6 records (1 refusal)") ||
+		!strings.Contains(out, "(seq 6, action approved): unsigned: it carries no signature") ||
 		!strings.Contains(out, "the chain ends at record 6") || !strings.Contains(out, "but the checkpoint's head is record 5 ("+head[:16]) ||
 		!strings.Contains(out, "records after 5 were not written by Interlock") {
 		t.Fatalf("verify of a forged record: exit %d (%v)\n%s", codeOf(err), err, out)
 	}
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
-	if codeOf(err) != exitFailed || json.Unmarshal([]byte(out), &rep) != nil || rep.Intact || rep.Problems[0].Check != client.CheckHead || rep.Problems[0].Record != 6 {
+	if codeOf(err) != exitFailed || json.Unmarshal([]byte(out), &rep) != nil || rep.Intact || len(rep.Unvouched) != 1 ||
+		!slices.Equal(rep.Unvouched[0].Checks, []string{client.CheckUnsigned, client.CheckHead}) || rep.Unvouched[0].Record != 6 || rep.Vouched != 6 {
 		t.Fatalf("verify --json of a forged record: exit %d\n%s", codeOf(err), out)
 	}
-	if out, _, err := run(t, url, "audit", "refund", "r-a"); err != nil || !strings.Contains(lineOf(out, "mallory"), "approved") {
+	out, _, err = run(t, url, "audit", "refund", "r-a")
+	if l := lineOf(out, "mallory"); err != nil || !strings.HasPrefix(l, "!") || !strings.Contains(l, " UNVOUCHED ") ||
+		!strings.Contains(l, "claims approved by mallory (seq 6); not vouched for: unsigned, after the checkpoint's head") ||
+		!strings.Contains(out, "1 message marked ! cannot be vouched for: it is no part of the run's history. `interlock audit verify refund r-a` says why.") {
 		t.Fatalf("audit after the forgery: %v\n%s", err, out)
+	}
+	if got := auditActions(t, out); !slices.Equal(got, []string{"started", "interrupted", "answered", "interrupted", "refused", "edited", "UNVOUCHED"}) {
+		t.Fatalf("actions after the forgery %v:\n%s", got, out)
 	}
 
 	// Unknown runs.
@@ -242,10 +252,9 @@ func TestAuditVerifyNamesAForgedPrev(t *testing.T) {
 	if err != nil || !strings.Contains(out, "intact: 5 records (0 refusals)") {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
-	recs, _, err := run(t, url, "audit", "refund", "r-b", "--json")
-	var list []map[string]any
-	if err != nil || json.Unmarshal([]byte(recs), &list) != nil || len(list) != 5 {
-		t.Fatalf("audit --json: %v\n%s", err, recs)
+	list, _ := auditJSON(t, url, "r-b")
+	if len(list) != 5 {
+		t.Fatalf("audit --json: %d records", len(list))
 	}
 	head := list[4]["hash"].(string)
 
@@ -253,8 +262,142 @@ func TestAuditVerifyNamesAForgedPrev(t *testing.T) {
 	forge(t, js, "r-b", 6, wrong)
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-b")
 	prev := regexp.MustCompile(`record at stream seq \d+ \(seq 6, action approved\): prev names deadbeefdeadbeef…, but the record before it \(seq 5, stream seq \d+\) has hash ` + head[:16] + `…`)
-	if codeOf(err) != exitFailed || !prev.MatchString(out) || !strings.Contains(out, "BROKEN: 2 problems") {
+	if codeOf(err) != exitFailed || !prev.MatchString(out) || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 6 messages cannot be vouched for, 2 problems") {
 		t.Fatalf("verify of a forged prev: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+}
+
+// auditJSON runs `interlock audit refund <id> --json` and returns the
+// records, decoded and as stored, checking that the verifier vouches for
+// each.
+func auditJSON(t *testing.T, url, id string) ([]map[string]any, []json.RawMessage) {
+	t.Helper()
+	out, _, err := run(t, url, "audit", "refund", id, "--json")
+	var msgs []struct {
+		StreamSeq uint64          `json:"streamSeq"`
+		Vouched   bool            `json:"vouched"`
+		Checks    []string        `json:"checks"`
+		Record    json.RawMessage `json:"record"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &msgs) != nil {
+		t.Fatalf("audit --json: %v\n%s", err, out)
+	}
+	var recs []map[string]any
+	var raw []json.RawMessage
+	for _, m := range msgs {
+		var r map[string]any
+		if !m.Vouched || m.StreamSeq == 0 || json.Unmarshal(m.Record, &r) != nil {
+			t.Fatalf("audit --json: message %+v", m)
+		}
+		recs, raw = append(recs, r), append(raw, m.Record)
+	}
+	return recs, raw
+}
+
+// testKey is the audit key of the test services: the one natstest's
+// secret derives.
+func testKey(t *testing.T) engine.AuditPublicKey {
+	t.Helper()
+	k, err := engine.AuditKeyOf(natstest.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestAuditMarksWhatItCannotVouchFor publishes, with the workers' rights,
+// the side record a security review forged (an approval by the CEO naming
+// the run's head) and a one-record chain for a run that never existed,
+// and checks that verify reports them and exits 1, and that the listing
+// marks them instead of showing them as decisions.
+func TestAuditMarksWhatItCannotVouchFor(t *testing.T) {
+	url, js := refundServer(t)
+	startRefund(t, url, "r-s", 4800)
+	recs, _ := auditJSON(t, url, "r-s")
+	head := recs[len(recs)-1]["hash"].(string)
+	names := wire.Names{Prefix: wire.DefaultPrefix}
+	natstest.Publish(t, js, names.Audit("refund", "r-s"), events.AuditType("approved"), "r-s",
+		map[string]any{"action": "approved", "by": "ceo@example.com", "side": true, "prev": head})
+
+	out, _, err := run(t, url, "audit", "verify", "refund", "r-s")
+	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 5 messages cannot be vouched for") ||
+		!strings.Contains(out, "side record at stream seq ") || !strings.Contains(out, "a side record of action approved: only refusals hang off the chain") ||
+		!strings.Contains(out, "(action approved): unsigned") {
+		t.Fatalf("verify of a forged side record: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+	out, _, err = run(t, url, "audit", "refund", "r-s")
+	l := lineOf(out, "ceo@example.com")
+	if f := strings.Fields(l); err != nil || len(f) < 3 || f[0] != "!" || f[1] != "-" || f[2] != "UNVOUCHED" ||
+		!strings.Contains(l, "claims approved by ceo@example.com (side record); not vouched for: not a record of this run, malformed, altered, unsigned, a side record that is no refusal") {
+		t.Fatalf("audit of a forged side record: %v\n%s", err, out)
+	}
+	if slices.Contains(auditActions(t, out), "approved") {
+		t.Fatalf("the listing shows the forged approval as a decision:\n%s", out)
+	}
+
+	// A run that never existed: one record, chained as Interlock chains.
+	rec := map[string]any{"flow": "refund", "run": "r-ghost", "action": "approved", "at": time.Now().UTC().Format(time.RFC3339Nano),
+		"by": "ceo@example.com", "node": "review", "kind": "approval", "seq": 1, "outcome": map[string]any{"status": "completed"}}
+	b, _ := json.Marshal(rec)
+	if rec["hash"], err = client.AuditHash(b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Publish(t, js, names.Audit("refund", "r-ghost"), events.AuditType("approved"), "r-ghost", rec)
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-ghost")
+	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 1 messages cannot be vouched for") ||
+		!strings.Contains(out, "(seq 1, action approved): unsigned") || !strings.Contains(out, "a run that never existed has none") {
+		t.Fatalf("verify of a forged run: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+	out, _, err = run(t, url, "audit", "refund", "r-ghost", "--json")
+	var msgs []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &msgs) != nil || len(msgs) != 1 || msgs[0]["vouched"] != false {
+		t.Fatalf("audit --json of a forged run: %v\n%s", err, out)
+	}
+}
+
+// TestAuditKeyPrintsThePublishedKeyAndVerifyPinsOne reads the key the
+// workers published, pins it, and pins another.
+func TestAuditKeyPrintsThePublishedKeyAndVerifyPinsOne(t *testing.T) {
+	url, _ := refundServer(t)
+	startRefund(t, url, "r-k", 900)
+	key := testKey(t)
+
+	out, _, err := run(t, url, "audit", "key")
+	if err != nil || !regexp.MustCompile(`(?m)^`+key.ID+` +`+regexp.QuoteMeta(key.String())+` +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`).MatchString(out) ||
+		!strings.Contains(out, "interlock audit verify --key "+key.String()+" <flow> <run>") {
+		t.Fatalf("audit key: %v\n%s", err, out)
+	}
+	out, _, err = run(t, url, "audit", "key", "--json")
+	var keys []events.AuditKey
+	if err != nil || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Kid != key.ID || keys[0].PublicKey != key.String() {
+		t.Fatalf("audit key --json: %v\n%s", err, out)
+	}
+
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-k", "--key", key.String())
+	if err != nil || !strings.Contains(out, "intact: 4 records (0 refusals), all signed with key "+key.ID+" (pinned)") {
+		t.Fatalf("verify with the key pinned: %v\n%s", err, out)
+	}
+	other, err := engine.AuditKeyOf([]byte("another-secret-another-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = run(t, url, "audit", "verify", "refund", "r-k", "--key", other.ID+":"+other.String())
+	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 4 of 4 messages cannot be vouched for") ||
+		!strings.Contains(out, "signed with key "+key.ID+", which is not the pinned key ("+other.ID+")") {
+		t.Fatalf("verify with another key pinned: exit %d (%v)\n%s", codeOf(err), err, out)
+	}
+	out, _, err = run(t, url, "audit", "refund", "r-k", "--key", other.String())
+	if err != nil || strings.Count(out, "UNVOUCHED") != 4 || !strings.Contains(out, "not vouched for: signed with an unknown key") {
+		t.Fatalf("audit with another key pinned: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"audit", "verify", "refund", "r-k", "--key", "not-a-key"},
+		{"audit", "key", "--key", key.String()},
+		{"audit", "key", "extra"},
+	} {
+		if _, _, err := run(t, url, args...); codeOf(err) != exitUsage {
+			t.Errorf("%q: exit %d (%v), want a usage error", args, codeOf(err), err)
+		}
 	}
 }
 

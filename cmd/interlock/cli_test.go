@@ -52,6 +52,8 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"audit", "verify", "refund", "r-1", "x"}, `audit verify takes a flow and a run, but was also given "x"`},
 		{[]string{"audit", "verify", "refund", "r 1"}, `run name "r 1" has ' '`},
 		{[]string{"audit", "refund", "r-1", "--nope"}, "audit: flag provided but not defined: -nope"},
+		{[]string{"audit", "key", "x"}, `audit key takes no arguments, but was given "x": interlock audit key`},
+		{[]string{"audit", "verify", "refund", "r-1", "--key", "k"}, `audit: invalid value "k" for flag -key: audit key "k" is not an Ed25519 public key`},
 		{[]string{"show"}, "show needs a flow and a run: interlock show <flow> <run>"},
 		{[]string{"show", "booking"}, "show needs a flow and a run"},
 		{[]string{"show", "booking", "r-1", "extra"}, `show takes a flow and a run, but was also given "extra"`},

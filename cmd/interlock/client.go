@@ -105,6 +105,12 @@ func checkArgs(name string, pos []string, min int) error {
 		}
 	case "audit":
 		what, args := "audit", pos
+		if len(pos) > 0 && pos[0] == "key" {
+			if len(pos) > 1 {
+				return usageOf(name, "audit key takes no arguments, but was given %s: interlock audit key", quoteAll(pos[1:]))
+			}
+			return nil
+		}
 		if len(pos) > 0 && pos[0] == "verify" {
 			what, args = "audit verify", pos[1:]
 		}

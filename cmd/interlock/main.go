@@ -9,12 +9,13 @@
 //	interlock answer refund r-7 --edit amount=400 --reason "partial refund"
 //	interlock cancel booking r-42
 //	interlock audit refund r-7           show a run's audit history
-//	interlock audit verify refund r-7    check its hash chain
+//	interlock audit verify refund r-7    check its signatures and hash chain
+//	interlock audit key                  print the audit records' public keys
 //	interlock mcp                        serve flows to a model over MCP (stdio)
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
-// failed (also: an audit chain is broken), 2 bad usage, 3 refused, 4 asked
-// again, 5 cannot reach the server.
+// failed (also: audit verify cannot vouch for every record), 2 bad usage,
+// 3 refused, 4 asked again, 5 cannot reach the server.
 package main
 
 import (

@@ -6,9 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
 )
 
 // served is what `interlock serve` said once serving: the fields of its
@@ -122,5 +127,31 @@ func TestServeWithoutMetrics(t *testing.T) {
 	s := serveLogged(t, "--metrics", "")
 	if url, ok := s.log["metrics"]; ok {
 		t.Fatalf("--metrics \"\" still serves metrics on %v", url)
+	}
+}
+
+// TestServeNamesItsAuditKey checks that serve logs and prints the key it
+// signs audit records with: the one derived from its secret.
+func TestServeNamesItsAuditKey(t *testing.T) {
+	secret := "8f4e2a6c1b3d5f7091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70a"
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bus.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := engine.AuditKeyOf(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveLogged(t, "--secret-file", file)
+	if s.log["audit_kid"] != want.ID || s.log["audit_key"] != want.String() {
+		t.Fatalf("serve logged audit key %v (%v), want %s (%s)", s.log["audit_kid"], s.log["audit_key"], want.ID, want)
+	}
+	l := s.line(t, "Audit records are signed")
+	if wantLine := "Audit records are signed with key " + want.ID + ", Ed25519 public key " + want.String() + "; pin it with: interlock audit verify --key " + want.String() + " <flow> <run>"; l != wantLine {
+		t.Fatalf("serve printed %q, want %q", l, wantLine)
 	}
 }

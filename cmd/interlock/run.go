@@ -114,8 +114,10 @@ Usage:
   interlock reannounce <flow> <run>               announce a waiting run's interrupt again,
                                                   with a fresh token (the old one is retired)
   interlock events  <flow> <run>                  show a run's events the events stream still holds
-  interlock audit   <flow> <run>                  show a run's audit history, one line a record
-  interlock audit verify <flow> <run>             check a run's audit hash chain
+  interlock audit   <flow> <run>                  show a run's audit history, one line a record,
+                                                  marking records that cannot be vouched for
+  interlock audit verify <flow> <run> [--key KEY] check each record's signature and the hash chain
+  interlock audit key                             print the public keys audit records are signed with
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
   interlock auth add <name> --role ROLE --auth-file FILE
@@ -131,7 +133,7 @@ Run "interlock help <command>" for its flags and environment variables.
 
 Exit codes:
   0  done, or the run advanced
-  1  failed (the run failed, the audit chain is broken, or another error)
+  1  failed (the run failed, audit verify cannot vouch for every record, or another error)
   2  bad usage
   3  refused (also: no such run or flow, or the run is not waiting)
   4  asked again (an answer was rejected by a validator, or fields are missing)
@@ -312,14 +314,30 @@ it keeps each interrupt's token for the MCP session that saw it. See docs/mcp.md
 		return `audit prints a run's audit records, oldest first, one line each: the
 record's position in the chain (- for a refusal), time, action, who, node,
 kind, and what was decided (an approval's args, an edit's args before → after,
-a reason, a refusal's code). With --json it prints the records as stored, a
-JSON array, so a script can recompute their hashes.
+a reason, a refusal's code). A message the verifier cannot vouch for is marked
+! and shown as UNVOUCHED, with what it claims and why it is not vouched for,
+never as a decision. With --json it prints each message as a JSON object:
+streamSeq, vouched, the checks it failed, and the record as stored, so that a
+script can recompute its hash.
 
-audit verify recomputes every record's hash (the SHA-256 of its canonical JSON
-without "hash"), checks that the records follow each other (seq 1, 2, 3, each
-naming the one before in prev), that every refusal names a record of the
-chain, and that the last record is the head the run's checkpoint holds. It
-prints "audit chain of <flow> <run> intact: ..." or where the chain breaks.
+audit verify checks every message on the run's audit subject: that it is a
+well-formed record of the run; that its hash (the SHA-256 of its canonical JSON
+without "hash" and "sig") matches its contents; that its signature (sig, by the
+key kid names) verifies with a trusted key, which are the keys the workers
+published in <prefix>_config audit.keys, or those given with --key; that a
+side record is a refusal. It checks that the records follow each other (seq 1,
+2, 3, each naming the one before in prev), that every refusal names a record
+of the chain, and that the last record is the head the run's checkpoint holds.
+It prints "audit chain of <flow> <run> intact: ..." and the keys that signed,
+or each record it cannot vouch for and why (unsigned, signed with an unknown
+key, bad signature, a side record that is no refusal, out of the chain,
+malformed, not an audit record at all) and where the chain breaks, exiting 1.
+Records written before Interlock signed audit records are reported unsigned.
+
+audit key prints the public keys the workers published (each worker adds the
+key of its secret at start; none is ever removed). Anyone who may write the
+config bucket may add one: check a key against the one "interlock serve"
+printed at start, then pin it with --key.
 `
 	}
 	return ""
@@ -334,7 +352,7 @@ func exitHelp(cmd string) string {
 		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
 	}
 	if cmd == "audit" {
-		return "Exit codes: 0 done (verify: the chain is intact), 1 failed (verify: the chain is broken; where is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
+		return "Exit codes: 0 done (verify: every record is vouched for and the chain is intact), 1 failed (verify: a record cannot be vouched for, or the chain is broken; which and why is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
 	}
 	return "Exit codes: 0 done, 1 failed, 2 bad usage, 3 refused, 4 asked again, 5 server unreachable.\n"
 }

@@ -206,7 +206,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ev := log.Info().Str("nats", wire.RedactURLs(svc.URL())).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix)
+	key := svc.Runner().AuditKey()
+	ev := log.Info().Str("nats", wire.RedactURLs(svc.URL())).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix).
+		Str("audit_kid", key.ID).Str("audit_key", key.String())
 	if m != nil {
 		ev = ev.Str("metrics", "http://"+m.Addr()+"/metrics")
 	}
@@ -221,6 +223,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", wire.RedactURLs(svc.URL()), strings.Join(svc.Runner().Flows(), ", "))
+	fmt.Fprintf(stdout, "Audit records are signed with key %s, Ed25519 public key %s; pin it with: interlock audit verify --key %s <flow> <run>\n", key.ID, key, key)
 	if apiOn {
 		if err := startHTTP(ctx, svc, api, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
