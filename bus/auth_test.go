@@ -39,7 +39,7 @@ func connectUser(t *testing.T, name, url string, opts ...nats.Option) *user {
 		// A deploy configuration's client user reads replies on its own prefix.
 		opts = append(opts, nats.CustomInboxPrefix(bus.ClientInboxPrefix(name)))
 	}
-	opts = append(opts, nats.Name("authtest-"+name), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	opts = append(opts, nats.Name("authtest-"+name), nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		u.errs = append(u.errs, err.Error())

@@ -266,7 +266,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"cancel":       n.In("{flow}", "cancel"),
 		"reannounce":   n.In("{flow}", "reannounce"),
 		"toolRequest":  n.GateRequest(),
-		"expire":       n.In("{flow}", "expire"),
+		"expire":       n.Due("{flow}", "expire"),
 		"schedule":     n.Schedule("{flow}", "{run}", "{requestId}"),
 		"decided":      n.Event("gate", "{callId}", events.KindDecided),
 		"nodeEvent":    n.Event("{flow}", "{run}", "{kind}"),
@@ -346,7 +346,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 	for _, b := range at(doc, "/x-interlock-jetstream/buckets").([]any) {
 		buckets = append(buckets, at(b, "/name").(string))
 	}
-	wantStreams := []string{n.InStream(), n.EventStream(), n.AuditStream(), n.DeadLetterStream()}
+	wantStreams := []string{n.ScheduleStream(), n.InStream(), n.EventStream(), n.AuditStream(), n.DeadLetterStream()}
 	wantBuckets := []string{n.RunsBucket(), n.PendingBucket(), n.ConfigBucket(), n.KeysBucket()}
 	if !slices.Equal(streams, wantStreams) || !slices.Equal(buckets, wantBuckets) {
 		t.Errorf("x-interlock-jetstream lists streams %q and buckets %q, want %q and %q", streams, buckets, wantStreams, wantBuckets)

@@ -231,9 +231,9 @@ func TestAResumeOrCancelThatBringsTooMuchIsRefusedAndTheRunWaits(t *testing.T) {
 	}
 	out, err = r.runner.Resume(t.Context(), engine.Resume{Flow: "wait", Run: "r-5", Trusted: true, RolesKnown: true,
 		RequestID: pending.Interrupt.RequestID,
-		Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
-		Update:  map[string]json.RawMessage{"notes": json.RawMessage(`"` + blob + `"`)},
-		Inbound: engine.Inbound{EventID: "ev-9", Source: "/test"}})
+		Answers:   map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
+		Update:    map[string]json.RawMessage{"notes": json.RawMessage(`"` + blob + `"`)},
+		Inbound:   engine.Inbound{EventID: "ev-9", Source: "/test"}})
 	refused(t, "resume", out, err, engine.CodeInvalidPayload, "max_payload")
 	cp, _, err := r.store.Load(t.Context(), "wait", "r-5")
 	if err != nil || cp.Status != engine.Waiting {
