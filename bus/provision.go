@@ -122,9 +122,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 	}
 	streams := []jetstream.StreamConfig{
 		{
-			// Deadlines first: an inbound stream of an earlier version,
-			// which held them, moves them here (migrateInbound).
-			//
 			// The deadlines of interrupts are message schedules on
 			// <prefix>.schedule.>, which no consumer reads: the server
 			// publishes each to <prefix>.due.<flow>.expire at its time,
@@ -165,18 +162,22 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		},
 	}
 	w := clusterWait{cfg: cfg, deadline: time.Now().Add(cfg.ClusterWait)}
+	// An inbound stream of an earlier version, which held the deadlines,
+	// is emptied into a holding stream first, and put back once the
+	// streams are made.
+	if err := migrateInbound(ctx, js, n, w); err != nil {
+		return err
+	}
 	for _, sc := range streams {
-		if sc.Name == n.InStream() {
-			if err := migrateInbound(ctx, js, n, sc, w); err != nil {
-				return err
-			}
-		}
 		if err := w.do(ctx, "stream "+sc.Name, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
 			return err
 		}
+	}
+	if err := restoreHeld(ctx, js, n, w); err != nil {
+		return err
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{
