@@ -3,9 +3,9 @@ package bus_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"errors"
 	"regexp"
 	"strings"
 	"sync/atomic"
