@@ -350,6 +350,24 @@ func (c *Client) VerifyAudit(ctx context.Context, flow, run string, pinned ...ev
 	return t.Report, err
 }
 
+// VouchedAudit returns the audit records of a run that the verifier
+// vouches for (see [Client.VerifyAudit]), in stream order: what a surface
+// shows a person as the run's history, or quotes as who decided. A
+// message it cannot vouch for is left out.
+func (c *Client) VouchedAudit(ctx context.Context, flow, run string) ([]events.AuditRecord, error) {
+	t, err := c.AuditTrail(ctx, flow, run)
+	if err != nil {
+		return nil, err
+	}
+	var recs []events.AuditRecord
+	for _, e := range t.Entries {
+		if e.Vouched {
+			recs = append(recs, e.Record)
+		}
+	}
+	return recs, nil
+}
+
 // AuditTrail reads every message on a run's audit subject and verifies
 // them as [Client.VerifyAudit] does, returning the messages, each with
 // its verdict, and the report: what a listing of the run's history shows,

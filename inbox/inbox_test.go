@@ -11,10 +11,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
@@ -259,5 +262,34 @@ func TestLocalUserAndAChoice(t *testing.T) {
 	form["selected"] = []string{"design", "product"}
 	if code, page = local.do("POST", "/runs/booking/r-1", form); code != http.StatusOK || !strings.Contains(page, `data-status="completed"`) || !strings.Contains(page, "Your answer was sent") {
 		t.Fatalf("a choice = %d\n%s", code, page)
+	}
+}
+
+// TestTheRunPageShowsOnlyAuditRecordsTheVerifierVouchesFor: a record on a
+// run's audit subject that the deployment did not sign (written by anyone
+// who got into the stream) is neither listed in the run's history nor
+// quoted as who decided.
+func TestTheRunPageShowsOnlyAuditRecordsTheVerifierVouchesFor(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, map[string][]string{"ann": {"supervisor"}})
+	if code, out := s.api("ann", "POST", "/v1/runs/refund", map[string]any{"run": "r-2", "state": map[string]any{"orderId": "o-2", "amount": 900, "currency": "USD", "last4": "4242"}}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	n := s.svc.Names()
+	forged, err := events.New("forged-1", "interlock/forger", "io.interlock.audit.approved", "r-2", time.Now().UTC(),
+		map[string]any{"flow": "refund", "run": "r-2", "action": "approved", "at": time.Now().UTC(), "by": "ceo@example.com", "side": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := events.Encode(forged)
+	natstest.PublishRaw(t, s.svc.JetStream(), n.Audit("refund", "r-2"), body, nats.Header{"Content-Type": {events.Structured}})
+	ann := s.visitor()
+	ann.do("POST", "/login", url.Values{"token": {s.tokens["ann"]}, "next": {"/runs/refund/r-2"}})
+	_, page := ann.do("GET", "/runs/refund/r-2", nil)
+	if !strings.Contains(page, "started") {
+		t.Fatalf("the run page shows no audit record:\n%s", page)
+	}
+	if strings.Contains(page, "ceo@example.com") {
+		t.Fatalf("the run page shows the forged record:\n%s", page)
 	}
 }

@@ -201,7 +201,8 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 		}
 		v.Events = append(v.Events, e)
 	}
-	recs, err := cl.Audit(r.Context(), v.Flow, v.Run)
+	// Only what the verifier vouches for is shown as the run's history.
+	recs, err := cl.VouchedAudit(r.Context(), v.Flow, v.Run)
 	if err != nil {
 		return err
 	}
@@ -471,7 +472,7 @@ var settled = []string{
 // before the caller's form arrived: who, what, and why.
 func (in *Inbox) conflict(w http.ResponseWriter, r *http.Request, s session, cl *client.Client, flow, run, requestID string) {
 	msg := "This request was settled before your form arrived; nothing you sent was applied."
-	if recs, err := cl.Audit(r.Context(), flow, run); err == nil {
+	if recs, err := cl.VouchedAudit(r.Context(), flow, run); err == nil {
 		for _, rec := range slices.Backward(recs) {
 			if rec.RequestID != requestID || !slices.Contains(settled, rec.Action) {
 				continue
