@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -169,7 +170,7 @@ func clusterLosesANode(t *testing.T, pick func(c *natstest.Cluster, js jetstream
 	for i := range bookings {
 		r := run{"booking", fmt.Sprintf("r-cluster-b%d", i), false}
 		runs = append(runs, r)
-		publishRetrying(t, js, names.In(r.flow, "start"), events.TypeStart, r.id, r.id+"-start", map[string]any{"state": readyForTopics()})
+		publishRetrying(t, js, names.In(r.flow, "start"), protocol.TypeStart, r.id, r.id+"-start", map[string]any{"state": readyForTopics()})
 	}
 	for i := range refunds + expiring {
 		r := run{"refund", fmt.Sprintf("r-cluster-f%d", i), i >= refunds}
@@ -179,12 +180,12 @@ func clusterLosesANode(t *testing.T, pick func(c *natstest.Cluster, js jetstream
 			timeout = 3
 		}
 		runs = append(runs, r)
-		publishRetrying(t, js, names.In(r.flow, "start"), events.TypeStart, r.id, r.id+"-start",
+		publishRetrying(t, js, names.In(r.flow, "start"), protocol.TypeStart, r.id, r.id+"-start",
 			map[string]any{"state": map[string]any{"orderId": "o-" + r.id, "amount": 4800, "currency": "USD", "approvalTimeoutSeconds": timeout}})
 	}
-	first := map[string]events.Interrupted{}
+	first := map[string]protocol.Interrupted{}
 	for _, r := range runs {
-		var in events.Interrupted
+		var in protocol.Interrupted
 		natstest.Last(t, natstest.WaitFor(t, js, names.EventStream(), names.Event(r.flow, r.id, ">"), natstest.Nth("interrupted", 1)), "interrupted").Decode(t, &in)
 		first[r.id] = in
 	}
@@ -201,7 +202,7 @@ func clusterLosesANode(t *testing.T, pick func(c *natstest.Cluster, js jetstream
 		if r.flow == "refund" {
 			data = answer(in, map[string]any{"last4": "4821"})
 		}
-		publishRetrying(t, js, names.In(r.flow, "resume"), events.TypeResume, r.id, r.id+"-resume-1", data)
+		publishRetrying(t, js, names.In(r.flow, "resume"), protocol.TypeResume, r.id, r.id+"-resume-1", data)
 		if i == len(runs)/2 {
 			c.Stop(down)
 		}
@@ -211,12 +212,12 @@ func clusterLosesANode(t *testing.T, pick func(c *natstest.Cluster, js jetstream
 		if r.flow != "refund" || r.expires {
 			continue
 		}
-		var in events.Interrupted
+		var in protocol.Interrupted
 		natstest.Last(t, natstest.WaitFor(t, js, names.EventStream(), names.Event(r.flow, r.id, ">"), natstest.Nth("interrupted", 2)), "interrupted").Decode(t, &in)
-		if in.Kind != "approval" || in.ExpiresAt == "" {
+		if in.Kind != "approval" || in.ExpiresAt == nil {
 			t.Fatalf("%s: second interrupt %+v, want an approval with a deadline", r.id, in)
 		}
-		publishRetrying(t, js, names.In(r.flow, "resume"), events.TypeResume, r.id, r.id+"-resume-2",
+		publishRetrying(t, js, names.In(r.flow, "resume"), protocol.TypeResume, r.id, r.id+"-resume-2",
 			map[string]any{"resumeToken": in.ResumeToken, "decision": "approve"})
 	}
 	for _, r := range runs {

@@ -12,12 +12,12 @@ import (
 	"github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/docs"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/internal/schematest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // contractRig is a rig whose commands are checked against the inbound
@@ -32,7 +32,7 @@ type contractRig struct {
 
 func (r *contractRig) send(verb, flow, run string, data map[string]any) {
 	r.t.Helper()
-	typ, _ := events.InboundType(verb)
+	typ, _ := protocol.InboundType(verb)
 	b, err := json.Marshal(data)
 	if err != nil {
 		r.t.Fatal(err)
@@ -77,12 +77,12 @@ func (r *contractRig) auditKeys() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	e, err := kv.Get(r.t.Context(), events.AuditKeysKey)
+	e, err := kv.Get(r.t.Context(), protocol.AuditKeysKey)
 	if err != nil {
-		r.t.Fatalf("%s %s: %v", r.names.ConfigBucket(), events.AuditKeysKey, err)
+		r.t.Fatalf("%s %s: %v", r.names.ConfigBucket(), protocol.AuditKeysKey, err)
 	}
 	if err := r.set.Validate("audit-keys", e.Value()); err != nil {
-		r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), events.AuditKeysKey, err, e.Value())
+		r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), protocol.AuditKeysKey, err, e.Value())
 	}
 	r.checked["audit-keys"]++
 }
@@ -120,7 +120,7 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	_, js := natstest.Connect(t, srv.ClientURL())
 	r := &contractRig{rig: &rig{t: t, srv: srv, js: js, names: svc.Names()}, set: schematest.Load(t), checked: map[string]int{}}
 	origin := map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}
-	token := func(in events.Interrupted) map[string]any { return map[string]any{"resumeToken": in.ResumeToken} }
+	token := func(in protocol.Interrupted) map[string]any { return map[string]any{"resumeToken": in.ResumeToken} }
 	with := func(m map[string]any, kv ...any) map[string]any {
 		for i := 0; i < len(kv); i += 2 {
 			m[kv[i].(string)] = kv[i+1]
@@ -167,7 +167,7 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 
 	// Refunds: an edit the validator refuses, then one it takes; a
 	// rejection; an approval nobody decides, escalated and then expired.
-	refundRun := func(id string, state map[string]any) events.Interrupted {
+	refundRun := func(id string, state map[string]any) protocol.Interrupted {
 		t.Helper()
 		r.send("start", "refund", id, map[string]any{"state": state, "origin": origin})
 		r.send("resume", "refund", id, with(token(r.interrupt("refund", id, 1)), "answers", map[string]any{"last4": "4821"}))
@@ -245,11 +245,11 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 		}
 	}
 	for _, action := range []string{
-		events.AuditStarted, events.AuditInterrupted, events.AuditAnswered, events.AuditApproved,
-		events.AuditEdited, events.AuditRejected, events.AuditExpired, events.AuditEscalated, events.AuditCancelled,
-		events.AuditReannounced, events.AuditRefused,
+		protocol.ActionStarted, protocol.ActionInterrupted, protocol.ActionAnswered, protocol.ActionApproved,
+		protocol.ActionEdited, protocol.ActionRejected, protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled,
+		protocol.ActionReannounced, protocol.ActionRefused,
 	} {
-		if types[events.AuditType(action)] == 0 {
+		if types[protocol.AuditType(action)] == 0 {
 			t.Errorf("the runs wrote no %s audit record", action)
 		}
 	}

@@ -2,15 +2,16 @@ package interlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // deadlineFlow asks one question that expires after two seconds.
@@ -31,7 +32,7 @@ func TestDeadlineFiresWhileNoWorkerRunsAndExpiresOnce(t *testing.T) {
 	const run = "r-deadline"
 	r.start("deadline", run, nil)
 	in := r.interrupt("deadline", run, 1)
-	at, err := time.Parse(time.RFC3339, in.ExpiresAt)
+	at, err := expiresAt(in)
 	if err != nil {
 		t.Fatalf("expiresAt %q: %v", in.ExpiresAt, err)
 	}
@@ -57,13 +58,13 @@ func TestDeadlineFiresWhileNoWorkerRunsAndExpiresOnce(t *testing.T) {
 	}
 	natstest.Start(t, srv, deadlineFlow())
 	evs := r.wait("deadline", run, "expired", 1)
-	var ex events.Expired
+	var ex protocol.Expired
 	natstest.Last(t, evs, "expired").Decode(t, &ex)
 	if ex.RequestID != in.RequestID || ex.Node != "ask" || ex.Kind != "question" {
 		t.Fatalf("expired = %+v", ex)
 	}
 	r.resume("deadline", run, answer(in, map[string]any{"a": "late"}))
-	if ref := r.refusal("deadline", run, 1); ref.Code != engine.CodeExpired {
+	if ref := r.refusal("deadline", run, 1); ref.Code != protocol.CodeExpired {
 		t.Fatalf("late answer refused %+v, want expired", ref)
 	}
 	if n := natstest.Count(r.wait("deadline", run, "refused", 1), "expired"); n != 1 {
@@ -86,7 +87,7 @@ func TestApprovalDeadlineSurvivesAServerRestartAndEscalationsChain(t *testing.T)
 	r.start("refund", run, map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "approvalTimeoutSeconds": 2})
 	r.resume("refund", run, answer(r.interrupt("refund", run, 1), map[string]any{"last4": "4821"}))
 	first := r.interrupt("refund", run, 2)
-	if first.Kind != "approval" || first.ApproverRole != "supervisor" || first.ExpiresAt == "" {
+	if first.Kind != "approval" || first.ApproverRole != "supervisor" || first.ExpiresAt == nil {
 		t.Fatalf("approval = %+v", first)
 	}
 
@@ -109,12 +110,12 @@ func TestApprovalDeadlineSurvivesAServerRestartAndEscalationsChain(t *testing.T)
 		t.Fatalf("%d expired events", n)
 	}
 	r.resume("refund", run, map[string]any{"resumeToken": first.ResumeToken, "decision": "approve"})
-	if ref := r.refusal("refund", run, 1); ref.Code != engine.CodeExpired {
+	if ref := r.refusal("refund", run, 1); ref.Code != protocol.CodeExpired {
 		t.Fatalf("the supervisor's late approval was refused %+v, want expired", ref)
 	}
 	var actions []string
 	for _, a := range natstest.Read(t, js, names.AuditStream(), names.Audit("refund", run)) {
-		var rec engine.AuditRecord
+		var rec protocol.AuditRecord
 		a.Decode(t, &rec)
 		if rec.By == engine.TimeoutActor {
 			actions = append(actions, rec.Action)
@@ -137,7 +138,7 @@ func TestAResumeRacingTheDeadlineExactlyOneWins(t *testing.T) {
 		run := "r-race-" + string(rune('a'+i))
 		r.start("race", run, nil)
 		in := r.interrupt("race", run, 1)
-		at, _ := time.Parse(time.RFC3339, in.ExpiresAt)
+		at, _ := expiresAt(in)
 		time.Sleep(time.Until(at) - 5*time.Millisecond) // aim the resume at the deadline
 		r.resume("race", run, map[string]any{"resumeToken": in.ResumeToken, "decision": "approve"})
 		evs := natstest.WaitFor(t, r.js, r.names.EventStream(), r.names.Event("race", run, ">"), func(rs []natstest.Received) bool {
@@ -149,4 +150,12 @@ func TestAResumeRacingTheDeadlineExactlyOneWins(t *testing.T) {
 			t.Fatalf("run %s: completed %d, expired %d, refused %d: exactly one of the resume and the deadline must win", run, completed, expired, refused)
 		}
 	}
+}
+
+// expiresAt is an interrupt's deadline, or an error if it has none.
+func expiresAt(in protocol.Interrupted) (time.Time, error) {
+	if in.ExpiresAt == nil {
+		return time.Time{}, errors.New("no deadline")
+	}
+	return *in.ExpiresAt, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // A service traced with the caller's own tracer provider (here one that
@@ -58,7 +59,7 @@ func ExampleConfig_tracing() {
 			fmt.Printf("  %s=%s\n", kv.Key, kv.Value.Emit())
 		}
 	}
-	carried := events.StringExtension(ev.Event, events.ExtTraceparent)
+	carried := events.StringExtension(ev.Event, protocol.ExtTraceparent)
 	fmt.Println(ev.Kind, "carries the span:", carried == fmt.Sprintf("00-%s-%s-01", s.SpanContext.TraceID(), s.SpanContext.SpanID()))
 	// Output:
 	// interlock.start

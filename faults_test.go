@@ -15,11 +15,11 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -210,7 +210,7 @@ func TestWorkerKilledBetweenAnApprovalsCheckpointAndItsPublish(t *testing.T) {
 	runCrashWorker(t, natstest.WorkersURL(srv), envCrashOn+"=interrupted")
 
 	cp, rev := r.checkpoint("refund", run)
-	if cp.Status != engine.Waiting || cp.Interrupt.Kind != engine.KindApproval {
+	if cp.Status != engine.Waiting || cp.Interrupt.Kind != protocol.KindApproval {
 		t.Fatalf("after the crash the checkpoint is %s %+v, want waiting on the approval", cp.Status, cp.Interrupt)
 	}
 	if got := natstest.Read(t, js, names.EventStream(), names.Event("refund", run, ">")); len(got) != 0 {
@@ -235,7 +235,7 @@ func TestWorkerKilledBetweenAnApprovalsCheckpointAndItsPublish(t *testing.T) {
 	audit := natstest.Read(t, js, names.AuditStream(), names.Audit("refund", run))
 	var actions []string
 	for _, a := range audit {
-		var rec engine.AuditRecord
+		var rec protocol.AuditRecord
 		a.Decode(t, &rec)
 		actions = append(actions, rec.Action)
 	}
@@ -306,7 +306,7 @@ func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
 	if n := natstest.Count(evs, "started"); n != 1 {
 		t.Fatalf("%d started events", n)
 	}
-	var done events.Completed
+	var done protocol.Completed
 	natstest.Last(t, evs, "completed").Decode(t, &done)
 	if !strings.Contains(string(done.State), `"receipt":"rc-1"`) {
 		t.Fatalf("final state %s lacks the replayed receipt", done.State)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func gateRig(t *testing.T) *rig {
@@ -39,14 +39,14 @@ func gateRigWith(t *testing.T, cfg interlock.Config) *rig {
 
 func (r *rig) request(callID, tool string, args map[string]any) string {
 	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.GateRequest(), events.TypeToolRequest, "",
+	return natstest.Publish(r.t, r.js, r.names.GateRequest(), protocol.TypeToolRequest, "",
 		map[string]any{"callId": callID, "tool": tool, "args": args, "agent": "support-bot", "conversationId": "conv-1",
 			"origin": map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}})
 }
 
-func (r *rig) decided(callID string, n int) events.Decided {
+func (r *rig) decided(callID string, n int) protocol.Decided {
 	r.t.Helper()
-	var d events.Decided
+	var d protocol.Decided
 	natstest.Last(r.t, r.wait("gate", callID, "decided", n), "decided").Decode(r.t, &d)
 	return d
 }
@@ -67,7 +67,7 @@ func TestToolCallGateOverTheBus(t *testing.T) {
 
 	r.request("call-big", "issue_refund", map[string]any{"orderId": "o-1", "amount": 4800})
 	in := r.interrupt("gate", "call-big", 1)
-	if in.Kind != "approval" || in.Action != "issue_refund" || in.ApproverRole != "supervisor" || in.ExpiresAt == "" || string(in.Origin) == "" {
+	if in.Kind != "approval" || in.Action != "issue_refund" || in.ApproverRole != "supervisor" || in.ExpiresAt == nil || string(in.Origin) == "" {
 		t.Fatalf("gate interrupt = %+v", in)
 	}
 	r.request("call-big", "issue_refund", map[string]any{"orderId": "o-1", "amount": 4800})

@@ -13,9 +13,9 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -61,7 +61,7 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 		return errors.Is(err, jetstream.ErrMsgNotFound)
 	})
 
-	r.send("booking", "reannounce", events.TypeReannounce, run, map[string]any{"reason": "lost the message"})
+	r.send("booking", "reannounce", protocol.TypeReannounce, run, map[string]any{"reason": "lost the message"})
 	again := r.interrupt("booking", run, 1)
 	if again.ResumeToken == "" || again.ResumeToken == first.ResumeToken || again.RequestID == first.RequestID {
 		t.Fatalf("reannounced interrupt has token %q request %s; want a fresh token and request (first: %s)", again.ResumeToken, again.RequestID, first.RequestID)
@@ -69,7 +69,7 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 	if again.Node != first.Node || again.Kind != first.Kind || len(again.Questions) != 1 || again.Questions[0].Field != "email" || again.Checkpoint <= first.Checkpoint {
 		t.Fatalf("reannounced interrupt %+v does not repeat %+v at a later checkpoint", again, first)
 	}
-	var p engine.Pending
+	var p protocol.Pending
 	kvp, err := r.js.KeyValue(t.Context(), r.names.PendingBucket())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 	}
 
 	r.resume("booking", run, answer(first, map[string]any{"email": "ann@example.com"}))
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeTokenMismatch {
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("the previous token was answered %+v, want token_mismatch", ref)
 	}
 	r.resume("booking", run, answer(again, map[string]any{"email": "ann@example.com"}))
@@ -93,15 +93,15 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 	}
 
 	audit := natstest.Read(t, r.js, r.names.AuditStream(), r.names.Audit("booking", run))
-	var rec engine.AuditRecord
+	var rec protocol.AuditRecord
 	for _, a := range audit {
-		var r engine.AuditRecord
+		var r protocol.AuditRecord
 		a.Decode(t, &r)
-		if r.Action == engine.ActionReannounced {
+		if r.Action == protocol.ActionReannounced {
 			rec = r
 		}
 	}
-	if rec.Action != engine.ActionReannounced || rec.Replaces != first.RequestID || rec.RequestID != again.RequestID || rec.Reason != "lost the message" {
+	if rec.Action != protocol.ActionReannounced || rec.Replaces != first.RequestID || rec.RequestID != again.RequestID || rec.Reason != "lost the message" {
 		t.Fatalf("audit record of the reannounce = %+v", rec)
 	}
 }
@@ -109,20 +109,20 @@ func TestReannounceAnswersARunWhoseInterruptedEventAgedOut(t *testing.T) {
 func TestReannounceOfARunNotWaitingIsRefused(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	r.send("booking", "reannounce", events.TypeReannounce, "r-none", nil)
-	if ref := r.refusal("booking", "r-none", 1); ref.Code != engine.CodeUnknownRun {
+	r.send("booking", "reannounce", protocol.TypeReannounce, "r-none", nil)
+	if ref := r.refusal("booking", "r-none", 1); ref.Code != protocol.CodeUnknownRun {
 		t.Fatalf("reannounce of an unknown run: %+v", ref)
 	}
 	r.start("booking", "r-c", nil)
 	in := r.interrupt("booking", "r-c", 1)
-	r.send("booking", "reannounce", events.TypeReannounce, "r-c", map[string]any{"requestId": "rq_other"})
-	if ref := r.refusal("booking", "r-c", 1); ref.Code != engine.CodeTokenMismatch {
+	r.send("booking", "reannounce", protocol.TypeReannounce, "r-c", map[string]any{"requestId": "rq_other"})
+	if ref := r.refusal("booking", "r-c", 1); ref.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("reannounce of another request: %+v", ref)
 	}
-	r.send("booking", "cancel", events.TypeCancel, "r-c", nil)
+	r.send("booking", "cancel", protocol.TypeCancel, "r-c", nil)
 	r.wait("booking", "r-c", "cancelled", 1)
-	r.send("booking", "reannounce", events.TypeReannounce, "r-c", map[string]any{"requestId": in.RequestID})
-	if ref := r.refusal("booking", "r-c", 2); ref.Code != engine.CodeNotWaiting {
+	r.send("booking", "reannounce", protocol.TypeReannounce, "r-c", map[string]any{"requestId": in.RequestID})
+	if ref := r.refusal("booking", "r-c", 2); ref.Code != protocol.CodeNotWaiting {
 		t.Fatalf("reannounce of a cancelled run: %+v", ref)
 	}
 }
@@ -147,7 +147,7 @@ func TestAStartWhoseCheckpointWouldPassMaxPayloadIsRefusedNotRetried(t *testing.
 	// its checkpoint holds the state twice (state and completed event).
 	r.start("big", "r-big", map[string]any{"blob": strings.Repeat("y", 600_000)})
 	ref := r.refusal("big", "r-big", 1)
-	if ref.Code != engine.CodeInvalidPayload || !strings.Contains(ref.Message, "max_payload") {
+	if ref.Code != protocol.CodeInvalidPayload || !strings.Contains(ref.Message, "max_payload") {
 		t.Fatalf("refusal %+v; want invalid_payload naming max_payload", ref)
 	}
 	natstest.WaitDrained(t, r.js, r.names.InStream())
@@ -158,7 +158,7 @@ func TestANodeThatGrowsTheStatePastMaxPayloadFailsTheRun(t *testing.T) {
 	r := newRigWith(t, interlock.Config{Flows: []*engine.Flow{bigFlow(700_000)}})
 	r.start("big", "r-grow", map[string]any{"small": 1})
 	evs := r.wait("big", "r-grow", "failed", 1)
-	var f events.Failed
+	var f protocol.Failed
 	natstest.Last(t, evs, "failed").Decode(t, &f)
 	if f.Node != "grow" || !strings.Contains(f.Error, "max_payload") || !strings.Contains(f.Error, `node "grow"`) {
 		t.Fatalf("failed event %+v; want the node and max_payload named", f)
@@ -213,10 +213,10 @@ func TestResumeTokensAppearOnlyInInterruptedEvents(t *testing.T) {
 	r.resume("booking", run, answer(in, map[string]any{"email": "ann@example.com"}))
 	in = r.interrupt("booking", run, 3)
 	tokens = append(tokens, in.ResumeToken)
-	r.send("booking", "reannounce", events.TypeReannounce, run, nil)
+	r.send("booking", "reannounce", protocol.TypeReannounce, run, nil)
 	in = r.interrupt("booking", run, 4)
 	tokens = append(tokens, in.ResumeToken)
-	r.send("booking", "cancel", events.TypeCancel, run, nil)
+	r.send("booking", "cancel", protocol.TypeCancel, run, nil)
 	r.wait("booking", run, "cancelled", 1)
 	natstest.WaitDrained(t, r.js, r.names.InStream())
 

@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -38,12 +39,12 @@ func newRig(t *testing.T, flows ...*engine.Flow) *rig {
 
 func (r *rig) start(flow, run string, state map[string]any) string {
 	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.In(flow, "start"), events.TypeStart, run, map[string]any{"state": state})
+	return natstest.Publish(r.t, r.js, r.names.In(flow, "start"), protocol.TypeStart, run, map[string]any{"state": state})
 }
 
 func (r *rig) resume(flow, run string, data map[string]any) string {
 	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.In(flow, "resume"), events.TypeResume, run, data)
+	return natstest.Publish(r.t, r.js, r.names.In(flow, "resume"), protocol.TypeResume, run, data)
 }
 
 // wait reads the run's events until the n-th of kind.
@@ -53,16 +54,16 @@ func (r *rig) wait(flow, run, kind string, n int) []natstest.Received {
 }
 
 // interrupt waits for the n-th interrupted event of a run and decodes it.
-func (r *rig) interrupt(flow, run string, n int) events.Interrupted {
+func (r *rig) interrupt(flow, run string, n int) protocol.Interrupted {
 	r.t.Helper()
-	var in events.Interrupted
+	var in protocol.Interrupted
 	natstest.Last(r.t, r.wait(flow, run, "interrupted", n), "interrupted").Decode(r.t, &in)
 	return in
 }
 
-func (r *rig) refusal(flow, run string, n int) events.Refused {
+func (r *rig) refusal(flow, run string, n int) protocol.Refused {
 	r.t.Helper()
-	var ref events.Refused
+	var ref protocol.Refused
 	natstest.Last(r.t, r.wait(flow, run, "refused", n), "refused").Decode(r.t, &ref)
 	return ref
 }
@@ -101,7 +102,7 @@ func (r *rig) pending(flow, run string) bool {
 	return false
 }
 
-func answer(in events.Interrupted, answers map[string]any) map[string]any {
+func answer(in protocol.Interrupted, answers map[string]any) map[string]any {
 	return map[string]any{"resumeToken": in.ResumeToken, "answers": answers}
 }
 
@@ -143,7 +144,7 @@ func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": map[string]any{"choices": []any{map[string]any{"id": "design"}}}})
 
 	evs := r.wait("booking", run, "completed", 1)
-	var done events.Completed
+	var done protocol.Completed
 	natstest.Last(t, evs, "completed").Decode(t, &done)
 	var st booking.State
 	if err := json.Unmarshal(done.State, &st); err != nil {
@@ -160,7 +161,7 @@ func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 		t.Fatal("completed run still in the pending index")
 	}
 	for _, e := range evs {
-		if got := events.StringExtension(e.Event, events.ExtFlow); got != "booking" {
+		if got := events.StringExtension(e.Event, protocol.ExtFlow); got != "booking" {
 			t.Fatalf("%s: flow extension = %q", e.Subject, got)
 		}
 		if e.Event.Subject() != run || e.Header.Get(jetstream.MsgIDHeader) != e.Event.ID() {
@@ -195,7 +196,7 @@ func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 		if rec.Action != wantAction || rec.Outcome.Status != wantStatus || a.Event.Type() != "io.interlock.audit."+wantAction {
 			t.Fatalf("audit record %d: %s -> %s (%s), want %s -> %s", i, rec.Action, rec.Outcome.Status, a.Event.Type(), wantAction, wantStatus)
 		}
-		if sum, err := engine.CanonicalHash(a.Event.Data()); err != nil || sum != rec.Hash || rec.Prev != prev || rec.Seq != i+1 {
+		if sum, err := protocol.CanonicalHash(a.Event.Data()); err != nil || sum != rec.Hash || rec.Prev != prev || rec.Seq != i+1 {
 			t.Fatalf("audit record %d breaks the chain: seq %d prev %q hash %q (recomputed %q, %v), want prev %q", i, rec.Seq, rec.Prev, rec.Hash, sum, err, prev)
 		}
 		prev = rec.Hash

@@ -20,11 +20,10 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -79,13 +78,13 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 		pubs   int
 		// The refund the walk starts, and the decision it sends.
 		refundStart refundArgs
-		decision    events.Resume
+		decision    protocol.Resume
 	)
 	// nextInterrupt waits for the next interrupted event of run that the
 	// subscriber shows.
-	nextInterrupt := func(run string) events.Interrupted {
+	nextInterrupt := func(run string) protocol.Interrupted {
 		t.Helper()
-		var ev struct{ Data events.Interrupted }
+		var ev struct{ Data protocol.Interrupted }
 		interrupts.waitEvent("io.interlock.run.interrupted", run, &ev)
 		return ev.Data
 	}
@@ -170,8 +169,8 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				if want := `"action":"issue_refund","args":` + string(in.Args); !strings.Contains(string(readme), want) {
 					t.Fatalf("the approval shows %s; the README does not", want)
 				}
-				if at, err := time.Parse(time.RFC3339, in.ExpiresAt); err != nil || time.Until(at) < 29*time.Minute || time.Until(at) > 31*time.Minute {
-					t.Fatalf("the approval expires at %q, want in 30 minutes as the README says: %v", in.ExpiresAt, err)
+				if at, err := expiresAt(in); err != nil || time.Until(at) < 29*time.Minute || time.Until(at) > 31*time.Minute {
+					t.Fatalf("the approval expires at %v, want in 30 minutes as the README says: %v", in.ExpiresAt, err)
 				}
 				tokens["APPROVAL_TOKEN"] = in.ResumeToken
 			case 6: // the approval, edited
@@ -181,7 +180,7 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				if err := json.Unmarshal(ce.Data, &decision); err != nil || decision.Decision != "edit" || decision.Approver == "" {
 					t.Fatalf("README: the approval %s, want an edit with an approver: %v", ce.Data, err)
 				}
-				var ev struct{ Data events.Completed }
+				var ev struct{ Data protocol.Completed }
 				completions.waitEvent("io.interlock.run.completed", run, &ev)
 				var state struct {
 					Outcome string          `json:"outcome"`
@@ -209,7 +208,7 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 
 		case line == "nats kv get interlock_pending booking.r-42 --raw":
 			out := w.run(args[1:]...)
-			var p events.Pending
+			var p protocol.Pending
 			if err := json.Unmarshal([]byte(out), &p); err != nil || p.Run != "r-42" || p.Flow != "booking" {
 				t.Fatalf("%s printed %q: %v", line, out, err)
 			}
@@ -250,8 +249,8 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 
 		case line == "nats kv get interlock_runs booking.r-42 --raw":
 			out := w.run(args[1:]...)
-			var cp events.Checkpoint
-			if err := json.Unmarshal([]byte(out), &cp); err != nil || cp.Status != events.StatusCompleted || cp.Run != "r-42" {
+			var cp protocol.Checkpoint
+			if err := json.Unmarshal([]byte(out), &cp); err != nil || cp.Status != protocol.StatusCompleted || cp.Run != "r-42" {
 				t.Fatalf("%s printed %q: %v", line, out, err)
 			}
 
@@ -271,7 +270,7 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 	for _, run := range []string{"booking.r-42", "refund.r-7"} {
 		flow, id, _ := strings.Cut(run, ".")
 		cp, err := cl.Checkpoint(t.Context(), flow, id)
-		if err != nil || cp.Status != events.StatusCompleted {
+		if err != nil || cp.Status != protocol.StatusCompleted {
 			t.Fatalf("at the end of the walk, %s: %+v, %v", run, cp, err)
 		}
 	}
@@ -285,21 +284,21 @@ var tokenPlaceholder = regexp.MustCompile(`"resumeToken":"([A-Z_]*TOKEN)"`)
 // --json` prints them: started, interrupted and edited, hash-chained and
 // signed, the edit with the args before and after, as the README shows
 // them.
-func checkRefundAudit(t *testing.T, readme string, recs []events.AuditRecord, decision events.Resume) {
+func checkRefundAudit(t *testing.T, readme string, recs []protocol.AuditRecord, decision protocol.Resume) {
 	t.Helper()
 	var (
 		actions []string
 		prev    string
-		edited  *engine.AuditRecord
+		edited  *protocol.AuditRecord
 		out     []string
 	)
 	for _, r := range recs {
 		out = append(out, string(r.Data))
-		var rec engine.AuditRecord
+		var rec protocol.AuditRecord
 		if err := json.Unmarshal(r.Data, &rec); err != nil {
 			t.Fatalf("audit record %s: %v", r.Data, err)
 		}
-		hash, err := engine.CanonicalHash(r.Data)
+		hash, err := protocol.CanonicalHash(r.Data)
 		if err != nil || rec.Seq != uint64(len(actions)+1) || rec.Prev != prev || rec.Hash != hash {
 			t.Fatalf("audit record %d (seq %d, prev %q, hash %q) does not chain onto %q; its hash is %q: %v", len(actions)+1, rec.Seq, rec.Prev, rec.Hash, prev, hash, err)
 		}
@@ -334,7 +333,7 @@ func checkRefundAudit(t *testing.T, readme string, recs []events.AuditRecord, de
 // cliAnswer sends what `interlock answer booking <run> args...` sends.
 func cliAnswer(t *testing.T, cl *client.Client, run string, args []string) {
 	t.Helper()
-	r := events.Resume{Answers: map[string]json.RawMessage{}}
+	r := protocol.Resume{Answers: map[string]json.RawMessage{}}
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--select" && i+1 < len(args) {
 			r.Selected = append(r.Selected, args[i+1])
@@ -354,7 +353,7 @@ func cliAnswer(t *testing.T, cl *client.Client, run string, args []string) {
 	}
 	r.ResumeToken = in.ResumeToken
 	ev, err := cl.Resume(t.Context(), "booking", run, r)
-	if err != nil || ev.Kind != events.KindInterrupted && ev.Kind != events.KindCompleted {
+	if err != nil || ev.Kind != protocol.EventInterrupted && ev.Kind != protocol.EventCompleted {
 		t.Fatalf("README: interlock answer booking %s %v: %q, %v", run, args, ev.Kind, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -24,12 +25,12 @@ func TestForgedAndUsedTokensAreRefused(t *testing.T) {
 	r.start("booking", run, nil)
 	in := r.interrupt("booking", run, 1)
 
-	r.resume("booking", run, answer(events.Interrupted{ResumeToken: "AAAA" + in.ResumeToken[4:]}, map[string]any{"email": "a@b.c"}))
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeTokenMismatch || ref.RequestID != in.RequestID {
+	r.resume("booking", run, answer(protocol.Interrupted{ResumeToken: "AAAA" + in.ResumeToken[4:]}, map[string]any{"email": "a@b.c"}))
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeTokenMismatch || ref.RequestID != in.RequestID {
 		t.Fatalf("forged token: %+v", ref)
 	}
 	r.resume("booking", run, map[string]any{"answers": map[string]any{"email": "a@b.c"}})
-	if ref := r.refusal("booking", run, 2); ref.Code != engine.CodeTokenMismatch {
+	if ref := r.refusal("booking", run, 2); ref.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("missing token: %+v", ref)
 	}
 	r.resume("booking", run, answer(in, map[string]any{"email": "a@b.c"}))
@@ -38,7 +39,7 @@ func TestForgedAndUsedTokensAreRefused(t *testing.T) {
 		t.Fatal("the next interrupt reuses the token")
 	}
 	r.resume("booking", run, answer(in, map[string]any{"name": "Ann"}))
-	if ref := r.refusal("booking", run, 3); ref.Code != engine.CodeTokenMismatch {
+	if ref := r.refusal("booking", run, 3); ref.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("used token: %+v", ref)
 	}
 	pending, err := r.js.KeyValue(t.Context(), r.names.PendingBucket())
@@ -73,9 +74,9 @@ func TestTwoRacingResumesExactlyOneWins(t *testing.T) {
 		if n := natstest.Count(evs, "resumed"); n != 1 {
 			t.Fatalf("%s: %d resumes applied, want exactly 1", run, n)
 		}
-		var ref events.Refused
+		var ref protocol.Refused
 		natstest.Last(t, evs, "refused").Decode(t, &ref)
-		if ref.Code != engine.CodeTokenMismatch {
+		if ref.Code != protocol.CodeTokenMismatch {
 			t.Fatalf("%s: loser refused with %s", run, ref.Code)
 		}
 	}
@@ -90,7 +91,7 @@ func TestStaleCheckpointIsRefused(t *testing.T) {
 	data := answer(in, map[string]any{"email": "a@b.c"})
 	data["expectedCheckpoint"] = in.Checkpoint + 1
 	r.resume("booking", run, data)
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeStaleCheckpoint {
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeStaleCheckpoint {
 		t.Fatalf("refusal %+v", ref)
 	}
 	data["expectedCheckpoint"] = in.Checkpoint
@@ -131,7 +132,7 @@ func TestRepublishedEventIsDroppedByJetStream(t *testing.T) {
 	const run = "r-dupe"
 	r.start("booking", run, nil)
 	in := r.interrupt("booking", run, 1)
-	ev, _ := events.New("same-id", "/test", events.TypeResume, run, nowUTC(), answer(in, map[string]any{"email": "a@b.c"}))
+	ev, _ := events.New("same-id", "/test", protocol.TypeResume, run, nowUTC(), answer(in, map[string]any{"email": "a@b.c"}))
 	body, _ := events.Encode(ev)
 	for i := range 2 {
 		msg := nats.NewMsg(r.names.In("booking", "resume"))
@@ -176,15 +177,15 @@ func TestChoiceAcceptsEverySelectedShape(t *testing.T) {
 		run := "r-shape-" + name
 		r.start("booking", run, full)
 		in := r.interrupt("booking", run, 1)
-		if in.Kind != engine.KindChoice {
+		if in.Kind != protocol.KindChoice {
 			t.Fatalf("%s: interrupt kind %s", name, in.Kind)
 		}
 		r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": map[string]any{"choices": []any{map[string]any{"id": "nope"}}}})
-		if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeInvalidAnswer {
+		if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeInvalidAnswer {
 			t.Fatalf("%s: unknown id refused with %+v", name, ref)
 		}
 		r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": sel})
-		var done events.Completed
+		var done protocol.Completed
 		natstest.Last(t, r.wait("booking", run, "completed", 1), "completed").Decode(t, &done)
 		if !strings.Contains(string(done.State), `"topics":["design"`) {
 			t.Fatalf("%s: final state %s", name, done.State)
@@ -196,7 +197,7 @@ func TestResumeThatMatchesNothingIsRefusedNeverStartsARun(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.resume("booking", "r-ghost", map[string]any{"resumeToken": "t", "answers": map[string]any{"email": "a@b.c"}})
-	if ref := r.refusal("booking", "r-ghost", 1); ref.Code != engine.CodeUnknownRun {
+	if ref := r.refusal("booking", "r-ghost", 1); ref.Code != protocol.CodeUnknownRun {
 		t.Fatalf("refusal %+v", ref)
 	}
 	kv, _ := r.js.KeyValue(t.Context(), r.names.RunsBucket())
@@ -211,7 +212,7 @@ func TestResumeThatMatchesNothingIsRefusedNeverStartsARun(t *testing.T) {
 	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": "design"})
 	r.wait("booking", run, "completed", 1)
 	r.resume("booking", run, map[string]any{"resumeToken": in.ResumeToken, "selected": "design"})
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeNotWaiting {
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeNotWaiting {
 		t.Fatalf("resume of a completed run: %+v", ref)
 	}
 }
@@ -223,11 +224,11 @@ func TestInvalidAnswersAreRefusedAndTheInterruptStays(t *testing.T) {
 	r.start("booking", run, nil)
 	in := r.interrupt("booking", run, 1)
 	r.resume("booking", run, answer(in, map[string]any{"shoe_size": "42"}))
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeInvalidAnswer || !strings.Contains(ref.Message, "email") {
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeInvalidAnswer || !strings.Contains(ref.Message, "email") {
 		t.Fatalf("unknown field: %+v", ref)
 	}
 	r.resume("booking", run, answer(in, map[string]any{"email": 42}))
-	if ref := r.refusal("booking", run, 2); ref.Code != engine.CodeInvalidAnswer || !strings.Contains(ref.Message, "state.email") {
+	if ref := r.refusal("booking", run, 2); ref.Code != protocol.CodeInvalidAnswer || !strings.Contains(ref.Message, "state.email") {
 		t.Fatalf("wrong type: %+v", ref)
 	}
 	r.resume("booking", run, answer(in, map[string]any{"email": "a@b.c"}))
@@ -242,7 +243,7 @@ func TestCancelEndsAWaitingRun(t *testing.T) {
 	const run = "r-cancel"
 	r.start("booking", run, nil)
 	r.interrupt("booking", run, 1)
-	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), events.TypeCancel, run, map[string]any{"reason": "customer left"})
+	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), protocol.TypeCancel, run, map[string]any{"reason": "customer left"})
 	evs := r.wait("booking", run, "cancelled", 1)
 	var d map[string]any
 	natstest.Last(t, evs, "cancelled").Decode(t, &d)
@@ -255,8 +256,8 @@ func TestCancelEndsAWaitingRun(t *testing.T) {
 	if r.pending("booking", run) {
 		t.Fatal("cancelled run still pending")
 	}
-	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), events.TypeCancel, run, nil)
-	if ref := r.refusal("booking", run, 1); ref.Code != engine.CodeNotWaiting {
+	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), protocol.TypeCancel, run, nil)
+	if ref := r.refusal("booking", run, 1); ref.Code != protocol.CodeNotWaiting {
 		t.Fatalf("second cancel: %+v", ref)
 	}
 }
@@ -266,7 +267,7 @@ func TestOriginAndTraceparentAreCarriedAcrossTheWait(t *testing.T) {
 	r := newRig(t)
 	const run = "r-origin"
 	origin := map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}
-	ev, _ := events.New("o-1", "/slack/approvals", events.TypeStart, run, nowUTC(), map[string]any{"origin": origin})
+	ev, _ := events.New("o-1", "/slack/approvals", protocol.TypeStart, run, nowUTC(), map[string]any{"origin": origin})
 	ev.SetExtension("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	body, _ := events.Encode(ev)
 	natstest.PublishRaw(t, r.js, r.names.In("booking", "start"), body, nats.Header{"Content-Type": {events.Structured}})
@@ -297,7 +298,7 @@ func TestBinaryModeResume(t *testing.T) {
 	body, _ := json.Marshal(answer(in, map[string]any{"email": "a@b.c"}))
 	natstest.PublishRaw(t, r.js, r.names.In("booking", "resume"), body, nats.Header{
 		"ce-specversion": {"1.0"}, "ce-id": {"bin-1"}, "ce-source": {"/bot"},
-		"ce-type": {events.TypeResume}, "ce-subject": {run}, "content-type": {"application/json"},
+		"ce-type": {protocol.TypeResume}, "ce-subject": {run}, "content-type": {"application/json"},
 		"Nats-Msg-Id": {"bin-1"},
 	})
 	if next := r.interrupt("booking", run, 2); next.Node != "ask_contact" {
@@ -367,7 +368,7 @@ func TestInterruptedIsPublishedOnlyAfterCheckpointIndexAndAudit(t *testing.T) {
 	results := make(chan seen, 16)
 	// Check, the moment each interrupted event arrives, what is already durable.
 	sub, err := nc.Subscribe("interlock.ev.booking.*.interrupted", func(m *nats.Msg) {
-		var in events.Interrupted
+		var in protocol.Interrupted
 		ev, err := events.Decode(m.Header, m.Data)
 		if err == nil {
 			err = json.Unmarshal(ev.Data(), &in)
@@ -415,7 +416,7 @@ func TestInterruptedIsPublishedOnlyAfterCheckpointIndexAndAudit(t *testing.T) {
 func TestStartWithoutSubjectGetsARunIDThatEveryEventCarries(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "", map[string]any{"state": map[string]any{"email": "a@b.c"}})
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), protocol.TypeStart, "", map[string]any{"state": map[string]any{"email": "a@b.c"}})
 	evs := natstest.WaitFor(t, r.js, r.names.EventStream(), "interlock.ev.booking.*.>", natstest.Nth("interrupted", 1))
 	run := evs[0].Event.Subject()
 	if !strings.HasPrefix(run, "r-") {

@@ -32,9 +32,9 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -277,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	// Before any record is signed, the key that verifies it is where
 	// clients read it.
 	key := s.runner.AuditKey()
-	if _, err := bus.PublishAuditKey(ctx, s.js, names, events.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
+	if _, err := bus.PublishAuditKey(ctx, s.js, names, protocol.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
 		return fail(err)
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
@@ -360,7 +360,7 @@ func (s *Service) Client(source string) *client.Client {
 // authenticated, vouched for with the deployment's secret: no token is
 // needed, the audit record names approver, and an approval is decided only
 // by a caller holding its approver role.
-func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error) {
+func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error) {
 	return c.ResumeAs(ctx, flow, run, r, s.secret, approver, roles)
 }
 

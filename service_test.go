@@ -10,9 +10,9 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -140,16 +140,16 @@ func TestServicePublishesTheAuditKeyOfItsSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(t.Context(), events.AuditKeysKey)
+	e, err := kv.Get(t.Context(), protocol.AuditKeysKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := events.DecodeAuditKeys(e.Value())
+	keys, err := protocol.DecodeAuditKeys(e.Value())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(keys) != 2 || keys[0].Kid != want.ID || keys[0].PublicKey != want.String() || keys[1].Kid != otherKey.ID || keys[1].PublicKey != otherKey.String() {
-		t.Fatalf("%s lists %+v; want %s then %s", events.AuditKeysKey, keys, want.ID, otherKey.ID)
+		t.Fatalf("%s lists %+v; want %s then %s", protocol.AuditKeysKey, keys, want.ID, otherKey.ID)
 	}
 	if keys[0].Since.IsZero() || keys[1].Since.Before(keys[0].Since) {
 		t.Errorf("since: %v, %v", keys[0].Since, keys[1].Since)

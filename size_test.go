@@ -20,6 +20,7 @@ import (
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // sized is one command of a chosen size on the wire (headers and body).
@@ -95,25 +96,25 @@ func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 		in := r.interrupt("booking", waiting, 1)
 		n := func(kind string) string { return fmt.Sprintf("%s-%d", kind, i) }
 		cmds = append(cmds,
-			sizedCommand(t, n("start-origin"), r.names.In("refund", "start"), "refund", n("r-origin"), events.TypeStart, size, func(pad string) any {
+			sizedCommand(t, n("start-origin"), r.names.In("refund", "start"), "refund", n("r-origin"), protocol.TypeStart, size, func(pad string) any {
 				return map[string]any{"state": map[string]any{"orderId": "o-1", "amount": 4800, "last4": "4242"},
 					"origin": map[string]any{"note": pad}}
 			}),
-			sizedCommand(t, n("start-state"), r.names.In("booking", "start"), "booking", n("r-state"), events.TypeStart, size, func(pad string) any {
+			sizedCommand(t, n("start-state"), r.names.In("booking", "start"), "booking", n("r-state"), protocol.TypeStart, size, func(pad string) any {
 				return map[string]any{"state": map[string]any{"name": pad}}
 			}),
-			sizedCommand(t, n("resume"), r.names.In("booking", "resume"), "booking", waiting, events.TypeResume, size, func(pad string) any {
+			sizedCommand(t, n("resume"), r.names.In("booking", "resume"), "booking", waiting, protocol.TypeResume, size, func(pad string) any {
 				return map[string]any{"resumeToken": in.ResumeToken, "answers": map[string]any{"email": pad + "@example.com"}}
 			}),
-			sizedCommand(t, n("request-args"), r.names.GateRequest(), "gate", n("call-args"), events.TypeToolRequest, size, func(pad string) any {
+			sizedCommand(t, n("request-args"), r.names.GateRequest(), "gate", n("call-args"), protocol.TypeToolRequest, size, func(pad string) any {
 				return map[string]any{"callId": n("call-args"), "tool": "issue_refund", "args": map[string]any{"amount": 4800, "memo": pad}}
 			}),
-			sizedCommand(t, n("request-origin"), r.names.GateRequest(), "gate", n("call-origin"), events.TypeToolRequest, size, func(pad string) any {
+			sizedCommand(t, n("request-origin"), r.names.GateRequest(), "gate", n("call-origin"), protocol.TypeToolRequest, size, func(pad string) any {
 				return map[string]any{"callId": n("call-origin"), "tool": "lookup_order", "args": map[string]any{},
 					"origin": map[string]any{"note": pad}}
 			}),
 			// No rule fires: the decided event echoes the tool's name.
-			sizedCommand(t, n("request-tool"), r.names.GateRequest(), "gate", n("call-tool"), events.TypeToolRequest, size, func(pad string) any {
+			sizedCommand(t, n("request-tool"), r.names.GateRequest(), "gate", n("call-tool"), protocol.TypeToolRequest, size, func(pad string) any {
 				return map[string]any{"callId": n("call-tool"), "tool": "lookup_" + pad, "args": map[string]any{}}
 			}),
 		)
@@ -135,8 +136,8 @@ func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 	// Each command is answered: applied to its run, refused, or
 	// dead-lettered.
 	refusedIDs, deadIDs := map[string]bool{}, map[string]bool{}
-	for _, e := range natstest.Read(t, js, r.names.EventStream(), r.names.Event("*", "*", events.KindRefused)) {
-		var ref events.Refused
+	for _, e := range natstest.Read(t, js, r.names.EventStream(), r.names.Event("*", "*", protocol.EventRefused)) {
+		var ref protocol.Refused
 		e.Decode(t, &ref)
 		refusedIDs[ref.EventID] = true
 	}
@@ -158,7 +159,7 @@ func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 		return json.Unmarshal(e.Value(), &cp) == nil && slices.Contains(cp.Applied, c.id)
 	}
 	decided := func(c sized) bool {
-		return len(natstest.Read(t, js, r.names.EventStream(), r.names.Event(c.flow, c.run, events.KindDecided))) > 0
+		return len(natstest.Read(t, js, r.names.EventStream(), r.names.Event(c.flow, c.run, protocol.EventDecided))) > 0
 	}
 	for _, c := range cmds {
 		how := ""

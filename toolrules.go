@@ -9,8 +9,8 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // toolRules answers the worker's question "which rule fires?" from the
@@ -23,7 +23,7 @@ type toolRules struct {
 var _ bus.ToolRules = (*toolRules)(nil)
 
 // Rule implements [bus.ToolRules].
-func (t *toolRules) Rule(ctx context.Context, req events.ToolRequest) *engine.GateRule {
+func (t *toolRules) Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule {
 	args := map[string]any{}
 	for k, raw := range req.Args {
 		var v any

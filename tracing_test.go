@@ -21,6 +21,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // callerTraceparent is the agent's span that starts the runs.
@@ -93,7 +94,7 @@ func publishTraced(t *testing.T, js jetstream.JetStream, subject, typ, run, trac
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.SetExtension(events.ExtTraceparent, traceparent)
+	ev.SetExtension(protocol.ExtTraceparent, traceparent)
 	body, err := events.Encode(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func wantCarried(t *testing.T, evs []natstest.Received, traceparent string, kind
 	t.Helper()
 	for _, kind := range kinds {
 		e := natstest.Last(t, evs, kind)
-		if got := events.StringExtension(e.Event, events.ExtTraceparent); got != traceparent {
+		if got := events.StringExtension(e.Event, protocol.ExtTraceparent); got != traceparent {
 			t.Errorf("%s carries traceparent %q, want the span's %q", e.Subject, got, traceparent)
 		}
 	}
@@ -208,10 +209,10 @@ func TestATraceFollowsARunAcrossTheHumanWaitAndARestart(t *testing.T) {
 	r := &rig{t: t, srv: srv, js: js, names: svc.Names()}
 	const run = "r-traced"
 
-	publishTraced(t, js, r.names.In("wire", "start"), events.TypeStart, run, callerTraceparent,
+	publishTraced(t, js, r.names.In("wire", "start"), protocol.TypeStart, run, callerTraceparent,
 		map[string]any{"state": map[string]any{"memo": secretState}})
 	evs := r.wait("wire", run, "interrupted", 1)
-	var asked events.Interrupted
+	var asked protocol.Interrupted
 	natstest.Last(t, evs, "interrupted").Decode(t, &asked)
 	if err := svc.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestATraceFollowsARunAcrossTheHumanWaitAndARestart(t *testing.T) {
 		"interlock.status": "waiting", "interlock.interrupt.kind": "question", "interlock.interrupt.request_id": asked.RequestID,
 		"interlock.events": `["started","interrupted"]`, "interlock.disposition": "acknowledged",
 		"messaging.system": "nats", "messaging.destination.name": r.names.In("wire", "start"),
-		"cloudevents.event_type": events.TypeStart, "cloudevents.event_subject": run,
+		"cloudevents.event_type": protocol.TypeStart, "cloudevents.event_subject": run,
 	})
 	if got := seen.get("ask_account"); got.SpanID() != start.SpanContext.SpanID() {
 		t.Errorf("the node ran in span %s, want the start's %s", got.SpanID(), start.SpanContext.SpanID())
@@ -253,7 +254,7 @@ func TestATraceFollowsARunAcrossTheHumanWaitAndARestart(t *testing.T) {
 	// The person answers with no traceparent: a new trace, linked to the run's.
 	r.resume("wire", run, answer(asked, map[string]any{"account": secretAnswer}))
 	evs = r.wait("wire", run, "interrupted", 2)
-	var approval events.Interrupted
+	var approval protocol.Interrupted
 	natstest.Last(t, evs, "interrupted").Decode(t, &approval)
 	natstest.Eventually(t, "the answer's span ended", func() bool { return len(exp2.GetSpans()) == 1 })
 	answered := onlySpan(t, exp2, "interlock.resume")
@@ -281,8 +282,8 @@ func TestATraceFollowsARunAcrossTheHumanWaitAndARestart(t *testing.T) {
 	}
 
 	// A bot approves, continuing the trace of the interrupted event it read.
-	botTrace := events.StringExtension(natstest.Last(t, evs, "interrupted").Event, events.ExtTraceparent)
-	publishTraced(t, js, r.names.In("wire", "resume"), events.TypeResume, run, botTrace, map[string]any{
+	botTrace := events.StringExtension(natstest.Last(t, evs, "interrupted").Event, protocol.ExtTraceparent)
+	publishTraced(t, js, r.names.In("wire", "resume"), protocol.TypeResume, run, botTrace, map[string]any{
 		"resumeToken": approval.ResumeToken, "decision": "approve", "approver": secretPerson, "reason": secretReason,
 	})
 	evs = r.wait("wire", run, "completed", 1)
@@ -324,10 +325,10 @@ func TestARefusedResumeHasAnErrorSpanWithItsCode(t *testing.T) {
 	seen := &spanContexts{seen: map[string]trace.SpanContext{}}
 	r := newRigWith(t, interlock.Config{Flows: []*engine.Flow{wireFlow(seen)}, TracerProvider: tp})
 	const run = "r-refused"
-	publishTraced(t, r.js, r.names.In("wire", "start"), events.TypeStart, run, callerTraceparent, nil)
+	publishTraced(t, r.js, r.names.In("wire", "start"), protocol.TypeStart, run, callerTraceparent, nil)
 	asked := r.interrupt("wire", run, 1)
 	forged := "AAAA" + asked.ResumeToken[4:]
-	r.resume("wire", run, answer(events.Interrupted{ResumeToken: forged}, map[string]any{"account": secretAnswer}))
+	r.resume("wire", run, answer(protocol.Interrupted{ResumeToken: forged}, map[string]any{"account": secretAnswer}))
 	evs := r.wait("wire", run, "refused", 1)
 	var refused tracetest.SpanStub
 	natstest.Eventually(t, "the refused resume's span ended", func() bool {
@@ -339,11 +340,11 @@ func TestARefusedResumeHasAnErrorSpanWithItsCode(t *testing.T) {
 		}
 		return false
 	})
-	if refused.Status.Code != codes.Error || !strings.Contains(refused.Status.Description, engine.CodeTokenMismatch) {
-		t.Errorf("refused resume's status = %+v, want an error naming %s", refused.Status, engine.CodeTokenMismatch)
+	if refused.Status.Code != codes.Error || !strings.Contains(refused.Status.Description, string(protocol.CodeTokenMismatch)) {
+		t.Errorf("refused resume's status = %+v, want an error naming %s", refused.Status, protocol.CodeTokenMismatch)
 	}
 	wantAttrs(t, refused, map[string]string{
-		"interlock.refusal.code": engine.CodeTokenMismatch, "error.type": engine.CodeTokenMismatch,
+		"interlock.refusal.code": string(protocol.CodeTokenMismatch), "error.type": string(protocol.CodeTokenMismatch),
 		"interlock.status": "waiting", "interlock.run": run, "interlock.disposition": "acknowledged",
 	})
 	if !linksTo(refused, callerTraceparent) {
@@ -361,7 +362,7 @@ func TestADeadlineSpanIsAChildOfTheTransitionThatSetIt(t *testing.T) {
 	tp, exp := newTracer(t)
 	r := newRigWith(t, interlock.Config{Flows: []*engine.Flow{deadlineFlow()}, TracerProvider: tp})
 	const run = "r-expiring"
-	publishTraced(t, r.js, r.names.In("deadline", "start"), events.TypeStart, run, callerTraceparent, nil)
+	publishTraced(t, r.js, r.names.In("deadline", "start"), protocol.TypeStart, run, callerTraceparent, nil)
 	evs := r.wait("deadline", run, "expired", 1)
 	var expire tracetest.SpanStub
 	natstest.Eventually(t, "the expiry's span ended", func() bool {
@@ -391,7 +392,7 @@ func TestAToolRequestHasASpanNamingTheDecision(t *testing.T) {
 	t.Parallel()
 	tp, exp := newTracer(t)
 	r := gateRigWith(t, interlock.Config{TracerProvider: tp})
-	publishTraced(t, r.js, r.names.GateRequest(), events.TypeToolRequest, "", callerTraceparent,
+	publishTraced(t, r.js, r.names.GateRequest(), protocol.TypeToolRequest, "", callerTraceparent,
 		map[string]any{"callId": "call-traced", "tool": "issue_refund", "args": map[string]any{"orderId": secretArgs, "amount": 200}})
 	evs := r.wait("gate", "call-traced", "decided", 1)
 	var req tracetest.SpanStub

@@ -11,19 +11,19 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
 // auditKey returns a distinct audit public key for n.
-func auditKey(n byte) events.AuditKey {
+func auditKey(n byte) protocol.AuditKey {
 	pub := make([]byte, ed25519.PublicKeySize)
 	pub[0] = n
-	return events.AuditKey{Kid: events.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: time.Date(2026, 11, 21, 10, 0, int(n), 0, time.UTC)}
+	return protocol.AuditKey{Kid: protocol.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: time.Date(2026, 11, 21, 10, 0, int(n), 0, time.UTC)}
 }
 
-func kids(keys []events.AuditKey) []string {
+func kids(keys []protocol.AuditKey) []string {
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k.Kid
@@ -70,13 +70,13 @@ func TestPublishAuditKeyOnlyAddsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func() []events.AuditKey {
+	read := func() []protocol.AuditKey {
 		t.Helper()
-		e, err := kv.Get(t.Context(), events.AuditKeysKey)
+		e, err := kv.Get(t.Context(), protocol.AuditKeysKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, err := events.DecodeAuditKeys(e.Value())
+		keys, err := protocol.DecodeAuditKeys(e.Value())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,13 +107,13 @@ func TestPublishAuditKeyOnlyAddsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := akv.Get(t.Context(), events.AuditKeysKey); err != nil {
+	if _, err := akv.Get(t.Context(), protocol.AuditKeysKey); err != nil {
 		t.Fatalf("a client cannot read the audit keys: %v", err)
 	}
 	// A denied write gets no acknowledgement: bound the wait for it.
 	denied, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if _, err := akv.Put(denied, events.AuditKeysKey, []byte(`[]`)); err == nil {
+	if _, err := akv.Put(denied, protocol.AuditKeysKey, []byte(`[]`)); err == nil {
 		t.Fatal("a client wrote the audit keys")
 	}
 	denied, cancel = context.WithTimeout(t.Context(), time.Second)
@@ -126,14 +126,14 @@ func TestPublishAuditKeyOnlyAddsKeys(t *testing.T) {
 	}
 
 	// A value that is not a list is left alone, with an error saying so.
-	if _, err := kv.Put(t.Context(), events.AuditKeysKey, []byte(`{"oops":1}`)); err != nil {
+	if _, err := kv.Put(t.Context(), protocol.AuditKeysKey, []byte(`{"oops":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = bus.PublishAuditKey(t.Context(), js, n, auditKey(5))
 	if err == nil || !strings.Contains(err.Error(), "is not a list of audit keys") || !strings.Contains(err.Error(), "nats kv history interlock_config audit.keys") {
 		t.Fatalf("publishing over junk: %v", err)
 	}
-	if e, _ := kv.Get(t.Context(), events.AuditKeysKey); string(e.Value()) != `{"oops":1}` {
+	if e, _ := kv.Get(t.Context(), protocol.AuditKeysKey); string(e.Value()) != `{"oops":1}` {
 		t.Fatalf("junk overwritten with %s", e.Value())
 	}
 }

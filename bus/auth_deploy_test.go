@@ -28,9 +28,9 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -353,7 +353,7 @@ func TestDeployUsersHaveOnlyTheirRights(t *testing.T) {
 	if in2 := lastInterrupt(t, bc, "r-1"); in2.ResumeToken != in.ResumeToken {
 		t.Fatal("bot: the last interrupt differs from the agent's")
 	}
-	ev, err := bc.Resume(t.Context(), "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
+	ev, err := bc.Resume(t.Context(), "booking", "r-1", protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
 	if err != nil || ev.Kind != "interrupted" {
 		t.Fatalf("bot: resume: %s %v", ev.Kind, err)
 	}
@@ -426,7 +426,7 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := lastInterruptOf(t, ac, "contract", "r-legal")
-	decide := events.Resume{ResumeToken: in.ResumeToken, Decision: "approve"}
+	decide := protocol.Resume{ResumeToken: in.ResumeToken, Decision: "approve"}
 
 	bot, bc := as("bot")
 	// NATS refuses the bot a role it does not hold.
@@ -436,8 +436,8 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	if err != nil || ev.Kind != "refused" {
 		t.Fatalf("supervisor deciding for legal: %s %v", ev.Kind, err)
 	}
-	var ref events.Refused
-	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden || !strings.Contains(ref.Message, "approver role legal") {
+	var ref protocol.Refused
+	if err := ev.Decode(&ref); err != nil || ref.Code != protocol.CodeForbidden || !strings.Contains(ref.Message, "approver role legal") {
 		t.Fatalf("refusal = %+v %v", ref, err)
 	}
 	// With authorization, the plain subject decides no approval.
@@ -445,16 +445,16 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	if err != nil || ev.Kind != "refused" {
 		t.Fatalf("plain resume of an approval: %s %v", ev.Kind, err)
 	}
-	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden {
+	if err := ev.Decode(&ref); err != nil || ref.Code != protocol.CodeForbidden {
 		t.Fatalf("plain resume refusal = %+v", ref)
 	}
 	// The HTTP API's way: a caller the service vouches for.
-	ev, err = svc.ResumeAs(t.Context(), svc.Client("/http"), "contract", "r-legal", events.Resume{Decision: "approve", Approver: "typed-in-the-body"}, "lena@example.com", []string{"legal"})
+	ev, err = svc.ResumeAs(t.Context(), svc.Client("/http"), "contract", "r-legal", protocol.Resume{Decision: "approve", Approver: "typed-in-the-body"}, "lena@example.com", []string{"legal"})
 	if err != nil || ev.Kind != "interrupted" {
 		t.Fatalf("vouched legal decision: %s %v", ev.Kind, err)
 	}
 	next := lastInterruptOf(t, bc, "contract", "r-legal")
-	ev, err = bc.ResumeWithRole(t.Context(), "contract", "r-legal", "supervisor", events.Resume{ResumeToken: next.ResumeToken, Decision: "approve"})
+	ev, err = bc.ResumeWithRole(t.Context(), "contract", "r-legal", "supervisor", protocol.Resume{ResumeToken: next.ResumeToken, Decision: "approve"})
 	if err != nil || ev.Kind != "completed" {
 		t.Fatalf("supervisor deciding for supervisor: %s %v", ev.Kind, err)
 	}
@@ -467,7 +467,7 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	for _, r := range recs {
 		switch r.Action {
 		case "refused":
-			refused = append(refused, r.Code)
+			refused = append(refused, string(r.Code))
 		case "approved":
 			approvedBy = append(approvedBy, r.By)
 		}
@@ -481,11 +481,11 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 		t.Fatalf("the operator's verify: intact %v, %d of %d vouched for, signed by %v: %v", rep.Intact, rep.Vouched, len(recs), rep.SignedBy, err)
 	}
 	// A vouch made without the deployment's secret is refused.
-	ev, err = svc.Client("/forger").ResumeAs(t.Context(), "contract", "r-legal", events.Resume{Decision: "approve"}, []byte("not-the-secret-not-the-secret-xx"), "mallory", []string{"legal"})
+	ev, err = svc.Client("/forger").ResumeAs(t.Context(), "contract", "r-legal", protocol.Resume{Decision: "approve"}, []byte("not-the-secret-not-the-secret-xx"), "mallory", []string{"legal"})
 	if err != nil || ev.Kind != "refused" {
 		t.Fatalf("forged vouch: %s %v", ev.Kind, err)
 	}
-	if err := ev.Decode(&ref); err != nil || ref.Code != engine.CodeForbidden || !strings.Contains(ref.Message, "does not verify") || !strings.Contains(ref.Message, "--secret-file") {
+	if err := ev.Decode(&ref); err != nil || ref.Code != protocol.CodeForbidden || !strings.Contains(ref.Message, "does not verify") || !strings.Contains(ref.Message, "--secret-file") {
 		t.Fatalf("forged vouch refusal = %+v", ref)
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -251,13 +251,13 @@ func startBooking(t *testing.T, c *client.Client, run string) {
 
 // lastInterrupt reads the run's last interrupted event as c. A subscriber
 // may see the event before the stream has stored it: it polls.
-func lastInterrupt(t *testing.T, c *client.Client, run string) events.Interrupted {
+func lastInterrupt(t *testing.T, c *client.Client, run string) protocol.Interrupted {
 	t.Helper()
 	return lastInterruptOf(t, c, "booking", run)
 }
 
 // lastInterruptOf is lastInterrupt for a run of any flow.
-func lastInterruptOf(t *testing.T, c *client.Client, flow, run string) events.Interrupted {
+func lastInterruptOf(t *testing.T, c *client.Client, flow, run string) protocol.Interrupted {
 	t.Helper()
 	deadline := time.Now().Add(natstest.Wait)
 	for {
@@ -297,7 +297,7 @@ func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 			c := client.New(anon.nc, anon.js, n, "/test/anonymous", natstest.Wait)
 			startBooking(t, c, "r-1")
 			in := lastInterrupt(t, c, "r-1")
-			ev, err := c.Resume(t.Context(), "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
+			ev, err := c.Resume(t.Context(), "booking", "r-1", protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)}})
 			if err != nil || ev.Kind != "interrupted" {
 				t.Fatalf("resume: %s %v", ev.Kind, err)
 			}
@@ -311,7 +311,7 @@ func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 				t.Errorf("pending: %v %v", p, err)
 			}
 			// A command no flow knows goes to the dead letters, which clients may read.
-			natstest.Publish(t, anon.js, n.In("nosuch", "start"), events.TypeStart, "r-2", events.Start{})
+			natstest.Publish(t, anon.js, n.In("nosuch", "start"), protocol.TypeStart, "r-2", protocol.Start{})
 			natstest.WaitFor(t, anon.js, n.DeadLetterStream(), n.Prefix+".dlq.>", natstest.Nth(n.Prefix+".dlq", 0))
 
 			denyTampering(t, anon, n)

@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -89,7 +90,7 @@ func TestWorkerStartWaitsForAClusterWithoutQuorum(t *testing.T) {
 	}
 	// Retry the start (the stream drops a repeat by its id) until the
 	// inbound stream takes it.
-	ev, err := events.New("after-quorum-start", "/bus-test", events.TypeStart, "after-quorum", time.Now().UTC(), nil)
+	ev, err := events.New("after-quorum-start", "/bus-test", protocol.TypeStart, "after-quorum", time.Now().UTC(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

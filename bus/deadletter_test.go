@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // deadLetters waits until the inbound stream is drained and returns the
@@ -81,7 +82,7 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 	t.Parallel()
 	r := newWorkerRig(t, enginetest.NewStore(), 2)
 	binary := nats.Header{
-		"ce-specversion": {"1.0"}, "ce-id": {"b1"}, "ce-source": {"/t"}, "ce-type": {events.TypeResume},
+		"ce-specversion": {"1.0"}, "ce-id": {"b1"}, "ce-source": {"/t"}, "ce-type": {protocol.TypeResume},
 		"ce-subject": {"r-bin"}, "ce-time": {"yesterday"}, "ce-resumetoken": {"LIVE-TOKEN-1"},
 		"Resume-Token": {"LIVE-TOKEN-2"},
 	}

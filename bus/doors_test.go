@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -99,10 +100,10 @@ func defaultDeployment(t *testing.T, flow *engine.Flow) *deployment {
 }
 
 // waitingRefund starts a refund as c and returns its pending approval.
-func waitingRefund(t *testing.T, c *client.Client, run string) events.Interrupted {
+func waitingRefund(t *testing.T, c *client.Client, run string) protocol.Interrupted {
 	t.Helper()
 	ev, err := c.Start(t.Context(), "refund", run, nil, nil)
-	if err != nil || ev.Kind != events.KindInterrupted {
+	if err != nil || ev.Kind != protocol.EventInterrupted {
 		t.Fatalf("start %s: %s %v", run, ev.Kind, err)
 	}
 	return lastInterruptOf(t, c, "refund", run)
@@ -110,10 +111,10 @@ func waitingRefund(t *testing.T, c *client.Client, run string) events.Interrupte
 
 // resumeBody is a structured resume approving in, as an attacker who read
 // its interrupted event would write it.
-func resumeBody(t *testing.T, id string, in events.Interrupted) []byte {
+func resumeBody(t *testing.T, id string, in protocol.Interrupted) []byte {
 	t.Helper()
-	ev, err := events.New(id, "/attacker", events.TypeResume, in.Run, time.Now().UTC(),
-		events.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Decision: "approve", Approver: "attacker"})
+	ev, err := events.New(id, "/attacker", protocol.TypeResume, in.Run, time.Now().UTC(),
+		protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, Decision: "approve", Approver: "attacker"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func (d *deployment) stillWaits(t *testing.T, run, rq string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := events.DecodeCheckpoint(e.Value(), e.Revision())
+	cp, err := protocol.DecodeCheckpoint(e.Value(), e.Revision())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestNoClientCanPurgeQueuedCommandsOrDeleteADeadline(t *testing.T) {
 	// Queued, acknowledged, and no worker to take them.
 	const queued = 20
 	for i := range queued {
-		natstest.Publish(t, anon.js, n.In("refund", "start"), events.TypeStart, fmt.Sprintf("r-queued-%02d", i), events.Start{})
+		natstest.Publish(t, anon.js, n.In("refund", "start"), protocol.TypeStart, fmt.Sprintf("r-queued-%02d", i), protocol.Start{})
 	}
 	for _, h := range []nats.Header{
 		{"Nats-Rollup": {"all"}},
@@ -312,7 +313,7 @@ func TestTheInboundStreamRefusesOrNeutralisesEveryHeaderThatActs(t *testing.T) {
 		{nats.Header{"Nats-Trace-Dest": {n.In("zzq", "trace")}}, applied, 0},
 	} {
 		run := fmt.Sprintf("r-header-%02d", i)
-		ev, err := events.New("ev-"+run, "/test", events.TypeStart, run, time.Now().UTC(), events.Start{})
+		ev, err := events.New("ev-"+run, "/test", protocol.TypeStart, run, time.Now().UTC(), protocol.Start{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,9 +334,9 @@ func TestTheInboundStreamRefusesOrNeutralisesEveryHeaderThatActs(t *testing.T) {
 				t.Fatalf("%v: %v", tc.h, err)
 			}
 			got := natstest.WaitFor(t, d.admin, n.EventStream(), n.Event("refund", run, ">"), func(rs []natstest.Received) bool { return len(rs) > 0 })
-			var ref events.Refused
-			natstest.Last(t, got, events.KindRefused).Decode(t, &ref)
-			if ref.Code != engine.CodeInvalidPayload || !strings.Contains(ref.Message, "Nats-") {
+			var ref protocol.Refused
+			natstest.Last(t, got, protocol.EventRefused).Decode(t, &ref)
+			if ref.Code != protocol.CodeInvalidPayload || !strings.Contains(ref.Message, "Nats-") {
 				t.Errorf("%v: refused %+v, want invalid_payload naming the header", tc.h, ref)
 			}
 			dl := natstest.WaitFor(t, d.admin, n.DeadLetterStream(), n.DeadLetter(bus.ReasonInvalidHeaders), func(rs []natstest.Received) bool {
@@ -413,7 +414,7 @@ func TestARepliesAimedAtInterlocksSubjectsWriteNothing(t *testing.T) {
 			for i, target := range targets {
 				// An acknowledged command, and a JetStream API request.
 				run := fmt.Sprintf("r-reply-%d", i)
-				ev, err := events.New("ev-"+run, "/test", events.TypeStart, run, time.Now().UTC(), events.Start{})
+				ev, err := events.New("ev-"+run, "/test", protocol.TypeStart, run, time.Now().UTC(), protocol.Start{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -532,7 +533,7 @@ func TestTheClientBelievesOnlyWhatTheEventsStreamHolds(t *testing.T) {
 	anon := connectUser(t, "anonymous", srv.ClientURL())
 	c := client.New(anon.nc, anon.js, n, "/test", natstest.Wait)
 	first := waitingRefund(t, c, "r-other")
-	if _, err := c.Resume(t.Context(), "refund", "r-other", events.Resume{ResumeToken: first.ResumeToken, Decision: "approve"}); err != nil {
+	if _, err := c.Resume(t.Context(), "refund", "r-other", protocol.Resume{ResumeToken: first.ResumeToken, Decision: "approve"}); err != nil {
 		t.Fatal(err)
 	}
 	in := waitingRefund(t, c, "r-trust")
@@ -546,7 +547,7 @@ func TestTheClientBelievesOnlyWhatTheEventsStreamHolds(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		ev, err = c.Resume(t.Context(), "refund", "r-trust", events.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
+		ev, err = c.Resume(t.Context(), "refund", "r-trust", protocol.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
 	}()
 	// While it waits, forge its outcome: a reply that is no event, and
 	// another run's completed event copied out of the stream, with and
@@ -578,10 +579,10 @@ func TestTheClientBelievesOnlyWhatTheEventsStreamHolds(t *testing.T) {
 	}
 	natstest.Start(t, srv, doorsFlow(0))
 	<-done
-	if err != nil || ev.Kind != events.KindCompleted || ev.Event.Subject() != "r-trust" {
+	if err != nil || ev.Kind != protocol.EventCompleted || ev.Event.Subject() != "r-trust" {
 		t.Fatalf("resume settled with %s of %q: %v; want its own completed event", ev.Kind, ev.Event.Subject(), err)
 	}
-	var done2 events.Completed
+	var done2 protocol.Completed
 	if err := ev.Decode(&done2); err != nil || !strings.Contains(string(done2.State), `"decision":"approve"`) {
 		t.Fatalf("completed %s: %v", done2.State, err)
 	}
@@ -620,8 +621,8 @@ func TestDeadlinesAreTheServersToFire(t *testing.T) {
 	for _, subject := range []string{n.Due("refund", "expire"), n.Schedule("refund", "r-due", in.RequestID)} {
 		u.denied(t, "publish "+subject, subject, publish(u.js, subject))
 	}
-	ev, err := events.New("forged-expire", "/attacker", events.TypeExpire, "r-due", time.Now().UTC(),
-		events.Expire{RequestID: in.RequestID, ExpiresAt: time.Now().UTC().Format(time.RFC3339), Flow: "refund", Run: "r-due"})
+	ev, err := events.New("forged-expire", "/attacker", protocol.TypeExpire, "r-due", time.Now().UTC(),
+		protocol.Expire{RequestID: in.RequestID, ExpiresAt: time.Now().UTC(), Flow: "refund", Run: "r-due"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,8 +645,8 @@ func TestAVouchHoldsOnlyForItsCommandAndItsCaller(t *testing.T) {
 	c := svc.Client("/test")
 	a := waitingRefund(t, c, "r-vouch-a")
 	b := waitingRefund(t, c, "r-vouch-b")
-	vouched := func(id, run string, r events.Resume, approver string, roles []string, expires time.Time, tamper func(*nats.Msg)) *nats.Msg {
-		ev, err := events.New(id, "/http", events.TypeResume, run, time.Now().UTC(), r)
+	vouched := func(id, run string, r protocol.Resume, approver string, roles []string, expires time.Time, tamper func(*nats.Msg)) *nats.Msg {
+		ev, err := events.New(id, "/http", protocol.TypeResume, run, time.Now().UTC(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -664,38 +665,38 @@ func TestAVouchHoldsOnlyForItsCommandAndItsCaller(t *testing.T) {
 		return m
 	}
 	later := time.Now().Add(time.Hour)
-	original := vouched("v-1", "r-vouch-a", events.Resume{RequestID: a.RequestID, Decision: "reject", Reason: "no"}, "sam", []string{"supervisor"}, later, nil)
+	original := vouched("v-1", "r-vouch-a", protocol.Resume{RequestID: a.RequestID, Decision: "reject", Reason: "no"}, "sam", []string{"supervisor"}, later, nil)
 	for i, tc := range []struct {
 		what string
 		msg  *nats.Msg
-		code string
+		code protocol.Code
 	}{
-		{"the vouch of a's resume on a resume of b", vouched("v-2", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
+		{"the vouch of a's resume on a resume of b", vouched("v-2", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Header.Set(events.HeaderVouch, original.Header.Get(events.HeaderVouch))
-		}), engine.CodeForbidden},
-		{"another approver", vouched("v-3", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
+		}), protocol.CodeForbidden},
+		{"another approver", vouched("v-3", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Header.Set(events.HeaderApprover, "mallory")
-		}), engine.CodeForbidden},
-		{"more roles", vouched("v-4", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"clerk"}, later, func(m *nats.Msg) {
+		}), protocol.CodeForbidden},
+		{"more roles", vouched("v-4", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"clerk"}, later, func(m *nats.Msg) {
 			m.Header.Set(events.HeaderRoles, "clerk,supervisor")
-		}), engine.CodeForbidden},
-		{"another body", vouched("v-5", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "reject", Reason: "no"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
+		}), protocol.CodeForbidden},
+		{"another body", vouched("v-5", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "reject", Reason: "no"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Data = []byte(strings.Replace(string(m.Data), `"reject"`, `"approve"`, 1))
-		}), engine.CodeForbidden},
-		{"another subject", vouched("v-6", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
+		}), protocol.CodeForbidden},
+		{"another subject", vouched("v-6", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Subject = n.ResumeAs("refund", "supervisor")
-		}), engine.CodeForbidden},
-		{"an expired vouch", vouched("v-7", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, time.Now().Add(-time.Second), nil), engine.CodeForbidden},
-		{"a vouch of the first version", vouched("v-8", "r-vouch-b", events.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
+		}), protocol.CodeForbidden},
+		{"an expired vouch", vouched("v-7", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, time.Now().Add(-time.Second), nil), protocol.CodeForbidden},
+		{"a vouch of the first version", vouched("v-8", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Header.Set(events.HeaderVouch, "rM3vTnDdLy0vvsTmWkfPQdDK2m2Z5SbU3Qbq1bBHaYk")
-		}), engine.CodeForbidden},
-		{"no request id", vouched("v-9", "r-vouch-b", events.Resume{Decision: "approve"}, "sam", []string{"supervisor"}, later, nil), engine.CodeInvalidPayload},
+		}), protocol.CodeForbidden},
+		{"no request id", vouched("v-9", "r-vouch-b", protocol.Resume{Decision: "approve"}, "sam", []string{"supervisor"}, later, nil), protocol.CodeInvalidPayload},
 	} {
 		if _, err := js.PublishMsg(t.Context(), tc.msg); err != nil {
 			t.Fatal(err)
 		}
 		got := natstest.WaitFor(t, js, n.EventStream(), n.Event("refund", "r-vouch-b", "refused"), natstest.Nth("refused", i+1))
-		var ref events.Refused
+		var ref protocol.Refused
 		natstest.Last(t, got, "refused").Decode(t, &ref)
 		if ref.Code != tc.code {
 			t.Errorf("%s: refused %+v, want %s", tc.what, ref, tc.code)

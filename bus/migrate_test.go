@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -34,8 +35,8 @@ func earlierInbound(t *testing.T, js jetstream.JetStream, n wire.Names) {
 // in the inbound stream aimed at <prefix>.in.<flow>.expire.
 func earlierDeadline(t *testing.T, js jetstream.JetStream, n wire.Names, run, rq string, at time.Time) {
 	t.Helper()
-	ev, err := events.New("expire-"+run, "interlock/test", events.TypeExpire, run, time.Now().UTC(),
-		events.Expire{RequestID: rq, ExpiresAt: at.UTC().Format(time.RFC3339), Flow: "refund", Run: run})
+	ev, err := events.New("expire-"+run, "interlock/test", protocol.TypeExpire, run, time.Now().UTC(),
+		protocol.Expire{RequestID: rq, ExpiresAt: at.UTC(), Flow: "refund", Run: run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestAnInboundStreamOfAnEarlierVersionIsMadeAnewWithItsCommandsAndDeadlines(
 	// Two commands waiting, and a deadline of a run that waits until far
 	// ahead (it is moved, not fired) and one already due.
 	for _, run := range []string{"r-a", "r-b"} {
-		natstest.Publish(t, js, n.In("refund", "start"), events.TypeStart, run, events.Start{})
+		natstest.Publish(t, js, n.In("refund", "start"), protocol.TypeStart, run, protocol.Start{})
 	}
 	earlierDeadline(t, js, n, "r-later", "rq_later", time.Now().Add(time.Hour))
 	if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{}); err != nil {
@@ -114,7 +115,7 @@ func TestAMoveStoppedHalfWayFinishesAtTheNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, run := range []string{"r-x", "r-y"} {
-		ev, err := events.New("ev-"+run, "/test", events.TypeStart, run, time.Now().UTC(), events.Start{})
+		ev, err := events.New("ev-"+run, "/test", protocol.TypeStart, run, time.Now().UTC(), protocol.Start{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestAnEmbeddedServerKeepsTheRunsOfAnEarlierVersion(t *testing.T) {
 	}
 	js, _ := jetstream.New(nc)
 	earlierInbound(t, js, n)
-	natstest.Publish(t, js, n.In("refund", "start"), events.TypeStart, "r-old", events.Start{})
+	natstest.Publish(t, js, n.In("refund", "start"), protocol.TypeStart, "r-old", protocol.Start{})
 	nc.Close()
 	old.Shutdown()
 	old.WaitForShutdown()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -51,7 +52,7 @@ func (p *Publisher) subject(m engine.Message) string {
 	case engine.AuditStream:
 		return p.names.Audit(m.Flow, m.Run)
 	case engine.ScheduleStream:
-		if s, ok := m.Data.(*engine.Schedule); ok {
+		if s, ok := m.Data.(*protocol.Expire); ok {
 			return p.names.Schedule(m.Flow, m.Run, s.RequestID)
 		}
 	}
@@ -82,16 +83,16 @@ const bodySize = 768
 // encode encodes m as a structured CloudEvent, appending its body to slab,
 // whose bytes it returns with the message.
 func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, error) {
-	typ, ok := events.OutboundType(m.Kind)
+	typ, ok := protocol.OutboundType(m.Kind)
 	var data any = m.Data
 	switch d := m.Data.(type) {
-	case *engine.AuditRecord:
-		typ, ok = events.AuditType(m.Kind), true
-	case *engine.Schedule:
-		typ, ok = events.TypeExpire, true
-		data = events.Expire{RequestID: d.RequestID, ExpiresAt: d.ExpiresAt.UTC().Format(time.RFC3339), Flow: d.Flow, Run: d.Run}
-	case *engine.NodeEvent:
-		typ, ok = events.TypeNodePrefix+m.Kind, true
+	case *protocol.AuditRecord:
+		typ, ok = protocol.AuditType(m.Kind), true
+	case *protocol.Expire:
+		typ, ok = protocol.TypeExpire, true
+		data = &protocol.Expire{RequestID: d.RequestID, ExpiresAt: d.ExpiresAt.UTC(), Flow: d.Flow, Run: d.Run}
+	case *protocol.NodeEvent:
+		typ, ok = protocol.TypeNodePrefix+m.Kind, true
 	}
 	if !ok {
 		return nil, slab, fmt.Errorf("bus: no event type for kind %q", m.Kind)
@@ -105,7 +106,7 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
-	if s, ok := m.Data.(*engine.Schedule); ok {
+	if s, ok := m.Data.(*protocol.Expire); ok {
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
 		msg.Header.Set(HeaderScheduleTarget, p.names.Due(m.Flow, "expire"))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -32,8 +33,8 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	p := bus.NewPublisher(js, names, "interlock/test")
 	at := time.Now().UTC()
 	msgs := []engine.Message{
-		{Stream: engine.EventStream, Kind: engine.EventStarted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at, Data: &engine.StartedEvent{Flow: "booking", Run: "r-1"}},
-		{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: "u-2", Flow: "booking", Run: "r-1", Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: "r-1", Action: engine.ActionStarted, At: at}},
+		{Stream: engine.EventStream, Kind: protocol.EventStarted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at, Data: &protocol.Started{Flow: "booking", Run: "r-1"}},
+		{Stream: engine.AuditStream, Kind: protocol.ActionStarted, ID: "u-2", Flow: "booking", Run: "r-1", Time: at, Data: &protocol.AuditRecord{Flow: "booking", Run: "r-1", Action: protocol.ActionStarted, At: at}},
 	}
 	count := func() int {
 		return len(natstest.Read(t, js, names.EventStream(), ">")) + len(natstest.Read(t, js, names.AuditStream(), ">"))
@@ -116,10 +117,10 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 	} {
 		run := tc.run
 		msgs := []engine.Message{
-			{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: run + "-a1", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionStarted, At: at}},
-			{Stream: engine.AuditStream, Kind: engine.ActionInterrupted, ID: run + "-a2", Flow: "booking", Run: run, Time: at, Data: &engine.AuditRecord{Flow: "booking", Run: run, Action: engine.ActionInterrupted, At: at}},
-			{Stream: engine.EventStream, Kind: engine.EventStarted, ID: run + "-e1", Flow: "booking", Run: run, Time: at, Data: &engine.StartedEvent{Flow: "booking", Run: run}},
-			{Stream: engine.EventStream, Kind: engine.EventCompleted, ID: run + "-e2", Flow: "booking", Run: run, Time: at, Data: &engine.CompletedEvent{Flow: "booking", Run: run}},
+			{Stream: engine.AuditStream, Kind: protocol.ActionStarted, ID: run + "-a1", Flow: "booking", Run: run, Time: at, Data: &protocol.AuditRecord{Flow: "booking", Run: run, Action: protocol.ActionStarted, At: at}},
+			{Stream: engine.AuditStream, Kind: protocol.ActionInterrupted, ID: run + "-a2", Flow: "booking", Run: run, Time: at, Data: &protocol.AuditRecord{Flow: "booking", Run: run, Action: protocol.ActionInterrupted, At: at}},
+			{Stream: engine.EventStream, Kind: protocol.EventStarted, ID: run + "-e1", Flow: "booking", Run: run, Time: at, Data: &protocol.Started{Flow: "booking", Run: run}},
+			{Stream: engine.EventStream, Kind: protocol.EventCompleted, ID: run + "-e2", Flow: "booking", Run: run, Time: at, Data: &protocol.Completed{Flow: "booking", Run: run}},
 		}
 		p := bus.NewPublisher(&failingJetStream{JetStream: js, prefix: tc.prefix}, names, "interlock/test")
 		if err := p.Publish(t.Context(), msgs, 1, false); err == nil {

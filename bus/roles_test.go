@@ -18,8 +18,8 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -127,10 +127,10 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 			workers := svc.Client("/test/workers")
 			// waiting starts a run of flow as the workers and returns its
 			// pending interrupt.
-			waiting := func(flow string) events.Interrupted {
+			waiting := func(flow string) protocol.Interrupted {
 				t.Helper()
 				run := fmt.Sprintf("r-%d", runs.Add(1))
-				if ev, err := workers.Start(t.Context(), flow, run, nil, nil); err != nil || ev.Kind != events.KindInterrupted {
+				if ev, err := workers.Start(t.Context(), flow, run, nil, nil); err != nil || ev.Kind != protocol.EventInterrupted {
 					t.Fatalf("start %s: %s %v", flow, ev.Kind, err)
 				}
 				return lastInterruptOf(t, workers, flow, run)
@@ -140,7 +140,7 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 					return err
 				}
 				if ev.Kind != want {
-					var r events.Refused
+					var r protocol.Refused
 					_ = ev.Decode(&r)
 					return fmt.Errorf("settled with %s (%s: %s), want %s", ev.Kind, r.Code, r.Message, want)
 				}
@@ -167,38 +167,38 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 			actions := map[string]roleAction{
 				"start": {n.In("q", "start"), func(ctx context.Context) error {
 					ev, err := c.Start(ctx, "q", fmt.Sprintf("r-%d", runs.Add(1)), nil, nil)
-					return settled(ev, err, events.KindInterrupted)
+					return settled(ev, err, protocol.EventInterrupted)
 				}, nil},
 				"answer": {n.In("q", "resume"), func(ctx context.Context) error {
 					in := waiting("q")
-					ev, err := c.Resume(ctx, "q", in.Run, events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"note": json.RawMessage(`"n"`)}})
-					return settled(ev, err, events.KindCompleted)
+					ev, err := c.Resume(ctx, "q", in.Run, protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"note": json.RawMessage(`"n"`)}})
+					return settled(ev, err, protocol.EventCompleted)
 				}, nil},
 				"approve-supervisor": {n.ResumeAs("sup", "supervisor"), func(ctx context.Context) error {
 					in := waiting("sup")
-					ev, err := c.ResumeWithRole(ctx, "sup", in.Run, "supervisor", events.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
-					return settled(ev, err, events.KindCompleted)
+					ev, err := c.ResumeWithRole(ctx, "sup", in.Run, "supervisor", protocol.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
+					return settled(ev, err, protocol.EventCompleted)
 				}, nil},
 				"approve-other-role": {n.ResumeAs("fin", "finance_lead"), func(ctx context.Context) error {
 					in := waiting("fin")
-					ev, err := c.ResumeWithRole(ctx, "fin", in.Run, "finance_lead", events.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
-					return settled(ev, err, events.KindCompleted)
+					ev, err := c.ResumeWithRole(ctx, "fin", in.Run, "finance_lead", protocol.Resume{ResumeToken: in.ResumeToken, Decision: "approve"})
+					return settled(ev, err, protocol.EventCompleted)
 				}, nil},
 				"cancel": {n.In("q", "cancel"), func(ctx context.Context) error {
 					in := waiting("q")
 					ev, err := c.Cancel(ctx, "q", in.Run, "test")
-					return settled(ev, err, events.KindCancelled)
+					return settled(ev, err, protocol.EventCancelled)
 				}, nil},
 				"reannounce": {n.In("q", "reannounce"), func(ctx context.Context) error {
 					in := waiting("q")
 					ev, err := c.Reannounce(ctx, "q", in.Run, "test")
-					return settled(ev, err, events.KindInterrupted)
+					return settled(ev, err, protocol.EventInterrupted)
 				}, nil},
 				"request":          {n.GateRequest(), publish(u.js, n.GateRequest()), nil},
 				"expire":           {n.In("q", "expire"), publish(u.js, n.In("q", "expire")), nil},
 				"publish-deadline": {n.Due("q", "expire"), publish(u.js, n.Due("q", "expire")), nil},
 				"watch-events": {n.Prefix + ".ev.>", func(ctx context.Context) error {
-					s, err := u.nc.SubscribeSync(n.Event("q", "*", events.KindStarted))
+					s, err := u.nc.SubscribeSync(n.Event("q", "*", protocol.EventStarted))
 					if err != nil {
 						return err
 					}

@@ -3,16 +3,15 @@ package bus
 import (
 	"time"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/rs/zerolog"
-
-	"github.com/interlockhq/interlock/events"
 )
 
 // RunLog is one step of a run as the operator's log shows it. It holds
 // names, numbers and times only: no resume token, answer, state or tool
 // argument can reach the log through it.
 type RunLog struct {
-	// Kind is the event the step published: events.KindStarted,
+	// Kind is the event the step published: protocol.EventStarted,
 	// KindInterrupted, KindResumed, KindCompleted, KindFailed,
 	// KindCancelled or KindExpired. Other kinds are not logged here.
 	Kind string
@@ -43,10 +42,10 @@ type RunLog struct {
 func LogOutcome(log zerolog.Logger, now time.Time, r RunLog) {
 	var e *zerolog.Event
 	switch r.Kind {
-	case events.KindStarted, events.KindInterrupted, events.KindResumed, events.KindCompleted,
-		events.KindCancelled, events.KindExpired:
+	case protocol.EventStarted, protocol.EventInterrupted, protocol.EventResumed, protocol.EventCompleted,
+		protocol.EventCancelled, protocol.EventExpired:
 		e = log.Info()
-	case events.KindFailed:
+	case protocol.EventFailed:
 		e = log.Warn()
 	default:
 		return
@@ -61,13 +60,13 @@ func LogOutcome(log zerolog.Logger, now time.Time, r RunLog) {
 	if r.RequestID != "" {
 		e = e.Str("request_id", r.RequestID)
 	}
-	if r.Kind != events.KindStarted && !r.Started.IsZero() {
+	if r.Kind != protocol.EventStarted && !r.Started.IsZero() {
 		e = e.Dur("since_start", now.Sub(r.Started))
 	}
-	if r.Kind != events.KindStarted && r.Kind != events.KindInterrupted && !r.Asked.IsZero() {
+	if r.Kind != protocol.EventStarted && r.Kind != protocol.EventInterrupted && !r.Asked.IsZero() {
 		e = e.Dur("waited", now.Sub(r.Asked))
 	}
-	if r.Kind == events.KindFailed && r.Error != "" {
+	if r.Kind == protocol.EventFailed && r.Error != "" {
 		e = e.Str("error", r.Error)
 	}
 	e.Msg("run " + r.Kind)

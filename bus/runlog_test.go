@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestLogOutcomeSaysWhatAnOperatorNeeds(t *testing.T) {
@@ -34,19 +34,19 @@ func TestLogOutcomeSaysWhatAnOperatorNeeds(t *testing.T) {
 		wantLevel string
 		want      map[string]any // every field but level, time and message
 	}{
-		{with(events.KindStarted, func(r *bus.RunLog) { r.RequestID = "" }), "info",
+		{with(protocol.EventStarted, func(r *bus.RunLog) { r.RequestID = "" }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0}},
-		{with(events.KindInterrupted, func(r *bus.RunLog) { r.Asked = now }), "info",
+		{with(protocol.EventInterrupted, func(r *bus.RunLog) { r.Asked = now }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0, "request_id": "rq_1", "since_start": 3600000.0}},
-		{with(events.KindResumed, func(r *bus.RunLog) { r.Asked = asked }), "info",
+		{with(protocol.EventResumed, func(r *bus.RunLog) { r.Asked = asked }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0, "request_id": "rq_1", "since_start": 3600000.0, "waited": 3540000.0}},
-		{with(events.KindCompleted, func(r *bus.RunLog) { r.RequestID, r.Node = "", "" }), "info",
+		{with(protocol.EventCompleted, func(r *bus.RunLog) { r.RequestID, r.Node = "", "" }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "checkpoint": 7.0, "since_start": 3600000.0}},
-		{with(events.KindFailed, func(r *bus.RunLog) { r.Error = "charge: card declined"; r.RequestID = "" }), "warn",
+		{with(protocol.EventFailed, func(r *bus.RunLog) { r.Error = "charge: card declined"; r.RequestID = "" }), "warn",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0, "since_start": 3600000.0, "error": "charge: card declined"}},
-		{with(events.KindCancelled, func(r *bus.RunLog) { r.Asked = asked }), "info",
+		{with(protocol.EventCancelled, func(r *bus.RunLog) { r.Asked = asked }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0, "request_id": "rq_1", "since_start": 3600000.0, "waited": 3540000.0}},
-		{with(events.KindExpired, func(r *bus.RunLog) { r.Asked = asked }), "info",
+		{with(protocol.EventExpired, func(r *bus.RunLog) { r.Asked = asked }), "info",
 			map[string]any{"flow": "booking", "run": "r-42", "node": "ask_email", "checkpoint": 7.0, "request_id": "rq_1", "since_start": 3600000.0, "waited": 3540000.0}},
 	}
 	for _, tc := range cases {
@@ -75,7 +75,7 @@ func TestLogOutcomeSaysWhatAnOperatorNeeds(t *testing.T) {
 func TestLogOutcomeLeavesOtherKindsAlone(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	for _, kind := range []string{events.KindRefused, events.KindDecided, ""} {
+	for _, kind := range []string{protocol.EventRefused, protocol.EventDecided, ""} {
 		bus.LogOutcome(zerolog.New(&buf), time.Now(), bus.RunLog{Kind: kind, Flow: "f", Run: "r"})
 	}
 	if buf.Len() != 0 {
@@ -88,7 +88,7 @@ func TestLogOutcomeLeavesOtherKindsAlone(t *testing.T) {
 func TestRunLogHoldsNoPersonalData(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	bus.LogOutcome(zerolog.New(&buf), time.Now(), bus.RunLog{Kind: events.KindResumed, Flow: "f", Run: "r", Node: "n",
+	bus.LogOutcome(zerolog.New(&buf), time.Now(), bus.RunLog{Kind: protocol.EventResumed, Flow: "f", Run: "r", Node: "n",
 		RequestID: "rq", Checkpoint: 1, Started: time.Now(), Asked: time.Now(), Error: "e"})
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {

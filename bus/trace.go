@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // tracerName is the instrumentation scope of the worker's spans.
@@ -148,10 +149,10 @@ func (s *span) end(ctx context.Context, out engine.Outcome, err error, dispositi
 	case err != nil:
 		s.sp.SetStatus(codes.Error, err.Error())
 	case out.Refused != nil:
-		s.sp.SetStatus(codes.Error, "refused: "+out.Refused.Code)
+		s.sp.SetStatus(codes.Error, "refused: "+string(out.Refused.Code))
 	case out.DeadLetter != "":
 		s.sp.SetStatus(codes.Error, "dead-lettered: "+out.DeadLetter)
-	case out.Status == engine.Failed && publishes(out, engine.EventFailed):
+	case out.Status == engine.Failed && publishes(out, protocol.EventFailed):
 		s.sp.SetStatus(codes.Error, "run failed")
 	}
 }
@@ -175,8 +176,8 @@ func outcomeAttributes(out engine.Outcome) []attribute.KeyValue {
 	}
 	add(attrAction, out.Action)
 	if out.Refused != nil {
-		add(attrRefusalCode, out.Refused.Code)
-		add(semconv.ErrorTypeKey, out.Refused.Code)
+		add(attrRefusalCode, string(out.Refused.Code))
+		add(semconv.ErrorTypeKey, string(out.Refused.Code))
 	}
 	add(attrDeadLetter, out.DeadLetter)
 	if out.Duplicate {
@@ -186,17 +187,17 @@ func outcomeAttributes(out engine.Outcome) []attribute.KeyValue {
 	for _, m := range out.Events {
 		kinds = append(kinds, m.Kind)
 		switch d := m.Data.(type) {
-		case *engine.InterruptedEvent:
+		case *protocol.Interrupted:
 			add(attrInterruptKind, d.Kind)
 			add(attrInterruptRequest, d.RequestID)
-		case *engine.ResumedEvent:
+		case *protocol.Resumed:
 			add(attrAnsweredKind, d.Kind)
 			add(attrAnsweredRequest, d.RequestID)
 			add(attrDecision, d.Decision)
-		case *engine.ExpiredEvent:
+		case *protocol.Expired:
 			add(attrAnsweredKind, d.Kind)
 			add(attrAnsweredRequest, d.RequestID)
-		case *engine.DecidedEvent:
+		case *protocol.Decided:
 			add(attrDecision, d.Decision)
 			add(attrAction, d.Tool)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // verb is how the worker applies the messages of one inbound subject verb
@@ -44,14 +45,14 @@ type caller struct {
 // allows the call. An implementation fails closed: a rule it cannot
 // evaluate fires.
 type ToolRules interface {
-	Rule(ctx context.Context, req events.ToolRequest) *engine.GateRule
+	Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule
 }
 
 // verbs is the table of inbound verbs; rules, if set, serve the tool gate.
 func verbs(rules ToolRules) map[string]verb {
-	request := verb{typ: events.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker (interlock serve --gate-rules FILE)"}
+	request := verb{typ: protocol.TypeToolRequest, unsupported: "the tool-call gate is not enabled on this worker (interlock serve --gate-rules FILE)"}
 	if rules != nil {
-		request = verb{typ: events.TypeToolRequest, apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		request = verb{typ: protocol.TypeToolRequest, apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseToolRequest(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
@@ -63,14 +64,14 @@ func verbs(rules ToolRules) map[string]verb {
 		}}
 	}
 	return map[string]verb{
-		"start": {typ: events.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		"start": {typ: protocol.TypeStart, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseStart(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Start(ctx, engine.Start{Flow: flow, Run: ev.Subject(), State: d.State, Origin: d.Origin, Inbound: in})
 		}},
-		"resume": {typ: events.TypeResume, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, c caller) (engine.Outcome, error) {
+		"resume": {typ: protocol.TypeResume, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, c caller) (engine.Outcome, error) {
 			d, err := events.ParseResume(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
@@ -95,21 +96,21 @@ func verbs(rules ToolRules) map[string]verb {
 			}
 			return r.Resume(ctx, cmd)
 		}},
-		"cancel": {typ: events.TypeCancel, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		"cancel": {typ: protocol.TypeCancel, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseCancel(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Cancel(ctx, engine.Cancel{Flow: flow, Run: ev.Subject(), Reason: d.Reason, By: d.By, Inbound: in})
 		}},
-		"reannounce": {typ: events.TypeReannounce, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		"reannounce": {typ: protocol.TypeReannounce, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseReannounce(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, Inbound: in})
 		}},
-		"expire": {typ: events.TypeExpire, due: true, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
+		"expire": {typ: protocol.TypeExpire, due: true, needsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound, _ caller) (engine.Outcome, error) {
 			d, err := events.ParseExpire(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -370,7 +371,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	switch {
 	case out.Refused != nil:
-		log.Info().Str("code", out.Refused.Code).Str("reason", out.Refused.Message).Msg("refused")
+		log.Info().Str("code", string(out.Refused.Code)).Str("reason", out.Refused.Message).Msg("refused")
 	case out.Duplicate:
 		log.Debug().Msg("repeat acknowledged")
 	case out.DeadLetter == "":
@@ -422,13 +423,13 @@ func logRun(log zerolog.Logger, out engine.Outcome) {
 		r := RunLog{Kind: m.Kind, Flow: m.Flow, Run: m.Run, Node: out.Node, Checkpoint: out.Checkpoint,
 			Started: out.CreatedAt, Asked: out.AskedAt}
 		switch d := m.Data.(type) {
-		case *engine.InterruptedEvent:
+		case *protocol.Interrupted:
 			r.Node, r.RequestID = d.Node, d.RequestID
-		case *engine.ResumedEvent:
+		case *protocol.Resumed:
 			r.Node, r.RequestID = d.Node, d.RequestID
-		case *engine.FailedEvent:
+		case *protocol.Failed:
 			r.Node, r.Error = d.Node, d.Error
-		case *engine.CancelledEvent:
+		case *protocol.Cancelled:
 			r.Node = d.Node
 		}
 		LogOutcome(log, m.Time, r)
@@ -446,7 +447,7 @@ type outcome struct {
 func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, s *span) (outcome, error) {
 	n := w.cfg.Names
 	flow, name, role, due, ok := parseSubject(n, md.Stream, msg.Subject())
-	if role != "" && engine.CheckName("approver role", role) != nil {
+	if role != "" && protocol.CheckName("approver role", role) != nil {
 		ok = false
 	}
 	v, known := w.verbs[name]
@@ -477,7 +478,7 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 		ctx, span := s.start(ctx, "")
 		return w.reject(ctx, flow, name, run, engine.Inbound{EventID: id, Seq: md.Sequence.Stream, Span: span}, reason, err.Error())
 	}
-	traceparent := events.StringExtension(ev, events.ExtTraceparent)
+	traceparent := events.StringExtension(ev, protocol.ExtTraceparent)
 	ctx, span := s.start(ctx, traceparent)
 	s.event(ev)
 	in := engine.Inbound{
@@ -502,10 +503,10 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 		}
 		switch {
 		case errors.Is(err, events.ErrVouchExpired):
-			return w.rejectCode(ctx, flow, name, ev.Subject(), in, engine.CodeForbidden, events.ReasonInvalidPayload,
+			return w.rejectCode(ctx, flow, name, ev.Subject(), in, protocol.CodeForbidden, events.ReasonInvalidPayload,
 				fmt.Sprintf("header %s: %v; the command waited in the inbound stream longer than a vouch holds (%s): send it again", events.HeaderVouch, err, events.VouchTTL))
 		case err != nil:
-			return w.rejectCode(ctx, flow, name, ev.Subject(), in, engine.CodeForbidden, events.ReasonInvalidPayload,
+			return w.rejectCode(ctx, flow, name, ev.Subject(), in, protocol.CodeForbidden, events.ReasonInvalidPayload,
 				fmt.Sprintf("header %s does not verify: a vouch holds only for the command (subject, event id, run and body) and the caller it was made for, "+
 					"and only the deployment's own services may vouch, with the workers' resume-token secret "+
 					"(a service of the deployment that sees this: give it the workers' --secret-file or INTERLOCK_SECRET)", events.HeaderVouch))
@@ -592,13 +593,13 @@ func CheckCommandHeaders(h nats.Header) error {
 // with refused where the run can be named, so that a client waiting on the
 // run learns why.
 func (w *Worker) reject(ctx context.Context, flow, verb, run string, in engine.Inbound, reason, detail string) (outcome, error) {
-	return w.rejectCode(ctx, flow, verb, run, in, engine.CodeInvalidPayload, reason, detail)
+	return w.rejectCode(ctx, flow, verb, run, in, protocol.CodeInvalidPayload, reason, detail)
 }
 
 // rejectCode is reject with the refusal's code.
-func (w *Worker) rejectCode(ctx context.Context, flow, verb, run string, in engine.Inbound, code, reason, detail string) (outcome, error) {
+func (w *Worker) rejectCode(ctx context.Context, flow, verb, run string, in engine.Inbound, code protocol.Code, reason, detail string) (outcome, error) {
 	o := outcome{Outcome: engine.Outcome{Flow: flow, Run: run, DeadLetter: reason}, detail: detail}
-	if verb == "start" && run == "" || engine.CheckName("flow", flow) != nil || engine.CheckName("run", run) != nil {
+	if verb == "start" && run == "" || protocol.CheckName("flow", flow) != nil || protocol.CheckName("run", run) != nil {
 		return o, nil
 	}
 	if err := w.cfg.Runner.Refuse(ctx, flow, run, in, code, detail); err != nil {
@@ -609,10 +610,10 @@ func (w *Worker) rejectCode(ctx context.Context, flow, verb, run string, in engi
 }
 
 func nameError(flow, run string) string {
-	if err := engine.CheckName("flow", flow); err != nil {
+	if err := protocol.CheckName("flow", flow); err != nil {
 		return err.Error()
 	}
-	if err := engine.CheckName("run", run); err != nil {
+	if err := protocol.CheckName("run", run); err != nil {
 		return err.Error()
 	}
 	return "invalid name"

@@ -22,6 +22,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -75,16 +76,16 @@ func (r *workerRig) events(t *testing.T, run, kind string, n int) []natstest.Rec
 func TestWorkerAppliesEveryVerbOfItsTable(t *testing.T) {
 	t.Parallel()
 	r := newWorkerRig(t, enginetest.NewStore(), 0)
-	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-1", nil)
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), protocol.TypeStart, "r-1", nil)
 	r.events(t, "r-1", "interrupted", 1)
-	natstest.Publish(t, r.js, r.names.In("booking", "reannounce"), events.TypeReannounce, "r-1", nil)
+	natstest.Publish(t, r.js, r.names.In("booking", "reannounce"), protocol.TypeReannounce, "r-1", nil)
 	r.events(t, "r-1", "interrupted", 2)
-	var in events.Interrupted
+	var in protocol.Interrupted
 	natstest.Last(t, r.events(t, "r-1", "interrupted", 2), "interrupted").Decode(t, &in)
-	natstest.Publish(t, r.js, r.names.In("booking", "resume"), events.TypeResume, "r-1",
+	natstest.Publish(t, r.js, r.names.In("booking", "resume"), protocol.TypeResume, "r-1",
 		map[string]any{"resumeToken": in.ResumeToken, "answers": map[string]any{"email": "ann@example.com"}})
 	r.events(t, "r-1", "interrupted", 3)
-	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), events.TypeCancel, "r-1", map[string]any{"reason": "done"})
+	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), protocol.TypeCancel, "r-1", map[string]any{"reason": "done"})
 	evs := r.events(t, "r-1", "cancelled", 1)
 	var kinds []string
 	for _, e := range evs {
@@ -100,7 +101,7 @@ func TestWorkerDeadLettersWhatItsTableDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	r := newWorkerRig(t, enginetest.NewStore(), 0)
 	for _, subject := range []string{"interlock.in.booking.explode", "interlock.in.booking.request", "interlock.in.gate.start", "interlock.in.gate.request"} {
-		natstest.Publish(t, r.js, subject, events.TypeStart, "r-x", nil)
+		natstest.Publish(t, r.js, subject, protocol.TypeStart, "r-x", nil)
 	}
 	natstest.WaitDrained(t, r.js, r.names.InStream())
 	dead := natstest.Read(t, r.js, r.names.DeadLetterStream(), ">")
@@ -134,7 +135,7 @@ func TestWorkerDeadLettersAMessageThatFailsOnItsLastDelivery(t *testing.T) {
 	t.Parallel()
 	store := &brokenStore{Store: enginetest.NewStore()}
 	r := newWorkerRig(t, store, 2)
-	id := natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-1", nil)
+	id := natstest.Publish(t, r.js, r.names.In("booking", "start"), protocol.TypeStart, "r-1", nil)
 	natstest.WaitDrained(t, r.js, r.names.InStream())
 	dead := natstest.Read(t, r.js, r.names.DeadLetterStream(), r.names.DeadLetter(bus.ReasonDeliveryLimit))
 	if len(dead) != 1 || dead[0].Event.ID() != id || !strings.Contains(dead[0].Header.Get(bus.HeaderError), "bucket unavailable") {
@@ -226,19 +227,19 @@ func TestWorkerLogsOneInfoLinePerRunEventAndNoSecrets(t *testing.T) {
 	var buf lockedBuffer
 	log := zerolog.New(&buf).Level(zerolog.InfoLevel)
 	r := newWorkerRigLogging(t, enginetest.NewStore(), 0, &log)
-	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-1",
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), protocol.TypeStart, "r-1",
 		map[string]any{"state": map[string]any{"name": "Ann", "phone": "1", "level": "beginner", "driver": map[string]any{"name": "Bob", "license": "D"}}})
-	var in events.Interrupted
+	var in protocol.Interrupted
 	natstest.Last(t, r.events(t, "r-1", "interrupted", 1), "interrupted").Decode(t, &in)
-	natstest.Publish(t, r.js, r.names.In("booking", "resume"), events.TypeResume, "r-1",
+	natstest.Publish(t, r.js, r.names.In("booking", "resume"), protocol.TypeResume, "r-1",
 		map[string]any{"resumeToken": in.ResumeToken, "answers": map[string]any{"email": "secret-answer@example.com"}})
 	natstest.Last(t, r.events(t, "r-1", "interrupted", 2), "interrupted").Decode(t, &in)
-	natstest.Publish(t, r.js, r.names.In("booking", "resume"), events.TypeResume, "r-1",
+	natstest.Publish(t, r.js, r.names.In("booking", "resume"), protocol.TypeResume, "r-1",
 		map[string]any{"resumeToken": in.ResumeToken, "selected": "design"})
 	r.events(t, "r-1", "completed", 1)
-	natstest.Publish(t, r.js, r.names.In("booking", "start"), events.TypeStart, "r-2", nil)
+	natstest.Publish(t, r.js, r.names.In("booking", "start"), protocol.TypeStart, "r-2", nil)
 	r.events(t, "r-2", "interrupted", 1)
-	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), events.TypeCancel, "r-2", nil)
+	natstest.Publish(t, r.js, r.names.In("booking", "cancel"), protocol.TypeCancel, "r-2", nil)
 	r.events(t, "r-2", "cancelled", 1)
 	natstest.WaitDrained(t, r.js, r.names.InStream())
 

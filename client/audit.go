@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,42 +17,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // auditBatch is how many records one batched read of the audit stream asks for.
 const auditBatch = 256
 
-// AuditHash returns the hash of an audit record as Interlock computes it:
-// the hex SHA-256 of the record's canonical JSON, which is the record
-// decoded (numbers as written), its "hash" and "sig" members removed, and
-// encoded again with object keys sorted and no insignificant space.
-// record is the data of an audit event as stored (events.AuditRecord.Data).
-// The record's signature (sig) is over this hash.
-func AuditHash(record []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(record))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return "", fmt.Errorf("client: audit record is not a JSON object: %w", err)
-	}
-	if m == nil {
-		return "", errors.New("client: audit record is null, not a JSON object")
-	}
-	delete(m, "hash")
-	delete(m, "sig")
-	b, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("client: encoding audit record: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
 // auditEntry is one message of a run's audit subject: the record, or why
 // it is none.
 type auditEntry struct {
 	streamSeq uint64
-	rec       events.AuditRecord
+	rec       protocol.AuditRecord
 	err       error
 	// trusted is set once the record's signature verified with a
 	// trusted key.
@@ -69,14 +43,14 @@ type auditEntry struct {
 // ([Client.AuditTrail] lists it instead). Audit does not check the
 // records: anyone who may publish on the subject can put one there. Use
 // [Client.AuditTrail] to read them with the verifier's verdict on each.
-func (c *Client) Audit(ctx context.Context, flow, run string) ([]events.AuditRecord, error) {
+func (c *Client) Audit(ctx context.Context, flow, run string) ([]protocol.AuditRecord, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	entries, err := c.auditEntries(ctx, flow, run)
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]events.AuditRecord, 0, len(entries))
+	recs := make([]protocol.AuditRecord, 0, len(entries))
 	for _, e := range entries {
 		if e.err != nil {
 			return nil, fmt.Errorf("client: message at sequence %d of %s is not an audit record: %w; `interlock audit verify %s %s` reports every such message", e.streamSeq, c.names.AuditStream(), e.err, flow, run)
@@ -124,7 +98,7 @@ func decodeAuditEntry(m batchMsg) auditEntry {
 		e.err = err
 		return e
 	}
-	if e.rec, err = events.DecodeAuditRecord(ev.Data()); err != nil {
+	if e.rec, err = protocol.DecodeAuditRecord(ev.Data()); err != nil {
 		e.err = err
 		return e
 	}
@@ -147,7 +121,7 @@ var (
 // [ErrNoAuditKeys]. Anyone who may write the bucket may add a key: an
 // auditor who does not trust them pins the deployment's key instead
 // ([Client.VerifyAudit]).
-func (c *Client) AuditKeys(ctx context.Context) ([]events.AuditKey, error) {
+func (c *Client) AuditKeys(ctx context.Context) ([]protocol.AuditKey, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	bucket := c.names.ConfigBucket()
@@ -155,19 +129,19 @@ func (c *Client) AuditKeys(ctx context.Context) ([]events.AuditKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := b.Get(ctx, events.AuditKeysKey)
+	e, err := b.Get(ctx, protocol.AuditKeysKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, fmt.Errorf("%w: %s holds no %s; each worker publishes its key there when it starts (workers that predate audit signing publish none)", ErrNoAuditKeys, bucket, events.AuditKeysKey)
+		return nil, fmt.Errorf("%w: %s holds no %s; each worker publishes its key there when it starts (workers that predate audit signing publish none)", ErrNoAuditKeys, bucket, protocol.AuditKeysKey)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("client: reading %s in %s: %w", events.AuditKeysKey, bucket, err)
+		return nil, fmt.Errorf("client: reading %s in %s: %w", protocol.AuditKeysKey, bucket, err)
 	}
-	keys, err := events.DecodeAuditKeys(e.Value())
+	keys, err := protocol.DecodeAuditKeys(e.Value())
 	if err != nil {
-		return nil, fmt.Errorf("client: %s in %s (revision %d): %w; pin the deployment's key instead (`interlock audit verify --key`)", events.AuditKeysKey, bucket, e.Revision(), err)
+		return nil, fmt.Errorf("client: %s in %s (revision %d): %w; pin the deployment's key instead (`interlock audit verify --key`)", protocol.AuditKeysKey, bucket, e.Revision(), err)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: %s in %s is an empty list", ErrNoAuditKeys, events.AuditKeysKey, bucket)
+		return nil, fmt.Errorf("%w: %s in %s is an empty list", ErrNoAuditKeys, protocol.AuditKeysKey, bucket)
 	}
 	return keys, nil
 }
@@ -275,19 +249,19 @@ type AuditReport struct {
 	// unless older records aged out of the stream.
 	FirstRecord uint64 `json:"firstRecord,omitempty"`
 	// Head is the last record of the chain.
-	Head events.AuditHead `json:"head"`
+	Head protocol.AuditHead `json:"head"`
 	// Checkpoint is the head the run's checkpoint records, nil when the
 	// checkpoint is gone or holds none; HeadCompared says whether Head was
 	// compared with it.
-	Checkpoint   *events.AuditHead `json:"checkpoint,omitempty"`
-	HeadCompared bool              `json:"headCompared"`
+	Checkpoint   *protocol.AuditHead `json:"checkpoint,omitempty"`
+	HeadCompared bool                `json:"headCompared"`
 	// Keys are the keys the signatures were checked against: the pinned
 	// ones when KeysPinned, else those the workers published in
 	// <prefix>_config, key audit.keys. SignedBy are the ids of the keys
 	// that signed the records vouched for.
-	Keys       []events.AuditKey `json:"keys"`
-	KeysPinned bool              `json:"keysPinned"`
-	SignedBy   []string          `json:"signedBy,omitempty"`
+	Keys       []protocol.AuditKey `json:"keys"`
+	KeysPinned bool                `json:"keysPinned"`
+	SignedBy   []string            `json:"signedBy,omitempty"`
 	// Notes say what the check could not cover, or found unusual but sound.
 	Notes []string `json:"notes,omitempty"`
 	// Problems say why the verifier cannot vouch for a message, and where
@@ -304,7 +278,7 @@ type AuditEntry struct {
 	// StreamSeq is the message's sequence in the audit stream.
 	StreamSeq uint64
 	// Record is the audit record, when the message is one (Err is nil).
-	Record events.AuditRecord
+	Record protocol.AuditRecord
 	// Err says why the message is not an audit record.
 	Err error
 	// Vouched is set when the verifier vouches for the record; otherwise
@@ -345,7 +319,7 @@ type AuditTrail struct {
 // such run, an unreachable server, keys that cannot be read). While the
 // run moves, or while a transition's records are still being published,
 // VerifyAudit reads again, up to the client's wait.
-func (c *Client) VerifyAudit(ctx context.Context, flow, run string, pinned ...events.AuditKey) (AuditReport, error) {
+func (c *Client) VerifyAudit(ctx context.Context, flow, run string, pinned ...protocol.AuditKey) (AuditReport, error) {
 	t, err := c.AuditTrail(ctx, flow, run, pinned...)
 	return t.Report, err
 }
@@ -354,12 +328,12 @@ func (c *Client) VerifyAudit(ctx context.Context, flow, run string, pinned ...ev
 // vouches for (see [Client.VerifyAudit]), in stream order: what a surface
 // shows a person as the run's history, or quotes as who decided. A
 // message it cannot vouch for is left out.
-func (c *Client) VouchedAudit(ctx context.Context, flow, run string) ([]events.AuditRecord, error) {
+func (c *Client) VouchedAudit(ctx context.Context, flow, run string) ([]protocol.AuditRecord, error) {
 	t, err := c.AuditTrail(ctx, flow, run)
 	if err != nil {
 		return nil, err
 	}
-	var recs []events.AuditRecord
+	var recs []protocol.AuditRecord
 	for _, e := range t.Entries {
 		if e.Vouched {
 			recs = append(recs, e.Record)
@@ -372,7 +346,7 @@ func (c *Client) VouchedAudit(ctx context.Context, flow, run string) ([]events.A
 // them as [Client.VerifyAudit] does, returning the messages, each with
 // its verdict, and the report: what a listing of the run's history shows,
 // marking what cannot be vouched for.
-func (c *Client) AuditTrail(ctx context.Context, flow, run string, pinned ...events.AuditKey) (AuditTrail, error) {
+func (c *Client) AuditTrail(ctx context.Context, flow, run string, pinned ...protocol.AuditKey) (AuditTrail, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
@@ -443,7 +417,7 @@ func trailOf(entries []auditEntry, rep AuditReport) AuditTrail {
 
 // trust is the keys the signatures are checked against.
 type trust struct {
-	keys   []events.AuditKey
+	keys   []protocol.AuditKey
 	byKid  map[string]ed25519.PublicKey
 	pinned bool
 	// where says where published keys are read: "<prefix>_config audit.keys".
@@ -454,11 +428,11 @@ type trust struct {
 
 // trust returns the pinned keys, when there are any, else the keys the
 // workers published.
-func (c *Client) trust(ctx context.Context, pinned []events.AuditKey) (trust, error) {
+func (c *Client) trust(ctx context.Context, pinned []protocol.AuditKey) (trust, error) {
 	if len(pinned) > 0 {
 		return newTrust(pinned, true, "")
 	}
-	where := c.names.ConfigBucket() + " " + events.AuditKeysKey
+	where := c.names.ConfigBucket() + " " + protocol.AuditKeysKey
 	keys, err := c.AuditKeys(ctx)
 	if errors.Is(err, ErrNoAuditKeys) {
 		tr, _ := newTrust(nil, false, where)
@@ -471,10 +445,10 @@ func (c *Client) trust(ctx context.Context, pinned []events.AuditKey) (trust, er
 	return newTrust(keys, false, where)
 }
 
-func newTrust(keys []events.AuditKey, pinned bool, where string) (trust, error) {
+func newTrust(keys []protocol.AuditKey, pinned bool, where string) (trust, error) {
 	t := trust{keys: keys, byKid: map[string]ed25519.PublicKey{}, pinned: pinned, where: where}
 	if t.keys == nil {
-		t.keys = []events.AuditKey{}
+		t.keys = []protocol.AuditKey{}
 	}
 	for _, k := range keys {
 		pub, err := k.Key()
@@ -528,7 +502,7 @@ func behind(rep AuditReport) bool {
 // runHead is a checkpoint's audit head and revision.
 type runHead struct {
 	rev  uint64
-	head *events.AuditHead
+	head *protocol.AuditHead
 }
 
 // auditHead reads the audit head of a run's checkpoint; found is false
@@ -547,8 +521,8 @@ func (c *Client) auditHead(ctx context.Context, flow, run string) (runHead, bool
 
 // chainHead is what the checkpoint says of the chain.
 type chainHead struct {
-	found bool              // the checkpoint exists
-	head  *events.AuditHead // nil when it records no head
+	found bool                // the checkpoint exists
+	head  *protocol.AuditHead // nil when it records no head
 }
 
 // checkChain checks the messages of a run's audit subject, in stream
@@ -645,10 +619,10 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 		for _, m := range malformed(rec) {
 			fail(CheckMalformed, "", "", where+": "+m)
 		}
-		if want := events.AuditType(rec.Action); rec.EventType != want {
+		if want := protocol.AuditType(rec.Action); rec.EventType != want {
 			fail(CheckType, want, rec.EventType, fmt.Sprintf("%s: came as a CloudEvent of type %s, not %s", where, rec.EventType, want))
 		}
-		sum, err := AuditHash(rec.Data)
+		sum, err := protocol.CanonicalHash(rec.Data)
 		switch {
 		case rec.Hash == "":
 			fail(CheckHash, sum, "", where+": has no hash, so nothing chains it")
@@ -663,8 +637,8 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 		}
 
 		if rec.Side {
-			if rec.Action != events.AuditRefused {
-				fail(CheckSide, events.AuditRefused, rec.Action,
+			if rec.Action != protocol.ActionRefused {
+				fail(CheckSide, protocol.ActionRefused, rec.Action,
 					fmt.Sprintf("%s: a side record of action %s: only refusals hang off the chain, so this is no decision of the run and Interlock wrote no such record", where, rec.Action))
 			} else {
 				rep.Refusals++
@@ -686,7 +660,7 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 			}
 			continue
 		}
-		if rec.Action == events.AuditRefused {
+		if rec.Action == protocol.ActionRefused {
 			fail(CheckSide, "side", "chained", where+": a refusal in the chain: Interlock writes refusals as side records, never at a position")
 		}
 
@@ -725,7 +699,7 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 			}
 		case follows(e, l):
 			link(e)
-		case rec.Seq == 1 && rec.Prev == "" && rec.Action == events.AuditStarted && ended(l) && (e.trusted || !l.trusted):
+		case rec.Seq == 1 && rec.Prev == "" && rec.Action == protocol.ActionStarted && ended(l) && (e.trusted || !l.trusted):
 			// A finished run's checkpoint was removed and its id used again.
 			rep.Notes = append(rep.Notes, fmt.Sprintf("the run id was used again: a new run's chain starts at stream seq %d, after the earlier run ended at record %d", e.streamSeq, l.rec.Seq))
 			links, bySeq, seen = nil, map[uint64]*auditEntry{}, map[string]bool{}
@@ -747,7 +721,7 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 	}
 	l := last()
 	if l != nil {
-		rep.Head = events.AuditHead{Records: l.rec.Seq, Hash: l.rec.Hash}
+		rep.Head = protocol.AuditHead{Records: l.rec.Seq, Hash: l.rec.Hash}
 	}
 	if signed == 0 && len(entries) > 0 && len(tr.keys) > 0 {
 		rep.Notes = append(rep.Notes, "no record verifies with "+tr.describe()+": the records were written before Interlock signed audit records, or with another key; their chain is checked, but nothing vouches for who wrote them")
@@ -760,7 +734,7 @@ func checkChain(flow, run, stream string, entries []auditEntry, cp chainHead, dr
 // checkSignature checks a record's signature against the trusted keys,
 // reporting through fail what keeps it from verifying; it returns whether
 // it verified. sum is the record's hash as computed from its contents.
-func checkSignature(rec *events.AuditRecord, sum string, tr trust, where string, fail func(check, expected, found, msg string)) bool {
+func checkSignature(rec *protocol.AuditRecord, sum string, tr trust, where string, fail func(check, expected, found, msg string)) bool {
 	switch {
 	case rec.Sig == "" && rec.Kid == "":
 		fail(CheckUnsigned, "", "", where+": unsigned: it carries no signature (kid, sig), so nothing vouches that the deployment wrote it: it was written before Interlock signed audit records, or by someone without the deployment's key")
@@ -787,11 +761,11 @@ func checkSignature(rec *events.AuditRecord, sum string, tr trust, where string,
 }
 
 // malformed says how a record is not shaped as Interlock writes one.
-func malformed(rec *events.AuditRecord) []string {
+func malformed(rec *protocol.AuditRecord) []string {
 	var out []string
 	switch rec.Action {
-	case events.AuditStarted, events.AuditInterrupted, events.AuditAnswered, events.AuditApproved, events.AuditEdited,
-		events.AuditRejected, events.AuditExpired, events.AuditEscalated, events.AuditCancelled, events.AuditReannounced, events.AuditRefused:
+	case protocol.ActionStarted, protocol.ActionInterrupted, protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited,
+		protocol.ActionRejected, protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused:
 	default:
 		out = append(out, fmt.Sprintf("its action %q is none of Interlock's", rec.Action))
 	}
@@ -804,7 +778,7 @@ func malformed(rec *events.AuditRecord) []string {
 	if rec.Kid != "" && !isHex(rec.Kid, 16) {
 		out = append(out, fmt.Sprintf("its kid %q is not a key id (16 lower-case hex digits)", rec.Kid))
 	}
-	if rec.Action == events.AuditRefused && rec.Code == "" {
+	if rec.Action == protocol.ActionRefused && rec.Code == "" {
 		out = append(out, "it is a refusal without a code")
 	}
 	return out
@@ -845,7 +819,7 @@ func below(links []*auditEntry, e *auditEntry) (int, bool) {
 
 // ended reports whether a record ended its run.
 func ended(e *auditEntry) bool {
-	return e.rec.Outcome != nil && finishedStatus(e.rec.Outcome.Status)
+	return e.rec.Outcome != nil && e.rec.Outcome.Status.Finished()
 }
 
 // compareHead compares the chain's last record with the checkpoint's
@@ -956,20 +930,12 @@ func finish(rep *AuditReport, entries []auditEntry) {
 // and in the chain.
 func describeRecord(e *auditEntry) string {
 	switch {
-	case e.rec.Side && e.rec.Action == events.AuditRefused:
+	case e.rec.Side && e.rec.Action == protocol.ActionRefused:
 		return fmt.Sprintf("refusal at stream seq %d (action %s)", e.streamSeq, e.rec.Action)
 	case e.rec.Side:
 		return fmt.Sprintf("side record at stream seq %d (action %s)", e.streamSeq, e.rec.Action)
 	}
 	return fmt.Sprintf("record at stream seq %d (seq %d, action %s)", e.streamSeq, e.rec.Seq, e.rec.Action)
-}
-
-func finishedStatus(s string) bool {
-	switch s {
-	case events.StatusCompleted, events.StatusFailed, events.StatusCancelled, events.StatusExpired:
-		return true
-	}
-	return false
 }
 
 // short abbreviates a hash for a message.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestAuditHashIsTheEngines checks that the client's hash of a record, as
@@ -24,24 +25,24 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 21, 10, 30, 0, 123456789, time.UTC)
 	expires := at.Add(30 * time.Minute)
-	recs := []*engine.AuditRecord{
-		{Flow: "refund", Run: "r-1", Action: engine.ActionStarted, At: at, By: "/cli", EventID: "e-1", Seq: 1},
+	recs := []*protocol.AuditRecord{
+		{Flow: "refund", Run: "r-1", Action: protocol.ActionStarted, At: at, By: "/cli", EventID: "e-1", Seq: 1},
 		{
-			Flow: "refund", Run: "r-1", Action: engine.ActionInterrupted, At: at, Node: "review", Kind: engine.KindApproval,
+			Flow: "refund", Run: "r-1", Action: protocol.ActionInterrupted, At: at, Node: "review", Kind: protocol.KindApproval,
 			ApproverRole: "supervisor", ExpiresAt: &expires, Reason: "Refund exceeds $500 <threshold> & more",
-			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"orderId":"o-1","amount":4800.50,"big":1e21,"nested":{"z":[1,2.0,"é"],"a":null}}`)},
+			Approval: &protocol.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"orderId":"o-1","amount":4800.50,"big":1e21,"nested":{"z":[1,2.0,"é"],"a":null}}`)},
 			Seq:      4, Prev: strings.Repeat("ab", 32),
 		},
 		{
-			Flow: "refund", Run: "r-1", Action: engine.ActionEdited, At: at, By: "sam — ünïcode", Trusted: true, Timeout: true,
-			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400}`)},
-			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: strings.Repeat("cd", 32),
+			Flow: "refund", Run: "r-1", Action: protocol.ActionEdited, At: at, By: "sam — ünïcode", Trusted: true, Timeout: true,
+			Approval: &protocol.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400}`)},
+			Outcome:  &protocol.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: strings.Repeat("cd", 32),
 			Kid: "5b0e7c1d9a3f2e48", Sig: "clpjrTcumzryd6QmYoQn1ct4dbvs5L/5P6zMtaM4qvze+85uW/mtjnFWThsiekFjKiLBKxYVOEA5/DCu8qKenw==",
 		},
-		{Flow: "refund", Run: "r-1", Action: engine.ActionRefused, At: at, Code: "invalid_answer", Reason: "amount 9000.00 is more than the 4800.00 asked for", Side: true, Prev: strings.Repeat("ef", 32)},
+		{Flow: "refund", Run: "r-1", Action: protocol.ActionRefused, At: at, Code: "invalid_answer", Reason: "amount 9000.00 is more than the 4800.00 asked for", Side: true, Prev: strings.Repeat("ef", 32)},
 	}
 	for _, rec := range recs {
-		want, err := engine.AuditHash(rec)
+		want, err := protocol.AuditHash(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 			t.Fatal(err)
 		}
 		// As published: inside a structured CloudEvent, read back.
-		ev, err := events.New("id-1", "/t", events.AuditType(rec.Action), rec.Run, at, json.RawMessage(data))
+		ev, err := events.New("id-1", "/t", protocol.AuditType(rec.Action), rec.Run, at, json.RawMessage(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,18 +65,18 @@ func TestAuditHashIsTheEngines(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range [][]byte{data, back.Data()} {
-			got, err := AuditHash(b)
+			got, err := protocol.CanonicalHash(b)
 			if err != nil || got != want {
 				t.Errorf("%s record: client hash %s (%v), engine %s\n%s", rec.Action, got, err, want, b)
 			}
-			if c, err := engine.CanonicalHash(b); err != nil || c != want {
-				t.Errorf("%s record: engine.CanonicalHash %s (%v), AuditHash %s", rec.Action, c, err, want)
+			if c, err := protocol.CanonicalHash(b); err != nil || c != want {
+				t.Errorf("%s record: protocol.CanonicalHash %s (%v), AuditHash %s", rec.Action, c, err, want)
 			}
 		}
 	}
 	for _, bad := range []string{``, `null`, `[1]`, `"x"`, `{`} {
-		if _, err := AuditHash([]byte(bad)); err == nil {
-			t.Errorf("AuditHash(%q) = nil error", bad)
+		if _, err := protocol.CanonicalHash([]byte(bad)); err == nil {
+			t.Errorf("protocol.CanonicalHash(%q) = nil error", bad)
 		}
 	}
 }
@@ -90,7 +91,7 @@ var (
 // testKey is an audit signing key of the tests.
 type testKey struct {
 	priv ed25519.PrivateKey
-	pub  events.AuditKey
+	pub  protocol.AuditKey
 }
 
 // keyOf derives a signing key from a secret as the engine does; the
@@ -107,13 +108,13 @@ func keyOf(secret string) testKey {
 	if err != nil || !want.Key.Equal(pub) {
 		panic(fmt.Sprintf("the tests derive key %x, the engine %x (%v)", pub, want.Key, err))
 	}
-	return testKey{priv: priv, pub: events.AuditKey{Kid: events.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: chainStart}}
+	return testKey{priv: priv, pub: protocol.AuditKey{Kid: protocol.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: chainStart}}
 }
 
 // published trusts the deployment's key as the workers publish it.
 func published(t *testing.T) trust {
 	t.Helper()
-	tr, err := newTrust([]events.AuditKey{deploymentKey.pub}, false, "interlock_config audit.keys")
+	tr, err := newTrust([]protocol.AuditKey{deploymentKey.pub}, false, "interlock_config audit.keys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +145,12 @@ func (c *chain) signedWith(k *testKey) *chain {
 // add appends a chained record with action (and outcome status, if any).
 func (c *chain) add(action, status string) *chain {
 	c.n++
-	rec := &engine.AuditRecord{
+	rec := &protocol.AuditRecord{
 		Flow: "refund", Run: "r-1", Action: action, At: chainStart.Add(time.Duration(c.n) * time.Minute),
 		By: "/cli", Seq: c.n, Prev: c.head,
 	}
 	if status != "" {
-		rec.Outcome = &engine.AuditOutcome{Status: engine.Status(status)}
+		rec.Outcome = &protocol.AuditOutcome{Status: engine.Status(status)}
 	}
 	c.head = c.put(rec)
 	return c
@@ -157,15 +158,15 @@ func (c *chain) add(action, status string) *chain {
 
 // refusal appends a side record naming the current head.
 func (c *chain) refusal() *chain {
-	return c.side(engine.ActionRefused)
+	return c.side(protocol.ActionRefused)
 }
 
 // side appends a side record of action naming the current head.
 func (c *chain) side(action string) *chain {
-	rec := &engine.AuditRecord{
+	rec := &protocol.AuditRecord{
 		Flow: "refund", Run: "r-1", Action: action, At: chainStart, By: "ceo@example.com", Side: true, Prev: c.head,
 	}
-	if action == engine.ActionRefused {
+	if action == protocol.ActionRefused {
 		rec.Code, rec.Reason, rec.By = "invalid_answer", "no", "/cli"
 	}
 	c.put(rec)
@@ -175,16 +176,16 @@ func (c *chain) side(action string) *chain {
 // forge appends a chained record at position seq naming prev, without
 // moving the chain's head.
 func (c *chain) forge(action string, seq uint64, prev string) *chain {
-	c.put(&engine.AuditRecord{Flow: "refund", Run: "r-1", Action: action, At: chainStart, By: "ceo@example.com", Seq: seq, Prev: prev})
+	c.put(&protocol.AuditRecord{Flow: "refund", Run: "r-1", Action: action, At: chainStart, By: "ceo@example.com", Seq: seq, Prev: prev})
 	return c
 }
 
-func (c *chain) put(rec *engine.AuditRecord) string {
+func (c *chain) put(rec *protocol.AuditRecord) string {
 	c.t.Helper()
 	if c.key != nil {
 		c.key.seal(c.t, rec)
 	} else {
-		h, err := engine.AuditHash(rec)
+		h, err := protocol.AuditHash(rec)
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -195,10 +196,10 @@ func (c *chain) put(rec *engine.AuditRecord) string {
 }
 
 // seal names the key, hashes and signs rec as the engine does.
-func (k *testKey) seal(t *testing.T, rec *engine.AuditRecord) {
+func (k *testKey) seal(t *testing.T, rec *protocol.AuditRecord) {
 	t.Helper()
 	rec.Kid, rec.Sig = k.pub.Kid, ""
-	h, err := engine.AuditHash(rec)
+	h, err := protocol.AuditHash(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,11 +213,11 @@ func entryOf(t *testing.T, streamSeq uint64, rec any) auditEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := events.DecodeAuditRecord(data)
+	r, err := protocol.DecodeAuditRecord(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.StreamSeq, r.EventType = streamSeq, events.AuditType(r.Action)
+	r.StreamSeq, r.EventType = streamSeq, protocol.AuditType(r.Action)
 	return auditEntry{streamSeq: streamSeq, rec: r}
 }
 
@@ -228,7 +229,7 @@ func refundChain(t *testing.T) *chain {
 }
 
 func (c *chain) head5() chainHead {
-	return chainHead{found: true, head: &events.AuditHead{Records: c.n, Hash: c.head}}
+	return chainHead{found: true, head: &protocol.AuditHead{Records: c.n, Hash: c.head}}
 }
 
 // alter returns entries with the record at i changed by f (its hash and
@@ -253,7 +254,7 @@ func alter(t *testing.T, entries []auditEntry, i int, f func(map[string]any)) []
 func rehash(m map[string]any) {
 	delete(m, "hash")
 	b, _ := json.Marshal(m)
-	m["hash"], _ = AuditHash(b)
+	m["hash"], _ = protocol.CanonicalHash(b)
 }
 
 // streamSeqs are the stream sequences of messages the report cannot vouch for.
@@ -391,11 +392,11 @@ func TestCheckChain(t *testing.T) {
 			entries: good.entries[4:], wantNote: "the chain starts at record 5",
 		},
 		{
-			name: "records not yet published", head: chainHead{found: true, head: &events.AuditHead{Records: 7, Hash: "ff"}}, records: 5, refusals: 1,
+			name: "records not yet published", head: chainHead{found: true, head: &protocol.AuditHead{Records: 7, Hash: "ff"}}, records: 5, refusals: 1,
 			entries: good.entries, wantCheck: []string{CheckMissing}, wantMsg: "the stream holds records only up to 5: records 6 to 7 are missing",
 		},
 		{
-			name: "head replaced", head: chainHead{found: true, head: &events.AuditHead{Records: 5, Hash: strings.Repeat("1", 64)}}, records: 5, refusals: 1,
+			name: "head replaced", head: chainHead{found: true, head: &protocol.AuditHead{Records: 5, Hash: strings.Repeat("1", 64)}}, records: 5, refusals: 1,
 			entries: good.entries, wantCheck: []string{CheckHead}, unvouched: []uint64{15}, wantMsg: "the record was replaced",
 		},
 		{
@@ -463,7 +464,7 @@ func TestCheckChain(t *testing.T) {
 		{
 			name: "keys unknown to the verifier", entries: good.entries, head: head, records: 5, refusals: 1,
 			trust: func() *trust {
-				tr, err := newTrust([]events.AuditKey{otherKey.pub}, true, "")
+				tr, err := newTrust([]protocol.AuditKey{otherKey.pub}, true, "")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -38,7 +38,7 @@ func TestAuditReadsAWholeSubjectInOrder(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		for _, run := range []string{"r-many", "r-other"} {
 			rec := map[string]any{"flow": "booking", "run": run, "action": "refused", "at": at, "code": "invalid_answer", "reason": strconv.Itoa(i), "side": true}
-			natstest.Publish(t, js, names.Audit("booking", run), events.AuditType("refused"), run, rec)
+			natstest.Publish(t, js, names.Audit("booking", run), protocol.AuditType("refused"), run, rec)
 		}
 	}
 	recs, err := c.Audit(t.Context(), "booking", "r-many")
@@ -84,10 +84,10 @@ func TestVerifyAuditOfARunOverTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := interrupted(t, ev)
-	if ev, err = c.Resume(ctx, "booking", "r-v", events.Resume{ResumeToken: "wrong", Answers: map[string]json.RawMessage{"email": raw("a@b.c")}}); err != nil || ev.Kind != events.KindRefused {
+	if ev, err = c.Resume(ctx, "booking", "r-v", protocol.Resume{ResumeToken: "wrong", Answers: map[string]json.RawMessage{"email": raw("a@b.c")}}); err != nil || ev.Kind != protocol.EventRefused {
 		t.Fatalf("wrong token: %q, %v", ev.Kind, err)
 	}
-	if _, err := c.Resume(ctx, "booking", "r-v", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}}); err != nil {
+	if _, err := c.Resume(ctx, "booking", "r-v", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Cancel(ctx, "booking", "r-v", "done"); err != nil {
@@ -143,14 +143,14 @@ func forgedClient(t *testing.T) (*client.Client, jetstream.JetStream) {
 func forge(t *testing.T, js jetstream.JetStream, run string, rec map[string]any, hash bool, key ed25519.PrivateKey) uint64 {
 	t.Helper()
 	if key != nil {
-		rec["kid"] = events.AuditKeyID(key.Public().(ed25519.PublicKey))
+		rec["kid"] = protocol.AuditKeyID(key.Public().(ed25519.PublicKey))
 	}
 	if hash || key != nil {
 		b, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec["hash"], err = client.AuditHash(b); err != nil {
+		if rec["hash"], err = protocol.CanonicalHash(b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +159,7 @@ func forge(t *testing.T, js jetstream.JetStream, run string, rec map[string]any,
 		rec["sig"] = base64.StdEncoding.EncodeToString(ed25519.Sign(key, digest))
 	}
 	action, _ := rec["action"].(string)
-	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("booking", run), events.AuditType(action), run, rec)
+	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("booking", run), protocol.AuditType(action), run, rec)
 	info, err := js.Stream(t.Context(), wire.Names{Prefix: wire.DefaultPrefix}.AuditStream())
 	if err != nil {
 		t.Fatal(err)
@@ -260,14 +260,14 @@ func TestVerifyAuditReportsRecordsForgedOnTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned, err := events.ParseAuditKey(key.String())
+	pinned, err := protocol.ParseAuditKey(key.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := c.VerifyAudit(ctx, "booking", "r-f", pinned); err != nil || !rep.KeysPinned || rep.Vouched != rep.Messages-2 {
 		t.Errorf("pinned deployment key: %d of %d vouched for, pinned %v: %v", rep.Vouched, rep.Messages, rep.KeysPinned, err)
 	}
-	wrong, _ := events.ParseAuditKey(base64.StdEncoding.EncodeToString(other.Public().(ed25519.PublicKey)))
+	wrong, _ := protocol.ParseAuditKey(base64.StdEncoding.EncodeToString(other.Public().(ed25519.PublicKey)))
 	rep, err = c.VerifyAudit(ctx, "booking", "r-f", wrong)
 	if err != nil || rep.Vouched != 0 || len(rep.Unvouched) != rep.Messages {
 		t.Fatalf("pinned other key: %d of %d vouched for: %v", rep.Vouched, rep.Messages, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -79,7 +80,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string,
 // Event is the outcome of a command: the event Interlock published, or, for
 // a repeat it acknowledged without effect, the run as it stands.
 type Event struct {
-	// Kind is the last token of the subject (events.KindInterrupted), or ""
+	// Kind is the last token of the subject (protocol.EventInterrupted), or ""
 	// for a repeat.
 	Kind string
 	// Event is the CloudEvent.
@@ -89,7 +90,7 @@ type Event struct {
 	// it had no effect and published nothing. Current then holds the run.
 	Repeat bool
 	// Current is the run's checkpoint as it stands, set with Repeat.
-	Current *events.Checkpoint
+	Current *protocol.Checkpoint
 }
 
 // Decode decodes the event's data into v.
@@ -98,8 +99,8 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Event.Data(), v) }
 // settles reports whether an event of kind ends the wait for a command.
 func settles(kind string) bool {
 	switch kind {
-	case events.KindInterrupted, events.KindCompleted, events.KindFailed, events.KindCancelled,
-		events.KindExpired, events.KindRefused:
+	case protocol.EventInterrupted, protocol.EventCompleted, protocol.EventFailed, protocol.EventCancelled,
+		protocol.EventExpired, protocol.EventRefused:
 		return true
 	}
 	return false
@@ -143,15 +144,15 @@ func randomHex(n int) string {
 // completed, failed or refused. run may be "" for a fresh id.
 func (c *Client) Start(ctx context.Context, flow, run string, state map[string]json.RawMessage, origin json.RawMessage) (Event, error) {
 	run = cmp.Or(run, NewRunID())
-	return c.send(ctx, flow, run, "start", events.TypeStart, events.Start{State: state, Origin: origin}, "", nil)
+	return c.send(ctx, flow, run, "start", protocol.TypeStart, protocol.Start{State: state, Origin: origin}, "", nil)
 }
 
 // Resume sends a resume for a run and returns the event that settles it:
 // interrupted (a re-ask or the next interrupt), completed, failed or
 // refused. A resume whose IdempotencyKey was already applied returns an
 // Event with Repeat set and the run as it stands.
-func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) (Event, error) {
-	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey, nil)
+func (c *Client) Resume(ctx context.Context, flow, run string, r protocol.Resume) (Event, error) {
+	return c.send(ctx, flow, run, "resume", protocol.TypeResume, r, r.IdempotencyKey, nil)
 }
 
 // Reannounce asks for a waiting run's pending interrupt to be announced
@@ -159,12 +160,12 @@ func (c *Client) Resume(ctx context.Context, flow, run string, r events.Resume) 
 // new interrupted event, or refused. Use it when the run's interrupted
 // event is no longer in the events stream.
 func (c *Client) Reannounce(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "reannounce", events.TypeReannounce, events.Reannounce{Reason: reason}, "", nil)
+	return c.send(ctx, flow, run, "reannounce", protocol.TypeReannounce, protocol.Reannounce{Reason: reason}, "", nil)
 }
 
 // Cancel cancels a waiting run and returns the cancelled or refused event.
 func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "cancel", events.TypeCancel, events.Cancel{Reason: reason, By: c.source}, "", nil)
+	return c.send(ctx, flow, run, "cancel", protocol.TypeCancel, protocol.Cancel{Reason: reason, By: c.source}, "", nil)
 }
 
 // send publishes a command and waits for the event that settles it. With
@@ -233,8 +234,8 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			if err != nil {
 				return Event{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 			}
-			if kind == events.KindRefused {
-				var r events.Refused
+			if kind == protocol.EventRefused {
+				var r protocol.Refused
 				if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
 					continue // someone else's refusal
 				}
@@ -308,19 +309,19 @@ func (c *Client) absorbed(ctx context.Context, flow, run, key, id string) (Event
 // names, so that it never returns an earlier, used token. A run that is not
 // waiting, or whose event has aged out of the stream, is an error saying
 // what to do.
-func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.Interrupted, error) {
+func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (protocol.Interrupted, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	cp, err := c.Checkpoint(ctx, flow, run)
 	if err != nil {
-		return events.Interrupted{}, err
+		return protocol.Interrupted{}, err
 	}
 	if !cp.Waiting() || cp.Interrupt == nil {
-		return events.Interrupted{}, fmt.Errorf("%w: run %s of flow %s is %s, not waiting on an interrupt", ErrNotWaiting, run, flow, cp.Status)
+		return protocol.Interrupted{}, fmt.Errorf("%w: run %s of flow %s is %s, not waiting on an interrupt", ErrNotWaiting, run, flow, cp.Status)
 	}
 	s, err := c.js.Stream(ctx, c.names.EventStream())
 	if err != nil {
-		return events.Interrupted{}, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
+		return protocol.Interrupted{}, fmt.Errorf("client: binding %s (has `interlock serve` run once?): %w", c.names.EventStream(), err)
 	}
 	want := cp.Interrupt.RequestID
 	deadline := time.Now().Add(c.wait)
@@ -331,15 +332,15 @@ func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.In
 		case err == nil && in.RequestID == want:
 			return in, nil
 		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
-			return events.Interrupted{}, err
+			return protocol.Interrupted{}, err
 		case time.Now().After(deadline):
-			return events.Interrupted{}, fmt.Errorf("client: run %s of flow %s waits on request %s, but %s holds no interrupted event for it (older than the stream keeps events?); announce it again with `interlock reannounce %s %s`, or pass the token with --token", run, flow, want, c.names.EventStream(), flow, run)
+			return protocol.Interrupted{}, fmt.Errorf("client: run %s of flow %s waits on request %s, but %s holds no interrupted event for it (older than the stream keeps events?); announce it again with `interlock reannounce %s %s`, or pass the token with --token", run, flow, want, c.names.EventStream(), flow, run)
 		}
 		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return events.Interrupted{}, ctx.Err()
+			return protocol.Interrupted{}, ctx.Err()
 		case <-t.C:
 		}
 		poll = min(2*poll, maxPoll)
@@ -347,21 +348,21 @@ func (c *Client) LastInterrupt(ctx context.Context, flow, run string) (events.In
 }
 
 // lastInterrupted reads the last interrupted event of a run.
-func (c *Client) lastInterrupted(ctx context.Context, s jetstream.Stream, flow, run string) (events.Interrupted, error) {
-	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, events.KindInterrupted))
+func (c *Client) lastInterrupted(ctx context.Context, s jetstream.Stream, flow, run string) (protocol.Interrupted, error) {
+	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, protocol.EventInterrupted))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return events.Interrupted{}, err
+			return protocol.Interrupted{}, err
 		}
-		return events.Interrupted{}, fmt.Errorf("client: reading the last interrupt of %s.%s: %w", flow, run, err)
+		return protocol.Interrupted{}, fmt.Errorf("client: reading the last interrupt of %s.%s: %w", flow, run, err)
 	}
 	ev, err := events.Decode(m.Header, m.Data)
 	if err != nil {
-		return events.Interrupted{}, err
+		return protocol.Interrupted{}, err
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := json.Unmarshal(ev.Data(), &in); err != nil {
-		return events.Interrupted{}, fmt.Errorf("client: interrupted event of %s.%s: %w", flow, run, err)
+		return protocol.Interrupted{}, fmt.Errorf("client: interrupted event of %s.%s: %w", flow, run, err)
 	}
 	return in, nil
 }
@@ -385,30 +386,30 @@ func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFu
 // Checkpoint returns a run's checkpoint document, with its number in
 // Checkpoint. For a run that does not exist it returns an error wrapping
 // [ErrNotFound] that says whether the flow has any run at all.
-func (c *Client) Checkpoint(ctx context.Context, flow, run string) (events.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, flow, run string) (protocol.Checkpoint, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	if err := CheckName("flow", flow); err != nil {
-		return events.Checkpoint{}, err
+		return protocol.Checkpoint{}, err
 	}
 	if err := CheckName("run", run); err != nil {
-		return events.Checkpoint{}, err
+		return protocol.Checkpoint{}, err
 	}
 	runs, err := c.bucket(ctx, c.names.RunsBucket())
 	if err != nil {
-		return events.Checkpoint{}, err
+		return protocol.Checkpoint{}, err
 	}
 	key := flow + "." + run
 	e, err := runs.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return events.Checkpoint{}, c.notFound(ctx, flow, run)
+		return protocol.Checkpoint{}, c.notFound(ctx, flow, run)
 	}
 	if err != nil {
-		return events.Checkpoint{}, fmt.Errorf("client: reading checkpoint %s: %w", key, err)
+		return protocol.Checkpoint{}, fmt.Errorf("client: reading checkpoint %s: %w", key, err)
 	}
-	cp, err := events.DecodeCheckpoint(e.Value(), e.Revision())
+	cp, err := protocol.DecodeCheckpoint(e.Value(), e.Revision())
 	if err != nil {
-		return events.Checkpoint{}, fmt.Errorf("client: %s in %s: %w", key, c.names.RunsBucket(), err)
+		return protocol.Checkpoint{}, fmt.Errorf("client: %s in %s: %w", key, c.names.RunsBucket(), err)
 	}
 	return cp, nil
 }

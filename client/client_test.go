@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -25,12 +25,12 @@ func newClient(t *testing.T, wait time.Duration) *client.Client {
 
 func raw(v string) json.RawMessage { b, _ := json.Marshal(v); return b }
 
-func interrupted(t *testing.T, ev client.Event) events.Interrupted {
+func interrupted(t *testing.T, ev client.Event) protocol.Interrupted {
 	t.Helper()
-	if ev.Kind != events.KindInterrupted {
-		t.Fatalf("outcome %q, want %q", ev.Kind, events.KindInterrupted)
+	if ev.Kind != protocol.EventInterrupted {
+		t.Fatalf("outcome %q, want %q", ev.Kind, protocol.EventInterrupted)
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestStartResumeCancelAndReadTheRun(t *testing.T) {
 		t.Fatalf("LastInterrupt = %+v, %v; want the start's interrupt", last, err)
 	}
 
-	ev, err = c.Resume(ctx, "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("nope")}})
+	ev, err = c.Resume(ctx, "booking", "r-1", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("nope")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestStartResumeCancelAndReadTheRun(t *testing.T) {
 	if in.Node != "ask_email" || !strings.HasPrefix(in.Questions[0].Context, "ERROR: ") {
 		t.Fatalf("bad email: %+v", in)
 	}
-	ev, err = c.Resume(ctx, "booking", "r-1", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}})
+	ev, err = c.Resume(ctx, "booking", "r-1", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestStartResumeCancelAndReadTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp.Status != events.StatusWaiting || cp.Node != "ask_contact" || cp.Checkpoint != in.Checkpoint || !cp.Waiting() ||
+	if cp.Status != protocol.StatusWaiting || cp.Node != "ask_contact" || cp.Checkpoint != in.Checkpoint || !cp.Waiting() ||
 		cp.Interrupt.RequestID != in.RequestID || string(cp.Origin) != `{"slack":{"channel":"C1"}}` || cp.CreatedAt.IsZero() {
 		t.Fatalf("checkpoint %+v, interrupt %+v", cp, in)
 	}
@@ -91,16 +91,16 @@ func TestStartResumeCancelAndReadTheRun(t *testing.T) {
 	}
 
 	ev, err = c.Cancel(ctx, "booking", "r-1", "test")
-	if err != nil || ev.Kind != events.KindCancelled {
+	if err != nil || ev.Kind != protocol.EventCancelled {
 		t.Fatalf("cancel: %q, %v", ev.Kind, err)
 	}
 	ev, err = c.Cancel(ctx, "booking", "r-1", "again")
-	var ref events.Refused
-	if err != nil || ev.Kind != events.KindRefused || ev.Decode(&ref) != nil || ref.Code != "not_waiting" {
+	var ref protocol.Refused
+	if err != nil || ev.Kind != protocol.EventRefused || ev.Decode(&ref) != nil || ref.Code != "not_waiting" {
 		t.Fatalf("second cancel: %q %+v, %v", ev.Kind, ref, err)
 	}
 	cp, err = c.Checkpoint(ctx, "booking", "r-1")
-	if err != nil || cp.Status != events.StatusCancelled || !cp.Finished() || cp.Waiting() {
+	if err != nil || cp.Status != protocol.StatusCancelled || !cp.Finished() || cp.Waiting() {
 		t.Fatalf("after cancel: %+v, %v", cp, err)
 	}
 	if page, err := c.ListPending(ctx, client.PendingQuery{}); err != nil || len(page.Items) != 0 {
@@ -121,7 +121,7 @@ func TestRepeatedIdempotencyKeyReportsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := interrupted(t, ev)
-	r := events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}, IdempotencyKey: "k-1"}
+	r := protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}, IdempotencyKey: "k-1"}
 	ev, err = c.Resume(ctx, "booking", "r-2", r)
 	if err != nil || ev.Repeat {
 		t.Fatalf("first resume: %+v, %v", ev, err)
@@ -171,7 +171,7 @@ func TestBadNamesAreRefusedBeforeSending(t *testing.T) {
 		wantErr string
 	}{
 		{"flow with a dot", func() error { _, err := c.Start(ctx, "book.ing", "r-1", nil, nil); return err }, `flow name "book.ing" has '.'`},
-		{"run with a wildcard", func() error { _, err := c.Resume(ctx, "booking", "r-*", events.Resume{}); return err }, `run name "r-*" has '*'`},
+		{"run with a wildcard", func() error { _, err := c.Resume(ctx, "booking", "r-*", protocol.Resume{}); return err }, `run name "r-*" has '*'`},
 		{"empty run", func() error { _, err := c.Cancel(ctx, "booking", "", ""); return err }, "run name is empty"},
 		{"long flow", func() error { _, err := c.Checkpoint(ctx, strings.Repeat("f", 129), "r"); return err }, "129 characters long"},
 		{"pending of a bad flow", func() error { _, err := c.ListPending(ctx, client.PendingQuery{Flow: "a>b"}); return err }, `flow name "a>b"`},
@@ -193,7 +193,7 @@ func TestCheckName(t *testing.T) {
 		{"", true}, {strings.Repeat("x", 129), true}, {"a.b", true}, {"a b", true}, {"a*", true}, {"a>", true}, {"é", true},
 	}
 	for _, tc := range cases {
-		if err := client.CheckName("run", tc.name); (err != nil) != tc.wantErr {
+		if err := protocol.CheckName("run", tc.name); (err != nil) != tc.wantErr {
 			t.Errorf("CheckName(%q) = %v, wantErr %v", tc.name, err, tc.wantErr)
 		}
 	}
@@ -226,11 +226,11 @@ func TestACommandLargerThanAMessageIsErrTooLarge(t *testing.T) {
 			return err
 		},
 		"resume": func() error {
-			_, err := c.Resume(t.Context(), "booking", "r-big", events.Resume{Answers: map[string]json.RawMessage{"email": big}})
+			_, err := c.Resume(t.Context(), "booking", "r-big", protocol.Resume{Answers: map[string]json.RawMessage{"email": big}})
 			return err
 		},
 		"tool request": func() error {
-			_, err := c.RequestTool(t.Context(), events.ToolRequest{CallID: "call-big", Tool: "t", Args: map[string]json.RawMessage{"memo": big}}, time.Second)
+			_, err := c.RequestTool(t.Context(), protocol.ToolRequest{CallID: "call-big", Tool: "t", Args: map[string]json.RawMessage{"memo": big}}, time.Second)
 			return err
 		},
 	}

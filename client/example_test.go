@@ -7,7 +7,7 @@ import (
 	"log"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -27,13 +27,13 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(ev.Kind, "at", in.Node+":", in.Questions[0].Question)
 
-	ev, err = c.Resume(ctx, "booking", "r-example", events.Resume{
+	ev, err = c.Resume(ctx, "booking", "r-example", protocol.Resume{
 		ResumeToken: in.ResumeToken,
 		Answers:     map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 	})
@@ -75,7 +75,7 @@ func ExampleClient_Resume_idempotencyKey() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	answer := events.Resume{
+	answer := protocol.Resume{
 		ResumeToken:    in.ResumeToken,
 		Answers:        map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 		IdempotencyKey: "slack-action-1",
@@ -111,7 +111,7 @@ func ExampleClient_VerifyAudit() {
 	if _, err := c.Start(ctx, "refund", "r-audited", state, nil); err != nil {
 		log.Fatal(err)
 	}
-	for _, r := range []events.Resume{
+	for _, r := range []protocol.Resume{
 		{Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"1234"`)}},
 		{Decision: "approve", Approver: "sam@example.com", Reason: "matches ticket 4821"},
 	} {

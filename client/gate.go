@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // GateFlow is the flow of the tool-call gate's runs.
@@ -23,9 +24,9 @@ const GateFlow = "gate"
 type ToolAnswer struct {
 	// Decided is set once the call is decided: allowed, approved, edited,
 	// rejected or expired.
-	Decided *events.Decided
+	Decided *protocol.Decided
 	// Pending is the approval the call waits on, when it is not decided yet.
-	Pending *events.Interrupted
+	Pending *protocol.Interrupted
 }
 
 // May reports whether the agent may run the call: allowed, approved or
@@ -45,7 +46,7 @@ func (a ToolAnswer) May() bool {
 // error rather than the refused event.
 type RefusedError struct {
 	// Refused is the refused event's data.
-	Refused events.Refused
+	Refused protocol.Refused
 	// What names the command ("tool request call-7").
 	What string
 }
@@ -60,7 +61,7 @@ func (e *RefusedError) Error() string {
 // again with the same CallID later: a repeated request never starts a
 // second approval, and is answered with the decision once there is one. A
 // request Interlock refuses is a *RefusedError.
-func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
+func (c *Client) RequestTool(ctx context.Context, req protocol.ToolRequest, wait time.Duration) (ToolAnswer, error) {
 	return c.requestTool(ctx, req, wait, false)
 }
 
@@ -69,11 +70,11 @@ func (c *Client) RequestTool(ctx context.Context, req events.ToolRequest, wait t
 // once (allowed, or a repeat of a decided call), or the pending approval as
 // soon as it is announced. Ask again with the same CallID, or read the
 // decided event, for the person's decision.
-func (c *Client) AskTool(ctx context.Context, req events.ToolRequest, wait time.Duration) (ToolAnswer, error) {
+func (c *Client) AskTool(ctx context.Context, req protocol.ToolRequest, wait time.Duration) (ToolAnswer, error) {
 	return c.requestTool(ctx, req, wait, true)
 }
 
-func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait time.Duration, untilPending bool) (ToolAnswer, error) {
+func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait time.Duration, untilPending bool) (ToolAnswer, error) {
 	if req.CallID == "" {
 		req.CallID = "call-" + randomHex(8)
 	}
@@ -96,7 +97,7 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 		}
 	}
 	id := randomHex(16)
-	ev, err := events.New(id, c.source, events.TypeToolRequest, req.CallID, time.Now().UTC(), req)
+	ev, err := events.New(id, c.source, protocol.TypeToolRequest, req.CallID, time.Now().UTC(), req)
 	if err != nil {
 		return ToolAnswer{}, err
 	}
@@ -120,7 +121,7 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 	defer timeout.Stop()
 	again := time.NewTimer(followPoll)
 	defer again.Stop()
-	var pending *events.Interrupted
+	var pending *protocol.Interrupted
 	for {
 		m, ok, err := f.poll(ctx)
 		if err != nil {
@@ -128,7 +129,7 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 		}
 		if ok {
 			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
-			if kind != events.KindDecided && kind != events.KindInterrupted && kind != events.KindRefused {
+			if kind != protocol.EventDecided && kind != protocol.EventInterrupted && kind != protocol.EventRefused {
 				continue
 			}
 			out, err := events.Decode(m.header, m.data)
@@ -136,22 +137,22 @@ func (c *Client) requestTool(ctx context.Context, req events.ToolRequest, wait t
 				return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 			}
 			switch kind {
-			case events.KindDecided:
-				var d events.Decided
+			case protocol.EventDecided:
+				var d protocol.Decided
 				if err := json.Unmarshal(out.Data(), &d); err != nil {
 					return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 				}
 				return ToolAnswer{Decided: &d}, nil
-			case events.KindInterrupted:
-				var in events.Interrupted
+			case protocol.EventInterrupted:
+				var in protocol.Interrupted
 				if err := json.Unmarshal(out.Data(), &in); err == nil {
 					pending = &in
 					if untilPending {
 						return ToolAnswer{Pending: pending}, nil
 					}
 				}
-			case events.KindRefused:
-				var r events.Refused
+			case protocol.EventRefused:
+				var r protocol.Refused
 				if json.Unmarshal(out.Data(), &r) == nil && r.EventID == id {
 					return ToolAnswer{}, &RefusedError{Refused: r, What: "tool request " + req.CallID}
 				}

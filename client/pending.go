@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/nats-io/nats.go"
-
-	"github.com/interlockhq/interlock/events"
 )
 
 // Limits of [PendingQuery].
@@ -58,7 +57,7 @@ type PendingQuery struct {
 func (q PendingQuery) filtered() bool { return len(q.Kinds) > 0 || len(q.Roles) > 0 }
 
 // match reports whether p passes the query's kind and role filters.
-func (q PendingQuery) match(p *events.Pending) bool {
+func (q PendingQuery) match(p *protocol.Pending) bool {
 	return (len(q.Kinds) == 0 || slices.Contains(q.Kinds, p.Kind)) &&
 		(len(q.Roles) == 0 || slices.Contains(q.Roles, p.ApproverRole))
 }
@@ -68,7 +67,7 @@ type PendingPage struct {
 	// Items are the waiting runs, ordered by when their interrupt was
 	// asked (a re-ask, such as a partial answer or an escalation, counts
 	// as a new ask): oldest first, or newest first.
-	Items []events.Pending `json:"items"`
+	Items []protocol.Pending `json:"items"`
 	// Next is the cursor of the following page, "" on the last page. It
 	// is opaque: pass it back as PendingQuery.After.
 	Next string `json:"next,omitempty"`
@@ -135,7 +134,7 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 	}
 	page := PendingPage{Items: s.items}
 	if page.Items == nil {
-		page.Items = []events.Pending{} // [] in JSON, not null
+		page.Items = []protocol.Pending{} // [] in JSON, not null
 	}
 	if len(page.Items) > q.Limit {
 		page.Items = page.Items[:q.Limit]
@@ -164,7 +163,7 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 // item than the page holds (which tells whether a next page exists), and
 // each item's stream sequence.
 type pendingScan struct {
-	items []events.Pending
+	items []protocol.Pending
 	seqs  []uint64
 	// total counts the entries matching the flow in the whole index, when
 	// counted is set; markers counts the markers a forward scan from the
@@ -180,7 +179,7 @@ func (s *pendingScan) add(q PendingQuery, m batchMsg) error {
 		s.markers++
 		return nil
 	}
-	var p events.Pending
+	var p protocol.Pending
 	if err := json.Unmarshal(m.data, &p); err != nil {
 		return fmt.Errorf("client: pending entry %s is not a pending document: %w", m.subject, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // benchPending is how many runs wait in BenchmarkListPending.
@@ -31,7 +31,7 @@ func BenchmarkListPending(b *testing.B) {
 		if i%(benchPending/60) == 0 {
 			flow = "rare"
 		}
-		p := engine.Pending{
+		p := protocol.Pending{
 			Flow: flow, Run: fmt.Sprintf("r-%06d", i), Node: "ask", RequestID: fmt.Sprintf("rq-%06d", i),
 			Kind: "question", Checkpoint: 3, Fields: []string{"email"}, AskedAt: time.Now().UTC(),
 		}

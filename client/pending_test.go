@@ -12,9 +12,9 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -47,14 +47,14 @@ func newRig(t testing.TB) rig {
 
 var at = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
 
-func entry(flow, run string) *engine.Pending {
-	return &engine.Pending{
+func entry(flow, run string) *protocol.Pending {
+	return &protocol.Pending{
 		Flow: flow, Run: run, Node: "ask", RequestID: "rq-" + run, Kind: "question",
 		Checkpoint: 3, Fields: []string{"email"}, AskedAt: at,
 	}
 }
 
-func (r rig) put(t testing.TB, ps ...*engine.Pending) {
+func (r rig) put(t testing.TB, ps ...*protocol.Pending) {
 	t.Helper()
 	for _, p := range ps {
 		if err := r.store.PutPending(t.Context(), p); err != nil {
@@ -72,7 +72,7 @@ func (r rig) remove(t testing.TB, flow string, runs ...string) {
 	}
 }
 
-func keys(items []events.Pending) []string {
+func keys(items []protocol.Pending) []string {
 	var out []string
 	for _, p := range items {
 		out = append(out, p.Flow+"."+p.Run)
@@ -149,7 +149,7 @@ func TestListPendingReturnsTheEntriesAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListPending: %v", err)
 	}
-	wantRead := events.Pending{
+	wantRead := protocol.Pending{
 		Flow: want.Flow, Run: want.Run, Node: want.Node, RequestID: want.RequestID, Kind: want.Kind,
 		Checkpoint: want.Checkpoint, Fields: want.Fields, Question: want.Question,
 		ApproverRole: want.ApproverRole, AskedAt: want.AskedAt, ExpiresAt: want.ExpiresAt,

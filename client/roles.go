@@ -8,17 +8,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // ResumeWithRole sends a resume on the subject of an approver role,
 // <prefix>.in.<flow>.resume.<role>: the way a bot decides approvals when
 // NATS authorization says which roles it may decide for. It returns the
 // event that settled it, as [Client.Resume] does.
-func (c *Client) ResumeWithRole(ctx context.Context, flow, run, role string, r events.Resume) (Event, error) {
+func (c *Client) ResumeWithRole(ctx context.Context, flow, run, role string, r protocol.Resume) (Event, error) {
 	if err := CheckName("approver role", role); err != nil {
 		return Event{}, err
 	}
-	return c.send(ctx, flow, run, "resume."+role, events.TypeResume, r, r.IdempotencyKey, nil)
+	return c.send(ctx, flow, run, "resume."+role, protocol.TypeResume, r, r.IdempotencyKey, nil)
 }
 
 // ResumeAs sends a resume on behalf of a caller the sender has
@@ -26,7 +27,7 @@ func (c *Client) ResumeWithRole(ctx context.Context, flow, run, role string, r e
 // deployment's secret, so it needs no resume token, the audit record names
 // approver, and an approval is decided only if its approver role is among
 // roles. Only a part of the deployment holding its secret can vouch.
-func (c *Client) ResumeAs(ctx context.Context, flow, run string, r events.Resume, secret []byte, approver string, roles []string) (Event, error) {
+func (c *Client) ResumeAs(ctx context.Context, flow, run string, r protocol.Resume, secret []byte, approver string, roles []string) (Event, error) {
 	if len(secret) < 32 {
 		return Event{}, errors.New("client: vouching for a caller takes the deployment's secret (32 bytes or more)")
 	}
@@ -41,7 +42,7 @@ func (c *Client) ResumeAs(ctx context.Context, flow, run string, r events.Resume
 			r.RequestID = cp.Interrupt.RequestID
 		}
 	}
-	return c.send(ctx, flow, run, "resume", events.TypeResume, r, r.IdempotencyKey, func(msg *nats.Msg, id string) {
+	return c.send(ctx, flow, run, "resume", protocol.TypeResume, r, r.IdempotencyKey, func(msg *nats.Msg, id string) {
 		msg.Header.Set(events.HeaderApprover, approver)
 		msg.Header.Set(events.HeaderRoles, joinRoles(roles))
 		msg.Header.Set(events.HeaderVouch, events.Vouch(secret, events.Vouched{Subject: msg.Subject, EventID: id, Run: run,

@@ -20,7 +20,7 @@ type StreamEvent struct {
 	// Subject is the subject it was published on,
 	// <prefix>.ev.<flow>.<run>.<kind>.
 	Subject string
-	// Kind is the last token of Subject (events.KindInterrupted, ...).
+	// Kind is the last token of Subject (protocol.EventInterrupted, ...).
 	Kind string
 	// Event is the CloudEvent.
 	Event events.Event
@@ -127,7 +127,7 @@ type WatchQuery struct {
 	Flow string
 	// Run, if set, keeps only that run's events; it needs Flow.
 	Run string
-	// Kinds, if set, keeps only events of these kinds (events.KindInterrupted,
+	// Kinds, if set, keeps only events of these kinds (protocol.EventInterrupted,
 	// ...); otherwise every kind.
 	Kinds []string
 	// After is the sequence the watch starts after: the Seq of the last

@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/docs"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/schematest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -268,13 +269,13 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"toolRequest":  n.GateRequest(),
 		"expire":       n.Due("{flow}", "expire"),
 		"schedule":     n.Schedule("{flow}", "{run}", "{requestId}"),
-		"decided":      n.Event("gate", "{callId}", events.KindDecided),
+		"decided":      n.Event("gate", "{callId}", protocol.EventDecided),
 		"nodeEvent":    n.Event("{flow}", "{run}", "{kind}"),
 		"audit":        n.Audit("{flow}", "{run}"),
 		"deadLetter":   n.DeadLetter("{reason}"),
 	}
-	for _, kind := range events.Kinds() {
-		if kind != events.KindDecided {
+	for _, kind := range protocol.Events() {
+		if kind != protocol.EventDecided {
 			want[kind] = n.Event("{flow}", "{run}", kind)
 		}
 	}
@@ -290,13 +291,13 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		}
 	}
 	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire"} {
-		typ, ok := events.InboundType(verb)
+		typ, ok := protocol.InboundType(verb)
 		if !ok || !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s (%s)", typ, verb)
 		}
 	}
-	for _, kind := range events.Kinds() {
-		typ, _ := events.OutboundType(kind)
+	for _, kind := range protocol.Events() {
+		typ, _ := protocol.OutboundType(kind)
 		if !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s", typ)
 		}

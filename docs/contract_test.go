@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/schematest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // binding ties a schema to the Go code that reads and writes its data.
@@ -48,37 +49,37 @@ var noStrict = []reflect.Type{}
 
 // bindings lists every schema of the index but the shared ones.
 var bindings = map[string]binding{
-	"start":          {types: typesOf(events.Start{}), strict: noStrict, parse: parser(events.ParseStart)},
-	"resume":         {types: typesOf(events.Resume{}), strict: noStrict, parse: parser(events.ParseResume)},
-	"cancel":         {types: typesOf(events.Cancel{}), strict: noStrict, parse: parser(events.ParseCancel)},
-	"reannounce":     {types: typesOf(events.Reannounce{}), strict: noStrict, parse: parser(events.ParseReannounce)},
-	"tool-requested": {types: typesOf(events.ToolRequest{}), strict: noStrict, parse: parser(events.ParseToolRequest)},
-	"expire":         {types: typesOf(events.Expire{}, engine.Schedule{}), strict: typesOf(engine.Schedule{}), parse: parser(events.ParseExpire)},
-	"started":        {types: typesOf(events.Started{}, engine.StartedEvent{})},
-	"interrupted":    {types: typesOf(events.Interrupted{}, engine.InterruptedEvent{})},
-	"resumed":        {types: typesOf(events.Resumed{}, engine.ResumedEvent{})},
-	"completed":      {types: typesOf(events.Completed{}, engine.CompletedEvent{})},
-	"failed":         {types: typesOf(events.Failed{}, engine.FailedEvent{})},
-	"cancelled":      {types: typesOf(events.Cancelled{}, engine.CancelledEvent{})},
-	"expired":        {types: typesOf(events.Expired{}, engine.ExpiredEvent{})},
-	"refused":        {types: typesOf(events.Refused{}, engine.RefusedEvent{})},
-	"decided":        {types: typesOf(events.Decided{}, engine.DecidedEvent{})},
-	"node-event":     {types: typesOf(events.NodeEvent{}, engine.NodeEvent{})},
+	"start":          {types: typesOf(protocol.Start{}), strict: noStrict, parse: parser(events.ParseStart)},
+	"resume":         {types: typesOf(protocol.Resume{}), strict: noStrict, parse: parser(events.ParseResume)},
+	"cancel":         {types: typesOf(protocol.Cancel{}), strict: noStrict, parse: parser(events.ParseCancel)},
+	"reannounce":     {types: typesOf(protocol.Reannounce{}), strict: noStrict, parse: parser(events.ParseReannounce)},
+	"tool-requested": {types: typesOf(protocol.ToolRequest{}), strict: noStrict, parse: parser(events.ParseToolRequest)},
+	"expire":         {types: typesOf(protocol.Expire{}), strict: typesOf(protocol.Expire{}), parse: parser(events.ParseExpire)},
+	"started":        {types: typesOf(protocol.Started{})},
+	"interrupted":    {types: typesOf(protocol.Interrupted{})},
+	"resumed":        {types: typesOf(protocol.Resumed{})},
+	"completed":      {types: typesOf(protocol.Completed{})},
+	"failed":         {types: typesOf(protocol.Failed{})},
+	"cancelled":      {types: typesOf(protocol.Cancelled{})},
+	"expired":        {types: typesOf(protocol.Expired{})},
+	"refused":        {types: typesOf(protocol.Refused{})},
+	"decided":        {types: typesOf(protocol.Decided{})},
+	"node-event":     {types: typesOf(protocol.NodeEvent{})},
 	"audit-record": {
-		types: typesOf(events.AuditRecord{}, engine.AuditRecord{}),
-		parse: parser(events.DecodeAuditRecord),
+		types: typesOf(protocol.AuditRecord{}),
+		parse: parser(protocol.DecodeAuditRecord),
 	},
 	// The reader's checkpoint is a part of the stored document and
 	// ignores the rest by design; the engine's is the whole of it.
 	"checkpoint": {
-		types: typesOf(events.Checkpoint{}, engine.Checkpoint{}), strict: typesOf(engine.Checkpoint{}),
-		parse: func(b []byte) error { _, err := events.DecodeCheckpoint(b, 1); return err },
+		types: typesOf(protocol.Checkpoint{}, engine.Checkpoint{}), strict: typesOf(engine.Checkpoint{}),
+		parse: func(b []byte) error { _, err := protocol.DecodeCheckpoint(b, 1); return err },
 	},
-	"pending": {types: typesOf(events.Pending{}, engine.Pending{})},
+	"pending": {types: typesOf(protocol.Pending{})},
 	// A list of keys: each example decodes strictly as a list.
 	"audit-keys": {
-		types: typesOf(events.AuditKey{}), strict: typesOf([]events.AuditKey{}),
-		parse: parser(events.DecodeAuditKeys),
+		types: typesOf(protocol.AuditKey{}), strict: typesOf([]protocol.AuditKey{}),
+		parse: parser(protocol.DecodeAuditKeys),
 	},
 }
 
@@ -468,16 +469,13 @@ func TestEnumsMatchTheCode(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"refusal codes", enum("defs.json", "/$defs/refusalCode"), sorted(engine.CodeTokenMismatch, engine.CodeStaleCheckpoint,
-			engine.CodeNotWaiting, engine.CodeUnknownRun, engine.CodeExpired, engine.CodeInvalidAnswer, engine.CodeForbidden,
-			engine.CodeInvalidPayload, engine.CodeUnknownFlow, engine.CodeRunExists)},
-		{"interrupt kinds", enum("defs.json", "/$defs/kind"), sorted(engine.KindQuestion, engine.KindChoice, engine.KindApproval)},
+		{"refusal codes", enum("defs.json", "/$defs/refusalCode"), sorted(codeStrings(protocol.Codes())...)},
+		{"interrupt kinds", enum("defs.json", "/$defs/kind"), sorted(protocol.KindQuestion, protocol.KindChoice, protocol.KindApproval)},
 		{"verdicts", enum("defs.json", "/$defs/verdict"), sorted(string(engine.VerdictApprove), string(engine.VerdictEdit), string(engine.VerdictReject))},
-		{"statuses", enum("defs.json", "/$defs/status"), sorted(events.StatusRunning, events.StatusWaiting, events.StatusCompleted,
-			events.StatusFailed, events.StatusCancelled, events.StatusExpired)},
-		{"audit actions", enum("audit-record.json", "/properties/action"), sorted(events.AuditStarted, events.AuditInterrupted,
-			events.AuditAnswered, events.AuditApproved, events.AuditEdited, events.AuditRejected, events.AuditExpired,
-			events.AuditEscalated, events.AuditCancelled, events.AuditReannounced, events.AuditRefused)},
+		{"statuses", enum("defs.json", "/$defs/status"), sorted(statusStrings(protocol.Statuses())...)},
+		{"audit actions", enum("audit-record.json", "/properties/action"), sorted(protocol.ActionStarted, protocol.ActionInterrupted,
+			protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited, protocol.ActionRejected, protocol.ActionExpired,
+			protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused)},
 		{"gate decisions", enum("decided.json", "/properties/decision"), sorted(engine.ToolAllowed, engine.ToolApproved,
 			engine.ToolEdited, engine.ToolRejected, engine.ToolExpired)},
 		{"timeout policies", enum("checkpoint.json", "/$defs/policy/properties/action"), sorted(string(engine.OnTimeoutExpire),
@@ -488,4 +486,20 @@ func TestEnumsMatchTheCode(t *testing.T) {
 			t.Errorf("%s: the schemas say %q, the code %q", tc.what, tc.got, tc.want)
 		}
 	}
+}
+
+func codeStrings(cs []protocol.Code) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+func statusStrings(ss []protocol.Status) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }

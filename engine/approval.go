@@ -8,25 +8,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Verdict is an approver's decision on a proposed action.
-type Verdict string
+type Verdict = protocol.Verdict
 
 // Verdicts of an approval.
 const (
 	// VerdictApprove runs the action with the proposed args.
-	VerdictApprove Verdict = "approve"
+	VerdictApprove = protocol.VerdictApprove
 	// VerdictEdit runs the action with the approver's edits merged over
 	// the proposed args.
-	VerdictEdit Verdict = "edit"
+	VerdictEdit = protocol.VerdictEdit
 	// VerdictReject never runs the action; the run takes the flow's reject
 	// route, if it declares one.
-	VerdictReject Verdict = "reject"
+	VerdictReject = protocol.VerdictReject
 )
-
-// AllVerdicts are the verdicts an approval allows unless it says otherwise.
-var allVerdicts = []Verdict{VerdictApprove, VerdictEdit, VerdictReject}
 
 // TimeoutActor is the approver named on a decision that a deadline's
 // policy took.
@@ -60,29 +59,7 @@ type Approval struct {
 }
 
 // Decision is the decision taken on an approval.
-type Decision struct {
-	Verdict Verdict `json:"verdict"`
-	// Action is the approval's action (the node's name for a static gate).
-	Action string `json:"action"`
-	// Args are the final args: the proposed args with any edits merged
-	// over them, key by key.
-	Args map[string]any `json:"args"`
-	// Edits are the approver's edits, for an edit.
-	Edits map[string]any `json:"edits,omitempty"`
-	// Approver names who decided: the resume's approver (or its source),
-	// or [TimeoutActor] when a deadline's policy decided.
-	Approver string `json:"approver,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	// At is when the decision was taken.
-	At        time.Time `json:"at"`
-	Node      string    `json:"node,omitempty"`
-	RequestID string    `json:"requestId,omitempty"`
-	// Timeout is set when a deadline's policy decided.
-	Timeout bool `json:"timeout,omitempty"`
-}
-
-// Approved reports whether the action may run (approved or edited).
-func (d Decision) Approved() bool { return d.Verdict == VerdictApprove || d.Verdict == VerdictEdit }
+type Decision = protocol.Decision
 
 // maxDecisions bounds the decisions a checkpoint keeps.
 const maxDecisions = 32
@@ -216,11 +193,11 @@ func newApproval(node, action string, args any, reason, role string, decisions [
 		return nil, fmt.Errorf("approval %q: args must encode as a JSON object, not %s", action, jsonKind(raw))
 	}
 	if len(decisions) == 0 {
-		decisions = allVerdicts
+		decisions = protocol.Verdicts()
 	}
 	seen := map[Verdict]bool{}
 	for _, d := range decisions {
-		if !slices.Contains(allVerdicts, d) {
+		if !slices.Contains(protocol.Verdicts(), d) {
 			return nil, fmt.Errorf("approval %q: decision %q is not one of approve, edit, reject", action, d)
 		}
 		if seen[d] {
@@ -298,7 +275,7 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 	return nil
 }
 
-func (approvalKind) describe(in *Interrupt, ev *InterruptedEvent) {
+func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	ev.Action, ev.Args, ev.Reason, ev.ApproverRole = in.Action, in.Args, in.Reason, in.ApproverRole
 	ev.Decisions, ev.Gate, ev.Error = in.Decisions, in.Gate, in.Error
 }

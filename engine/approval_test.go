@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func startRefund(t *testing.T, h *enginetest.Harness, amount float64) string {
@@ -50,20 +51,19 @@ func TestApprovalInterruptCarriesTheProposal(t *testing.T) {
 	}
 	h.Answer(run, map[string]any{"last4": "4821"})
 	in := h.Interrupt(run)
-	if in.Kind != engine.KindApproval || in.Action != "issue_refund" || in.ApproverRole != "supervisor" ||
+	if in.Kind != protocol.KindApproval || in.Action != "issue_refund" || in.ApproverRole != "supervisor" ||
 		in.Reason != "Refund exceeds $500 threshold. Supervisor review required." {
 		t.Fatalf("approval interrupt = %+v", in)
 	}
-	if strings.Join(in.Decisions, ",") != "approve,edit,reject" {
+	if fmt.Sprint(in.Decisions) != "[approve edit reject]" {
 		t.Fatalf("decisions = %v, want all three by default", in.Decisions)
 	}
 	var args map[string]any
 	if err := json.Unmarshal(in.Args, &args); err != nil || args["amount"] != 4800.0 || args["orderId"] != "o-1" || args["currency"] != "USD" {
 		t.Fatalf("args = %s (%v)", in.Args, err)
 	}
-	at, err := time.Parse(time.RFC3339, in.ExpiresAt)
-	if err != nil || time.Until(at) < 29*time.Minute || time.Until(at) > 31*time.Minute {
-		t.Fatalf("expiresAt = %q, want about 30 minutes from now", in.ExpiresAt)
+	if in.ExpiresAt == nil || time.Until(*in.ExpiresAt) < 29*time.Minute || time.Until(*in.ExpiresAt) > 31*time.Minute {
+		t.Fatalf("expiresAt = %v, want about 30 minutes from now", in.ExpiresAt)
 	}
 	p := h.Store.Pending()
 	if len(p) != 1 || p[0].ApproverRole != "supervisor" || p[0].ExpiresAt == nil || p[0].Action != "issue_refund" {
@@ -114,7 +114,7 @@ func TestEditRunsTheActionWithTheEditsMergedOverTheArgs(t *testing.T) {
 	}
 	recs := h.Audit(run)
 	rec := recs[len(recs)-1]
-	if rec.Action != engine.ActionEdited || rec.Approval == nil {
+	if rec.Action != protocol.ActionEdited || rec.Approval == nil {
 		t.Fatalf("last record = %+v", rec)
 	}
 	if !strings.Contains(string(rec.Approval.Args), `"amount":4800`) || !strings.Contains(string(rec.Approval.Final), `"amount":400`) {
@@ -128,7 +128,7 @@ func TestEditsTheValidatorRefusesLeaveTheApprovalPendingWithItsToken(t *testing.
 	before := h.Interrupt(run)
 	rev := h.Checkpoint(run).Seq
 	out := h.Decide(run, "edit", map[string]any{"amount": 9000}, "sam", "")
-	if out.Refused == nil || out.Refused.Code != engine.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "can only be lowered") {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "can only be lowered") {
 		t.Fatalf("outcome = %+v, want invalid_answer naming the limit", out)
 	}
 	if h.Checkpoint(run).Seq != rev {
@@ -145,7 +145,7 @@ func TestEditsTheValidatorRefusesLeaveTheApprovalPendingWithItsToken(t *testing.
 		t.Fatalf("refund = %v", r)
 	}
 	last := h.Audit(run)
-	if rec := last[len(last)-2]; rec.Action != engine.ActionRefused || !rec.Side || rec.Code != engine.CodeInvalidAnswer {
+	if rec := last[len(last)-2]; rec.Action != protocol.ActionRefused || !rec.Side || rec.Code != protocol.CodeInvalidAnswer {
 		t.Fatalf("refusal record = %+v", rec)
 	}
 }
@@ -175,7 +175,7 @@ func TestApprovalDecisionsAreChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := h.Resume(run, tt.r)
-			if out.Refused == nil || out.Refused.Code != engine.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, tt.wantMsg) {
+			if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, tt.wantMsg) {
 				t.Fatalf("outcome = %+v, want invalid_answer with %q", out.Refused, tt.wantMsg)
 			}
 			if h.Interrupt(run).ResumeToken != token {
@@ -212,7 +212,7 @@ func TestRejectTakesTheRejectRouteAndNeverRunsTheAction(t *testing.T) {
 		t.Fatalf("checkpoint rejection = %+v", cp.Rejection)
 	}
 	recs := h.Audit(run)
-	if rec := recs[len(recs)-1]; rec.Action != engine.ActionRejected || rec.By != "sam@example.com" || rec.Reason != "Duplicate of refund re_77" {
+	if rec := recs[len(recs)-1]; rec.Action != protocol.ActionRejected || rec.By != "sam@example.com" || rec.Reason != "Duplicate of refund re_77" {
 		t.Fatalf("rejected record = %+v", rec)
 	}
 }
@@ -301,7 +301,7 @@ func TestAuditRecordsFormAHashChain(t *testing.T) {
 	prev, n := "", uint64(0)
 	for _, rec := range h.Audit(run) {
 		b, _ := json.Marshal(rec)
-		sum, err := engine.CanonicalHash(b)
+		sum, err := protocol.CanonicalHash(b)
 		if err != nil || sum != rec.Hash {
 			t.Fatalf("record %+v: hash %s, recomputed %s (%v)", rec, rec.Hash, sum, err)
 		}
@@ -333,14 +333,14 @@ func TestEveryAuditRecordIsSignedWithTheDeploymentsKey(t *testing.T) {
 	h.Decide(run, "edit", map[string]any{"amount": 9000}, "sam", "") // refused: a side record
 	h.Decide(run, "approve", nil, "sam", "")
 	key := h.Runner.AuditKey()
-	if len(key.Key) != ed25519.PublicKeySize || key.ID != engine.AuditKeyID(key.Key) {
+	if len(key.Key) != ed25519.PublicKeySize || key.ID != protocol.AuditKeyID(key.Key) {
 		t.Fatalf("runner's audit key %+v", key)
 	}
 	recs := h.Audit(run)
 	sides := 0
 	for i, rec := range recs {
 		b, _ := json.Marshal(rec)
-		sum, err := engine.CanonicalHash(b)
+		sum, err := protocol.CanonicalHash(b)
 		if err != nil || sum != rec.Hash {
 			t.Fatalf("record %d: hash %s, recomputed %s (%v)", i, rec.Hash, sum, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // AuditKeyInfo is the HKDF info string the audit signing key is derived
@@ -20,7 +22,7 @@ const AuditKeyInfo = "interlock/audit-signing-key/v1"
 // what a verifier needs to check the records' signatures.
 type AuditPublicKey struct {
 	// ID is the key's id, the "kid" of the records it signs: see
-	// [AuditKeyID].
+	// [protocol.AuditKeyID].
 	ID string
 	// Key is the Ed25519 public key.
 	Key ed25519.PublicKey
@@ -29,13 +31,6 @@ type AuditPublicKey struct {
 // String returns the public key in standard base64, as the workers
 // publish it and as `interlock audit verify --key` takes it.
 func (k AuditPublicKey) String() string { return base64.StdEncoding.EncodeToString(k.Key) }
-
-// AuditKeyID returns the id of an audit public key: the first 16 hex
-// digits of the SHA-256 of its 32 bytes.
-func AuditKeyID(pub ed25519.PublicKey) string {
-	sum := sha256.Sum256(pub)
-	return hex.EncodeToString(sum[:8])
-}
 
 // auditSigner signs audit records with a deployment's key.
 type auditSigner struct {
@@ -55,7 +50,7 @@ func newAuditSigner(secret []byte) (*auditSigner, error) {
 	}
 	priv := ed25519.NewKeyFromSeed(seed)
 	pub := priv.Public().(ed25519.PublicKey)
-	return &auditSigner{priv: priv, pub: AuditPublicKey{ID: AuditKeyID(pub), Key: pub}}, nil
+	return &auditSigner{priv: priv, pub: AuditPublicKey{ID: protocol.AuditKeyID(pub), Key: pub}}, nil
 }
 
 // AuditKeyOf returns the public audit key of a deployment whose
@@ -73,9 +68,9 @@ func AuditKeyOf(secret []byte) (AuditPublicKey, error) {
 // record's hash, which covers Kid, and signs the hash. The signature
 // (Sig) is Ed25519 over the 32 bytes of the SHA-256 digest whose hex is
 // Hash, in standard base64; it is not part of the hash.
-func (s *auditSigner) seal(rec *AuditRecord) error {
+func (s *auditSigner) seal(rec *protocol.AuditRecord) error {
 	rec.Kid, rec.Sig = s.pub.ID, ""
-	h, err := AuditHash(rec)
+	h, err := protocol.AuditHash(rec)
 	if err != nil {
 		return err
 	}

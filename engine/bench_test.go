@@ -9,6 +9,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // tokenPublisher keeps the last resume token it published and drops the
@@ -22,7 +23,7 @@ func (p *tokenPublisher) Publish(_ context.Context, msgs []engine.Message, _ uin
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range msgs {
-		if in, ok := m.Data.(*engine.InterruptedEvent); ok {
+		if in, ok := m.Data.(*protocol.Interrupted); ok {
 			p.token[m.Run] = in.ResumeToken
 		}
 	}

@@ -7,27 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/internal/jsonw"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Status is where a run stands.
-type Status string
+type Status = protocol.Status
 
 // Run statuses.
 const (
 	// Running: a transition is in flight (a step's result was recorded
 	// mid-node). At rest a run is waiting or finished.
-	Running   Status = "running"
-	Waiting   Status = "waiting"
-	Completed Status = "completed"
-	Failed    Status = "failed"
-	Cancelled Status = "cancelled"
-	Expired   Status = "expired"
+	Running   = protocol.StatusRunning
+	Waiting   = protocol.StatusWaiting
+	Completed = protocol.StatusCompleted
+	Failed    = protocol.StatusFailed
+	Cancelled = protocol.StatusCancelled
+	Expired   = protocol.StatusExpired
 )
-
-// Finished reports whether the status is final.
-func (s Status) Finished() bool {
-	return s == Completed || s == Failed || s == Cancelled || s == Expired
-}
 
 // Checkpoint is the durable document of one run: everything a resume needs.
 // A restarted process rebuilds the rest (validators, handlers) by running
@@ -67,7 +65,7 @@ type Checkpoint struct {
 	// Expired says which interrupt's deadline ended the run.
 	Expired *Expiry `json:"expired,omitempty"`
 	// Audit is the head of the run's audit chain.
-	Audit *AuditHead `json:"audit,omitempty"`
+	Audit *protocol.AuditHead `json:"audit,omitempty"`
 
 	// Cause is the inbound message this checkpoint's transition came from.
 	Cause *Cause `json:"cause,omitempty"`
@@ -121,11 +119,11 @@ func decodeCheckpoint(doc []byte) (*Checkpoint, error) {
 func cutOutbox(doc []byte) (rest, outbox []byte) {
 	var start, end int
 	found := 0
-	i := skipSpace(doc, 0)
+	i := jsonw.SkipSpace(doc, 0)
 	if i == len(doc) || doc[i] != '{' {
 		return doc, nil
 	}
-	i = skipSpace(doc, i+1)
+	i = jsonw.SkipSpace(doc, i+1)
 	for i < len(doc) && doc[i] != '}' {
 		ks := i
 		ke, ok := skipLenient(doc, i)
@@ -133,11 +131,11 @@ func cutOutbox(doc []byte) (rest, outbox []byte) {
 			return doc, nil
 		}
 		key := doc[ks+1 : ke-1]
-		i = skipSpace(doc, ke)
+		i = jsonw.SkipSpace(doc, ke)
 		if i == len(doc) || doc[i] != ':' {
 			return doc, nil
 		}
-		vs := skipSpace(doc, i+1)
+		vs := jsonw.SkipSpace(doc, i+1)
 		ve, ok := skipLenient(doc, vs)
 		if !ok || ve == vs {
 			return doc, nil
@@ -149,9 +147,9 @@ func cutOutbox(doc []byte) (rest, outbox []byte) {
 		case bytes.EqualFold(key, []byte("outbox")) || bytes.IndexByte(key, '\\') >= 0:
 			return doc, nil
 		}
-		i = skipSpace(doc, ve)
+		i = jsonw.SkipSpace(doc, ve)
 		if i < len(doc) && doc[i] == ',' {
-			i = skipSpace(doc, i+1)
+			i = jsonw.SkipSpace(doc, i+1)
 		} else if i == len(doc) || doc[i] != '}' {
 			return doc, nil
 		}
@@ -218,13 +216,6 @@ func (cp *Checkpoint) loadOutbox() error {
 	return nil
 }
 
-// AuditHead is the last record of a run's audit chain: how many records
-// the chain holds and the hash of the last.
-type AuditHead struct {
-	Records uint64 `json:"records"`
-	Hash    string `json:"hash"`
-}
-
 // Cause identifies an inbound message.
 type Cause struct {
 	// ID is the CloudEvent id.
@@ -267,22 +258,6 @@ type Message struct {
 	Traceparent string    `json:"traceparent,omitempty"`
 }
 
-// Pending is an entry of the pending index: a run waiting on an interrupt.
-type Pending struct {
-	Flow         string     `json:"flow"`
-	Run          string     `json:"run"`
-	Node         string     `json:"node"`
-	RequestID    string     `json:"requestId"`
-	Kind         string     `json:"kind"`
-	Checkpoint   uint64     `json:"checkpoint"`
-	Fields       []string   `json:"fields,omitempty"`
-	Question     string     `json:"question,omitempty"`
-	ApproverRole string     `json:"approverRole,omitempty"`
-	Action       string     `json:"action,omitempty"`
-	AskedAt      time.Time  `json:"askedAt"`
-	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
-}
-
 // Store keeps checkpoints and the pending index. Every write is a
 // compare-and-set: Create fails with [ErrExists] if the run exists, Update
 // with a [*ConflictError] if the run moved past rev.
@@ -290,7 +265,7 @@ type Store interface {
 	Load(ctx context.Context, flow, run string) (*Checkpoint, uint64, error)
 	Create(ctx context.Context, cp *Checkpoint) (uint64, error)
 	Update(ctx context.Context, cp *Checkpoint, rev uint64) (uint64, error)
-	PutPending(ctx context.Context, p *Pending) error
+	PutPending(ctx context.Context, p *protocol.Pending) error
 	DeletePending(ctx context.Context, flow, run string) error
 }
 

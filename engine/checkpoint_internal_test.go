@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // sameCheckpoint checks that decoding doc without its outbox, then the
@@ -35,9 +37,9 @@ func checkpointDoc(t testing.TB) []byte {
 		Interrupt: &Interrupt{RequestID: "rq_1", Node: "ask", Kind: KindQuestion, Fields: []string{"answer"}, AskedAt: at},
 		Applied:   []string{"e-1"}, Waited: true, CreatedAt: at, UpdatedAt: at,
 		Outbox: []Message{
-			{Stream: AuditStream, Kind: ActionStarted, ID: "u-1", Flow: "bench", Run: "r-1", Time: at, Data: &AuditRecord{Flow: "bench", Run: "r-1", Action: ActionStarted, At: at, Seq: 1, Hash: "h"}},
-			{Stream: EventStream, Kind: EventInterrupted, ID: "u-2", Flow: "bench", Run: "r-1", Time: at, Data: &InterruptedEvent{Flow: "bench", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: KindQuestion,
-				Questions: []Question{{Field: "answer", Question: `Go "ahead"? \ [}`}}}},
+			{Stream: AuditStream, Kind: protocol.ActionStarted, ID: "u-1", Flow: "bench", Run: "r-1", Time: at, Data: &protocol.AuditRecord{Flow: "bench", Run: "r-1", Action: protocol.ActionStarted, At: at, Seq: 1, Hash: "h"}},
+			{Stream: EventStream, Kind: protocol.EventInterrupted, ID: "u-2", Flow: "bench", Run: "r-1", Time: at, Data: &protocol.Interrupted{Flow: "bench", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: KindQuestion,
+				Questions: []protocol.Question{{Field: "answer", Question: `Go "ahead"? \ [}`}}}},
 		}}
 	b, err := json.Marshal(cp)
 	if err != nil {

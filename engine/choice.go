@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Option is one choice among several.
-type Option struct {
-	ID    string `json:"id"`
-	Label string `json:"label"`
-}
+type Option = protocol.Option
 
 // Choice is a choice interrupt: pick one option, or several if Multiple.
 type Choice struct {
@@ -141,7 +140,7 @@ func (choiceKind) answer(_ *txn, in *Interrupt, cmd Resume) error {
 	return nil
 }
 
-func (choiceKind) describe(in *Interrupt, ev *InterruptedEvent) {
+func (choiceKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	multiple := in.Multiple
 	ev.Question, ev.Options, ev.Multiple = in.Question, in.Options, &multiple
 }

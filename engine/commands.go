@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // MaxOriginSize is the largest origin a start or a tool request may bring,
@@ -90,15 +92,15 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 	}
 	f, ok := r.flows[cmd.Flow]
 	if !ok {
-		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, CodeUnknownFlow,
+		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, string(CodeUnknownFlow),
 			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
 	}
 	if err := checkOrigin(cmd.Origin); err != nil {
-		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload, err.Error())
+		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), err.Error())
 	}
 	for k := range cmd.State {
 		if k == "" || strings.Contains(k, ".") {
-			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload,
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, string(CodeInvalidPayload),
 				fmt.Sprintf("state field %q: top-level state fields are non-empty names without dots; nest with an object", k))
 		}
 	}
@@ -121,7 +123,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 				out.RunTraceparent = cp.Traceparent
 				return out, err
 			}
-			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeRunExists, CodeRunExists,
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeRunExists, string(CodeRunExists),
 				fmt.Sprintf("run %s of flow %s already exists (status %s); start with another run id", cmd.Run, cmd.Flow, cp.Status))
 		}
 		t := r.newTxn(f, nil, 0, false, cmd.Inbound, key)
@@ -131,13 +133,13 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 			Cause: &Cause{ID: cmd.EventID, Key: key, Seq: cmd.Seq}, Applied: []string{key},
 		}
 		if err := applyDoc(f, t.cp, cmd.State); err != nil {
-			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, CodeInvalidPayload, "start state: "+err.Error())
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), "start state: "+err.Error())
 		}
 		t.initial = t.cp.State.clone()
 		t.input += rawSize(cmd.State) + len(cmd.Origin)
-		t.action = ActionStarted
-		t.emit(EventStarted, &StartedEvent{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
-		t.audit(&AuditRecord{Action: ActionStarted, By: cmd.Source, EventID: cmd.EventID})
+		t.action = protocol.ActionStarted
+		t.emit(protocol.EventStarted, &protocol.Started{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionStarted, By: cmd.Source, EventID: cmd.EventID})
 		out, err := r.run(ctx, t)
 		if isConflict(err) {
 			continue
@@ -222,15 +224,15 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		t.input += cmd.size()
 		t.asked = in.AskedAt
 		cp.Status = Running
-		action := ActionAnswered
-		ev := &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin}
-		rec := &AuditRecord{Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+		action := protocol.ActionAnswered
+		ev := &protocol.Resumed{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind, Origin: cp.Origin}
+		rec := &protocol.AuditRecord{Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			By: cmd.approver(), Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.Trusted}
 		if d := in.Decision; d != nil {
 			action = auditVerdict(d.Verdict)
 			ev.Decision, ev.Approver, ev.Reason = string(d.Verdict), d.Approver, d.Reason
 			rec.Reason, rec.ApproverRole = d.Reason, in.ApproverRole
-			rec.Approval = &AuditApproval{Action: in.Action, Args: in.Args}
+			rec.Approval = &protocol.AuditApproval{Action: in.Action, Args: in.Args}
 			if d.Verdict == VerdictEdit {
 				edits, _ := json.Marshal(cmd.Edits)
 				final, _ := json.Marshal(d.Args)
@@ -239,7 +241,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		}
 		rec.Action = action
 		t.begin(cmd.Traceparent, action)
-		t.emit(EventResumed, ev)
+		t.emit(protocol.EventResumed, ev)
 		t.audit(rec)
 		return r.run(ctx, t)
 	})
@@ -261,11 +263,11 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		}
 		cp.Status, cp.Interrupt = Cancelled, nil
 		t.input += len(cmd.Reason) + len(cmd.By)
-		t.begin(cmd.Traceparent, ActionCancelled)
+		t.begin(cmd.Traceparent, protocol.ActionCancelled)
 		by := cmp.Or(cmd.By, cmd.Source)
-		t.audit(&AuditRecord{Action: ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
-			Outcome: &AuditOutcome{Status: Cancelled}})
-		t.emit(EventCancelled, &CancelledEvent{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
+			Outcome: &protocol.AuditOutcome{Status: Cancelled}})
+		t.emit(protocol.EventCancelled, &protocol.Cancelled{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
 		return r.commit(ctx, t)
 	})
 }
@@ -287,11 +289,11 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		previous := in.RequestID
 		in.RequestID = newRequestID()
 		t.input += len(cmd.Reason) + len(cmd.RequestID)
-		t.begin(cmd.Traceparent, ActionReannounced)
-		t.audit(&AuditRecord{Action: ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+		t.begin(cmd.Traceparent, protocol.ActionReannounced)
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			By: cmd.Source, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
 			ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt,
-			Outcome: &AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
+			Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 		t.interrupted(in)
 		return r.commit(ctx, t)
 	})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TimeoutAction is what a deadline's [Policy] does when it passes.
@@ -203,11 +205,11 @@ func (r *Runner) expireRun(ctx context.Context, t *txn) (Outcome, error) {
 	cp.Status, cp.Interrupt = Expired, nil
 	cp.Resumes, cp.Steps, cp.Locals = nil, nil, nil
 	cp.Expired = &Expiry{RequestID: in.RequestID, Node: in.Node, Kind: in.Kind, ExpiresAt: *in.ExpiresAt, ApproverRole: in.ApproverRole}
-	t.begin("", ActionExpired)
-	t.audit(&AuditRecord{Action: ActionExpired, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+	t.begin("", protocol.ActionExpired)
+	t.audit(&protocol.AuditRecord{Action: protocol.ActionExpired, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		By: TimeoutActor, EventID: t.in.EventID, ApproverRole: in.ApproverRole,
-		Outcome: &AuditOutcome{Status: Expired, Node: in.Node}})
-	t.emit(EventExpired, &ExpiredEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID,
+		Outcome: &protocol.AuditOutcome{Status: Expired, Node: in.Node}})
+	t.emit(protocol.EventExpired, &protocol.Expired{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID,
 		Kind: in.Kind, ExpiresAt: *in.ExpiresAt, ApproverRole: in.ApproverRole, Origin: cp.Origin})
 	if t.f.expired != nil {
 		t.f.expired(t, in)
@@ -236,11 +238,11 @@ func (r *Runner) timeoutDecision(ctx context.Context, t *txn, p Policy) (Outcome
 		At: t.now, Node: in.Node, RequestID: in.RequestID, Timeout: true}
 	cp.Status = Running
 	t.begin("", auditVerdict(v))
-	t.emit(EventResumed, &ResumedEvent{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+	t.emit(protocol.EventResumed, &protocol.Resumed{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		Decision: string(v), Approver: TimeoutActor, Reason: reason, Origin: cp.Origin})
-	t.audit(&AuditRecord{Action: auditVerdict(v), Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+	t.audit(&protocol.AuditRecord{Action: auditVerdict(v), Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		By: TimeoutActor, EventID: t.in.EventID, Reason: reason, Timeout: true, ApproverRole: in.ApproverRole,
-		Approval: &AuditApproval{Action: in.Action, Args: in.Args}})
+		Approval: &protocol.AuditApproval{Action: in.Action, Args: in.Args}})
 	return r.run(ctx, t)
 }
 
@@ -262,11 +264,11 @@ func (r *Runner) escalate(ctx context.Context, t *txn, p Policy) (Outcome, error
 	}
 	in.OnTimeout = &next
 	in.AskedAt = t.now
-	t.begin("", ActionEscalated)
-	t.audit(&AuditRecord{Action: ActionEscalated, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+	t.begin("", protocol.ActionEscalated)
+	t.audit(&protocol.AuditRecord{Action: protocol.ActionEscalated, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		By: TimeoutActor, EventID: t.in.EventID, Replaces: previous, ApproverRole: in.ApproverRole, EscalatedFrom: from,
 		Reason:  fmt.Sprintf("no decision by %s; escalated from %s to %s", passed.Format(time.RFC3339), from, p.ApproverRole),
-		Outcome: &AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
+		Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 	t.interrupted(in)
 	return r.commit(ctx, t)
 }

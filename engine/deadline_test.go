@@ -9,6 +9,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func approvalFlow(p engine.Policy) *engine.Flow {
@@ -37,14 +38,14 @@ func TestEscalationChainsThenExpires(t *testing.T) {
 	if second.ApproverRole != refund.FinanceLeadRole || second.RequestID == first.RequestID || second.ResumeToken == first.ResumeToken {
 		t.Fatalf("escalated interrupt = %+v", second)
 	}
-	if second.ExpiresAt <= first.ExpiresAt {
+	if !second.ExpiresAt.After(*first.ExpiresAt) {
 		t.Fatalf("escalation deadline %s is not after %s", second.ExpiresAt, first.ExpiresAt)
 	}
 	if p := h.Store.Pending(); len(p) != 1 || p[0].ApproverRole != refund.FinanceLeadRole {
 		t.Fatalf("pending index = %+v", p)
 	}
 	old := h.Resume(run, engine.Resume{Token: first.ResumeToken, Decision: "approve", Approver: "sam"})
-	if old.Refused == nil || old.Refused.Code != engine.CodeExpired || !strings.Contains(old.Refused.Message, "escalated to finance_lead") {
+	if old.Refused == nil || old.Refused.Code != protocol.CodeExpired || !strings.Contains(old.Refused.Message, "escalated to finance_lead") {
 		t.Fatalf("resume with the supervisor's token = %+v, want expired", old.Refused)
 	}
 
@@ -56,7 +57,7 @@ func TestEscalationChainsThenExpires(t *testing.T) {
 	if kinds[len(kinds)-1] != "expired" || strings.Count(strings.Join(kinds, ","), "expired") != 1 {
 		t.Fatalf("events = %v", kinds)
 	}
-	if late := resumeDirect(t, h, "refund", run, second.ResumeToken); late.Refused == nil || late.Refused.Code != engine.CodeExpired {
+	if late := resumeDirect(t, h, "refund", run, second.ResumeToken); late.Refused == nil || late.Refused.Code != protocol.CodeExpired {
 		t.Fatalf("resume of the expired run = %+v, want expired", late.Refused)
 	}
 	cp := h.Checkpoint(run)
@@ -65,7 +66,7 @@ func TestEscalationChainsThenExpires(t *testing.T) {
 	}
 	var actions []string
 	for _, rec := range h.Audit(run) {
-		if rec.Action == engine.ActionEscalated || rec.Action == engine.ActionExpired {
+		if rec.Action == protocol.ActionEscalated || rec.Action == protocol.ActionExpired {
 			if rec.By != engine.TimeoutActor {
 				t.Fatalf("%s record by %q", rec.Action, rec.By)
 			}
@@ -83,13 +84,13 @@ func TestResumeAfterExpiryIsRefusedExpired(t *testing.T) {
 	in := h.Interrupt(run)
 	h.Advance(2 * time.Minute)
 	out := h.Resume(run, engine.Resume{Token: in.ResumeToken, Decision: "approve"})
-	if out.Refused == nil || out.Refused.Code != engine.CodeExpired {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeExpired {
 		t.Fatalf("resume past the deadline = %+v, want expired", out.Refused)
 	}
 	h.Expire(run)
 	h.WantStatus(run, engine.Expired)
 	out = resumeDirect(t, h, "send", run, in.ResumeToken)
-	if out.Refused == nil || out.Refused.Code != engine.CodeExpired {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeExpired {
 		t.Fatalf("resume of an expired run = %+v, want expired", out.Refused)
 	}
 }
@@ -100,8 +101,8 @@ func TestTimeoutPoliciesDecideAsTheTimeoutActor(t *testing.T) {
 		sent   bool
 		action string
 	}{
-		{engine.OnTimeoutApprove, true, engine.ActionApproved},
-		{engine.OnTimeoutReject, false, engine.ActionRejected},
+		{engine.OnTimeoutApprove, true, protocol.ActionApproved},
+		{engine.OnTimeoutReject, false, protocol.ActionRejected},
 	} {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			h := enginetest.New(t, approvalFlow(engine.Policy{Action: tt.policy}))
@@ -166,8 +167,8 @@ func TestQuestionDeadlineSurvivesPartialAnswers(t *testing.T) {
 	first := h.Interrupt(run).ExpiresAt
 	h.Advance(10 * time.Minute)
 	h.Answer(run, map[string]any{"a": "1"})
-	if again := h.Interrupt(run).ExpiresAt; again != first || again == "" {
-		t.Fatalf("re-ask deadline %q, want the first %q", again, first)
+	if again := h.Interrupt(run).ExpiresAt; again == nil || first == nil || !again.Equal(*first) {
+		t.Fatalf("re-ask deadline %v, want the first %v", again, first)
 	}
 	h.Expire(run)
 	h.WantStatus(run, engine.Expired)
@@ -233,7 +234,7 @@ func TestEscalationsChainTwoDeep(t *testing.T) {
 	}
 	n := 0
 	for _, rec := range h.Audit(run) {
-		if rec.Action == engine.ActionEscalated {
+		if rec.Action == protocol.ActionEscalated {
 			n++
 		}
 	}

@@ -68,8 +68,8 @@
 // nodes until the run waits or ends, write the checkpoint with
 // compare-and-set (starting again from the load when another worker won),
 // then update the pending index, append the audit record and publish the
-// transition's outbox. Outbound data is typed ([InterruptedEvent],
-// [AuditRecord], ...); the checkpoint number and the resume token are
+// transition's outbox. Outbound data is typed ([protocol.Interrupted],
+// [protocol.AuditRecord], ...); the checkpoint number and the resume token are
 // stamped on a copy when it is published, so neither is stored. Every
 // refusal is published as a refused event with a code ([CodeTokenMismatch],
 // [CodeStaleCheckpoint], ...), after the events of the transition that

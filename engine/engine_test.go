@@ -12,6 +12,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestBookingWalkThroughEveryQuestionBehaviour(t *testing.T) {
@@ -19,7 +20,7 @@ func TestBookingWalkThroughEveryQuestionBehaviour(t *testing.T) {
 	run := h.Start(nil)
 
 	in := h.Interrupt(run)
-	if in.Node != "ask_email" || in.Kind != engine.KindQuestion || len(in.Questions) != 1 {
+	if in.Node != "ask_email" || in.Kind != protocol.KindQuestion || len(in.Questions) != 1 {
 		t.Fatalf("first interrupt = %+v", in)
 	}
 	if got := in.Questions[0].Context; got != "Politely reject generic domains like gmail.com." {
@@ -73,11 +74,11 @@ func TestBookingWalkThroughEveryQuestionBehaviour(t *testing.T) {
 	h.Answer(run, map[string]any{"driver.name": "Bob", "driver.license": "D123"})
 
 	in = h.Interrupt(run)
-	if in.Kind != engine.KindChoice || !in.Multiple || len(in.Options) != 3 {
+	if in.Kind != protocol.KindChoice || !in.IsMultiple() || len(in.Options) != 3 {
 		t.Fatalf("topics interrupt = %+v", in)
 	}
 	out := h.Resume(run, engine.Resume{Selected: []string{"product", "cooking"}})
-	if out.Refused == nil || out.Refused.Code != engine.CodeInvalidAnswer {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer {
 		t.Fatalf("unknown option id: outcome %+v, want invalid_answer", out)
 	}
 	h.Choose(run, "product", "design")
@@ -197,7 +198,7 @@ func TestNodeInterruptsTwiceAnswersMatchedInOrderAndStepsRunOnce(t *testing.T) {
 	h := enginetest.New(t, f)
 	run := h.Start(nil)
 	h.Answer(run, map[string]any{"first": "one"})
-	if in := h.Interrupt(run); in.Kind != engine.KindChoice {
+	if in := h.Interrupt(run); in.Kind != protocol.KindChoice {
 		t.Fatalf("second interrupt kind = %s", in.Kind)
 	}
 	h.Choose(run, "y")
@@ -223,7 +224,7 @@ func TestChoiceRefusesBadSelections(t *testing.T) {
 	run := h.Start(nil)
 	for name, sel := range map[string][]string{"unknown": {"zzz"}, "two for single": {"a", "b"}, "none": nil} {
 		out := h.Resume(run, engine.Resume{Selected: sel})
-		if out.Refused == nil || out.Refused.Code != engine.CodeInvalidAnswer {
+		if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer {
 			t.Errorf("%s: outcome %+v, want invalid_answer", name, out)
 		}
 	}
@@ -239,17 +240,17 @@ func TestResumeTokenIsSingleUseAndChecked(t *testing.T) {
 	in := h.Interrupt(run)
 
 	out := h.Resume(run, engine.Resume{Token: "forged", Answers: raw(t, map[string]any{"email": "a@b.c"})})
-	if out.Refused == nil || out.Refused.Code != engine.CodeTokenMismatch {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("forged token: %+v", out)
 	}
 	h.Answer(run, map[string]any{"email": "a@b.c"})
 	out = h.Resume(run, engine.Resume{Token: in.ResumeToken, Answers: raw(t, map[string]any{"name": "x"})})
-	if out.Refused == nil || out.Refused.Code != engine.CodeTokenMismatch {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("used token: %+v", out)
 	}
 	stale := in.Checkpoint
 	out = h.Resume(run, engine.Resume{ExpectedCheckpoint: &stale, Answers: raw(t, map[string]any{"name": "x"})})
-	if out.Refused == nil || out.Refused.Code != engine.CodeStaleCheckpoint {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeStaleCheckpoint {
 		t.Fatalf("stale checkpoint: %+v", out)
 	}
 }
@@ -505,7 +506,7 @@ func TestStartWithoutRunIDDerivesOneFromTheEvent(t *testing.T) {
 		t.Fatalf("redelivered start: %+v %v, want the same run %s as a duplicate", again, err, first.Run)
 	}
 	other, err := h.Runner.Start(t.Context(), engine.Start{Flow: booking.Name, Run: first.Run, Inbound: engine.Inbound{EventID: "e-2"}})
-	if err != nil || other.Refused == nil || other.Refused.Code != engine.CodeRunExists || other.DeadLetter == "" {
+	if err != nil || other.Refused == nil || other.Refused.Code != protocol.CodeRunExists || other.DeadLetter == "" {
 		t.Fatalf("start of an existing run: %+v %v", other, err)
 	}
 }
@@ -513,7 +514,7 @@ func TestStartWithoutRunIDDerivesOneFromTheEvent(t *testing.T) {
 func TestStartOfUnknownFlowIsRefusedNamingTheKnownOnes(t *testing.T) {
 	h := enginetest.New(t, booking.Flow())
 	out, err := h.Runner.Start(t.Context(), engine.Start{Flow: "nosuch", Run: "r-1", Inbound: engine.Inbound{EventID: "e"}})
-	if err != nil || out.Refused == nil || out.Refused.Code != engine.CodeUnknownFlow || !strings.Contains(out.Refused.Message, "booking") {
+	if err != nil || out.Refused == nil || out.Refused.Code != protocol.CodeUnknownFlow || !strings.Contains(out.Refused.Message, "booking") {
 		t.Fatalf("%+v %v", out, err)
 	}
 }
@@ -557,7 +558,7 @@ func TestStartDeliveredTwiceAsFirstDeliveryRunsItsStepOnce(t *testing.T) {
 	}
 	other := start
 	other.EventID = "e-2"
-	if out, _ := h.Runner.Start(t.Context(), other); out.Refused == nil || out.Refused.Code != engine.CodeRunExists {
+	if out, _ := h.Runner.Start(t.Context(), other); out.Refused == nil || out.Refused.Code != protocol.CodeRunExists {
 		t.Fatalf("another start of the run: %+v", out)
 	}
 	if calls != 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 type draftState struct {
@@ -53,7 +54,7 @@ func TestGateBeforeShowsTheStateAndApproveRunsTheNode(t *testing.T) {
 		GateBefore("send", engine.Gate{Reason: "About to send", ApproverRole: "support"}).MustBuild())
 	run := h.Start(map[string]any{"topic": "refunds"})
 	in := h.Interrupt(run)
-	if in.Kind != engine.KindApproval || in.Gate != engine.GateBefore || in.Action != "send" || in.ApproverRole != "support" || !strings.Contains(string(in.Args), `"topic":"refunds"`) {
+	if in.Kind != protocol.KindApproval || in.Gate != engine.GateBefore || in.Action != "send" || in.ApproverRole != "support" || !strings.Contains(string(in.Args), `"topic":"refunds"`) {
 		t.Fatalf("gate interrupt = %+v (args %s)", in, in.Args)
 	}
 	if len(ran) != 0 {
@@ -91,7 +92,7 @@ func TestGateEditOutsideItsFieldsIsRefused(t *testing.T) {
 	h := enginetest.New(t, gatedFlow(false, true, true, &ran))
 	run := h.Start(map[string]any{"topic": "refunds"})
 	out := h.Decide(run, "edit", map[string]any{"topic": "other"}, "ed", "")
-	if out.Refused == nil || out.Refused.Code != engine.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, `edits name "topic", which is not an arg of write; edit one of draft`) {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, `edits name "topic", which is not an arg of write; edit one of draft`) {
 		t.Fatalf("outcome = %+v", out.Refused)
 	}
 }

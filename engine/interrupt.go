@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Kinds of interrupt.
 const (
-	KindQuestion = "question"
-	KindChoice   = "choice"
-	KindApproval = "approval"
+	KindQuestion = protocol.KindQuestion
+	KindChoice   = protocol.KindChoice
+	KindApproval = protocol.KindApproval
 )
 
 // ErrInterrupted is returned by [Node.Ask], [Node.Choose] and
@@ -75,7 +77,7 @@ type kind interface {
 	// the interrupt stays pending).
 	answer(t *txn, in *Interrupt, cmd Resume) error
 	// describe fills the kind's fields of the interrupted event.
-	describe(in *Interrupt, ev *InterruptedEvent)
+	describe(in *Interrupt, ev *protocol.Interrupted)
 }
 
 // kindOf returns the rules of an interrupt kind.
@@ -92,8 +94,8 @@ func kindOf(name string) (kind, bool) {
 }
 
 // interruptedEvent returns the data of the interrupted event announcing in.
-func interruptedEvent(cp *Checkpoint, in *Interrupt) *InterruptedEvent {
-	ev := &InterruptedEvent{
+func interruptedEvent(cp *Checkpoint, in *Interrupt) *protocol.Interrupted {
+	ev := &protocol.Interrupted{
 		Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID,
 		Kind: in.Kind, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Node is a node's handle on its run, passed to [NodeFunc].
@@ -218,7 +220,7 @@ func (n *Node[S]) Emit(kind string, data any) error {
 	if x.emit == nil {
 		return x.fail(fmt.Errorf("node %q: Emit outside a transition", x.cp.Node))
 	}
-	x.emit(kind, &NodeEvent{Flow: x.cp.Flow, Run: x.cp.Run, Node: x.cp.Node, Data: raw, Origin: x.cp.Origin})
+	x.emit(kind, &protocol.NodeEvent{Flow: x.cp.Flow, Run: x.cp.Run, Node: x.cp.Node, Data: raw, Origin: x.cp.Origin})
 	return nil
 }
 
@@ -240,8 +242,8 @@ func checkNodeKind(kind string) error {
 
 func reservedKind(kind string) bool {
 	switch kind {
-	case EventStarted, EventInterrupted, EventResumed, EventCompleted, EventFailed,
-		EventCancelled, EventExpired, EventRefused, EventDecided:
+	case protocol.EventStarted, protocol.EventInterrupted, protocol.EventResumed, protocol.EventCompleted, protocol.EventFailed,
+		protocol.EventCancelled, protocol.EventExpired, protocol.EventRefused, protocol.EventDecided:
 		return true
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // stallingPublisher fails to publish events of one kind until released,
@@ -65,12 +66,12 @@ func TestARefusalNeverComesBeforeTheEventThatExplainsIt(t *testing.T) {
 	}
 	var token string
 	for _, m := range pub.Messages("r-1") {
-		if in, ok := m.Data.(*engine.InterruptedEvent); ok {
+		if in, ok := m.Data.(*protocol.Interrupted); ok {
 			token = in.ResumeToken
 		}
 	}
 
-	pub.stall, queue.set[2] = engine.EventCancelled, true
+	pub.stall, queue.set[2] = protocol.EventCancelled, true
 	cancel := engine.Cancel{Flow: "booking", Run: "r-1", Inbound: engine.Inbound{EventID: "c", Seq: 2}}
 	if _, err := r.Cancel(ctx, cancel); err == nil {
 		t.Fatal("the cancel's publishing failed, yet Cancel reported success")
@@ -98,7 +99,7 @@ func TestARefusalNeverComesBeforeTheEventThatExplainsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Refused == nil || out.Refused.Code != engine.CodeNotWaiting {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeNotWaiting {
 		t.Fatalf("resume of the cancelled run: %+v; want not_waiting", out)
 	}
 	var kinds []string
@@ -107,7 +108,7 @@ func TestARefusalNeverComesBeforeTheEventThatExplainsIt(t *testing.T) {
 			kinds = append(kinds, m.Kind)
 		}
 	}
-	if c, f := slices.Index(kinds, engine.EventCancelled), slices.Index(kinds, engine.EventRefused); c < 0 || f < c {
+	if c, f := slices.Index(kinds, protocol.EventCancelled), slices.Index(kinds, protocol.EventRefused); c < 0 || f < c {
 		t.Fatalf("events %v: the refusal must follow the cancelled event", kinds)
 	}
 }
@@ -129,11 +130,11 @@ func TestARedeliveredTransitionPublishesWhatItCommitted(t *testing.T) {
 	}
 	var token string
 	for _, m := range pub.Messages("r-1") {
-		if in, ok := m.Data.(*engine.InterruptedEvent); ok {
+		if in, ok := m.Data.(*protocol.Interrupted); ok {
 			token = in.ResumeToken
 		}
 	}
-	pub.stall = engine.EventResumed
+	pub.stall = protocol.EventResumed
 	resume := engine.Resume{Flow: "booking", Run: "r-1", Token: token, Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 		Inbound: engine.Inbound{EventID: "r", Seq: 2}}
 	if _, err := r.Resume(ctx, resume); err == nil {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/interlockhq/interlock/protocol"
+
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -14,17 +16,17 @@ func (t *txn) emit(kind string, data EventData) {
 }
 
 // audit adds the transition's audit record to its outbox.
-func (t *txn) audit(rec *AuditRecord) {
+func (t *txn) audit(rec *protocol.AuditRecord) {
 	rec.Flow, rec.Run, rec.At = t.cp.Flow, t.cp.Run, t.now
 	t.add(AuditStream, rec.Action, rec)
 }
 
 // outcome completes the transition's audit record with where the run ended
 // up: one record per transition, naming the command and its outcome.
-func (t *txn) outcome(o AuditOutcome) {
+func (t *txn) outcome(o protocol.AuditOutcome) {
 	o.Status = t.cp.Status
 	for i := len(t.cp.Outbox) - 1; i >= 0; i-- {
-		if rec, ok := t.cp.Outbox[i].Data.(*AuditRecord); ok {
+		if rec, ok := t.cp.Outbox[i].Data.(*protocol.AuditRecord); ok {
 			rec.Outcome = &o
 			return
 		}
@@ -51,10 +53,10 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 			continue
 		}
 		token := ""
-		if in, ok := m.Data.(*InterruptedEvent); ok {
+		if in, ok := m.Data.(*protocol.Interrupted); ok {
 			token = r.token(cp.Flow, cp.Run, in.RequestID)
 		}
-		m.Data = m.Data.stamp(rev, token)
+		m.Data = stamp(m.Data, rev, token)
 		evs = append(evs, m)
 	}
 	indexed := make(chan error, 1)
@@ -83,7 +85,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 	switch {
 	case cp.Status == Waiting && cp.Interrupt != nil:
 		in := cp.Interrupt
-		p := &Pending{
+		p := &protocol.Pending{
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
 			ApproverRole: in.ApproverRole, Action: in.Action,
@@ -101,13 +103,13 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 
 // refuse publishes a refused event and returns the outcome; deadLetter, if
 // set, asks for the inbound message to be dead-lettered too.
-func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string) (Outcome, error) {
+func (r *Runner) refuse(ctx context.Context, flow, run, requestID string, o Inbound, code protocol.Code, deadLetter, msg string) (Outcome, error) {
 	return r.refuseWith(ctx, flow, run, requestID, o, code, deadLetter, msg, nil)
 }
 
 // refuseWith is refuse with the run's audit record of the refusal, when
 // the run exists.
-func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o Inbound, code, deadLetter, msg string, rec *AuditRecord) (Outcome, error) {
+func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o Inbound, code protocol.Code, deadLetter, msg string, rec *protocol.AuditRecord) (Outcome, error) {
 	id := "refused-" + randomID(16)
 	if o.EventID != "" {
 		sum := sha256.Sum256([]byte(flow + "\x00" + run + "\x00" + o.Source + "\x00" + o.EventID))
@@ -121,11 +123,11 @@ func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o 
 	if len(tp) > maxEcho {
 		tp = "" // not a W3C traceparent (55 bytes)
 	}
-	msgs := []Message{{Stream: EventStream, Kind: EventRefused, ID: id, Flow: flow, Run: run, Time: now,
-		Data:        &RefusedEvent{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: truncate(o.EventID, maxEcho)},
+	msgs := []Message{{Stream: EventStream, Kind: protocol.EventRefused, ID: id, Flow: flow, Run: run, Time: now,
+		Data:        &protocol.Refused{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: truncate(o.EventID, maxEcho)},
 		Traceparent: tp}}
 	if rec != nil {
-		msgs = append(msgs, Message{Stream: AuditStream, Kind: ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
+		msgs = append(msgs, Message{Stream: AuditStream, Kind: protocol.ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
 			Data: rec, Traceparent: tp})
 	}
 	if err := r.cfg.Publisher.Publish(ctx, msgs, 0, false); err != nil {
@@ -144,9 +146,9 @@ const (
 
 // refuseRun refuses a command on an existing run, recording the refusal
 // on the run's audit stream as a side record of its chain.
-func (r *Runner) refuseRun(ctx context.Context, t *txn, requestID, code, msg string) (Outcome, error) {
+func (r *Runner) refuseRun(ctx context.Context, t *txn, requestID string, code protocol.Code, msg string) (Outcome, error) {
 	cp := t.cp
-	rec := &AuditRecord{Flow: cp.Flow, Run: cp.Run, Action: ActionRefused, At: t.now,
+	rec := &protocol.AuditRecord{Flow: cp.Flow, Run: cp.Run, Action: protocol.ActionRefused, At: t.now,
 		By: truncate(t.actor, maxEcho), Source: truncate(t.in.Source, maxEcho), EventID: truncate(t.in.EventID, maxEcho),
 		RequestID: truncate(requestID, maxEcho), Code: code, Reason: truncate(msg, maxRefusal), Side: true}
 	if cp.Audit != nil {
@@ -176,14 +178,14 @@ func (r *Runner) refuseAnswer(ctx context.Context, t *txn, msg string) (Outcome,
 // when in has a deadline, the schedule that expires it.
 func (t *txn) interrupted(in *Interrupt) {
 	if in.ExpiresAt != nil {
-		t.add(ScheduleStream, "expire", &Schedule{Flow: t.cp.Flow, Run: t.cp.Run, RequestID: in.RequestID, ExpiresAt: *in.ExpiresAt})
+		t.add(ScheduleStream, "expire", &protocol.Expire{Flow: t.cp.Flow, Run: t.cp.Run, RequestID: in.RequestID, ExpiresAt: *in.ExpiresAt})
 	}
-	t.emit(EventInterrupted, interruptedEvent(t.cp, in))
+	t.emit(protocol.EventInterrupted, interruptedEvent(t.cp, in))
 }
 
 // Refuse publishes a refused event for a message that cannot be applied for
 // a reason found before the runner saw it (a payload that does not parse).
-func (r *Runner) Refuse(ctx context.Context, flow, run string, o Inbound, code, msg string) error {
+func (r *Runner) Refuse(ctx context.Context, flow, run string, o Inbound, code protocol.Code, msg string) error {
 	_, err := r.refuse(ctx, flow, run, "", o, code, "", msg)
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Question asks for one state field.
@@ -242,6 +244,6 @@ func (questionKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 	return nil
 }
 
-func (questionKind) describe(in *Interrupt, ev *InterruptedEvent) {
-	ev.Questions, ev.Context = in.Questions, in.Context
+func (questionKind) describe(in *Interrupt, ev *protocol.Interrupted) {
+	ev.Questions, ev.Context = wireQuestions(in.Questions), in.Context
 }

@@ -5,24 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Refusal codes of a refused event.
 const (
-	CodeTokenMismatch   = "token_mismatch"
-	CodeStaleCheckpoint = "stale_checkpoint"
-	CodeNotWaiting      = "not_waiting"
-	CodeUnknownRun      = "unknown_run"
-	CodeExpired         = "expired"
-	CodeInvalidAnswer   = "invalid_answer"
-	CodeForbidden       = "forbidden"
-	CodeInvalidPayload  = "invalid_payload"
-	// CodeUnknownFlow: the flow is not registered. An extension of the
-	// protocol's list, used on start.
-	CodeUnknownFlow = "unknown_flow"
-	// CodeRunExists: a start names a run that already exists. An extension
-	// of the protocol's list.
-	CodeRunExists = "run_exists"
+	CodeTokenMismatch   = protocol.CodeTokenMismatch
+	CodeStaleCheckpoint = protocol.CodeStaleCheckpoint
+	CodeNotWaiting      = protocol.CodeNotWaiting
+	CodeUnknownRun      = protocol.CodeUnknownRun
+	CodeExpired         = protocol.CodeExpired
+	CodeInvalidAnswer   = protocol.CodeInvalidAnswer
+	CodeForbidden       = protocol.CodeForbidden
+	CodeInvalidPayload  = protocol.CodeInvalidPayload
+	CodeUnknownFlow     = protocol.CodeUnknownFlow
+	CodeRunExists       = protocol.CodeRunExists
 )
 
 // Dead-letter reasons the runner decides (the bus adds those of decoding).
@@ -167,9 +165,9 @@ type Outcome struct {
 
 // Refusal is a refused command.
 type Refusal struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	RequestID string `json:"requestId,omitempty"`
+	Code      protocol.Code `json:"code"`
+	Message   string        `json:"message"`
+	RequestID string        `json:"requestId,omitempty"`
 }
 
 // Inbound says which message a command came from and who sent it.

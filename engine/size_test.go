@@ -10,6 +10,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // sizeLimit is the largest checkpoint the stores of these tests take: a
@@ -84,7 +85,7 @@ func newSizeRig(t *testing.T, flows ...*engine.Flow) *sizeRig {
 }
 
 // refused checks that out is a refusal with code, mentioning each of want.
-func refused(t *testing.T, what string, out engine.Outcome, err error, code string, want ...string) {
+func refused(t *testing.T, what string, out engine.Outcome, err error, code protocol.Code, want ...string) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -131,7 +132,7 @@ func TestAStartWhoseOriginFillsTheCheckpointIsRefusedAfterOneWrite(t *testing.T)
 	r := newSizeRig(t, doneFlow())
 	out, err := r.runner.Start(t.Context(), engine.Start{Flow: "done", Run: "r-1", Origin: origin(60_000),
 		Inbound: engine.Inbound{EventID: "ev-1", Source: "/test"}})
-	refused(t, "start", out, err, engine.CodeInvalidPayload, "max_payload")
+	refused(t, "start", out, err, protocol.CodeInvalidPayload, "max_payload")
 	if n := r.store.writes(); n != 1 {
 		t.Fatalf("%d oversized writes; want 1", n)
 	}
@@ -148,7 +149,7 @@ func TestAFailedRunThatWouldNotFitEitherIsRefused(t *testing.T) {
 	r := newSizeRig(t, doneFlow())
 	out, err := r.runner.Start(t.Context(), engine.Start{Flow: "done", Run: "r-2", Origin: origin(sizeLimit/2 - 200),
 		Inbound: engine.Inbound{EventID: "ev-2", Source: "/test"}})
-	refused(t, "start", out, err, engine.CodeInvalidPayload, "max_payload")
+	refused(t, "start", out, err, protocol.CodeInvalidPayload, "max_payload")
 	if n := r.store.writes(); n != 2 {
 		t.Fatalf("%d oversized writes; want 2 (the run's, then the failed run's)", n)
 	}
@@ -165,20 +166,20 @@ func TestAnOriginOverTheLimitIsRefused(t *testing.T) {
 	big := origin(engine.MaxOriginSize)
 	out, err := r.runner.Start(t.Context(), engine.Start{Flow: "done", Run: "r-3", Origin: big,
 		Inbound: engine.Inbound{EventID: "ev-3", Source: "/test"}})
-	refused(t, "start", out, err, engine.CodeInvalidPayload, "origin", "65536", "every event")
-	if out.DeadLetter != engine.CodeInvalidPayload {
-		t.Errorf("start with a large origin: dead letter %q, want %s", out.DeadLetter, engine.CodeInvalidPayload)
+	refused(t, "start", out, err, protocol.CodeInvalidPayload, "origin", "65536", "every event")
+	if out.DeadLetter != string(protocol.CodeInvalidPayload) {
+		t.Errorf("start with a large origin: dead letter %q, want %s", out.DeadLetter, protocol.CodeInvalidPayload)
 	}
 	for _, rule := range []*engine.GateRule{nil, {Name: "all", Reason: "check"}} {
 		out, err = r.runner.Request(t.Context(), engine.ToolRequest{CallID: "call-3", Tool: "refund", Origin: big, Rule: rule,
 			Inbound: engine.Inbound{EventID: "ev-4", Source: "/test"}})
-		refused(t, "tool request", out, err, engine.CodeInvalidPayload, "origin", "65536")
+		refused(t, "tool request", out, err, protocol.CodeInvalidPayload, "origin", "65536")
 	}
 	if n := r.store.writes(); n != 0 {
 		t.Fatalf("%d oversized writes; want none", n)
 	}
 	for _, m := range r.pub.Messages("") {
-		if m.Kind != engine.EventRefused {
+		if m.Kind != protocol.EventRefused {
 			t.Fatalf("a refused command published %s", m.Kind)
 		}
 	}
@@ -205,7 +206,7 @@ func TestAToolRequestWhoseArgsFillTheCheckpointIsRefused(t *testing.T) {
 	args := map[string]json.RawMessage{"blob": json.RawMessage(`"` + strings.Repeat("a", 70_000) + `"`)}
 	out, err := r.runner.Request(t.Context(), engine.ToolRequest{CallID: "call-4", Tool: "refund", Args: args,
 		Rule: &engine.GateRule{Name: "all", Reason: "check"}, Inbound: engine.Inbound{EventID: "ev-6", Source: "/test"}})
-	refused(t, "tool request", out, err, engine.CodeInvalidPayload, "max_payload")
+	refused(t, "tool request", out, err, protocol.CodeInvalidPayload, "max_payload")
 	if n := r.store.writes(); n > 2 {
 		t.Fatalf("%d oversized writes; want at most 2", n)
 	}
@@ -224,7 +225,7 @@ func TestAResumeOrCancelThatBringsTooMuchIsRefusedAndTheRunWaits(t *testing.T) {
 	blob := strings.Repeat("b", 60_000)
 	out, err := r.runner.Cancel(t.Context(), engine.Cancel{Flow: "wait", Run: "r-5", Reason: blob,
 		Inbound: engine.Inbound{EventID: "ev-8", Source: "/test"}})
-	refused(t, "cancel", out, err, engine.CodeInvalidPayload, "max_payload")
+	refused(t, "cancel", out, err, protocol.CodeInvalidPayload, "max_payload")
 	pending, _, err := r.store.Load(t.Context(), "wait", "r-5")
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestAResumeOrCancelThatBringsTooMuchIsRefusedAndTheRunWaits(t *testing.T) {
 		Answers:   map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 		Update:    map[string]json.RawMessage{"notes": json.RawMessage(`"` + blob + `"`)},
 		Inbound:   engine.Inbound{EventID: "ev-9", Source: "/test"}})
-	refused(t, "resume", out, err, engine.CodeInvalidPayload, "max_payload")
+	refused(t, "resume", out, err, protocol.CodeInvalidPayload, "max_payload")
 	cp, _, err := r.store.Load(t.Context(), "wait", "r-5")
 	if err != nil || cp.Status != engine.Waiting {
 		t.Fatalf("run after the refusals: %+v, %v; want waiting", cp, err)
@@ -249,11 +250,11 @@ func TestARefusalEchoesABoundedPartOfWhatTheCommandSent(t *testing.T) {
 	long := strings.Repeat("x", 600_000)
 	out, err := r.runner.Resume(t.Context(), engine.Resume{Flow: "wait", Run: "r-none", RequestID: long,
 		Inbound: engine.Inbound{EventID: long, Source: long}})
-	refused(t, "resume of an unknown run", out, err, engine.CodeUnknownRun)
+	refused(t, "resume of an unknown run", out, err, protocol.CodeUnknownRun)
 	out, err = r.runner.Start(t.Context(), engine.Start{Flow: "wait", Run: "r-6",
 		State:   map[string]json.RawMessage{long: json.RawMessage("1")},
 		Inbound: engine.Inbound{EventID: long, Source: long, Traceparent: long}})
-	refused(t, "start with a bad state field", out, err, engine.CodeInvalidPayload)
+	refused(t, "start with a bad state field", out, err, protocol.CodeInvalidPayload)
 	for _, m := range r.pub.Messages("") {
 		b, err := json.Marshal(m.Data)
 		if err != nil {

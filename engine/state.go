@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/interlockhq/interlock/internal/jsonw"
+
 	"bytes"
 	"encoding"
 	"encoding/json"
@@ -46,6 +48,19 @@ func (r Reducer) String() string {
 type Doc map[string]json.RawMessage
 
 // clone returns a shallow copy; values are immutable byte slices.
+// raw returns the state as json.Marshal writes it (keys in order), for
+// an event that carries it.
+func (d Doc) raw() json.RawMessage {
+	w := jsonw.Writer{}
+	w.RawMap("", d, false)
+	if w.Err != nil {
+		// A state holds valid JSON values only: encoding/json says why not.
+		b, _ := json.Marshal(d)
+		return b
+	}
+	return w.B
+}
+
 func (d Doc) clone() Doc {
 	c := make(Doc, len(d))
 	for k, v := range d {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // GateFlowName is the name of the built-in flow that holds tool calls
@@ -60,7 +62,7 @@ type gateState struct {
 	Context        json.RawMessage            `json:"context,omitempty"`
 	Rule           gateRuleState              `json:"rule"`
 	// Decided is the decided event's data once the call is decided.
-	Decided *DecidedEvent `json:"decided,omitempty"`
+	Decided *protocol.Decided `json:"decided,omitempty"`
 }
 
 type gateRuleState struct {
@@ -83,12 +85,12 @@ func GateFlow() *Flow {
 		if err := json.Unmarshal(mustJSON(t.cp.State), &s); err != nil {
 			return
 		}
-		d := &DecidedEvent{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Rule: s.Rule.Name,
+		d := &protocol.Decided{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Rule: s.Rule.Name,
 			Reason: fmt.Sprintf("no decision by %s", in.ExpiresAt.Format(time.RFC3339)), Origin: t.cp.Origin}
 		if raw, err := json.Marshal(d); err == nil {
 			t.cp.State["decided"] = raw
 		}
-		t.emit(EventDecided, d)
+		t.emit(protocol.EventDecided, d)
 	}
 	return f
 }
@@ -121,19 +123,23 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	if err != nil {
 		return err
 	}
-	ev := &DecidedEvent{CallID: s.CallID, Tool: s.Tool, Approver: d.Approver, Reason: d.Reason, Rule: s.Rule.Name, Origin: n.x.cp.Origin}
+	ev := &protocol.Decided{CallID: s.CallID, Tool: s.Tool, Approver: d.Approver, Reason: d.Reason, Rule: s.Rule.Name, Origin: n.x.cp.Origin}
 	switch d.Verdict {
 	case VerdictApprove:
 		ev.Decision = ToolApproved
 	case VerdictEdit:
-		ev.Decision, ev.Args = ToolEdited, d.Args
+		args, err := json.Marshal(d.Args)
+		if err != nil {
+			return fmt.Errorf("engine: the edited args of call %s: %w", s.CallID, err)
+		}
+		ev.Decision, ev.Args = ToolEdited, args
 	default:
 		ev.Decision = ToolRejected
 	}
 	if err := n.Set("decided", ev); err != nil {
 		return err
 	}
-	n.x.emit(EventDecided, ev)
+	n.x.emit(protocol.EventDecided, ev)
 	return nil
 }
 
@@ -152,7 +158,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 		return Outcome{}, errors.New("engine: the gate flow is not registered; add engine.GateFlow() to Config.Flows")
 	}
 	if err := checkOrigin(req.Origin); err != nil {
-		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeInvalidPayload, CodeInvalidPayload, err.Error())
+		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), err.Error())
 	}
 	cp, rev, err := r.load(ctx, GateFlowName, req.CallID)
 	switch {
@@ -163,7 +169,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 		return r.requestAgain(ctx, f, cp, rev, req)
 	}
 	if req.Rule == nil {
-		d := &DecidedEvent{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Origin: req.Origin}
+		d := &protocol.Decided{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Origin: req.Origin}
 		return r.answerCall(ctx, req, d, Completed)
 	}
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
@@ -208,11 +214,11 @@ func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev 
 		}
 		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, Checkpoint: rev, Node: cp.Node, Duplicate: true}, nil
 	}
-	var d DecidedEvent
+	var d protocol.Decided
 	raw, ok := cp.State["decided"]
 	if !ok || json.Unmarshal(raw, &d) != nil {
 		// A call cancelled, or failed, before it was decided.
-		d = DecidedEvent{CallID: req.CallID, Decision: ToolRejected, Tool: req.Tool,
+		d = protocol.Decided{CallID: req.CallID, Decision: ToolRejected, Tool: req.Tool,
 			Approver: r.cfg.Source, Reason: fmt.Sprintf("the call's gate run is %s", cp.Status)}
 	}
 	d.Origin = cp.Origin
@@ -222,9 +228,9 @@ func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev 
 // answerCall publishes a decided event answering one request, with an id
 // of its own so that the request's redelivery is dropped and a new
 // request is answered.
-func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *DecidedEvent, status Status) (Outcome, error) {
+func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *protocol.Decided, status Status) (Outcome, error) {
 	sum := sha256.Sum256([]byte(req.CallID + "\x00" + req.Source + "\x00" + req.EventID))
-	m := Message{Stream: EventStream, Kind: EventDecided, ID: "decided-" + hex.EncodeToString(sum[:12]),
+	m := Message{Stream: EventStream, Kind: protocol.EventDecided, ID: "decided-" + hex.EncodeToString(sum[:12]),
 		Flow: GateFlowName, Run: req.CallID, Time: r.cfg.Now().UTC(), Data: d, Traceparent: cmp.Or(req.Span, req.Traceparent)}
 	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: answering gate call %s: %w", req.CallID, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func request(t *testing.T, h *enginetest.Harness, id, callID string, amount float64, rule *engine.GateRule) engine.Outcome {
@@ -30,11 +31,11 @@ func mustMarshal(t *testing.T, v any) []byte {
 	return b
 }
 
-func decided(t *testing.T, h *enginetest.Harness, call string) []*engine.DecidedEvent {
+func decided(t *testing.T, h *enginetest.Harness, call string) []*protocol.Decided {
 	t.Helper()
-	var out []*engine.DecidedEvent
+	var out []*protocol.Decided
 	for _, m := range h.Publisher.Messages(call) {
-		if d, ok := m.Data.(*engine.DecidedEvent); ok {
+		if d, ok := m.Data.(*protocol.Decided); ok {
 			out = append(out, d)
 		}
 	}
@@ -59,7 +60,7 @@ func TestToolCallRuleStartsOneGateRunAndRepeatsAnswerTheSameDecision(t *testing.
 	h := enginetest.New(t, engine.GateFlow())
 	request(t, h, "req-1", "call-2", 4800, supervisorRule)
 	cp := h.Checkpoint("call-2")
-	if cp.Status != engine.Waiting || cp.Interrupt.Kind != engine.KindApproval || cp.Interrupt.Action != "issue_refund" || cp.Interrupt.ApproverRole != "supervisor" {
+	if cp.Status != engine.Waiting || cp.Interrupt.Kind != protocol.KindApproval || cp.Interrupt.Action != "issue_refund" || cp.Interrupt.ApproverRole != "supervisor" {
 		t.Fatalf("gate run = %s %+v", cp.Status, cp.Interrupt)
 	}
 	if out := request(t, h, "req-2", "call-2", 4800, supervisorRule); !out.Duplicate {
@@ -72,12 +73,12 @@ func TestToolCallRuleStartsOneGateRunAndRepeatsAnswerTheSameDecision(t *testing.
 		t.Fatal(out.Refused)
 	}
 	d := decided(t, h, "call-2")
-	if len(d) != 1 || d[0].Decision != engine.ToolEdited || d[0].Args["amount"] != 400.0 || d[0].Approver != "sam" || d[0].Rule != "large-refund" {
+	if len(d) != 1 || d[0].Decision != engine.ToolEdited || decodeArgs(d[0].Args)["amount"] != 400.0 || d[0].Approver != "sam" || d[0].Rule != "large-refund" {
 		t.Fatalf("decided = %+v", d)
 	}
 	request(t, h, "req-3", "call-2", 4800, nil)
 	d = decided(t, h, "call-2")
-	if len(d) != 2 || d[1].Decision != engine.ToolEdited || d[1].Args["amount"] != 400.0 {
+	if len(d) != 2 || d[1].Decision != engine.ToolEdited || decodeArgs(d[1].Args)["amount"] != 400.0 {
 		t.Fatalf("repeat after the decision answered %+v, want the same edited decision", d)
 	}
 }
@@ -105,4 +106,11 @@ func TestToolCallRejectedNeverRuns(t *testing.T) {
 	if len(d) != 1 || d[0].Decision != engine.ToolRejected || d[0].Approver != "sam" || d[0].Reason != "looks like fraud" {
 		t.Fatalf("decided = %+v", d)
 	}
+}
+
+// decodeArgs decodes a decided event's args.
+func decodeArgs(raw json.RawMessage) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 const (
@@ -64,7 +65,7 @@ func TestCommandSpanIsCarriedByItsEventsAndTheRunKeepsTheCallersTraceparent(t *t
 	// A refused resume: the refusal carries the refused command's span.
 	out = h.Resume("r-1", engine.Resume{Token: "not-the-token",
 		Inbound: engine.Inbound{EventID: "ev-bad", Source: "/human", Span: refuseSpan}})
-	if out.Refused == nil || out.Refused.Code != engine.CodeTokenMismatch {
+	if out.Refused == nil || out.Refused.Code != protocol.CodeTokenMismatch {
 		t.Fatalf("resume with a wrong token: %+v", out)
 	}
 	msgs := h.Publisher.Messages("r-1")[published:]

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/interlockhq/interlock/protocol"
+
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +45,7 @@ type txn struct {
 	// pending is the interrupt the run waited on when it was loaded, and
 	// loadedAudit the head of its audit chain then.
 	pending     *Interrupt
-	loadedAudit *AuditHead
+	loadedAudit *protocol.AuditHead
 }
 
 // traceparent is what the transition's outbound messages carry: the
@@ -93,7 +95,7 @@ func (t *txn) retry() Outcome {
 // published its own events, so that a client never sees a refusal before
 // the event that explains it (a resume refused not_waiting before the
 // cancelled event of the cancel that won).
-func (t *txn) refuse(ctx context.Context, requestID, code, format string, args ...any) (Outcome, error) {
+func (t *txn) refuse(ctx context.Context, requestID string, code protocol.Code, format string, args ...any) (Outcome, error) {
 	if busy, err := t.r.busy(ctx, t.cp); err != nil || busy {
 		return t.retry(), err
 	}
@@ -229,7 +231,7 @@ func (r *Runner) lookup(ctx context.Context, flow, run string, o Inbound) (*Flow
 	}
 	f, ok := r.flows[flow]
 	if !ok {
-		out, err := r.refuse(ctx, flow, run, "", o, CodeUnknownRun, CodeUnknownFlow,
+		out, err := r.refuse(ctx, flow, run, "", o, CodeUnknownRun, string(CodeUnknownFlow),
 			fmt.Sprintf("flow %q is not registered; known flows: %s", flow, strings.Join(r.Flows(), ", ")))
 		if err != nil {
 			// Publishing failed: have the message delivered again.
@@ -333,7 +335,7 @@ func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outc
 	t.cp = cp
 	cp.Node = node
 	t.begin(t.in.Traceparent, t.action)
-	t.audit(&AuditRecord{Action: t.action, By: t.in.Source, Source: t.in.Source, EventID: t.in.EventID})
+	t.audit(&protocol.AuditRecord{Action: t.action, By: t.in.Source, Source: t.in.Source, EventID: t.in.EventID})
 	t.failRun(fmt.Errorf("node %q grew the run's checkpoint to %d bytes, more than the %d bytes the NATS server takes in one message (max_payload); keep large data out of the state (store it elsewhere and keep a reference)", node, big.Size, big.Limit))
 	return r.commit(ctx, t)
 }
@@ -413,8 +415,8 @@ func (r *Runner) advance(ctx context.Context, t *txn) error {
 		cp.Resumes, cp.Steps, cp.Interrupt, cp.Locals, cp.GatePassed = nil, nil, nil, nil, ""
 		if next == End {
 			cp.Status = Completed
-			t.outcome(AuditOutcome{Node: cp.Node})
-			t.emit(EventCompleted, &CompletedEvent{Flow: cp.Flow, Run: cp.Run, State: cp.State, Origin: cp.Origin})
+			t.outcome(protocol.AuditOutcome{Node: cp.Node})
+			t.emit(protocol.EventCompleted, &protocol.Completed{Flow: cp.Flow, Run: cp.Run, State: cp.State.raw(), Origin: cp.Origin})
 			return nil
 		}
 		cp.Node = next
@@ -449,11 +451,11 @@ func (t *txn) exec() *exec {
 func (t *txn) wait(in *Interrupt) {
 	cp := t.cp
 	cp.Status, cp.Interrupt = Waiting, in
-	t.outcome(AuditOutcome{Node: cp.Node, RequestID: in.RequestID, Kind: in.Kind})
-	rec := &AuditRecord{Action: ActionInterrupted, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+	t.outcome(protocol.AuditOutcome{Node: cp.Node, RequestID: in.RequestID, Kind: in.Kind})
+	rec := &protocol.AuditRecord{Action: protocol.ActionInterrupted, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		By: t.r.cfg.Source, ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt, Reason: in.Reason}
 	if in.Kind == KindApproval {
-		rec.Approval = &AuditApproval{Action: in.Action, Args: in.Args}
+		rec.Approval = &protocol.AuditApproval{Action: in.Action, Args: in.Args}
 	}
 	t.audit(rec)
 	t.interrupted(in)
@@ -465,15 +467,15 @@ func (t *txn) rejectedRun() {
 	cp := t.cp
 	cp.Resumes, cp.Steps, cp.Interrupt, cp.Locals, cp.GatePassed = nil, nil, nil, nil, ""
 	cp.Status = Completed
-	t.outcome(AuditOutcome{Node: cp.Node})
-	t.emit(EventCompleted, &CompletedEvent{Flow: cp.Flow, Run: cp.Run, State: cp.State, Rejection: cp.Rejection, Origin: cp.Origin})
+	t.outcome(protocol.AuditOutcome{Node: cp.Node})
+	t.emit(protocol.EventCompleted, &protocol.Completed{Flow: cp.Flow, Run: cp.Run, State: cp.State.raw(), Rejection: cp.Rejection, Origin: cp.Origin})
 }
 
 func (t *txn) failRun(err error) {
 	cp := t.cp
 	cp.Status, cp.Interrupt, cp.Error = Failed, nil, err.Error()
-	t.outcome(AuditOutcome{Node: cp.Node, Error: err.Error()})
-	t.emit(EventFailed, &FailedEvent{Flow: cp.Flow, Run: cp.Run, Node: cp.Node, Error: err.Error(), Origin: cp.Origin})
+	t.outcome(protocol.AuditOutcome{Node: cp.Node, Error: err.Error()})
+	t.emit(protocol.EventFailed, &protocol.Failed{Flow: cp.Flow, Run: cp.Run, Node: cp.Node, Error: err.Error(), Origin: cp.Origin})
 }
 
 // call runs the current node, turning a panic into an error.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestAuditRecordReadsEveryFieldTheEngineWrites decodes a record with
@@ -16,12 +16,12 @@ import (
 func TestAuditRecordReadsEveryFieldTheEngineWrites(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	rec := engine.AuditRecord{
-		Flow: "refund", Run: "r-1", Action: engine.ActionEdited, At: at, By: "sam", Source: "/s", EventID: "e",
-		Node: "review", RequestID: "rq", Kind: engine.KindApproval, Trusted: true, Reason: "r", Replaces: "rq0", ApproverRole: "finance_lead",
+	rec := protocol.AuditRecord{
+		Flow: "refund", Run: "r-1", Action: protocol.ActionEdited, At: at, By: "sam", Source: "/s", EventID: "e",
+		Node: "review", RequestID: "rq", Kind: protocol.KindApproval, Trusted: true, Reason: "r", Replaces: "rq0", ApproverRole: "finance_lead",
 		EscalatedFrom: "supervisor", Timeout: true, ExpiresAt: &at, Code: "c",
-		Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"a":1}`), Edits: json.RawMessage(`{"a":2}`), Final: json.RawMessage(`{"a":2}`)},
-		Outcome:  &engine.AuditOutcome{Status: engine.Failed, Node: "n", RequestID: "rq", Kind: "question", Error: "e"},
+		Approval: &protocol.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"a":1}`), Edits: json.RawMessage(`{"a":2}`), Final: json.RawMessage(`{"a":2}`)},
+		Outcome:  &protocol.AuditOutcome{Status: engine.Failed, Node: "n", RequestID: "rq", Kind: "question", Error: "e"},
 		Seq:      3, Prev: "p", Side: true, Hash: "h",
 	}
 	data, err := json.Marshal(rec)
@@ -35,9 +35,9 @@ func TestAuditRecordReadsEveryFieldTheEngineWrites(t *testing.T) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var r events.AuditRecord
+	var r protocol.AuditRecord
 	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("events.AuditRecord misses a field of the engine's record: %v", err)
+		t.Fatalf("protocol.AuditRecord misses a field of the engine's record: %v", err)
 	}
 	back, _ := json.Marshal(r)
 	if !bytes.Equal(back, data) {
@@ -56,12 +56,12 @@ func TestDecodeAuditRecord(t *testing.T) {
 		name    string
 		data    string
 		wantErr string
-		check   func(t *testing.T, r events.AuditRecord)
+		check   func(t *testing.T, r protocol.AuditRecord)
 	}{
-		{name: "an edit", data: editedRecord, check: func(t *testing.T, r events.AuditRecord) {
-			if r.Action != events.AuditEdited || r.By != "sam" || r.Seq != 5 || r.Prev != "ab12" || r.Hash != "cd34" || r.Side ||
+		{name: "an edit", data: editedRecord, check: func(t *testing.T, r protocol.AuditRecord) {
+			if r.Action != protocol.ActionEdited || r.By != "sam" || r.Seq != 5 || r.Prev != "ab12" || r.Hash != "cd34" || r.Side ||
 				r.Approval == nil || string(r.Approval.Final) != `{"amount":400,"orderId":"o-1"}` || string(r.Approval.Edits) != `{"amount":400}` ||
-				r.Outcome == nil || r.Outcome.Status != events.StatusCompleted || r.At.Nanosecond() != 5e8 {
+				r.Outcome == nil || r.Outcome.Status != protocol.StatusCompleted || r.At.Nanosecond() != 5e8 {
 				t.Errorf("decoded %+v", r)
 			}
 			if string(r.Data) != editedRecord {
@@ -70,7 +70,7 @@ func TestDecodeAuditRecord(t *testing.T) {
 		}},
 		{
 			name: "a refusal", data: `{"flow":"refund","run":"r-1","action":"refused","at":"2026-11-21T10:30:00Z","code":"invalid_answer","reason":"no","side":true,"prev":"ab12","hash":"ef"}`,
-			check: func(t *testing.T, r events.AuditRecord) {
+			check: func(t *testing.T, r protocol.AuditRecord) {
 				if !r.Side || r.Seq != 0 || r.Code != "invalid_answer" || r.Reason != "no" {
 					t.Errorf("decoded %+v", r)
 				}
@@ -84,7 +84,7 @@ func TestDecodeAuditRecord(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, err := events.DecodeAuditRecord([]byte(tc.data))
+			r, err := protocol.DecodeAuditRecord([]byte(tc.data))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
@@ -106,7 +106,7 @@ func FuzzDecodeAuditRecord(f *testing.F) {
 	f.Add([]byte(`{"action":"refused","side":true}`))
 	f.Add([]byte(`{"action":""}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := events.DecodeAuditRecord(data)
+		r, err := protocol.DecodeAuditRecord(data)
 		if err != nil {
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestAuditKeyIDIsTheEngines checks that readers name a key as the engine
@@ -20,10 +20,10 @@ func TestAuditKeyIDIsTheEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := events.AuditKeyID(k.Key); got != k.ID {
-		t.Fatalf("events.AuditKeyID = %s, engine's kid %s", got, k.ID)
+	if got := protocol.AuditKeyID(k.Key); got != k.ID {
+		t.Fatalf("protocol.AuditKeyID = %s, engine's kid %s", got, k.ID)
 	}
-	parsed, err := events.ParseAuditKey(k.String())
+	parsed, err := protocol.ParseAuditKey(k.String())
 	if err != nil || parsed.Kid != k.ID || parsed.PublicKey != k.String() {
 		t.Fatalf("ParseAuditKey(%s) = %+v, %v", k, parsed, err)
 	}
@@ -40,7 +40,7 @@ func TestParseAuditKey(t *testing.T) {
 		pub[i] = byte(i)
 	}
 	b64 := base64.StdEncoding.EncodeToString(pub)
-	kid := events.AuditKeyID(pub)
+	kid := protocol.AuditKeyID(pub)
 	cases := []struct {
 		text    string
 		wantErr string
@@ -54,7 +54,7 @@ func TestParseAuditKey(t *testing.T) {
 		{text: "", wantErr: "is not an Ed25519 public key"},
 	}
 	for _, tc := range cases {
-		k, err := events.ParseAuditKey(tc.text)
+		k, err := protocol.ParseAuditKey(tc.text)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("ParseAuditKey(%q) = %+v, %v; want an error saying %q", tc.text, k, err, tc.wantErr)
@@ -71,8 +71,8 @@ func TestDecodeAuditKeys(t *testing.T) {
 	t.Parallel()
 	pub := make([]byte, ed25519.PublicKeySize)
 	pub[0] = 7
-	good := events.AuditKey{Kid: events.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	list, _ := json.Marshal([]events.AuditKey{good})
+	good := protocol.AuditKey{Kid: protocol.AuditKeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub), Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	list, _ := json.Marshal([]protocol.AuditKey{good})
 	cases := []struct {
 		data    string
 		wantErr string
@@ -87,7 +87,7 @@ func TestDecodeAuditKeys(t *testing.T) {
 		{data: string(list) + ` []`, wantErr: "followed by more JSON"},
 	}
 	for _, tc := range cases {
-		keys, err := events.DecodeAuditKeys([]byte(tc.data))
+		keys, err := protocol.DecodeAuditKeys([]byte(tc.data))
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("DecodeAuditKeys(%s) = %v, %v; want an error saying %q", tc.data, keys, err, tc.wantErr)
@@ -107,13 +107,13 @@ func FuzzDecodeAuditKeys(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"kid":"","publicKey":"","since":""}] x`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		keys, err := events.DecodeAuditKeys(data)
+		keys, err := protocol.DecodeAuditKeys(data)
 		if err != nil {
 			return
 		}
 		for _, k := range keys {
 			pub, err := base64.StdEncoding.DecodeString(k.PublicKey)
-			if err != nil || len(pub) != ed25519.PublicKeySize || events.AuditKeyID(pub) != k.Kid {
+			if err != nil || len(pub) != ed25519.PublicKeySize || protocol.AuditKeyID(pub) != k.Kid {
 				t.Fatalf("decoded a key that is not one: %+v", k)
 			}
 		}

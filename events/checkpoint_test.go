@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestDecodeCheckpointReadsTheEngineDocument writes a checkpoint the way
@@ -21,7 +21,7 @@ func TestDecodeCheckpointReadsTheEngineDocument(t *testing.T) {
 		Flow: "booking", Run: "r-42", Status: engine.Waiting, Node: "ask_contact",
 		State: engine.Doc{"name": json.RawMessage(`"Ann"`)},
 		Interrupt: &engine.Interrupt{
-			RequestID: "rq_1", Node: "ask_contact", Index: 1, Kind: engine.KindQuestion,
+			RequestID: "rq_1", Node: "ask_contact", Index: 1, Kind: protocol.KindQuestion,
 			Questions: []engine.Question{{Field: "phone", Question: "Your phone?", Context: "digits"}},
 			Fields:    []string{"name", "phone"}, Context: "Ask both.",
 			Answers: map[string]json.RawMessage{"name": json.RawMessage(`"Ann"`)},
@@ -38,11 +38,11 @@ func TestDecodeCheckpointReadsTheEngineDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := events.DecodeCheckpoint(doc, 7)
+	cp, err := protocol.DecodeCheckpoint(doc, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp.Flow != "booking" || cp.Run != "r-42" || cp.Status != events.StatusWaiting || cp.Node != "ask_contact" || cp.Checkpoint != 7 {
+	if cp.Flow != "booking" || cp.Run != "r-42" || cp.Status != protocol.StatusWaiting || cp.Node != "ask_contact" || cp.Checkpoint != 7 {
 		t.Errorf("header fields: %+v", cp)
 	}
 	if string(cp.State) != `{"name":"Ann"}` || string(cp.Origin) != `{"slack":{"channel":"C1"}}` {
@@ -86,7 +86,7 @@ func TestDecodeCheckpointRefusesWhatIsNotOne(t *testing.T) {
 		{"finished", `{"flow":"a","run":"b","status":"completed","state":{}}`, ""},
 	}
 	for _, tc := range cases {
-		cp, err := events.DecodeCheckpoint([]byte(tc.doc), 3)
+		cp, err := protocol.DecodeCheckpoint([]byte(tc.doc), 3)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

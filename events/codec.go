@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Reasons name why an inbound message was not accepted. They are used as the
@@ -265,9 +267,9 @@ func Outbound(id, source, typ, flow, run, traceparent string, at time.Time, data
 	if err != nil {
 		return Event{}, err
 	}
-	ev.SetExtension(ExtFlow, flow)
+	ev.SetExtension(protocol.ExtFlow, flow)
 	if traceparent != "" {
-		ev.SetExtension(ExtTraceparent, traceparent)
+		ev.SetExtension(protocol.ExtTraceparent, traceparent)
 	}
 	return ev, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // structured is the header of a structured-mode CloudEvent.
@@ -21,7 +22,7 @@ func binary(extra map[string][]string) map[string][]string {
 		"ce-specversion": {"1.0"},
 		"ce-id":          {"b-1"},
 		"ce-source":      {"/slack/approvals"},
-		"ce-type":        {events.TypeResume},
+		"ce-type":        {protocol.TypeResume},
 		"ce-subject":     {"r-42"},
 	}
 	for k, v := range extra {
@@ -91,7 +92,7 @@ func TestDecode(t *testing.T) {
 		{name: "binary mode with ce- headers", header: binary(map[string][]string{"ce-flow": {"booking"}}), body: `{"decision":"approve"}`,
 			wantID: "b-1", wantData: `{"decision":"approve"}`},
 		{name: "binary mode header names in any case", header: map[string][]string{
-			"Ce-Specversion": {"1.0"}, "CE-ID": {"b-2"}, "Ce-Source": {"/t"}, "Ce-Type": {events.TypeStart},
+			"Ce-Specversion": {"1.0"}, "CE-ID": {"b-2"}, "Ce-Source": {"/t"}, "Ce-Type": {protocol.TypeStart},
 		}, body: `{}`, wantID: "b-2", wantData: `{}`},
 		{name: "binary mode without a body", header: binary(nil), body: "", wantID: "b-1"},
 		{name: "binary mode with a JSON content type header", header: binary(map[string][]string{"Content-Type": {events.JSON}}), body: `[1]`,
@@ -114,9 +115,9 @@ func TestDecode(t *testing.T) {
 			wantErr: true, wantReason: events.ReasonInvalidPayload, wantField: "specversion"},
 		{name: "binary mode with an unknown specversion", header: binary(map[string][]string{"ce-specversion": {"2.0"}}), body: `{}`,
 			wantErr: true, wantReason: events.ReasonInvalidPayload, wantField: "ce-specversion"},
-		{name: "binary mode without ce-id", header: map[string][]string{"ce-specversion": {"1.0"}, "ce-source": {"/t"}, "ce-type": {events.TypeStart}}, body: `{}`,
+		{name: "binary mode without ce-id", header: map[string][]string{"ce-specversion": {"1.0"}, "ce-source": {"/t"}, "ce-type": {protocol.TypeStart}}, body: `{}`,
 			wantErr: true, wantReason: events.ReasonInvalidPayload},
-		{name: "binary mode without ce-source", header: map[string][]string{"ce-specversion": {"1.0"}, "ce-id": {"x"}, "ce-type": {events.TypeStart}}, body: `{}`,
+		{name: "binary mode without ce-source", header: map[string][]string{"ce-specversion": {"1.0"}, "ce-id": {"x"}, "ce-type": {protocol.TypeStart}}, body: `{}`,
 			wantErr: true, wantReason: events.ReasonInvalidPayload},
 		{name: "binary mode without ce-type", header: map[string][]string{"ce-specversion": {"1.0"}, "ce-id": {"x"}, "ce-source": {"/t"}}, body: `{}`,
 			wantErr: true, wantReason: events.ReasonInvalidPayload},
@@ -214,12 +215,12 @@ func TestDecodeBinaryModeReadsEveryAttribute(t *testing.T) {
 	checks := []struct{ name, got, want string }{
 		{"id", ev.ID(), "b-1"},
 		{"source", ev.Source(), "/slack/approvals"},
-		{"type", ev.Type(), events.TypeResume},
+		{"type", ev.Type(), protocol.TypeResume},
 		{"subject", ev.Subject(), "r-42"},
 		{"dataschema", ev.DataSchema(), "https://interlock.example/schemas/resume.json"},
 		{"datacontenttype", ev.DataContentType(), events.JSON},
-		{"flow", events.StringExtension(ev, events.ExtFlow), "booking"},
-		{"traceparent", events.StringExtension(ev, events.ExtTraceparent), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{"flow", events.StringExtension(ev, protocol.ExtFlow), "booking"},
+		{"traceparent", events.StringExtension(ev, protocol.ExtTraceparent), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -256,7 +257,7 @@ func TestEncodeThenDecodeKeepsTheEvent(t *testing.T) {
 		data     any
 		wantData string
 	}{
-		{"struct data", "r-42", events.Refused{Flow: "booking", Run: "r-42", Code: "token_mismatch", Message: "no"},
+		{"struct data", "r-42", protocol.Refused{Flow: "booking", Run: "r-42", Code: "token_mismatch", Message: "no"},
 			`{"flow":"booking","run":"r-42","code":"token_mismatch","message":"no"}`},
 		{"raw JSON data", "r-43", json.RawMessage(`{"state":{"name":"Ann"}}`), `{"state":{"name":"Ann"}}`},
 		{"no subject", "", map[string]int{"n": 1}, `{"n":1}`},
@@ -264,12 +265,12 @@ func TestEncodeThenDecodeKeepsTheEvent(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ev, err := events.New("ev-1", "interlock/test", events.TypeRefused, tc.subject, at, tc.data)
+			ev, err := events.New("ev-1", "interlock/test", protocol.TypeRefused, tc.subject, at, tc.data)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			ev.SetExtension(events.ExtFlow, "booking")
-			ev.SetExtension(events.ExtTraceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			ev.SetExtension(protocol.ExtFlow, "booking")
+			ev.SetExtension(protocol.ExtTraceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 			body, err := events.Encode(ev)
 			if err != nil {
 				t.Fatalf("Encode: %v", err)
@@ -281,11 +282,11 @@ func TestEncodeThenDecodeKeepsTheEvent(t *testing.T) {
 			checks := []struct{ name, got, want string }{
 				{"id", got.ID(), "ev-1"},
 				{"source", got.Source(), "interlock/test"},
-				{"type", got.Type(), events.TypeRefused},
+				{"type", got.Type(), protocol.TypeRefused},
 				{"subject", got.Subject(), tc.subject},
 				{"datacontenttype", got.DataContentType(), events.JSON},
-				{"flow", events.StringExtension(got, events.ExtFlow), "booking"},
-				{"traceparent", events.StringExtension(got, events.ExtTraceparent), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+				{"flow", events.StringExtension(got, protocol.ExtFlow), "booking"},
+				{"traceparent", events.StringExtension(got, protocol.ExtTraceparent), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 			}
 			for _, c := range checks {
 				if c.got != c.want {
@@ -307,7 +308,7 @@ func TestEncodeThenDecodeKeepsTheEvent(t *testing.T) {
 
 func TestEncodeWritesStructuredJSON(t *testing.T) {
 	t.Parallel()
-	ev, err := events.New("ev-2", "interlock/test", events.TypeCompleted, "r-1", time.Unix(0, 0).UTC(), map[string]string{"a": "b"})
+	ev, err := events.New("ev-2", "interlock/test", protocol.TypeCompleted, "r-1", time.Unix(0, 0).UTC(), map[string]string{"a": "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestEncodeWritesStructuredJSON(t *testing.T) {
 
 func TestEncodeRefusesAnInvalidEvent(t *testing.T) {
 	t.Parallel()
-	ev, err := events.New("", "interlock/test", events.TypeStarted, "r-1", time.Now(), nil)
+	ev, err := events.New("", "interlock/test", protocol.TypeStarted, "r-1", time.Now(), nil)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -342,7 +343,7 @@ func TestEncodeRefusesAnInvalidEvent(t *testing.T) {
 
 func TestNewRefusesDataThatIsNotJSON(t *testing.T) {
 	t.Parallel()
-	if _, err := events.New("ev-3", "interlock/test", events.TypeStarted, "r-1", time.Now(), make(chan int)); err == nil {
+	if _, err := events.New("ev-3", "interlock/test", protocol.TypeStarted, "r-1", time.Now(), make(chan int)); err == nil {
 		t.Fatal("New accepted a channel as data")
 	}
 }

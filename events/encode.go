@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Encode returns ev as a structured-mode CloudEvent in JSON.
@@ -173,9 +175,9 @@ func (e *Encoder) appendDirect(dst []byte, id, typ, flow, run, traceparent strin
 		}
 		dst = w.b[:len(w.b)-1] // Encode ends the value with a newline
 	}
-	dst = appendAttr(dst, `,"`+ExtFlow+`":`, flow)
+	dst = appendAttr(dst, `,"`+protocol.ExtFlow+`":`, flow)
 	if traceparent != "" {
-		dst = appendAttr(dst, `,"`+ExtTraceparent+`":`, traceparent)
+		dst = appendAttr(dst, `,"`+protocol.ExtTraceparent+`":`, traceparent)
 	}
 	return append(dst, '}'), true
 }

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // benchInterrupted is the data of a question's interrupted event.
-var benchInterrupted = &engine.InterruptedEvent{Flow: "bench", Run: "r-000042", Node: "ask", RequestID: "rq_0123456789abcdef",
-	ResumeToken: "v1.0123456789abcdef0123456789abcdef0123456789abcdef", Checkpoint: 7, Kind: engine.KindQuestion,
-	Questions: []engine.Question{{Field: "answer", Question: "Go ahead?"}}, Origin: json.RawMessage(`{"slack":{"channel":"C1"}}`)}
+var benchInterrupted = &protocol.Interrupted{Flow: "bench", Run: "r-000042", Node: "ask", RequestID: "rq_0123456789abcdef",
+	ResumeToken: "v1.0123456789abcdef0123456789abcdef0123456789abcdef", Checkpoint: 7, Kind: protocol.KindQuestion,
+	Questions: []protocol.Question{{Field: "answer", Question: "Go ahead?"}}, Origin: json.RawMessage(`{"slack":{"channel":"C1"}}`)}
 
 // BenchmarkEncodeOutbound encodes an interrupted event as the publisher
 // does, directly, and through sdk-go, as it did.
@@ -23,7 +23,7 @@ func BenchmarkEncodeOutbound(b *testing.B) {
 		enc := events.NewEncoder("interlock/bench")
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := enc.AppendOutbound(make([]byte, 0, 512), "abc-7", events.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted); err != nil {
+			if _, err := enc.AppendOutbound(make([]byte, 0, 512), "abc-7", protocol.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -31,7 +31,7 @@ func BenchmarkEncodeOutbound(b *testing.B) {
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			ev, err := events.Outbound("abc-7", "interlock/bench", events.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted)
+			ev, err := events.Outbound("abc-7", "interlock/bench", protocol.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func BenchmarkEncodeOutbound(b *testing.B) {
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			ev, err := events.Outbound("abc-7", "interlock/bench", events.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted)
+			ev, err := events.Outbound("abc-7", "interlock/bench", protocol.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted)
 			if err != nil {
 				b.Fatal(err)
 			}

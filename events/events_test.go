@@ -3,7 +3,7 @@ package events_test
 import (
 	"testing"
 
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestOutboundType(t *testing.T) {
@@ -13,22 +13,22 @@ func TestOutboundType(t *testing.T) {
 		want   string
 		wantOK bool
 	}{
-		{"started", events.TypeStarted, true},
-		{"interrupted", events.TypeInterrupted, true},
-		{"resumed", events.TypeResumed, true},
-		{"completed", events.TypeCompleted, true},
-		{"failed", events.TypeFailed, true},
-		{"cancelled", events.TypeCancelled, true},
-		{"expired", events.TypeExpired, true},
-		{"refused", events.TypeRefused, true},
-		{"decided", events.TypeToolDecided, true},
+		{"started", protocol.TypeStarted, true},
+		{"interrupted", protocol.TypeInterrupted, true},
+		{"resumed", protocol.TypeResumed, true},
+		{"completed", protocol.TypeCompleted, true},
+		{"failed", protocol.TypeFailed, true},
+		{"cancelled", protocol.TypeCancelled, true},
+		{"expired", protocol.TypeExpired, true},
+		{"refused", protocol.TypeRefused, true},
+		{"decided", protocol.TypeToolDecided, true},
 		{"", "", false},
 		{"start", "", false}, // an inbound verb
 		{"canceled", "", false},
 		{"Interrupted", "", false},
 	}
 	for _, tc := range cases {
-		got, ok := events.OutboundType(tc.kind)
+		got, ok := protocol.OutboundType(tc.kind)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("OutboundType(%q) = %q, %v; want %q, %v", tc.kind, got, ok, tc.want, tc.wantOK)
 		}
@@ -42,17 +42,17 @@ func TestInboundType(t *testing.T) {
 		want   string
 		wantOK bool
 	}{
-		{"start", events.TypeStart, true},
-		{"resume", events.TypeResume, true},
-		{"cancel", events.TypeCancel, true},
-		{"request", events.TypeToolRequest, true},
+		{"start", protocol.TypeStart, true},
+		{"resume", protocol.TypeResume, true},
+		{"cancel", protocol.TypeCancel, true},
+		{"request", protocol.TypeToolRequest, true},
 		{"", "", false},
 		{"started", "", false}, // an outbound kind
 		{"Start", "", false},
 		{"explode", "", false},
 	}
 	for _, tc := range cases {
-		got, ok := events.InboundType(tc.verb)
+		got, ok := protocol.InboundType(tc.verb)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("InboundType(%q) = %q, %v; want %q, %v", tc.verb, got, ok, tc.want, tc.wantOK)
 		}
@@ -64,19 +64,19 @@ func TestInboundType(t *testing.T) {
 func TestTypesMatchTheProtocol(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ got, want string }{
-		{events.TypeStart, "io.interlock.run.start"},
-		{events.TypeResume, "io.interlock.run.resume"},
-		{events.TypeCancel, "io.interlock.run.cancel"},
-		{events.TypeToolRequest, "io.interlock.tool.requested"},
-		{events.TypeStarted, "io.interlock.run.started"},
-		{events.TypeInterrupted, "io.interlock.run.interrupted"},
-		{events.TypeResumed, "io.interlock.run.resumed"},
-		{events.TypeCompleted, "io.interlock.run.completed"},
-		{events.TypeFailed, "io.interlock.run.failed"},
-		{events.TypeCancelled, "io.interlock.run.cancelled"},
-		{events.TypeExpired, "io.interlock.run.expired"},
-		{events.TypeRefused, "io.interlock.resume.refused"},
-		{events.TypeToolDecided, "io.interlock.tool.decided"},
+		{protocol.TypeStart, "io.interlock.run.start"},
+		{protocol.TypeResume, "io.interlock.run.resume"},
+		{protocol.TypeCancel, "io.interlock.run.cancel"},
+		{protocol.TypeToolRequest, "io.interlock.tool.requested"},
+		{protocol.TypeStarted, "io.interlock.run.started"},
+		{protocol.TypeInterrupted, "io.interlock.run.interrupted"},
+		{protocol.TypeResumed, "io.interlock.run.resumed"},
+		{protocol.TypeCompleted, "io.interlock.run.completed"},
+		{protocol.TypeFailed, "io.interlock.run.failed"},
+		{protocol.TypeCancelled, "io.interlock.run.cancelled"},
+		{protocol.TypeExpired, "io.interlock.run.expired"},
+		{protocol.TypeRefused, "io.interlock.resume.refused"},
+		{protocol.TypeToolDecided, "io.interlock.tool.decided"},
 	}
 	for _, tc := range cases {
 		if tc.got != tc.want {

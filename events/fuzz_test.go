@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Seeds beyond these live in testdata/fuzz/<FuzzName>/.
@@ -99,7 +100,7 @@ func FuzzDecodeEvent(f *testing.F) {
 // data and checks that AppendOutbound writes what sdk-go's marshaller
 // writes for the same event, or fails as it does.
 func FuzzEncodeOutbound(f *testing.F) {
-	f.Add("abc-7", "interlock/host-1", events.TypeInterrupted, "booking", "r-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", int64(1795255200000000000), []byte(`{"flow":"booking","origin":{"a":"<b>&"}}`))
+	f.Add("abc-7", "interlock/host-1", protocol.TypeInterrupted, "booking", "r-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", int64(1795255200000000000), []byte(`{"flow":"booking","origin":{"a":"<b>&"}}`))
 	f.Add("a b", "/x y", "t", "", "", "", int64(1), []byte(`"\u2028 <"`))
 	f.Add("id", "http://h/p?q=1#f", "t\"", "f\u00e9", "r", "tp", int64(0), []byte(`[1, 2.50, null]`))
 	f.Add("id", ":bad", "t", "f", " r ", "tp", int64(-1), []byte(`{}`))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -40,60 +41,60 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 		data  any
 		check any // a reader type the data must decode into strictly, if any
 	}{
-		{"started", events.TypeStarted, &engine.StartedEvent{Flow: "booking", Run: "r-42", Checkpoint: 1, Origin: origin}, &events.Started{}},
-		{"interrupted-question", events.TypeInterrupted, &engine.InterruptedEvent{
-			Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", ResumeToken: "TOKEN", Checkpoint: 7, Kind: engine.KindQuestion,
-			Questions: []engine.Question{
+		{"started", protocol.TypeStarted, &protocol.Started{Flow: "booking", Run: "r-42", Checkpoint: 1, Origin: origin}, &protocol.Started{}},
+		{"interrupted-question", protocol.TypeInterrupted, &protocol.Interrupted{
+			Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", ResumeToken: "TOKEN", Checkpoint: 7, Kind: protocol.KindQuestion,
+			Questions: []protocol.Question{
 				{Field: "name", Question: "What's your name?", Suggestions: []string{"Ann"}},
 				{Field: "email", Question: "What's your email?", Context: "ERROR: That doesn't look like an email."},
 			},
 			Context: "Ask both in one natural message.", ExpiresAt: &expires, Origin: origin,
-		}, &events.Interrupted{}},
-		{"interrupted-choice", events.TypeInterrupted, &engine.InterruptedEvent{
-			Flow: "booking", Run: "r-42", Node: "pick_topics", RequestID: "rq_2", ResumeToken: "TOKEN", Checkpoint: 9, Kind: engine.KindChoice,
+		}, &protocol.Interrupted{}},
+		{"interrupted-choice", protocol.TypeInterrupted, &protocol.Interrupted{
+			Flow: "booking", Run: "r-42", Node: "pick_topics", RequestID: "rq_2", ResumeToken: "TOKEN", Checkpoint: 9, Kind: protocol.KindChoice,
 			Question: "Which topics?", Options: []engine.Option{{ID: "product", Label: "Product"}, {ID: "design", Label: "Design"}}, Multiple: &multiple,
-		}, &events.Interrupted{}},
-		{"interrupted-approval", events.TypeInterrupted, &engine.InterruptedEvent{
-			Flow: "refund", Run: "r-42", Node: "review", RequestID: "rq_7", ResumeToken: "TOKEN", Checkpoint: 4, Kind: engine.KindApproval,
+		}, &protocol.Interrupted{}},
+		{"interrupted-approval", protocol.TypeInterrupted, &protocol.Interrupted{
+			Flow: "refund", Run: "r-42", Node: "review", RequestID: "rq_7", ResumeToken: "TOKEN", Checkpoint: 4, Kind: protocol.KindApproval,
 			Action: "issue_refund", Args: json.RawMessage(`{"amount":4800,"currency":"USD","orderId":"o-1"}`),
 			Reason: "Refund exceeds $500 threshold. Supervisor review required.", ApproverRole: "supervisor",
 			Decisions: []engine.Verdict{engine.VerdictApprove, engine.VerdictEdit, engine.VerdictReject}, ExpiresAt: &expires,
-		}, &events.Interrupted{}},
-		{"resumed-edit", events.TypeResumed, &engine.ResumedEvent{Flow: "refund", Run: "r-42", Node: "review", RequestID: "rq_7", Kind: engine.KindApproval, Checkpoint: 5,
-			Decision: "edit", Approver: "sam@example.com", Reason: "Partial refund agreed", Edits: json.RawMessage(`{"amount":400}`)}, &events.Resumed{}},
-		{"expired", events.TypeExpired, &engine.ExpiredEvent{Flow: "refund", Run: "r-42", Checkpoint: 9, Node: "review", RequestID: "rq_8", Kind: engine.KindApproval,
-			ExpiresAt: expires, ApproverRole: "finance_lead"}, &events.Expired{}},
-		{"decided", events.TypeToolDecided, &engine.DecidedEvent{CallID: "call-1", Decision: "edited", Tool: "issue_refund",
-			Args: map[string]any{"amount": 400.0, "orderId": "o-1"}, Approver: "sam@example.com", Rule: "large-refund"}, &events.Decided{}},
-		{"audit-edited", events.AuditType(engine.ActionEdited), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEdited, At: at, By: "sam@example.com",
-			Source: "/slack/approvals", EventID: "ev-7", Node: "review", RequestID: "rq_7", Kind: engine.KindApproval, Reason: "Partial refund agreed", ApproverRole: "supervisor",
-			Approval: &engine.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800,"orderId":"o-1"}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400,"orderId":"o-1"}`)},
-			Outcome:  &engine.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e", Kid: goldenKid, Sig: goldenSig}, &events.AuditRecord{}},
-		{"audit-escalated", events.AuditType(engine.ActionEscalated), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionEscalated, At: at, By: engine.TimeoutActor,
-			EventID: "ev-8", Node: "review", RequestID: "rq_8", Kind: engine.KindApproval, Replaces: "rq_7", ApproverRole: "finance_lead", EscalatedFrom: "supervisor",
+		}, &protocol.Interrupted{}},
+		{"resumed-edit", protocol.TypeResumed, &protocol.Resumed{Flow: "refund", Run: "r-42", Node: "review", RequestID: "rq_7", Kind: protocol.KindApproval, Checkpoint: 5,
+			Decision: "edit", Approver: "sam@example.com", Reason: "Partial refund agreed", Edits: json.RawMessage(`{"amount":400}`)}, &protocol.Resumed{}},
+		{"expired", protocol.TypeExpired, &protocol.Expired{Flow: "refund", Run: "r-42", Checkpoint: 9, Node: "review", RequestID: "rq_8", Kind: protocol.KindApproval,
+			ExpiresAt: expires, ApproverRole: "finance_lead"}, &protocol.Expired{}},
+		{"decided", protocol.TypeToolDecided, &protocol.Decided{CallID: "call-1", Decision: "edited", Tool: "issue_refund",
+			Args: json.RawMessage(`{"amount":400,"orderId":"o-1"}`), Approver: "sam@example.com", Rule: "large-refund"}, &protocol.Decided{}},
+		{"audit-edited", protocol.AuditType(protocol.ActionEdited), &protocol.AuditRecord{Flow: "refund", Run: "r-42", Action: protocol.ActionEdited, At: at, By: "sam@example.com",
+			Source: "/slack/approvals", EventID: "ev-7", Node: "review", RequestID: "rq_7", Kind: protocol.KindApproval, Reason: "Partial refund agreed", ApproverRole: "supervisor",
+			Approval: &protocol.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800,"orderId":"o-1"}`), Edits: json.RawMessage(`{"amount":400}`), Final: json.RawMessage(`{"amount":400,"orderId":"o-1"}`)},
+			Outcome:  &protocol.AuditOutcome{Status: engine.Completed, Node: "issue_refund"}, Seq: 5, Prev: "4f0c", Hash: "9a1e", Kid: goldenKid, Sig: goldenSig}, &protocol.AuditRecord{}},
+		{"audit-escalated", protocol.AuditType(protocol.ActionEscalated), &protocol.AuditRecord{Flow: "refund", Run: "r-42", Action: protocol.ActionEscalated, At: at, By: engine.TimeoutActor,
+			EventID: "ev-8", Node: "review", RequestID: "rq_8", Kind: protocol.KindApproval, Replaces: "rq_7", ApproverRole: "finance_lead", EscalatedFrom: "supervisor",
 			Reason: "no decision by 2026-11-21T10:30:00Z; escalated from supervisor to finance_lead", Seq: 5, Prev: "4f0c", Hash: "9a1e",
-			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "review", RequestID: "rq_8", Kind: engine.KindApproval}}, &events.AuditRecord{}},
-		{"audit-refused", events.AuditType(engine.ActionRefused), &engine.AuditRecord{Flow: "refund", Run: "r-42", Action: engine.ActionRefused, At: at, By: "sam@example.com",
-			Source: "/slack/approvals", EventID: "ev-9", RequestID: "rq_7", Code: engine.CodeInvalidAnswer, Reason: "amount 9000.00 is more than the 4800.00 asked for; a refund can only be lowered.",
-			Side: true, Prev: "4f0c", Hash: "77b2", Kid: goldenKid, Sig: goldenSig}, &events.AuditRecord{}},
-		{"resumed", events.TypeResumed, &engine.ResumedEvent{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 8}, &events.Resumed{}},
-		{"completed", events.TypeCompleted, &engine.CompletedEvent{Flow: "booking", Run: "r-42", Checkpoint: 12, State: state, Origin: origin}, &events.Completed{}},
-		{"failed", events.TypeFailed, &engine.FailedEvent{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &events.Failed{}},
-		{"cancelled", events.TypeCancelled, &engine.CancelledEvent{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, &events.Cancelled{}},
-		{"node-event", events.TypeNodePrefix + "draft", &engine.NodeEvent{Flow: "booking", Run: "r-42", Node: "pick_topics", Checkpoint: 10,
-			Data: json.RawMessage(`{"text":"Thanks, Ann."}`), Origin: origin}, &events.NodeEvent{}},
-		{"refused", events.TypeRefused, &engine.RefusedEvent{Flow: "booking", Run: "r-42", RequestID: "rq_1", Code: engine.CodeTokenMismatch, Message: "resumeToken does not match", EventID: "ev-1"}, &events.Refused{}},
-		{"audit-started", events.AuditType(engine.ActionStarted), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionStarted, At: at, By: "/agents/support", EventID: "ev-0",
-			Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion}, Seq: 1, Hash: "1f2e"}, &events.AuditRecord{}},
-		{"audit-answered", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "ann@example.com", Source: "/slack/approvals",
-			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: engine.KindQuestion, Trusted: true, Outcome: &engine.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}, Seq: 3, Prev: "3d4c", Hash: "5b6a"}, &events.AuditRecord{}},
-		{"audit-cancelled", events.AuditType(engine.ActionCancelled), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionCancelled, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &engine.AuditOutcome{Status: engine.Cancelled}, Seq: 3, Prev: "3d4c", Hash: "7f8e"}, &events.AuditRecord{}},
-		{"audit-reannounced", events.AuditType(engine.ActionReannounced), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionReannounced, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion, Replaces: "rq_3", Outcome: &engine.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: engine.KindQuestion},
-			Seq: 3, Prev: "3d4c", Hash: "9a0b"}, &events.AuditRecord{}},
-		{"audit-failed", events.AuditType(engine.ActionAnswered), &engine.AuditRecord{Flow: "booking", Run: "r-42", Action: engine.ActionAnswered, At: at, By: "/cli", Source: "/cli",
-			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: engine.KindQuestion, Outcome: &engine.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}, Seq: 7, Prev: "6e5d", Hash: "c1d2"}, &events.AuditRecord{}},
+			Outcome: &protocol.AuditOutcome{Status: engine.Waiting, Node: "review", RequestID: "rq_8", Kind: protocol.KindApproval}}, &protocol.AuditRecord{}},
+		{"audit-refused", protocol.AuditType(protocol.ActionRefused), &protocol.AuditRecord{Flow: "refund", Run: "r-42", Action: protocol.ActionRefused, At: at, By: "sam@example.com",
+			Source: "/slack/approvals", EventID: "ev-9", RequestID: "rq_7", Code: protocol.CodeInvalidAnswer, Reason: "amount 9000.00 is more than the 4800.00 asked for; a refund can only be lowered.",
+			Side: true, Prev: "4f0c", Hash: "77b2", Kid: goldenKid, Sig: goldenSig}, &protocol.AuditRecord{}},
+		{"resumed", protocol.TypeResumed, &protocol.Resumed{Flow: "booking", Run: "r-42", Node: "ask_contact", RequestID: "rq_1", Kind: protocol.KindQuestion, Checkpoint: 8}, &protocol.Resumed{}},
+		{"completed", protocol.TypeCompleted, &protocol.Completed{Flow: "booking", Run: "r-42", Checkpoint: 12, State: stateJSON(state), Origin: origin}, &protocol.Completed{}},
+		{"failed", protocol.TypeFailed, &protocol.Failed{Flow: "booking", Run: "r-42", Checkpoint: 5, Node: "charge", Error: "upstream down"}, &protocol.Failed{}},
+		{"cancelled", protocol.TypeCancelled, &protocol.Cancelled{Flow: "booking", Run: "r-42", Checkpoint: 6, Node: "ask_email", Reason: "duplicate", By: "/cli"}, &protocol.Cancelled{}},
+		{"node-event", protocol.TypeNodePrefix + "draft", &protocol.NodeEvent{Flow: "booking", Run: "r-42", Node: "pick_topics", Checkpoint: 10,
+			Data: json.RawMessage(`{"text":"Thanks, Ann."}`), Origin: origin}, &protocol.NodeEvent{}},
+		{"refused", protocol.TypeRefused, &protocol.Refused{Flow: "booking", Run: "r-42", RequestID: "rq_1", Code: protocol.CodeTokenMismatch, Message: "resumeToken does not match", EventID: "ev-1"}, &protocol.Refused{}},
+		{"audit-started", protocol.AuditType(protocol.ActionStarted), &protocol.AuditRecord{Flow: "booking", Run: "r-42", Action: protocol.ActionStarted, At: at, By: "/agents/support", EventID: "ev-0",
+			Outcome: &protocol.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_0", Kind: protocol.KindQuestion}, Seq: 1, Hash: "1f2e"}, &protocol.AuditRecord{}},
+		{"audit-answered", protocol.AuditType(protocol.ActionAnswered), &protocol.AuditRecord{Flow: "booking", Run: "r-42", Action: protocol.ActionAnswered, At: at, By: "ann@example.com", Source: "/slack/approvals",
+			EventID: "ev-1", Node: "ask_email", RequestID: "rq_0", Kind: protocol.KindQuestion, Trusted: true, Outcome: &protocol.AuditOutcome{Status: engine.Completed, Node: "pick_topics"}, Seq: 3, Prev: "3d4c", Hash: "5b6a"}, &protocol.AuditRecord{}},
+		{"audit-cancelled", protocol.AuditType(protocol.ActionCancelled), &protocol.AuditRecord{Flow: "booking", Run: "r-42", Action: protocol.ActionCancelled, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-2", Node: "ask_email", Reason: "duplicate", Outcome: &protocol.AuditOutcome{Status: engine.Cancelled}, Seq: 3, Prev: "3d4c", Hash: "7f8e"}, &protocol.AuditRecord{}},
+		{"audit-reannounced", protocol.AuditType(protocol.ActionReannounced), &protocol.AuditRecord{Flow: "booking", Run: "r-42", Action: protocol.ActionReannounced, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-3", Node: "ask_email", RequestID: "rq_4", Kind: protocol.KindQuestion, Replaces: "rq_3", Outcome: &protocol.AuditOutcome{Status: engine.Waiting, Node: "ask_email", RequestID: "rq_4", Kind: protocol.KindQuestion},
+			Seq: 3, Prev: "3d4c", Hash: "9a0b"}, &protocol.AuditRecord{}},
+		{"audit-failed", protocol.AuditType(protocol.ActionAnswered), &protocol.AuditRecord{Flow: "booking", Run: "r-42", Action: protocol.ActionAnswered, At: at, By: "/cli", Source: "/cli",
+			EventID: "ev-5", Node: "charge", RequestID: "rq_5", Kind: protocol.KindQuestion, Outcome: &protocol.AuditOutcome{Status: engine.Failed, Node: "charge", Error: "upstream down"}, Seq: 7, Prev: "6e5d", Hash: "c1d2"}, &protocol.AuditRecord{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,30 +161,36 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 // audit actions are the strings readers match on.
 func TestEngineAndReadersNameEventKindsAlike(t *testing.T) {
 	pairs := [][2]string{
-		{engine.EventStarted, events.KindStarted}, {engine.EventInterrupted, events.KindInterrupted},
-		{engine.EventResumed, events.KindResumed}, {engine.EventCompleted, events.KindCompleted},
-		{engine.EventFailed, events.KindFailed}, {engine.EventCancelled, events.KindCancelled},
-		{engine.EventExpired, events.KindExpired}, {engine.EventRefused, events.KindRefused},
+		{protocol.EventStarted, protocol.EventStarted}, {protocol.EventInterrupted, protocol.EventInterrupted},
+		{protocol.EventResumed, protocol.EventResumed}, {protocol.EventCompleted, protocol.EventCompleted},
+		{protocol.EventFailed, protocol.EventFailed}, {protocol.EventCancelled, protocol.EventCancelled},
+		{protocol.EventExpired, protocol.EventExpired}, {protocol.EventRefused, protocol.EventRefused},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {
 			t.Errorf("engine kind %q, readers' kind %q", p[0], p[1])
 		}
-		if _, ok := events.OutboundType(p[0]); !ok {
+		if _, ok := protocol.OutboundType(p[0]); !ok {
 			t.Errorf("kind %q has no CloudEvent type", p[0])
 		}
 	}
 	actions := [][2]string{
-		{engine.ActionStarted, events.AuditStarted}, {engine.ActionInterrupted, events.AuditInterrupted},
-		{engine.ActionAnswered, events.AuditAnswered}, {engine.ActionApproved, events.AuditApproved},
-		{engine.ActionEdited, events.AuditEdited}, {engine.ActionRejected, events.AuditRejected},
-		{engine.ActionExpired, events.AuditExpired}, {engine.ActionEscalated, events.AuditEscalated},
-		{engine.ActionCancelled, events.AuditCancelled}, {engine.ActionReannounced, events.AuditReannounced},
-		{engine.ActionRefused, events.AuditRefused},
+		{protocol.ActionStarted, protocol.ActionStarted}, {protocol.ActionInterrupted, protocol.ActionInterrupted},
+		{protocol.ActionAnswered, protocol.ActionAnswered}, {protocol.ActionApproved, protocol.ActionApproved},
+		{protocol.ActionEdited, protocol.ActionEdited}, {protocol.ActionRejected, protocol.ActionRejected},
+		{protocol.ActionExpired, protocol.ActionExpired}, {protocol.ActionEscalated, protocol.ActionEscalated},
+		{protocol.ActionCancelled, protocol.ActionCancelled}, {protocol.ActionReannounced, protocol.ActionReannounced},
+		{protocol.ActionRefused, protocol.ActionRefused},
 	}
 	for _, p := range actions {
 		if p[0] != p[1] {
 			t.Errorf("engine audit action %q, readers' action %q", p[0], p[1])
 		}
 	}
+}
+
+// stateJSON is a state as json.Marshal writes it.
+func stateJSON(d engine.Doc) json.RawMessage {
+	b, _ := json.Marshal(d)
+	return b
 }

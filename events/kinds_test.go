@@ -3,7 +3,7 @@ package events_test
 import (
 	"testing"
 
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestKindsHaveTypes checks that every event kind has a CloudEvent type and
@@ -11,7 +11,7 @@ import (
 func TestKindsHaveTypes(t *testing.T) {
 	t.Parallel()
 	want := []string{"started", "interrupted", "resumed", "completed", "failed", "cancelled", "expired", "refused", "decided"}
-	got := events.Kinds()
+	got := protocol.Events()
 	if len(got) != len(want) {
 		t.Fatalf("Kinds() = %v, want %v", got, want)
 	}
@@ -19,7 +19,7 @@ func TestKindsHaveTypes(t *testing.T) {
 		if k != want[i] {
 			t.Errorf("Kinds()[%d] = %q, want %q", i, k, want[i])
 		}
-		if _, ok := events.OutboundType(k); !ok {
+		if _, ok := protocol.OutboundType(k); !ok {
 			t.Errorf("kind %q has no outbound type", k)
 		}
 	}

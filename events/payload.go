@@ -7,155 +7,86 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
-// Start is the data of an io.interlock.run.start event.
-type Start struct {
-	// State is the run's initial state, a JSON object. Its values fill
-	// question fields, so an interrupt whose fields are all given is skipped.
-	State map[string]json.RawMessage `json:"state,omitempty"`
-	// Origin is any JSON object, echoed unchanged in every event of the run.
-	Origin json.RawMessage `json:"origin,omitempty"`
-}
-
-// Resume is the data of an io.interlock.run.resume event. Only the parts that
-// fit the pending interrupt's kind are needed.
-type Resume struct {
-	ResumeToken        string                     `json:"resumeToken,omitempty"`
-	RequestID          string                     `json:"requestId,omitempty"`
-	Answers            map[string]json.RawMessage `json:"answers,omitempty"`
-	Selected           []string                   `json:"selected,omitempty"`
-	Decision           string                     `json:"decision,omitempty"`
-	Edits              map[string]json.RawMessage `json:"edits,omitempty"`
-	Update             map[string]json.RawMessage `json:"update,omitempty"`
-	Approver           string                     `json:"approver,omitempty"`
-	Reason             string                     `json:"reason,omitempty"`
-	ExpectedCheckpoint *uint64                    `json:"expectedCheckpoint,omitempty"`
-	IdempotencyKey     string                     `json:"idempotencyKey,omitempty"`
-}
-
-// Cancel is the data of an io.interlock.run.cancel event.
-type Cancel struct {
-	Reason string `json:"reason,omitempty"`
-	// By names who cancelled, for the audit record.
-	By string `json:"by,omitempty"`
-}
-
 // ParseStart parses start data. Empty data is a start with no initial state.
-func ParseStart(data []byte) (Start, error) {
-	var s Start
+func ParseStart(data []byte) (protocol.Start, error) {
+	var s protocol.Start
 	if isEmpty(data) {
 		return s, nil
 	}
 	if err := decodeStrict(data, &s, "start"); err != nil {
-		return Start{}, err
+		return protocol.Start{}, err
 	}
 	if string(trimJSON(s.Origin)) == "null" {
 		s.Origin = nil
 	}
 	if len(s.Origin) > 0 && !isObject(s.Origin) {
-		return Start{}, invalid("data.origin", "must be a JSON object, such as {\"slack\":{\"channel\":\"C1\"}}")
+		return protocol.Start{}, invalid("data.origin", "must be a JSON object, such as {\"slack\":{\"channel\":\"C1\"}}")
 	}
 	return s, nil
 }
 
-// Reannounce is the data of an io.interlock.run.reannounce event: announce
-// a waiting run's pending interrupt again, with a fresh resume token.
-type Reannounce struct {
-	// RequestID, if set, must be the pending request's id.
-	RequestID string `json:"requestId,omitempty"`
-	// Reason is recorded in the audit stream.
-	Reason string `json:"reason,omitempty"`
-}
-
 // ParseReannounce parses reannounce data. Empty data reannounces whatever
 // is pending.
-func ParseReannounce(data []byte) (Reannounce, error) {
-	var r Reannounce
+func ParseReannounce(data []byte) (protocol.Reannounce, error) {
+	var r protocol.Reannounce
 	if isEmpty(data) {
 		return r, nil
 	}
 	if err := decodeStrict(data, &r, "reannounce"); err != nil {
-		return Reannounce{}, err
+		return protocol.Reannounce{}, err
 	}
 	return r, nil
-}
-
-// ToolRequest is the data of an io.interlock.tool.requested event: an
-// agent asks whether it may run a tool call.
-type ToolRequest struct {
-	// CallID names the call; it is the run id of the gate run when a rule
-	// fires, and repeating it never starts a second run.
-	CallID string `json:"callId"`
-	// Tool is the tool's name.
-	Tool string `json:"tool"`
-	// Args are the call's arguments, a JSON object.
-	Args           map[string]json.RawMessage `json:"args,omitempty"`
-	ConversationID string                     `json:"conversationId,omitempty"`
-	Agent          string                     `json:"agent,omitempty"`
-	// Messages are the conversation so far, for the approver.
-	Messages json.RawMessage `json:"messages,omitempty"`
-	// Context is any JSON object the rules may read.
-	Context json.RawMessage `json:"context,omitempty"`
-	// Origin is echoed in every event of the call.
-	Origin json.RawMessage `json:"origin,omitempty"`
 }
 
 // ParseToolRequest parses tool request data: callId and tool are required;
 // context and origin, when given, are objects and messages a list.
-func ParseToolRequest(data []byte) (ToolRequest, error) {
-	var r ToolRequest
+func ParseToolRequest(data []byte) (protocol.ToolRequest, error) {
+	var r protocol.ToolRequest
 	if isEmpty(data) {
 		return r, invalid("data", "is empty; a tool request needs callId, tool and args")
 	}
 	if err := decodeStrict(data, &r, "tool request"); err != nil {
-		return ToolRequest{}, err
+		return protocol.ToolRequest{}, err
 	}
 	switch {
 	case r.CallID == "":
-		return ToolRequest{}, invalid("data.callId", "is missing; name the call (it becomes the gate run's id)")
+		return protocol.ToolRequest{}, invalid("data.callId", "is missing; name the call (it becomes the gate run's id)")
 	case r.Tool == "":
-		return ToolRequest{}, invalid("data.tool", "is missing; name the tool the agent wants to call")
+		return protocol.ToolRequest{}, invalid("data.tool", "is missing; name the tool the agent wants to call")
 	case len(r.Context) > 0 && !isObject(r.Context):
-		return ToolRequest{}, invalid("data.context", "must be a JSON object")
+		return protocol.ToolRequest{}, invalid("data.context", "must be a JSON object")
 	case len(r.Origin) > 0 && !isObject(r.Origin):
-		return ToolRequest{}, invalid("data.origin", "must be a JSON object")
+		return protocol.ToolRequest{}, invalid("data.origin", "must be a JSON object")
 	case len(r.Messages) > 0 && !bytes.HasPrefix(bytes.TrimSpace(r.Messages), []byte("[")):
-		return ToolRequest{}, invalid("data.messages", "must be a JSON list")
+		return protocol.ToolRequest{}, invalid("data.messages", "must be a JSON list")
 	}
 	return r, nil
 }
 
-// Expire is the data of an io.interlock.run.expire event: the deadline of
-// one pending request has passed.
-type Expire struct {
-	RequestID string `json:"requestId"`
-	ExpiresAt string `json:"expiresAt,omitempty"`
-	// Flow and Run repeat the subject's flow and the event's subject.
-	Flow string `json:"flow,omitempty"`
-	Run  string `json:"run,omitempty"`
-}
-
 // ParseExpire parses expire data; requestId is required.
-func ParseExpire(data []byte) (Expire, error) {
-	var e Expire
+func ParseExpire(data []byte) (protocol.Expire, error) {
+	var e protocol.Expire
 	if err := decodeStrict(data, &e, "expire"); err != nil {
-		return Expire{}, err
+		return protocol.Expire{}, err
 	}
 	if e.RequestID == "" {
-		return Expire{}, &Error{Reason: ReasonInvalidPayload, Msg: "expire data needs requestId"}
+		return protocol.Expire{}, &Error{Reason: ReasonInvalidPayload, Msg: "expire data needs requestId"}
 	}
 	return e, nil
 }
 
 // ParseCancel parses cancel data. Empty data is a cancel with no reason.
-func ParseCancel(data []byte) (Cancel, error) {
-	var c Cancel
+func ParseCancel(data []byte) (protocol.Cancel, error) {
+	var c protocol.Cancel
 	if isEmpty(data) {
 		return c, nil
 	}
 	if err := decodeStrict(data, &c, "cancel"); err != nil {
-		return Cancel{}, err
+		return protocol.Cancel{}, err
 	}
 	return c, nil
 }
@@ -163,13 +94,13 @@ func ParseCancel(data []byte) (Cancel, error) {
 // ParseResume parses resume data. selected is accepted in its four shapes: a
 // string, a list of strings, {"choice":{"id":...}} and
 // {"choices":[{"id":...},...]}; Resume.Selected holds the ids.
-func ParseResume(data []byte) (Resume, error) {
+func ParseResume(data []byte) (protocol.Resume, error) {
 	var raw struct {
-		Resume
+		protocol.Resume
 		Selected json.RawMessage `json:"selected,omitempty"`
 	}
 	if isEmpty(data) {
-		return Resume{}, invalid("data", "is empty; a resume needs at least a resumeToken and the answer")
+		return protocol.Resume{}, invalid("data", "is empty; a resume needs at least a resumeToken and the answer")
 	}
 	if err := decodeStrict(data, &raw, "resume"); err != nil {
 		// encoding/json puts the Go name of the embedded struct in the path
@@ -181,24 +112,24 @@ func ParseResume(data []byte) (Resume, error) {
 				e.Field = "data." + rest
 			}
 		}
-		return Resume{}, err
+		return protocol.Resume{}, err
 	}
 	r := raw.Resume
 	if len(raw.Selected) > 0 && string(raw.Selected) != "null" {
 		ids, err := ParseSelected(raw.Selected)
 		if err != nil {
-			return Resume{}, err
+			return protocol.Resume{}, err
 		}
 		r.Selected = ids
 	}
 	switch r.Decision {
 	case "", "approve", "edit", "reject":
 	default:
-		return Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject", r.Decision)
+		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject", r.Decision)
 	}
 	for k := range r.Answers {
 		if k == "" {
-			return Resume{}, invalid("data.answers", "has an empty field name")
+			return protocol.Resume{}, invalid("data.answers", "has an empty field name")
 		}
 	}
 	return r, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestParseStart(t *testing.T) {
@@ -75,7 +76,7 @@ func TestParseCancel(t *testing.T) {
 	cases := []struct {
 		name      string
 		data      string
-		want      events.Cancel
+		want      protocol.Cancel
 		wantErr   bool
 		wantField string
 	}{
@@ -83,7 +84,7 @@ func TestParseCancel(t *testing.T) {
 		{name: "null", data: "null"},
 		{name: "empty object", data: "{}"},
 		{name: "reason and by", data: `{"reason":"customer left","by":"ann@example.com"}`,
-			want: events.Cancel{Reason: "customer left", By: "ann@example.com"}},
+			want: protocol.Cancel{Reason: "customer left", By: "ann@example.com"}},
 		{name: "reason a number", data: `{"reason":5}`, wantErr: true, wantField: "data.reason"},
 		{name: "unknown field", data: `{"why":"x"}`, wantErr: true, wantField: "data"},
 		{name: "a string", data: `"now"`, wantErr: true, wantField: "data"},
@@ -237,7 +238,7 @@ func TestParseResume(t *testing.T) {
 
 func TestParseResumeAcceptsWhatItEncodes(t *testing.T) {
 	t.Parallel()
-	want := events.Resume{
+	want := protocol.Resume{
 		ResumeToken: "tok", RequestID: "rq", Selected: []string{"a", "b"},
 		Answers:  map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
 		Decision: "reject", Approver: "ann", Reason: "no", IdempotencyKey: "k",
@@ -332,11 +333,11 @@ func TestParseSelected(t *testing.T) {
 
 func TestInterruptedFieldsInOrder(t *testing.T) {
 	t.Parallel()
-	in := events.Interrupted{Questions: []events.Question{{Field: "name"}, {Field: "driver.email"}}}
+	in := protocol.Interrupted{Questions: []protocol.Question{{Field: "name"}, {Field: "driver.email"}}}
 	if got := in.Fields(); !reflect.DeepEqual(got, []string{"name", "driver.email"}) {
 		t.Errorf("Fields() = %q", got)
 	}
-	if got := (events.Interrupted{}).Fields(); len(got) != 0 {
+	if got := (protocol.Interrupted{}).Fields(); len(got) != 0 {
 		t.Errorf("Fields() of no questions = %q", got)
 	}
 }

@@ -7,18 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
-// TestPendingReadsWhatTheEngineWrites keeps events.Pending, the readers'
-// type, in step with engine.Pending, the writer's: every field the engine
+// TestPendingReadsWhatTheEngineWrites keeps protocol.Pending, the readers'
+// type, in step with protocol.Pending, the writer's: every field the engine
 // writes decodes strictly, and encodes back to the same JSON.
 func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 	t.Parallel()
 	asked := time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
 	expires := asked.Add(time.Hour)
-	written := engine.Pending{
+	written := protocol.Pending{
 		Flow: "refund", Run: "r-42", Node: "approve", RequestID: "rq-1", Kind: "approval",
 		Checkpoint: 7, Fields: []string{"amount"}, Question: "Refund 400 EUR?",
 		ApproverRole: "finance", Action: "issue_refund", AskedAt: asked, ExpiresAt: &expires,
@@ -26,7 +25,7 @@ func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 	v := reflect.ValueOf(written)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
-			t.Fatalf("engine.Pending.%s is not set in this test: set it so the JSON below covers it", v.Type().Field(i).Name)
+			t.Fatalf("protocol.Pending.%s is not set in this test: set it so the JSON below covers it", v.Type().Field(i).Name)
 		}
 	}
 	b, err := json.Marshal(written)
@@ -35,22 +34,22 @@ func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var read events.Pending
+	var read protocol.Pending
 	if err := dec.Decode(&read); err != nil {
-		t.Fatalf("events.Pending cannot read %s: %v", b, err)
+		t.Fatalf("protocol.Pending cannot read %s: %v", b, err)
 	}
 	again, err := json.Marshal(read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(again, b) {
-		t.Errorf("events.Pending encodes\n%s\nthe engine wrote\n%s", again, b)
+		t.Errorf("protocol.Pending encodes\n%s\nthe engine wrote\n%s", again, b)
 	}
 	dec = json.NewDecoder(bytes.NewReader(again))
 	dec.DisallowUnknownFields()
-	var back engine.Pending
+	var back protocol.Pending
 	if err := dec.Decode(&back); err != nil {
-		t.Fatalf("engine.Pending cannot read %s: %v", again, err)
+		t.Fatalf("protocol.Pending cannot read %s: %v", again, err)
 	}
 	if !reflect.DeepEqual(back, written) {
 		t.Errorf("round trip = %+v, want %+v", back, written)

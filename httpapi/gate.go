@@ -7,6 +7,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // GateAnswer is the answer of POST /v1/gate/requests: the decision (200),
@@ -16,11 +17,11 @@ type GateAnswer struct {
 	CallID string `json:"callId"`
 	// Decided is the gate's decision: allowed, approved, edited, rejected
 	// or expired.
-	Decided *events.Decided `json:"decided,omitempty"`
+	Decided *protocol.Decided `json:"decided,omitempty"`
 	// Pending is the approval the call waits on, as its interrupted event
 	// announced it, resume token redacted: decide it with POST
 	// /v1/runs/gate/{callId}/resume.
-	Pending *events.Interrupted `json:"pending,omitempty"`
+	Pending *protocol.Interrupted `json:"pending,omitempty"`
 }
 
 // requestTool answers POST /v1/gate/requests: it asks the tool-call gate
@@ -39,7 +40,7 @@ func (s *Server) requestTool(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidPayload, bodyError(err)))
 		return
 	}
-	if err := client.CheckName("callId", req.CallID); err != nil {
+	if err := protocol.CheckName("callId", req.CallID); err != nil {
 		writeProblem(w, newProblem(CodeInvalidPayload, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}

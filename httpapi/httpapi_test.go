@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -189,7 +190,7 @@ func TestABookingRunOverHTTP(t *testing.T) {
 	a := startAPI(t, nil)
 
 	acc := a.accepted("POST", "/v1/runs/booking", map[string]any{"run": "r-1", "origin": map[string]any{"inbox": "test"}})
-	if acc.Outcome != events.KindInterrupted || acc.Run != "r-1" || bytes.Contains(acc.Event, []byte(`"resumeToken":"v`)) {
+	if acc.Outcome != protocol.EventInterrupted || acc.Run != "r-1" || bytes.Contains(acc.Event, []byte(`"resumeToken":"v`)) {
 		t.Fatalf("start = %+v %s", acc, acc.Event)
 	}
 	run := a.run("booking", "r-1")
@@ -235,7 +236,7 @@ func TestABookingRunOverHTTP(t *testing.T) {
 
 	// Idempotency-Key: the second send is a repeat, with no effect.
 	acc = a.accepted("POST", "/v1/runs/booking/r-1/resume", map[string]any{"answers": map[string]any{"level": "beginner"}}, "Idempotency-Key", "level-1")
-	if acc.Outcome != events.KindInterrupted {
+	if acc.Outcome != protocol.EventInterrupted {
 		t.Fatalf("level = %+v", acc)
 	}
 	after := a.run("booking", "r-1")
@@ -296,7 +297,7 @@ func TestABookingRunOverHTTP(t *testing.T) {
 		t.Fatalf("start again = %+v, Location %q", r.problem(t), r.header.Get("Location"))
 	}
 	acc = a.accepted("POST", "/v1/runs/booking/r-1/cancel", map[string]any{"reason": "test"})
-	if acc.Outcome != events.KindCancelled {
+	if acc.Outcome != protocol.EventCancelled {
 		t.Fatalf("cancel = %+v", acc)
 	}
 	if p := a.must(http.StatusConflict, "POST", "/v1/runs/booking/r-1/resume", map[string]any{"answers": map[string]any{"level": "pro"}}).problem(t); p.Code != "not_waiting" {
@@ -352,7 +353,7 @@ func TestOnlyTheApproversRoleDecides(t *testing.T) {
 	}
 	anon.must(http.StatusOK, "GET", "/v1/openapi.json", nil)
 
-	if acc := sam.accepted("POST", "/v1/runs/refund", map[string]any{"run": "r-7", "state": refundState(nil)["state"]}); acc.Outcome != events.KindInterrupted {
+	if acc := sam.accepted("POST", "/v1/runs/refund", map[string]any{"run": "r-7", "state": refundState(nil)["state"]}); acc.Outcome != protocol.EventInterrupted {
 		t.Fatalf("start = %+v", acc)
 	}
 	var page httpapi.InterruptPage
@@ -378,7 +379,7 @@ func TestOnlyTheApproversRoleDecides(t *testing.T) {
 
 	// sam decides, and the audit names sam, not the body.
 	acc := sam.accepted("POST", "/v1/runs/refund/r-7/resume", map[string]any{"decision": "edit", "edits": map[string]any{"amount": 400}, "reason": "partial"})
-	if acc.Outcome != events.KindCompleted {
+	if acc.Outcome != protocol.EventCompleted {
 		t.Fatalf("sam's edit = %+v", acc)
 	}
 	if recs, err = cl.Audit(t.Context(), "refund", "r-7"); err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Page sizes of GET /v1/interrupts.
@@ -29,7 +29,7 @@ const (
 // InterruptPage is the answer of GET /v1/interrupts.
 type InterruptPage struct {
 	// Items are the pending interrupts, as the pending index holds them.
-	Items []events.Pending `json:"items"`
+	Items []protocol.Pending `json:"items"`
 	// Next is the cursor of the following page; absent on the last.
 	Next string `json:"next,omitempty"`
 	// Total is how many interrupts of the flow filter wait (of every flow
@@ -83,7 +83,7 @@ func parseInterruptQuery(r *http.Request) (client.PendingQuery, error) {
 		return q, errors.New("flow: give one flow (or none for every flow)")
 	}
 	if q.Flow != "" {
-		if err := client.CheckName("flow", q.Flow); err != nil {
+		if err := protocol.CheckName("flow", q.Flow); err != nil {
 			return q, errors.New(strings.TrimPrefix(err.Error(), "client: "))
 		}
 	}

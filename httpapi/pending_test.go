@@ -19,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // startRuns starts n runs of flow with state, concurrently, each a real
@@ -30,7 +31,7 @@ func startRuns(t testing.TB, a *api, flow, prefix string, n int, state map[strin
 	var acks []jetstream.PubAckFuture
 	for i := range n {
 		run := fmt.Sprintf("%s-%05d", prefix, i)
-		ev, err := events.New("start-"+run, "/test", events.TypeStart, run, time.Now().UTC(), map[string]any{"state": state})
+		ev, err := events.New("start-"+run, "/test", protocol.TypeStart, run, time.Now().UTC(), map[string]any{"state": state})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +242,7 @@ func TestTheSameIdempotencyKeyDecidesOnce(t *testing.T) {
 		}()
 	}
 	for range 3 {
-		if acc := <-done; acc.Outcome != events.KindCompleted && acc.Outcome != httpapi.OutcomeRepeat {
+		if acc := <-done; acc.Outcome != protocol.EventCompleted && acc.Outcome != httpapi.OutcomeRepeat {
 			t.Fatalf("a send of the key = %+v", acc)
 		}
 	}
@@ -263,11 +264,11 @@ func TestTheSameIdempotencyKeyDecidesOnce(t *testing.T) {
 	run := a.run("refund", "r-idem")
 	resumed := 0
 	for _, ev := range run.Events {
-		if ev.Kind == events.KindResumed {
+		if ev.Kind == protocol.EventResumed {
 			resumed++
 		}
 	}
-	if approved != 1 || resumed != 1 || run.Status != events.StatusCompleted {
+	if approved != 1 || resumed != 1 || run.Status != protocol.StatusCompleted {
 		t.Fatalf("%d approved records, %d resumed events, status %s; want one each, completed", approved, resumed, run.Status)
 	}
 }

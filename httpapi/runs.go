@@ -16,6 +16,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // maxRunEvents bounds the events GET /v1/runs/{flow}/{run} returns.
@@ -44,7 +45,7 @@ type Accepted struct {
 	// redacted.
 	Event json.RawMessage `json:"event,omitempty"`
 	// Checkpoint is the run as it stands, for a repeat.
-	Checkpoint *events.Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *protocol.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // RunEvent is an event of a run, as the events stream holds it.
@@ -60,7 +61,7 @@ type RunEvent struct {
 // Run is the answer of GET /v1/runs/{flow}/{run}: the checkpoint document
 // (which never holds a resume token) and the run's events.
 type Run struct {
-	events.Checkpoint
+	protocol.Checkpoint
 	// Events are the run's events the events stream still holds, oldest
 	// first.
 	Events []RunEvent `json:"events"`
@@ -110,7 +111,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c Caller) {
 // startRun answers POST /v1/runs/{flow}.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	flow := r.PathValue("flow")
-	if err := client.CheckName("flow", flow); err != nil {
+	if err := protocol.CheckName("flow", flow); err != nil {
 		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
@@ -134,13 +135,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	if req.Run == "" {
 		req.Run = client.NewRunID()
 	}
-	if err := client.CheckName("run", req.Run); err != nil {
+	if err := protocol.CheckName("run", req.Run); err != nil {
 		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
 	ev, err := s.client(c, wait).Start(r.Context(), flow, req.Run, req.State, req.Origin)
 	if err == nil || errors.Is(err, client.ErrNoAnswer) {
-		if ev.Kind != events.KindRefused {
+		if ev.Kind != protocol.EventRefused {
 			w.Header().Set("Location", "/v1/runs/"+flow+"/"+req.Run)
 		}
 	}
@@ -281,8 +282,8 @@ func (s *Server) answer(w http.ResponseWriter, flow, run string, ev client.Event
 	case ev.Repeat:
 		writeJSON(w, http.StatusAccepted, Accepted{Flow: flow, Run: run, Outcome: OutcomeRepeat, Checkpoint: ev.Current})
 		return
-	case ev.Kind == events.KindRefused:
-		var ref events.Refused
+	case ev.Kind == protocol.EventRefused:
+		var ref protocol.Refused
 		if err := ev.Decode(&ref); err != nil {
 			s.fail(w, fmt.Errorf("decoding the refusal: %w", err))
 			return
@@ -299,8 +300,8 @@ func (s *Server) answer(w http.ResponseWriter, flow, run string, ev client.Event
 }
 
 // refusal is the problem of a refused command.
-func refusal(ref events.Refused) Problem {
-	p := newProblem(ref.Code, ref.Message)
+func refusal(ref protocol.Refused) Problem {
+	p := newProblem(string(ref.Code), ref.Message)
 	p.Flow, p.Run, p.RequestID = ref.Flow, ref.Run, ref.RequestID
 	return p
 }
@@ -338,7 +339,7 @@ func encodeEvent(ev events.Event) (json.RawMessage, error) {
 func pathNames(w http.ResponseWriter, r *http.Request) (flow, run string, ok bool) {
 	flow, run = r.PathValue("flow"), r.PathValue("run")
 	for _, n := range [][2]string{{"flow", flow}, {"run", run}} {
-		if err := client.CheckName(n[0], n[1]); err != nil {
+		if err := protocol.CheckName(n[0], n[1]); err != nil {
 			writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 			return "", "", false
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Defaults of [Config], and the bounds of what a request may ask.
@@ -51,7 +52,7 @@ type Port interface {
 	// events' sender.
 	Client(source string) *client.Client
 	// ResumeAs sends r with c on behalf of approver, holding roles.
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error)
+	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
 }
 
 // Config configures a [Server].

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // StreamKinds are the kinds of event GET /v1/events streams: what a live
 // inbox needs to show interrupts as they come, are decided and go.
 var StreamKinds = []string{
-	events.KindInterrupted, events.KindResumed, events.KindExpired,
-	events.KindCancelled, events.KindCompleted, events.KindDecided,
+	protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired,
+	protocol.EventCancelled, protocol.EventCompleted, protocol.EventDecided,
 }
 
 // Timing of an event stream.
@@ -48,7 +48,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, c Caller) {
 		if n[1] == "" {
 			continue
 		}
-		if err := client.CheckName(n[0], n[1]); err != nil {
+		if err := protocol.CheckName(n[0], n[1]); err != nil {
 			writeProblem(w, newProblem(CodeInvalidQuery, strings.TrimPrefix(err.Error(), "client: ")))
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // sseMessage is one message of an event stream.
@@ -131,9 +132,9 @@ func TestEventsResumeAfterTheLastEventID(t *testing.T) {
 		m := first.next(t)
 		var ev struct {
 			Type string
-			Data events.Interrupted
+			Data protocol.Interrupted
 		}
-		if err := json.Unmarshal([]byte(m.data), &ev); err != nil || m.event != "interrupted" || ev.Type != events.TypeInterrupted ||
+		if err := json.Unmarshal([]byte(m.data), &ev); err != nil || m.event != "interrupted" || ev.Type != protocol.TypeInterrupted ||
 			ev.Data.ResumeToken != events.Redacted || ev.Data.Flow != "booking" || m.id <= hello.id {
 			t.Fatalf("message %+v: %v", m, err)
 		}

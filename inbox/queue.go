@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // maxQueue is the most interrupts the queue shows.
@@ -33,7 +33,7 @@ type queueView struct {
 
 // queueItem is one pending interrupt in the queue.
 type queueItem struct {
-	events.Pending
+	protocol.Pending
 	Age, Left string
 	// Overdue is set when the deadline has passed.
 	Overdue bool
@@ -47,7 +47,7 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 	v := queueView{Flow: q.Get("flow"), Role: q.Get("role")}
 	status := http.StatusOK
 	if v.Flow != "" {
-		if err := client.CheckName("flow", v.Flow); err != nil {
+		if err := protocol.CheckName("flow", v.Flow); err != nil {
 			v.Error, v.Flow, status = strings.TrimPrefix(err.Error(), "client: "), "", http.StatusBadRequest
 		}
 	}
@@ -157,7 +157,7 @@ var funcs = template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"join": strings.Join,
-	"has":  func(list []string, s string) bool { return slices.Contains(list, s) },
+	"has":  func(list []protocol.Verdict, s string) bool { return slices.Contains(list, protocol.Verdict(s)) },
 	"errorText": func(ctx string) string {
 		return strings.TrimSpace(strings.TrimPrefix(ctx, "ERROR:"))
 	},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // maxHistory bounds the events a run's page lists.
@@ -23,22 +24,22 @@ const maxHistory = 200
 // runView is the data of a run's page.
 type runView struct {
 	Flow, Run string
-	CP        events.Checkpoint
+	CP        protocol.Checkpoint
 	// In is the pending interrupt, when the run waits.
 	In *interruptView
 	// Notice says what the last form did; Conflict what someone else
 	// did meanwhile.
 	Notice, Conflict string
 	Events           []eventView
-	Audit            []events.AuditRecord
+	Audit            []protocol.AuditRecord
 	MoreEvents       bool
 	Partial, Stream  string
 }
 
 // interruptView is the pending interrupt and its forms.
 type interruptView struct {
-	events.CheckpointInterrupt
-	Decisions []string
+	protocol.CheckpointInterrupt
+	Decisions []protocol.Verdict
 	// ArgsJSON is the proposal's args, indented, or the edit sent back.
 	ArgsJSON string
 	// Error is why an approval is asked again.
@@ -120,7 +121,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 			iv.Left, iv.Overdue = duration(left), left <= 0
 		}
 		if cp.Interrupt.Kind == "approval" {
-			iv.Decisions = []string{"approve", "edit", "reject"}
+			iv.Decisions = protocol.Verdicts()
 			if last, err := cl.LastInterrupt(r.Context(), flow, run); err == nil && last.RequestID == cp.Interrupt.RequestID {
 				if len(last.Decisions) > 0 {
 					iv.Decisions = last.Decisions
@@ -157,8 +158,8 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 	for _, ev := range evs {
 		e := eventView{Seq: ev.Seq, Kind: ev.Kind, Time: ev.Event.Time()}
 		switch ev.Kind {
-		case events.KindInterrupted:
-			var d events.Interrupted
+		case protocol.EventInterrupted:
+			var d protocol.Interrupted
 			_ = json.Unmarshal(ev.Event.Data(), &d)
 			proposals[d.RequestID] = d.Args
 			switch d.Kind {
@@ -176,8 +177,8 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 			if d.Error != "" {
 				e.Summary += " (again: " + d.Error + ")"
 			}
-		case events.KindResumed:
-			var d events.Resumed
+		case protocol.EventResumed:
+			var d protocol.Resumed
 			_ = json.Unmarshal(ev.Event.Data(), &d)
 			who := d.Approver
 			if who == "" {
@@ -194,7 +195,7 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 			if len(d.Edits) > 0 {
 				e.Diff = diff(proposals[d.RequestID], d.Edits)
 			}
-		case events.KindCompleted:
+		case protocol.EventCompleted:
 			e.Summary = "completed"
 		default:
 			e.Summary = ev.Kind
@@ -264,7 +265,7 @@ func randomKey() string {
 func (in *Inbox) names(w http.ResponseWriter, r *http.Request, s session) (flow, run string, ok bool) {
 	flow, run = r.PathValue("flow"), r.PathValue("run")
 	for _, n := range [][2]string{{"flow", flow}, {"run", run}} {
-		if err := client.CheckName(n[0], n[1]); err != nil {
+		if err := protocol.CheckName(n[0], n[1]); err != nil {
 			in.errorPage(w, r, s, http.StatusBadRequest, "No such run", strings.TrimPrefix(err.Error(), "client: "))
 			return "", "", false
 		}
@@ -312,7 +313,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	iv := &interruptView{Errors: map[string]string{}, Values: map[string]string{}}
-	res := events.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
+	res := protocol.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
 	if !validKey(res.IdempotencyKey) {
 		res.IdempotencyKey = ""
 	}
@@ -366,7 +367,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		roles = []string{cp.Interrupt.ApproverRole}
 	}
 	ev, err := in.port.ResumeAs(r.Context(), cl, flow, run, res, s.Name, roles)
-	var ref events.Refused
+	var ref protocol.Refused
 	var rerr *client.RefusedError
 	switch {
 	case errors.Is(err, client.ErrNoAnswer):
@@ -377,7 +378,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 	case err != nil:
 		in.fail(w, r, s, err)
 		return
-	case ev.Kind == events.KindRefused:
+	case ev.Kind == protocol.EventRefused:
 		if err := ev.Decode(&ref); err != nil {
 			in.fail(w, r, s, fmt.Errorf("decoding the refusal: %w", err))
 			return
@@ -404,7 +405,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 	case "forbidden":
 		in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
 	default:
-		in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
+		in.showRun(w, r, s, flow, run, httpStatus(string(ref.Code)), runView{Conflict: ref.Message})
 	}
 }
 
@@ -464,8 +465,8 @@ func editsOf(proposal json.RawMessage, text string) (map[string]json.RawMessage,
 
 // settled are the audit actions that settle a request.
 var settled = []string{
-	events.AuditAnswered, events.AuditApproved, events.AuditEdited, events.AuditRejected,
-	events.AuditExpired, events.AuditEscalated, events.AuditCancelled, events.AuditReannounced,
+	protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited, protocol.ActionRejected,
+	protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced,
 }
 
 // conflict shows a run whose request someone or something else settled

@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // keepAlive is how often an idle stream sends a comment.
@@ -38,7 +39,7 @@ func (in *Inbox) stream(w http.ResponseWriter, r *http.Request, s session) {
 		if n[1] == "" {
 			continue
 		}
-		if err := client.CheckName(n[0], n[1]); err != nil {
+		if err := protocol.CheckName(n[0], n[1]); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

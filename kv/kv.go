@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -336,7 +337,7 @@ func wrongLastSequence(err error) bool {
 }
 
 // PutPending implements [engine.Store].
-func (s *Store) PutPending(ctx context.Context, p *engine.Pending) error {
+func (s *Store) PutPending(ctx context.Context, p *protocol.Pending) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("kv: encoding pending entry %s: %w", Key(p.Flow, p.Run), err)

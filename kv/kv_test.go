@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/engine/storetest"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -69,8 +70,8 @@ func checkpoint(flow, run string, status engine.Status, node string) *engine.Che
 	}
 }
 
-func pendingEntry(flow, run string) *engine.Pending {
-	return &engine.Pending{
+func pendingEntry(flow, run string) *protocol.Pending {
+	return &protocol.Pending{
 		Flow: flow, Run: run, Node: "ask", RequestID: "rq-" + run, Kind: "question",
 		Checkpoint: 3, Fields: []string{"email"}, AskedAt: at,
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/mcpserver"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -177,14 +178,14 @@ func (m *model) publishedTokens() []string {
 	var tokens []string
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		msg, err := stream.GetMsg(ctx, seq)
-		if err != nil || !strings.HasSuffix(msg.Subject, "."+events.KindInterrupted) {
+		if err != nil || !strings.HasSuffix(msg.Subject, "."+protocol.EventInterrupted) {
 			continue
 		}
 		ev, err := events.Decode(msg.Header, msg.Data)
 		if err != nil {
 			m.t.Fatal(err)
 		}
-		var in events.Interrupted
+		var in protocol.Interrupted
 		if err := json.Unmarshal(ev.Data(), &in); err != nil {
 			m.t.Fatal(err)
 		}
@@ -480,8 +481,8 @@ func TestAGatedRefundWaitsForAPersonsDecision(t *testing.T) {
 	}
 
 	c := m.svc.Client("/test/supervisor")
-	ev, err := m.svc.ResumeAs(t.Context(), c, "gate", "call-big", events.Resume{Decision: "reject", Reason: "needs a manager"}, "sue", []string{"supervisor"})
-	if err != nil || ev.Kind != events.KindCompleted {
+	ev, err := m.svc.ResumeAs(t.Context(), c, "gate", "call-big", protocol.Resume{Decision: "reject", Reason: "needs a manager"}, "sue", []string{"supervisor"})
+	if err != nil || ev.Kind != protocol.EventCompleted {
 		t.Fatalf("deciding: %v %+v", err, ev)
 	}
 	m.call("get_decision", args{"callId": "call-big"}, &d)

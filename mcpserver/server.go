@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Defaults of [Config].
@@ -49,7 +49,7 @@ type Port interface {
 	// events' sender.
 	Client(source string) *client.Client
 	// ResumeAs sends r with c on behalf of approver, holding roles.
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error)
+	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
 }
 
 // Config configures a [Server].
@@ -92,12 +92,12 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	for i, f := range c.Flows {
-		if err := client.CheckName("flow", f.Name); err != nil {
+		if err := protocol.CheckName("flow", f.Name); err != nil {
 			return fmt.Errorf("mcpserver: Config.Flows[%d]: %s", i, strings.TrimPrefix(err.Error(), "client: "))
 		}
 	}
 	for _, r := range c.Roles {
-		if err := client.CheckName("approver role", r); err != nil {
+		if err := protocol.CheckName("approver role", r); err != nil {
 			return fmt.Errorf("mcpserver: Config.Roles: %s", strings.TrimPrefix(err.Error(), "client: "))
 		}
 	}

@@ -3,9 +3,8 @@ package mcpserver
 import (
 	"sync"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlockhq/interlock/events"
 )
 
 // maxTokensPerSession bounds the interrupts one session remembers: the
@@ -24,7 +23,7 @@ type tokens struct {
 }
 
 type sessionTokens struct {
-	byRun map[string]events.Interrupted
+	byRun map[string]protocol.Interrupted
 	order []string
 }
 
@@ -33,12 +32,12 @@ func newTokens() *tokens {
 }
 
 // keep remembers in, the interrupt a run of the session now waits on.
-func (t *tokens) keep(ss *mcp.ServerSession, in events.Interrupted) {
+func (t *tokens) keep(ss *mcp.ServerSession, in protocol.Interrupted) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.sessions[ss]
 	if st == nil {
-		st = &sessionTokens{byRun: map[string]events.Interrupted{}}
+		st = &sessionTokens{byRun: map[string]protocol.Interrupted{}}
 		t.sessions[ss] = st
 		if ss != nil {
 			// The session's owner (the SDK, or Server.Close) ends it;
@@ -63,12 +62,12 @@ func (t *tokens) keep(ss *mcp.ServerSession, in events.Interrupted) {
 }
 
 // get returns the interrupt the session last saw a run wait on.
-func (t *tokens) get(ss *mcp.ServerSession, flow, run string) (events.Interrupted, bool) {
+func (t *tokens) get(ss *mcp.ServerSession, flow, run string) (protocol.Interrupted, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.sessions[ss]
 	if st == nil {
-		return events.Interrupted{}, false
+		return protocol.Interrupted{}, false
 	}
 	in, ok := st.byRun[flow+"."+run]
 	return in, ok

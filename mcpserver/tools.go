@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // addTools registers the tools.
@@ -106,7 +106,7 @@ func (s *Server) startFlow(ctx context.Context, req *mcp.CallToolRequest, in Sta
 	if run == "" {
 		run = client.NewRunID()
 	}
-	if err := nameError(client.CheckName("run", run)); err != nil {
+	if err := nameError(protocol.CheckName("run", run)); err != nil {
 		return nil, RunResult{}, err
 	}
 	state, err := rawValues("stateUpdates", in.StateUpdates)
@@ -124,7 +124,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err := checkFlow(in.Flow); err != nil {
 		return nil, RunResult{}, err
 	}
-	if err := nameError(client.CheckName("run", in.Run)); err != nil {
+	if err := nameError(protocol.CheckName("run", in.Run)); err != nil {
 		return nil, RunResult{}, err
 	}
 	c := s.client(s.cfg.Wait)
@@ -139,7 +139,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 	if in.RequestID != "" && in.RequestID != pending.RequestID {
 		return nil, RunResult{}, fmt.Errorf("run %s of flow %s no longer waits on request %s but on %s (it was answered meanwhile); get_run shows what it asks now", in.Run, in.Flow, in.RequestID, pending.RequestID)
 	}
-	r := events.Resume{RequestID: pending.RequestID, Selected: in.Selected, Decision: in.Decision, Reason: in.Reason}
+	r := protocol.Resume{RequestID: pending.RequestID, Selected: in.Selected, Decision: in.Decision, Reason: in.Reason}
 	if err := checkAnswer(pending.Kind, in); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -205,10 +205,10 @@ func checkAnswer(kind string, in ContinueInput) error {
 }
 
 func (s *Server) getRun(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, RunInfo, error) {
-	if err := nameError(client.CheckName("flow", in.Flow)); err != nil {
+	if err := nameError(protocol.CheckName("flow", in.Flow)); err != nil {
 		return nil, RunInfo{}, err
 	}
-	if err := nameError(client.CheckName("run", in.Run)); err != nil {
+	if err := nameError(protocol.CheckName("run", in.Run)); err != nil {
 		return nil, RunInfo{}, err
 	}
 	cp, err := s.client(s.cfg.Wait).Checkpoint(ctx, in.Flow, in.Run)
@@ -267,10 +267,10 @@ func (s *Server) requestToolApproval(ctx context.Context, _ *mcp.CallToolRequest
 	if callID == "" {
 		callID = "call-" + strings.TrimPrefix(client.NewRunID(), "r-")
 	}
-	if err := nameError(client.CheckName("callId", callID)); err != nil {
+	if err := nameError(protocol.CheckName("callId", callID)); err != nil {
 		return nil, ToolDecision{}, err
 	}
-	req := events.ToolRequest{CallID: callID, Tool: in.Tool, ConversationID: in.ConversationID, Agent: "mcp"}
+	req := protocol.ToolRequest{CallID: callID, Tool: in.Tool, ConversationID: in.ConversationID, Agent: "mcp"}
 	var err error
 	if req.Args, err = rawValues("args", in.Args); err != nil {
 		return nil, ToolDecision{}, err
@@ -297,7 +297,7 @@ func (s *Server) requestToolApproval(ctx context.Context, _ *mcp.CallToolRequest
 }
 
 func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in CallRef) (*mcp.CallToolResult, ToolDecision, error) {
-	if err := nameError(client.CheckName("callId", in.CallID)); err != nil {
+	if err := nameError(protocol.CheckName("callId", in.CallID)); err != nil {
 		return nil, ToolDecision{}, err
 	}
 	c := s.client(s.cfg.Wait)
@@ -306,10 +306,10 @@ func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in Cal
 		return nil, ToolDecision{}, readError(err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Kind != events.KindDecided {
+		if evs[i].Kind != protocol.EventDecided {
 			continue
 		}
-		var d events.Decided
+		var d protocol.Decided
 		if err := json.Unmarshal(evs[i].Event.Data(), &d); err != nil {
 			return nil, ToolDecision{}, fmt.Errorf("reading the decision on call %s: %w", in.CallID, err)
 		}
@@ -336,7 +336,7 @@ func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in Cal
 const pendingNext = "Do not call the tool yet: a person must decide. Tell the user it waits for approval, and ask get_decision later."
 
 // decided is the output of a gate's decision.
-func decided(d events.Decided) (ToolDecision, error) {
+func decided(d protocol.Decided) (ToolDecision, error) {
 	out := ToolDecision{CallID: d.CallID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
 	switch d.Decision {
 	case DecisionAllowed, DecisionApproved:
@@ -354,7 +354,7 @@ func decided(d events.Decided) (ToolDecision, error) {
 }
 
 // pendingDecision is the output of a call waiting on an approval.
-func pendingDecision(callID string, in events.Interrupted) (ToolDecision, error) {
+func pendingDecision(callID string, in protocol.Interrupted) (ToolDecision, error) {
 	it, err := interrupt(in)
 	if err != nil {
 		return ToolDecision{}, err
@@ -371,14 +371,14 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 	}
 	var err error
 	switch ev.Kind {
-	case events.KindRefused:
-		var ref events.Refused
+	case protocol.EventRefused:
+		var ref protocol.Refused
 		if err := ev.Decode(&ref); err != nil {
 			return nil, RunResult{}, fmt.Errorf("reading the refusal: %w", err)
 		}
 		return nil, RunResult{}, refusalError(ref, tool)
-	case events.KindInterrupted:
-		var in events.Interrupted
+	case protocol.EventInterrupted:
+		var in protocol.Interrupted
 		if err := ev.Decode(&in); err != nil {
 			return nil, RunResult{}, fmt.Errorf("reading the interrupt: %w", err)
 		}
@@ -390,8 +390,8 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 			return nil, RunResult{}, err
 		}
 		out.Next = nextFor(out.Interrupt, s.cfg.Roles)
-	case events.KindCompleted:
-		var c events.Completed
+	case protocol.EventCompleted:
+		var c protocol.Completed
 		if err := ev.Decode(&c); err != nil {
 			return nil, RunResult{}, fmt.Errorf("reading the completed event: %w", err)
 		}
@@ -400,17 +400,17 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 			return nil, RunResult{}, err
 		}
 		out.Next = "The run is done: tell the user what was done, from state."
-	case events.KindFailed:
-		var f events.Failed
+	case protocol.EventFailed:
+		var f protocol.Failed
 		if err := ev.Decode(&f); err != nil {
 			return nil, RunResult{}, fmt.Errorf("reading the failed event: %w", err)
 		}
 		out.Status, out.Error = StatusFailed, f.Error
 		out.Next = "The run failed: tell the user it could not be completed."
-	case events.KindExpired:
+	case protocol.EventExpired:
 		out.Status = StatusExpired
 		out.Next = "The run expired: nobody answered in time. Tell the user; start_flow starts again."
-	case events.KindCancelled:
+	case protocol.EventCancelled:
 		out.Status = StatusCancelled
 		out.Next = "The run was cancelled. Tell the user; start_flow starts again."
 	default:
@@ -437,11 +437,11 @@ func nextFor(in *Interrupt, roles []string) string {
 
 // interrupt is the model's view of an interrupted event: everything but
 // the token.
-func interrupt(in events.Interrupted) (*Interrupt, error) {
+func interrupt(in protocol.Interrupted) (*Interrupt, error) {
 	out := &Interrupt{
 		Kind: in.Kind, RequestID: in.RequestID, Node: in.Node, HiddenContext: in.Context, Question: in.Question,
-		Multiple: in.Multiple, Action: in.Action, Reason: in.Reason, ApproverRole: in.ApproverRole,
-		Decisions: in.Decisions, Error: in.Error, ExpiresAt: in.ExpiresAt,
+		Multiple: in.IsMultiple(), Action: in.Action, Reason: in.Reason, ApproverRole: in.ApproverRole,
+		Decisions: verdicts(in.Decisions), Error: in.Error, ExpiresAt: rfc3339Ptr(in.ExpiresAt),
 		Questions: questions(in.Questions), Options: options(in.Options),
 	}
 	var err error
@@ -452,7 +452,7 @@ func interrupt(in events.Interrupted) (*Interrupt, error) {
 }
 
 // checkpointInterrupt is the model's view of a checkpoint's interrupt.
-func checkpointInterrupt(in *events.CheckpointInterrupt) (*Interrupt, error) {
+func checkpointInterrupt(in *protocol.CheckpointInterrupt) (*Interrupt, error) {
 	out := &Interrupt{
 		Kind: in.Kind, RequestID: in.RequestID, Node: in.Node, HiddenContext: in.Context, Question: in.Question,
 		Multiple: in.Multiple, Action: in.Action, Reason: in.Reason, ApproverRole: in.ApproverRole,
@@ -468,7 +468,7 @@ func checkpointInterrupt(in *events.CheckpointInterrupt) (*Interrupt, error) {
 	return out, nil
 }
 
-func questions(qs []events.Question) []Question {
+func questions(qs []protocol.Question) []Question {
 	var out []Question
 	for _, q := range qs {
 		out = append(out, Question{Field: q.Field, Question: q.Question, Suggestions: q.Suggestions, HiddenContext: q.Context})
@@ -476,7 +476,7 @@ func questions(qs []events.Question) []Question {
 	return out
 }
 
-func options(os []events.Option) []Option {
+func options(os []protocol.Option) []Option {
 	var out []Option
 	for _, o := range os {
 		out = append(out, Option{ID: o.ID, Label: o.Label})
@@ -485,11 +485,11 @@ func options(os []events.Option) []Option {
 }
 
 // status is the model's word for a checkpoint's status.
-func status(s string) string {
-	if s == events.StatusWaiting {
+func status(s protocol.Status) string {
+	if s == protocol.StatusWaiting {
 		return StatusInterrupt
 	}
-	return s
+	return string(s)
 }
 
 // object decodes a JSON object ("" or null: none).
@@ -529,7 +529,7 @@ func rfc3339(t time.Time) string {
 
 // checkFlow checks a flow name the model gave for a command.
 func checkFlow(flow string) error {
-	if err := nameError(client.CheckName("flow", flow)); err != nil {
+	if err := nameError(protocol.CheckName("flow", flow)); err != nil {
 		return err
 	}
 	if flow == client.GateFlow {
@@ -568,7 +568,7 @@ func (s *Server) commandError(tool, flow, run string, err error) error {
 
 // refusalError words a refusal for the model: the deployment's message,
 // and what to do.
-func refusalError(ref events.Refused, tool string) error {
+func refusalError(ref protocol.Refused, tool string) error {
 	hint := ""
 	switch ref.Code {
 	case "unknown_flow":
@@ -593,4 +593,21 @@ func refusalError(ref events.Refused, tool string) error {
 		msg += "; " + hint
 	}
 	return errors.New(msg)
+}
+
+// verdicts are an approval's decisions as the model reads them.
+func verdicts(vs []protocol.Verdict) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// rfc3339Ptr is rfc3339 of a time that may be missing ("" then).
+func rfc3339Ptr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return rfc3339(*t)
 }

@@ -19,10 +19,10 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/metrics"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -67,7 +67,7 @@ func newRigWith(t *testing.T, srv *bus.Server, m *metrics.Service) *rig {
 }
 
 // start starts a refund run and returns the interrupt it waits on.
-func (r *rig) start(run string, state map[string]any) events.Interrupted {
+func (r *rig) start(run string, state map[string]any) protocol.Interrupted {
 	r.t.Helper()
 	doc := map[string]json.RawMessage{}
 	for k, v := range state {
@@ -75,10 +75,10 @@ func (r *rig) start(run string, state map[string]any) events.Interrupted {
 		doc[k] = b
 	}
 	ev, err := r.c.Start(r.t.Context(), refund.Name, run, doc, nil)
-	if err != nil || ev.Kind != events.KindInterrupted {
+	if err != nil || ev.Kind != protocol.EventInterrupted {
 		r.t.Fatalf("starting %s: %v (event %q)", run, err, ev.Kind)
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil {
 		r.t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func (r *rig) start(run string, state map[string]any) events.Interrupted {
 }
 
 // resume sends a resume and returns the event it settles on.
-func (r *rig) resume(run string, res events.Resume) client.Event {
+func (r *rig) resume(run string, res protocol.Resume) client.Event {
 	r.t.Helper()
 	ev, err := r.c.Resume(r.t.Context(), refund.Name, run, res)
 	if err != nil {
@@ -96,9 +96,9 @@ func (r *rig) resume(run string, res events.Resume) client.Event {
 }
 
 // decide decides a pending approval.
-func (r *rig) decide(run string, in events.Interrupted, decision string, edits map[string]any) client.Event {
+func (r *rig) decide(run string, in protocol.Interrupted, decision string, edits map[string]any) client.Event {
 	r.t.Helper()
-	res := events.Resume{ResumeToken: in.ResumeToken, Decision: decision, Approver: "sam", Reason: "checked"}
+	res := protocol.Resume{ResumeToken: in.ResumeToken, Decision: decision, Approver: "sam", Reason: "checked"}
 	for k, v := range edits {
 		b, _ := json.Marshal(v)
 		if res.Edits == nil {

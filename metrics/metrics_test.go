@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/metrics"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -30,9 +31,9 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 
 	// A question answered wrong (asked again), then right: an approval waits.
 	in := r.start("r-q", noCard)
-	in = interrupted(t, r.resume("r-q", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"12ab"`)}}))
-	waiting := interrupted(t, r.resume("r-q", events.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"4821"`)}}))
-	if waiting.Kind != engine.KindApproval {
+	in = interrupted(t, r.resume("r-q", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"12ab"`)}}))
+	waiting := interrupted(t, r.resume("r-q", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"last4": json.RawMessage(`"4821"`)}}))
+	if waiting.Kind != protocol.KindApproval {
 		t.Fatalf("r-q waits on %s, want an approval", waiting.Kind)
 	}
 	// Approvals approved, edited and rejected.
@@ -42,7 +43,7 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 		if decision == "edit" {
 			edits = map[string]any{"amount": 400}
 		}
-		if ev := r.decide(run, in, decision, edits); ev.Kind != events.KindCompleted {
+		if ev := r.decide(run, in, decision, edits); ev.Kind != protocol.EventCompleted {
 			t.Fatalf("%s %s: %s, want completed", decision, run, ev.Kind)
 		}
 	}
@@ -53,8 +54,8 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 	r.start("r-timeout", timeout)
 	natstest.WaitFor(t, r.js, names.EventStream(), names.Event("refund", "r-timeout", ">"), natstest.Nth("expired", 1))
 	// A forged token, refused.
-	forged := events.Resume{ResumeToken: "AAAA" + waiting.ResumeToken[4:], Decision: "approve"}
-	if ev := r.resume("r-q", forged); ev.Kind != events.KindRefused {
+	forged := protocol.Resume{ResumeToken: "AAAA" + waiting.ResumeToken[4:], Decision: "approve"}
+	if ev := r.resume("r-q", forged); ev.Kind != protocol.EventRefused {
 		t.Fatalf("forged token: %s, want refused", ev.Kind)
 	}
 	// A resume that is not a CloudEvent, dead-lettered.
@@ -86,7 +87,7 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 		s("interlock_escalations_total", 1, "flow", "refund"),
 
 		s("interlock_resumes_total", 5, "flow", "refund", "result", "accepted"),
-		s("interlock_resumes_total", 1, "flow", "refund", "result", "refused", "code", engine.CodeTokenMismatch),
+		s("interlock_resumes_total", 1, "flow", "refund", "result", "refused", "code", string(protocol.CodeTokenMismatch)),
 		s("interlock_resumes_total", 1, "flow", "refund", "result", "dead_lettered"),
 		s("interlock_dead_letters_total", 1, "reason", events.ReasonUnparseable),
 
@@ -117,9 +118,9 @@ func TestMetricsOfRefundRuns(t *testing.T) {
 	}
 }
 
-func interrupted(t *testing.T, ev interface{ Decode(any) error }) events.Interrupted {
+func interrupted(t *testing.T, ev interface{ Decode(any) error }) protocol.Interrupted {
 	t.Helper()
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil || in.ResumeToken == "" {
 		t.Fatalf("want an interrupted event: %v %+v", err, in)
 	}
@@ -131,7 +132,7 @@ func TestPendingGaugesComeBackAfterARestart(t *testing.T) {
 	srv := natstest.StartServer(t, "")
 	first := newRig(t, srv)
 	card := map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "last4": "4821"}
-	approvals := map[string]events.Interrupted{}
+	approvals := map[string]protocol.Interrupted{}
 	for _, run := range []string{"r-1", "r-2", "r-3"} {
 		approvals[run] = first.start(run, card)
 	}
@@ -168,7 +169,7 @@ func TestPendingIndexFollowsTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	put := func(key string, p events.Pending) {
+	put := func(key string, p protocol.Pending) {
 		t.Helper()
 		b, err := json.Marshal(p)
 		if err != nil {
@@ -180,9 +181,9 @@ func TestPendingIndexFollowsTheBucket(t *testing.T) {
 	}
 	overdue := now.Add(-90 * time.Second)
 	later := now.Add(time.Hour)
-	put("booking.r-1", events.Pending{Flow: "booking", Run: "r-1", Kind: "question", AskedAt: now.Add(-10 * time.Minute)})
-	put("booking.r-2", events.Pending{Flow: "booking", Run: "r-2", Kind: "approval", ApproverRole: "ops", AskedAt: now.Add(-5 * time.Minute), ExpiresAt: &overdue})
-	put("booking.r-3", events.Pending{Flow: "booking", Run: "r-3", Kind: "approval", ApproverRole: "ops", AskedAt: now, ExpiresAt: &later})
+	put("booking.r-1", protocol.Pending{Flow: "booking", Run: "r-1", Kind: "question", AskedAt: now.Add(-10 * time.Minute)})
+	put("booking.r-2", protocol.Pending{Flow: "booking", Run: "r-2", Kind: "approval", ApproverRole: "ops", AskedAt: now.Add(-5 * time.Minute), ExpiresAt: &overdue})
+	put("booking.r-3", protocol.Pending{Flow: "booking", Run: "r-3", Kind: "approval", ApproverRole: "ops", AskedAt: now, ExpiresAt: &later})
 	if _, err := kv.Put(t.Context(), "booking.r-junk", []byte("not a pending entry")); err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +334,8 @@ func TestStartWithoutJetStreamFails(t *testing.T) {
 }
 
 // gateOutcome is the outcome of a gate command with one decided event.
-func gateOutcome(d engine.DecidedEvent, extra ...engine.Message) engine.Outcome {
-	msgs := append([]engine.Message{{Kind: engine.EventDecided, Flow: engine.GateFlowName, Run: d.CallID, Data: &d}}, extra...)
+func gateOutcome(d protocol.Decided, extra ...engine.Message) engine.Outcome {
+	msgs := append([]engine.Message{{Kind: protocol.EventDecided, Flow: engine.GateFlowName, Run: d.CallID, Data: &d}}, extra...)
 	return engine.Outcome{Flow: engine.GateFlowName, Run: d.CallID, Events: msgs}
 }
 
@@ -344,23 +345,23 @@ func TestObserveCountsTheGateAndBoundsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resumed := engine.Message{Kind: engine.EventResumed, Flow: engine.GateFlowName, Data: &engine.ResumedEvent{Kind: engine.KindApproval, Decision: "approve"}}
+	resumed := engine.Message{Kind: protocol.EventResumed, Flow: engine.GateFlowName, Data: &protocol.Resumed{Kind: protocol.KindApproval, Decision: "approve"}}
 	asked := time.Now().Add(-time.Minute)
 	for _, o := range []bus.Observation{
 		// A call no rule holds: allowed by the request itself.
-		{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-1", Tool: "search", Decision: engine.ToolAllowed})},
+		{Verb: "request", Outcome: gateOutcome(protocol.Decided{CallID: "c-1", Tool: "search", Decision: engine.ToolAllowed})},
 		// A call approved by a person: the decided event counts, not the resumed one too.
 		{Verb: "resume", Outcome: func() engine.Outcome {
-			o := gateOutcome(engine.DecidedEvent{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"}, resumed)
+			o := gateOutcome(protocol.Decided{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"}, resumed)
 			o.AskedAt, o.Action = asked, "issue_refund"
 			return o
 		}()},
 		// The same call asked again: answered from the decision taken before.
-		{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"})},
+		{Verb: "request", Outcome: gateOutcome(protocol.Decided{CallID: "c-2", Tool: "issue_refund", Decision: engine.ToolApproved, Approver: "sam"})},
 		// A call rejected by its deadline's policy.
-		{Verb: "expire", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c-3", Tool: "issue_refund", Decision: engine.ToolRejected, Approver: engine.TimeoutActor})},
+		{Verb: "expire", Outcome: gateOutcome(protocol.Decided{CallID: "c-3", Tool: "issue_refund", Decision: engine.ToolRejected, Approver: engine.TimeoutActor})},
 		// A resume for a flow no one runs, and a verb no one knows.
-		{Verb: "resume", Outcome: engine.Outcome{Flow: "made-up", Run: "r-1", Refused: &engine.Refusal{Code: engine.CodeUnknownFlow}}},
+		{Verb: "resume", Outcome: engine.Outcome{Flow: "made-up", Run: "r-1", Refused: &engine.Refusal{Code: protocol.CodeUnknownFlow}}},
 		{Verb: "frobnicate", Outcome: engine.Outcome{Flow: "made-up", DeadLetter: bus.ReasonUnknownSubject}},
 	} {
 		m.Observe(o)
@@ -372,7 +373,7 @@ func TestObserveCountsTheGateAndBoundsLabels(t *testing.T) {
 		s("interlock_decisions_total", 1, "flow", "gate", "action", "issue_refund", "outcome", "rejected", "by", "timeout"),
 		s("interlock_time_to_decision_seconds", 1, "flow", "gate", "kind", "approval", "verb", "resume"),
 		s("interlock_resumes_total", 1, "flow", "gate", "result", "accepted"),
-		s("interlock_resumes_total", 1, "result", "refused", "code", engine.CodeUnknownFlow),
+		s("interlock_resumes_total", 1, "result", "refused", "code", string(protocol.CodeUnknownFlow)),
 		s("interlock_transition_seconds", 1, "verb", "other"),
 		s("interlock_dead_letters_total", 1, "reason", bus.ReasonUnknownSubject),
 	})
@@ -382,7 +383,7 @@ func TestObserveCountsTheGateAndBoundsLabels(t *testing.T) {
 
 	// Tool names come from agents: past a bound they count as "other".
 	for i := range 300 {
-		m.Observe(bus.Observation{Verb: "request", Outcome: gateOutcome(engine.DecidedEvent{CallID: "c", Tool: "tool" + strings.Repeat("x", i), Decision: engine.ToolAllowed})})
+		m.Observe(bus.Observation{Verb: "request", Outcome: gateOutcome(protocol.Decided{CallID: "c", Tool: "tool" + strings.Repeat("x", i), Decision: engine.ToolAllowed})})
 	}
 	f = gather(t, m)
 	if n := len(f["interlock_decisions_total"].GetMetric()); n > 260 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Values of the resumes' result label.
@@ -155,7 +156,7 @@ func (c *counters) observe(o bus.Observation) {
 		result, code := resultAccepted, ""
 		switch {
 		case out.Refused != nil:
-			result, code = resultRefused, out.Refused.Code
+			result, code = resultRefused, string(out.Refused.Code)
 		case out.DeadLetter != "":
 			result = resultDeadLettered
 		case out.Duplicate:
@@ -201,20 +202,20 @@ func (c *counters) action(a string) string {
 // (expired), decides an approval as its policy says (resumed), or
 // escalates it (interrupted, with neither).
 func (c *counters) transition(verb, flow string, out engine.Outcome) {
-	var resumed *engine.ResumedEvent
-	var expired *engine.ExpiredEvent
-	var asked *engine.InterruptedEvent
+	var resumed *protocol.Resumed
+	var expired *protocol.Expired
+	var asked *protocol.Interrupted
 	decided := false
 	for _, m := range out.Events {
 		switch d := m.Data.(type) {
-		case *engine.DecidedEvent:
+		case *protocol.Decided:
 			decided = true
 			c.decided(verb, d)
-		case *engine.ResumedEvent:
+		case *protocol.Resumed:
 			resumed = d
-		case *engine.ExpiredEvent:
+		case *protocol.Expired:
 			expired = d
-		case *engine.InterruptedEvent:
+		case *protocol.Interrupted:
 			asked = d
 		}
 	}
@@ -232,7 +233,7 @@ func (c *counters) transition(verb, flow string, out engine.Outcome) {
 	case expired != nil:
 		kind = expired.Kind
 		c.expiries.WithLabelValues(flow).Inc()
-		if expired.Kind == engine.KindApproval && !decided {
+		if expired.Kind == protocol.KindApproval && !decided {
 			c.decisions.WithLabelValues(flow, c.action(out.Action), engine.ToolExpired, byTimeout).Inc()
 		}
 	case verb == "expire" && asked != nil:
@@ -247,7 +248,7 @@ func (c *counters) transition(verb, flow string, out engine.Outcome) {
 // decided counts a tool-call gate's decision. A request answered from a
 // decision taken before (a repeat of a call approved, say) counts nothing:
 // only "allowed" is decided by a request itself.
-func (c *counters) decided(verb string, d *engine.DecidedEvent) {
+func (c *counters) decided(verb string, d *protocol.Decided) {
 	if verb == "request" && d.Decision != engine.ToolAllowed {
 		return
 	}

@@ -8,11 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-
-	"github.com/interlockhq/interlock/events"
 )
 
 // rewatchPause is how long the watcher waits before watching the pending
@@ -152,7 +151,7 @@ func (p *pendingIndex) apply(entries map[string]pendingEntry, e jetstream.KeyVal
 		delete(entries, key)
 		return
 	}
-	var doc events.Pending
+	var doc protocol.Pending
 	if err := json.Unmarshal(e.Value(), &doc); err != nil || doc.Flow == "" || doc.AskedAt.IsZero() {
 		// Not an entry the engine writes; it counts as no run waiting.
 		delete(entries, key)

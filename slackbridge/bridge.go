@@ -14,7 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -25,13 +25,13 @@ import (
 // *interlock.Service is one.
 type Port interface {
 	Client(source string) *client.Client
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error)
+	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
 	JetStream() jetstream.JetStream
 	Names() wire.Names
 }
 
 // Kinds are the events the bridge follows.
-var Kinds = []string{events.KindInterrupted, events.KindResumed, events.KindExpired, events.KindCancelled}
+var Kinds = []string{protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled}
 
 // Timeouts of the interactivity endpoint and of the follower.
 const (

@@ -21,10 +21,10 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/slackbridge"
 )
 
@@ -184,7 +184,7 @@ func (h *harness) refundWith(origin string, extra map[string]json.RawMessage) st
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil || in.Kind != "approval" {
 		h.t.Fatalf("start: %s %v (%+v)", ev.Kind, err, in)
 	}
@@ -259,12 +259,12 @@ func submit(user string, opened call, values map[string]string) map[string]any {
 }
 
 // audit returns the run's latest audit record of action.
-func (h *harness) audit(run, action string) events.AuditRecord {
+func (h *harness) audit(run, action string) protocol.AuditRecord {
 	h.t.Helper()
-	var rec events.AuditRecord
+	var rec protocol.AuditRecord
 	natstest.WaitFor(h.t, h.svc.JetStream(), h.svc.Names().AuditStream(), h.svc.Names().Audit(refund.Name, run),
 		func(rs []natstest.Received) bool {
-			var r events.AuditRecord
+			var r protocol.AuditRecord
 			last := rs[len(rs)-1]
 			if err := json.Unmarshal(last.Event.Data(), &r); err != nil || r.Action != action {
 				return false
@@ -281,7 +281,7 @@ func (h *harness) status(flow, run string) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return cp.Status
+	return string(cp.Status)
 }
 
 func (h *harness) waitStatus(flow, run, want string) {
@@ -445,7 +445,7 @@ func TestMessageUpdatedAfterDecisionElsewhereAndRestartPostsNothingTwice(t *test
 	if err := h.b.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	res := events.Resume{Decision: "reject", Reason: "duplicate order"}
+	res := protocol.Resume{Decision: "reject", Reason: "duplicate order"}
 	if _, err := h.svc.ResumeAs(t.Context(), h.svc.Client("/http/carol"), refund.Name, run, res, "carol", []string{refund.SupervisorRole}); err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestQuestionAnsweredThroughModal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if err := ev.Decode(&in); err != nil || in.Kind != "question" {
 		t.Fatalf("start: %s %v", ev.Kind, err)
 	}

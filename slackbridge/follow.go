@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // applyTimeout bounds the handling of one event (a few Slack calls and
@@ -88,26 +89,26 @@ func retryDelay(delivered uint64, err error) time.Duration {
 func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error {
 	at := ev.Time().UTC()
 	switch kind {
-	case events.KindInterrupted:
-		var in events.Interrupted
+	case protocol.EventInterrupted:
+		var in protocol.Interrupted
 		if err := json.Unmarshal(ev.Data(), &in); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
 		return b.post(ctx, in, at)
-	case events.KindResumed:
-		var r events.Resumed
+	case protocol.EventResumed:
+		var r protocol.Resumed
 		if err := json.Unmarshal(ev.Data(), &r); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
 		return b.settle(ctx, r.Flow, r.Run, r.RequestID, resumedOutcome(r, at))
-	case events.KindExpired:
-		var x events.Expired
+	case protocol.EventExpired:
+		var x protocol.Expired
 		if err := json.Unmarshal(ev.Data(), &x); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
 		return b.settle(ctx, x.Flow, x.Run, x.RequestID, ":hourglass: Expired: no decision by the deadline · "+slackDate(at))
-	case events.KindCancelled:
-		var c events.Cancelled
+	case protocol.EventCancelled:
+		var c protocol.Cancelled
 		if err := json.Unmarshal(ev.Data(), &c); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
@@ -119,7 +120,7 @@ func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error 
 // post posts an interrupt, once: a message already posted for its request
 // (an event delivered again after a restart) is left alone. A message of
 // an earlier request of the run (escalated, or asked again) is closed.
-func (b *Bridge) post(ctx context.Context, in events.Interrupted, at time.Time) error {
+func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time) error {
 	key := recordKey(in.Flow, in.Run)
 	rec, rev, err := b.store.get(ctx, key)
 	if err != nil {
@@ -195,7 +196,7 @@ type slackOrigin struct {
 // target is where an interrupt is posted: the thread of the run's
 // origin.slack, else the channel of its approver role, else the default
 // channel.
-func (b *Bridge) target(in events.Interrupted) (channel, thread string) {
+func (b *Bridge) target(in protocol.Interrupted) (channel, thread string) {
 	var o slackOrigin
 	if len(in.Origin) > 0 && json.Unmarshal(in.Origin, &o) == nil && o.Slack != nil && o.Slack.Channel != "" {
 		return o.Slack.Channel, o.Slack.ThreadTS

@@ -14,7 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // interact answers Slack's interactivity requests: button clicks
@@ -108,7 +108,7 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 		if a.ActionID == actionReject {
 			decision = "reject"
 		}
-		res := events.Resume{RequestID: r.RequestID, Decision: decision, Reason: "decided in Slack",
+		res := protocol.Resume{RequestID: r.RequestID, Decision: decision, Reason: "decided in Slack",
 			IdempotencyKey: idempotencyKey(cb.User.ID, a.ActionTs, r.RequestID)}
 		ev, err := b.resume(ctx, r, res, u)
 		if msg := b.refusalText(r, ev, err); msg != "" {
@@ -165,7 +165,7 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 	}
 	field := blockArgs
 	u, ok := b.user(cb.User.ID)
-	res := events.Resume{RequestID: r.RequestID, IdempotencyKey: idempotencyKey(cb.User.ID, cb.View.ID+cb.View.Hash, r.RequestID)}
+	res := protocol.Resume{RequestID: r.RequestID, IdempotencyKey: idempotencyKey(cb.User.ID, cb.View.ID+cb.View.Hash, r.RequestID)}
 	switch cb.View.CallbackID {
 	case viewEdit:
 		var edits map[string]json.RawMessage
@@ -206,7 +206,7 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 
 // resume sends a decision or an answer vouched for the mapped user: the
 // engine checks the role, applies it, refuses it, and audits either way.
-func (b *Bridge) resume(ctx context.Context, r ref, res events.Resume, u User) (client.Event, error) {
+func (b *Bridge) resume(ctx context.Context, r ref, res protocol.Resume, u User) (client.Event, error) {
 	c := b.port.Client("/slack/" + url.PathEscape(u.Name)).WithWait(b.cfg.ResponseWait)
 	return b.port.ResumeAs(ctx, c, r.Flow, r.Run, res, u.Name, u.Roles)
 }
@@ -224,8 +224,8 @@ func (b *Bridge) refusalText(r ref, ev client.Event, err error) string {
 	case err != nil:
 		b.log.Warn().Err(err).Str("flow", r.Flow).Str("run", r.Run).Msg("slack bridge: sending a resume")
 		return "Interlock could not be reached; try again in a moment."
-	case ev.Kind == events.KindRefused:
-		var ref events.Refused
+	case ev.Kind == protocol.EventRefused:
+		var ref protocol.Refused
 		if ev.Decode(&ref) != nil {
 			return "Interlock refused this."
 		}
@@ -234,7 +234,7 @@ func (b *Bridge) refusalText(r ref, ev client.Event, err error) string {
 	return ""
 }
 
-func refusedText(r ref, ref events.Refused) string {
+func refusedText(r ref, ref protocol.Refused) string {
 	switch ref.Code {
 	case "forbidden":
 		return notRole(r.Role)

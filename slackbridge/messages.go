@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/slack-go/slack"
-
-	"github.com/interlockhq/interlock/events"
 )
 
 // Action and callback ids of the bridge's buttons and modals.
@@ -100,7 +99,7 @@ func prettyArgs(args json.RawMessage) string {
 }
 
 // bodyText is the message of an interrupt, without its buttons.
-func bodyText(in events.Interrupted) string {
+func bodyText(in protocol.Interrupted) string {
 	var b strings.Builder
 	where := fmt.Sprintf("(%s · %s)", esc(in.Flow), esc(in.Run))
 	switch in.Kind {
@@ -130,16 +129,14 @@ func bodyText(in events.Interrupted) string {
 			}
 		}
 	}
-	if in.ExpiresAt != "" {
-		if t, err := time.Parse(time.RFC3339, in.ExpiresAt); err == nil {
-			fmt.Fprintf(&b, "\nDecide by %s", slackDate(t))
-		}
+	if in.ExpiresAt != nil {
+		fmt.Fprintf(&b, "\nDecide by %s", slackDate(*in.ExpiresAt))
 	}
 	return truncate(strings.TrimRight(b.String(), "\n"), maxSection-100)
 }
 
 // fallbackText is the notification text of an interrupt.
-func fallbackText(in events.Interrupted) string {
+func fallbackText(in protocol.Interrupted) string {
 	switch in.Kind {
 	case "approval":
 		return fmt.Sprintf("Approval needed: %s (%s %s)", in.Action, in.Flow, in.Run)
@@ -157,14 +154,14 @@ func plain(s string) *slack.TextBlockObject {
 }
 
 // openBlocks are the blocks of an interrupt waiting for someone.
-func openBlocks(in events.Interrupted, text string, r ref) []slack.Block {
+func openBlocks(in protocol.Interrupted, text string, r ref) []slack.Block {
 	value := r.encode()
 	var buttons []slack.BlockElement
 	switch in.Kind {
 	case "approval":
 		decisions := in.Decisions
 		if len(decisions) == 0 {
-			decisions = []string{"approve", "edit", "reject"}
+			decisions = protocol.Verdicts()
 		}
 		for _, d := range decisions {
 			switch d {
@@ -196,7 +193,7 @@ func closedBlocks(text, outcome string) []slack.Block {
 }
 
 // resumedOutcome says who decided or answered, what, and when.
-func resumedOutcome(r events.Resumed, at time.Time) string {
+func resumedOutcome(r protocol.Resumed, at time.Time) string {
 	by := ""
 	if r.Approver != "" {
 		by = " by *" + esc(r.Approver) + "*"
@@ -221,7 +218,7 @@ func resumedOutcome(r events.Resumed, at time.Time) string {
 	return s + " · " + slackDate(at)
 }
 
-func cancelledOutcome(c events.Cancelled, at time.Time) string {
+func cancelledOutcome(c protocol.Cancelled, at time.Time) string {
 	s := ":no_entry_sign: Run cancelled"
 	if c.By != "" {
 		s += " by *" + esc(c.By) + "*"
@@ -249,7 +246,7 @@ func editView(in ref, args json.RawMessage) slack.ModalViewRequest {
 }
 
 // answerView is the modal of an Answer button: one input per question.
-func answerView(in ref, qs []events.Question) slack.ModalViewRequest {
+func answerView(in ref, qs []protocol.Question) slack.ModalViewRequest {
 	var blocks []slack.Block
 	for _, q := range qs {
 		el := slack.NewPlainTextInputBlockElement(nil, inputElement)
@@ -267,7 +264,7 @@ func answerView(in ref, qs []events.Question) slack.ModalViewRequest {
 }
 
 // chooseView is the modal of a Choose button: the options.
-func chooseView(in ref, question string, options []events.Option, multiple bool) slack.ModalViewRequest {
+func chooseView(in ref, question string, options []protocol.Option, multiple bool) slack.ModalViewRequest {
 	var opts []*slack.OptionBlockObject
 	for _, o := range options {
 		opts = append(opts, slack.NewOptionBlockObject(o.ID, plain(truncate(o.Label, 70)), nil))

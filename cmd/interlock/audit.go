@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -83,7 +83,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // auditKeys are the audit public keys given with --key.
-type auditKeys []events.AuditKey
+type auditKeys []protocol.AuditKey
 
 func (k *auditKeys) String() string {
 	kids := make([]string, len(*k))
@@ -94,9 +94,9 @@ func (k *auditKeys) String() string {
 }
 
 func (k *auditKeys) Set(s string) error {
-	key, err := events.ParseAuditKey(s)
+	key, err := protocol.ParseAuditKey(s)
 	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "events: "))
+		return errors.New(strings.TrimPrefix(err.Error(), "protocol: "))
 	}
 	*k = append(*k, key)
 	return nil
@@ -135,7 +135,7 @@ func printAuditKeys(ctx context.Context, c *client.Client, stdout io.Writer, asJ
 	}
 	fmt.Fprintf(stdout, "\nThe workers published these keys in %s, key %s; anyone who may write there may add one.\n"+
 		"Check a key against the one `interlock serve` printed at start, then pin it: interlock audit verify --key %s <flow> <run>\n",
-		wire.Names{Prefix: prefix}.ConfigBucket(), events.AuditKeysKey, keys[len(keys)-1].PublicKey)
+		wire.Names{Prefix: prefix}.ConfigBucket(), protocol.AuditKeysKey, keys[len(keys)-1].PublicKey)
 	return nil
 }
 
@@ -149,7 +149,7 @@ func printAudit(w io.Writer, entries []client.AuditEntry) error {
 	for _, e := range entries {
 		r := e.Record
 		if !e.Vouched {
-			at, claims := "-", "not an audit record: "+strings.TrimPrefix(fmt.Sprint(e.Err), "events: ")
+			at, claims := "-", "not an audit record: "+strings.TrimPrefix(fmt.Sprint(e.Err), "protocol: ")
 			if e.Err == nil {
 				if !r.At.IsZero() {
 					at = r.At.Local().Format(time.DateTime)
@@ -216,12 +216,12 @@ func orDash(s string) string {
 }
 
 // auditDetails says what a record is about, beyond its columns.
-func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
+func auditDetails(r protocol.AuditRecord, deadlines map[string]time.Time) string {
 	var parts []string
 	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
 	a := r.Approval
 	switch r.Action {
-	case events.AuditInterrupted:
+	case protocol.ActionInterrupted:
 		if a != nil {
 			add("%s %s", a.Action, compactJSON(a.Args))
 		}
@@ -234,26 +234,26 @@ func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
 		if r.Reason != "" {
 			add("reason: %s", r.Reason)
 		}
-	case events.AuditApproved, events.AuditRejected:
+	case protocol.ActionApproved, protocol.ActionRejected:
 		if a != nil {
 			add("%s %s", a.Action, compactJSON(a.Args))
 		}
 		if r.Reason != "" {
 			add("reason: %s", r.Reason)
 		}
-	case events.AuditEdited:
+	case protocol.ActionEdited:
 		if a != nil {
 			add("%s %s → %s", a.Action, compactJSON(a.Args), compactJSON(a.Final))
 		}
 		if r.Reason != "" {
 			add("reason: %s", r.Reason)
 		}
-	case events.AuditEscalated:
+	case protocol.ActionEscalated:
 		add("from %s to %s", orDash(r.EscalatedFrom), orDash(r.ApproverRole))
 		if r.Replaces != "" {
 			add("replaces %s", r.Replaces)
 		}
-	case events.AuditExpired:
+	case protocol.ActionExpired:
 		at := r.ExpiresAt
 		if at == nil {
 			if d, ok := deadlines[r.RequestID]; ok {
@@ -265,9 +265,9 @@ func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
 		} else {
 			add("deadline passed")
 		}
-	case events.AuditRefused:
+	case protocol.ActionRefused:
 		add("%s: %s", r.Code, r.Reason)
-	case events.AuditReannounced:
+	case protocol.ActionReannounced:
 		if r.Replaces != "" {
 			add("replaces %s", r.Replaces)
 		}
@@ -284,9 +284,9 @@ func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
 	}
 	if o := r.Outcome; o != nil {
 		switch o.Status {
-		case events.StatusCompleted, events.StatusCancelled, events.StatusExpired:
+		case protocol.StatusCompleted, protocol.StatusCancelled, protocol.StatusExpired:
 			add("→ %s", o.Status)
-		case events.StatusFailed:
+		case protocol.StatusFailed:
 			add("→ failed: %s", o.Error)
 		}
 	}
@@ -296,7 +296,7 @@ func auditDetails(r events.AuditRecord, deadlines map[string]time.Time) string {
 // verifyAudit prints whether the verifier vouches for every record of a
 // run and its chain is intact, or which records it cannot vouch for and
 // why, and where the chain breaks; anything short of intact exits 1.
-func verifyAudit(ctx context.Context, c *client.Client, stdout io.Writer, asJSON bool, flow, run string, pinned []events.AuditKey) error {
+func verifyAudit(ctx context.Context, c *client.Client, stdout io.Writer, asJSON bool, flow, run string, pinned []protocol.AuditKey) error {
 	rep, err := c.VerifyAudit(ctx, flow, run, pinned...)
 	if err != nil {
 		return err

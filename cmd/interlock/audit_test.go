@@ -12,9 +12,9 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -103,10 +103,10 @@ func forge(t *testing.T, js jetstream.JetStream, id string, seq uint64, prev str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec["hash"], err = client.AuditHash(b); err != nil {
+	if rec["hash"], err = protocol.CanonicalHash(b); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("refund", id), events.AuditType("approved"), id, rec)
+	natstest.Publish(t, js, wire.Names{Prefix: wire.DefaultPrefix}.Audit("refund", id), protocol.AuditType("approved"), id, rec)
 	return rec["hash"].(string)
 }
 
@@ -178,7 +178,7 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 		t.Fatalf("audit --json: %d records", len(recs))
 	}
 	for i, r := range raw {
-		if sum, err := client.AuditHash(r); err != nil || sum != recs[i]["hash"] {
+		if sum, err := protocol.CanonicalHash(r); err != nil || sum != recs[i]["hash"] {
 			t.Errorf("record %d of --json: hash %v, recomputed %s (%v)", i, recs[i]["hash"], sum, err)
 		}
 	}
@@ -316,7 +316,7 @@ func TestAuditMarksWhatItCannotVouchFor(t *testing.T) {
 	recs, _ := auditJSON(t, url, "r-s")
 	head := recs[len(recs)-1]["hash"].(string)
 	names := wire.Names{Prefix: wire.DefaultPrefix}
-	natstest.Publish(t, js, names.Audit("refund", "r-s"), events.AuditType("approved"), "r-s",
+	natstest.Publish(t, js, names.Audit("refund", "r-s"), protocol.AuditType("approved"), "r-s",
 		map[string]any{"action": "approved", "by": "ceo@example.com", "side": true, "prev": head})
 
 	out, _, err := run(t, url, "audit", "verify", "refund", "r-s")
@@ -339,10 +339,10 @@ func TestAuditMarksWhatItCannotVouchFor(t *testing.T) {
 	rec := map[string]any{"flow": "refund", "run": "r-ghost", "action": "approved", "at": time.Now().UTC().Format(time.RFC3339Nano),
 		"by": "ceo@example.com", "node": "review", "kind": "approval", "seq": 1, "outcome": map[string]any{"status": "completed"}}
 	b, _ := json.Marshal(rec)
-	if rec["hash"], err = client.AuditHash(b); err != nil {
+	if rec["hash"], err = protocol.CanonicalHash(b); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Publish(t, js, names.Audit("refund", "r-ghost"), events.AuditType("approved"), "r-ghost", rec)
+	natstest.Publish(t, js, names.Audit("refund", "r-ghost"), protocol.AuditType("approved"), "r-ghost", rec)
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-ghost")
 	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 1 messages cannot be vouched for") ||
 		!strings.Contains(out, "(seq 1, action approved): unsigned") || !strings.Contains(out, "a run that never existed has none") {
@@ -368,7 +368,7 @@ func TestAuditKeyPrintsThePublishedKeyAndVerifyPinsOne(t *testing.T) {
 		t.Fatalf("audit key: %v\n%s", err, out)
 	}
 	out, _, err = run(t, url, "audit", "key", "--json")
-	var keys []events.AuditKey
+	var keys []protocol.AuditKey
 	if err != nil || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Kid != key.ID || keys[0].PublicKey != key.String() {
 		t.Fatalf("audit key --json: %v\n%s", err, out)
 	}

@@ -17,8 +17,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -263,7 +262,7 @@ func checkFlowRun(pos []string) error {
 
 // checkName checks a flow name or run id given on the command line.
 func checkName(what, name string) error {
-	if err := client.CheckName(what, name); err != nil {
+	if err := protocol.CheckName(what, name); err != nil {
 		return usageError{msg: strings.TrimPrefix(err.Error(), "client: ")}
 	}
 	return nil
@@ -282,7 +281,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		approver, reason    string
 		token, key, role    string
 		expect              int64
-		r                   events.Resume
+		r                   protocol.Resume
 	)
 	cf, c, pos, closeFn, err := clientCommand(ctx, "answer", answerSynopsis, stderr, args, 2, func(fs *flag.FlagSet) {
 		fs.Var(&selected, "select", "option `id` to choose (repeat for several)")
@@ -301,7 +300,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := checkFlowRun(pos); err != nil {
 			return err
 		}
-		r = events.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
+		r = protocol.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
 		var err error
 		if r.Decision, err = decisionOf(approve, reject, edits); err != nil {
 			return err
@@ -363,7 +362,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return err
 			}
 		}
-		if in.Kind == engine.KindApproval {
+		if in.Kind == protocol.KindApproval {
 			proposed = in.Args
 		}
 	}
@@ -377,8 +376,8 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil && !repeat {
 			return err
 		}
-		if err == nil && !repeat && r.Decision != "" && len(in.Decisions) > 0 && !slices.Contains(in.Decisions, r.Decision) {
-			return usageOf("answer", "the approval of %s on run %s of flow %s allows only %s, not %s", in.Action, run, flow, strings.Join(in.Decisions, ", "), r.Decision)
+		if err == nil && !repeat && r.Decision != "" && len(in.Decisions) > 0 && !slices.Contains(in.Decisions, protocol.Verdict(r.Decision)) {
+			return usageOf("answer", "the approval of %s on run %s of flow %s allows only %s, not %s", in.Action, run, flow, joinVerdicts(in.Decisions), r.Decision)
 		}
 		r.ResumeToken, r.RequestID = in.ResumeToken, in.RequestID
 	}
@@ -427,9 +426,9 @@ func decisionOf(approve, reject bool, edits []string) (string, error) {
 
 // fitsInterrupt checks that what answer sends fits the kind of interrupt
 // the run waits on, and says what the interrupt wants when it does not.
-func fitsInterrupt(flow, run string, in events.CheckpointInterrupt, r events.Resume) error {
+func fitsInterrupt(flow, run string, in protocol.CheckpointInterrupt, r protocol.Resume) error {
 	switch {
-	case in.Kind == engine.KindApproval && r.Decision == "":
+	case in.Kind == protocol.KindApproval && r.Decision == "":
 		args := ""
 		if keys := argNames(in.Args); len(keys) > 0 {
 			args = " (args: " + strings.Join(keys, ", ") + ")"
@@ -440,10 +439,10 @@ func fitsInterrupt(flow, run string, in events.CheckpointInterrupt, r events.Res
 		}
 		return usageOf("answer", "run %s of flow %s waits on an approval of %s%s, not on answers: decide with --approve, --reject [--reason TEXT] or --edit field=value%s",
 			run, flow, in.Action, role, args)
-	case in.Kind != engine.KindApproval && r.Decision != "":
+	case in.Kind != protocol.KindApproval && r.Decision != "":
 		var how string
 		switch in.Kind {
-		case engine.KindChoice:
+		case protocol.KindChoice:
 			var ids []string
 			for _, o := range in.Options {
 				ids = append(ids, o.ID)
@@ -505,15 +504,15 @@ func argNames(args json.RawMessage) []string {
 // interrupt of the same kind at the same node asking only fields prev
 // asked (a validator rejected an answer, or fields are still missing), the
 // same choice, or the same approval with an error (its edit was refused).
-func reasked(prev events.CheckpointInterrupt, ev client.Event) bool {
-	if ev.Kind != events.KindInterrupted {
+func reasked(prev protocol.CheckpointInterrupt, ev client.Event) bool {
+	if ev.Kind != protocol.EventInterrupted {
 		return false
 	}
-	var in events.Interrupted
+	var in protocol.Interrupted
 	if ev.Decode(&in) != nil || in.Node != prev.Node || in.Kind != prev.Kind {
 		return false
 	}
-	if in.Kind == engine.KindApproval {
+	if in.Kind == protocol.KindApproval {
 		// An approval is asked again only when its edit was refused.
 		return in.Action == prev.Action && in.Error != ""
 	}
@@ -537,7 +536,7 @@ func reasked(prev events.CheckpointInterrupt, ev client.Event) bool {
 
 // printRepeat reports an answer Interlock had already applied, and the run
 // as it stands.
-func printRepeat(stdout io.Writer, asJSON bool, key string, cp *events.Checkpoint) error {
+func printRepeat(stdout io.Writer, asJSON bool, key string, cp *protocol.Checkpoint) error {
 	if asJSON {
 		return writeJSON(stdout, map[string]any{"alreadyApplied": true, "idempotencyKey": key, "run": cp})
 	}
@@ -593,7 +592,7 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}, func([]string) error {
 		q.Kinds, q.Roles = kinds, roles
 		for _, k := range kinds {
-			if k != engine.KindQuestion && k != engine.KindChoice && k != engine.KindApproval {
+			if k != protocol.KindQuestion && k != protocol.KindChoice && k != protocol.KindApproval {
 				return usagef("--kind %q: use question, choice or approval", k)
 			}
 		}
@@ -626,9 +625,9 @@ func pendingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	for _, p := range page.Items {
 		what := strings.Join(p.Fields, ", ")
 		switch p.Kind {
-		case engine.KindChoice:
+		case protocol.KindChoice:
 			what = p.Question
-		case engine.KindApproval:
+		case protocol.KindApproval:
 			what = "approval of " + p.Action
 			if p.ApproverRole != "" {
 				what += " by " + p.ApproverRole
@@ -683,7 +682,7 @@ func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func printCheckpoint(w io.Writer, cp events.Checkpoint) {
+func printCheckpoint(w io.Writer, cp protocol.Checkpoint) {
 	fmt.Fprintf(w, "run %s of flow %s: %s at node %s (checkpoint %d)\n", cp.Run, cp.Flow, cp.Status, cp.Node, cp.Checkpoint)
 	fmt.Fprintf(w, "created %s, updated %s\n", cp.CreatedAt.Local().Format(time.DateTime), cp.UpdatedAt.Local().Format(time.DateTime))
 	if cp.Error != "" {
@@ -694,10 +693,10 @@ func printCheckpoint(w io.Writer, cp events.Checkpoint) {
 		for _, q := range in.Questions {
 			fmt.Fprintf(w, "  ? %s  (%s)\n", q.Question, q.Field)
 		}
-		if in.Kind == engine.KindChoice {
+		if in.Kind == protocol.KindChoice {
 			fmt.Fprintf(w, "  ? %s\n", in.Question)
 		}
-		if in.Kind == engine.KindApproval {
+		if in.Kind == protocol.KindApproval {
 			printApproval(w, approvalView{action: in.Action, args: in.Args, reason: in.Reason, role: in.ApproverRole, expiresAt: in.ExpiresAt}, time.Now())
 		} else if in.ExpiresAt != nil {
 			fmt.Fprintf(w, "  deadline: %s\n", deadline(*in.ExpiresAt, time.Now()))
@@ -715,7 +714,7 @@ func printCheckpoint(w io.Writer, cp events.Checkpoint) {
 type approvalView struct {
 	action, reason, role, gate, err string
 	args                            json.RawMessage
-	decisions                       []string
+	decisions                       []protocol.Verdict
 	expiresAt                       *time.Time
 }
 
@@ -735,7 +734,7 @@ func printApproval(w io.Writer, a approvalView, now time.Time) {
 	}
 	fmt.Fprintf(w, "  args: %s\n", indentJSON(a.args, "  "))
 	if len(a.decisions) > 0 {
-		fmt.Fprintf(w, "  decisions: %s\n", strings.Join(a.decisions, ", "))
+		fmt.Fprintf(w, "  decisions: %s\n", joinVerdicts(a.decisions))
 	}
 	if a.expiresAt != nil {
 		fmt.Fprintf(w, "  deadline: %s\n", deadline(*a.expiresAt, now))
@@ -780,21 +779,14 @@ func compactJSON(raw json.RawMessage) string {
 }
 
 // printDecisions shows the approval decisions a checkpoint holds.
-func printDecisions(w io.Writer, raw json.RawMessage) {
-	var ds []struct {
-		Verdict  string          `json:"verdict"`
-		Action   string          `json:"action"`
-		Args     json.RawMessage `json:"args"`
-		Approver string          `json:"approver"`
-		Reason   string          `json:"reason"`
-		At       time.Time       `json:"at"`
-	}
-	if json.Unmarshal(raw, &ds) != nil || len(ds) == 0 {
+func printDecisions(w io.Writer, ds []protocol.Decision) {
+	if len(ds) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "decisions:")
 	for _, d := range ds {
-		fmt.Fprintf(w, "  %s  %s %s by %s, args %s", d.At.Local().Format(time.DateTime), d.Verdict, d.Action, d.Approver, compactJSON(d.Args))
+		args, _ := json.Marshal(d.Args)
+		fmt.Fprintf(w, "  %s  %s %s by %s, args %s", d.At.Local().Format(time.DateTime), d.Verdict, d.Action, d.Approver, compactJSON(args))
 		if d.Reason != "" {
 			fmt.Fprintf(w, "; reason: %s", d.Reason)
 		}
@@ -820,23 +812,23 @@ func printOutcome(stdout, stderr io.Writer, asJSON bool, flow string, ev client.
 			return err
 		}
 		switch ev.Kind {
-		case events.KindRefused:
+		case protocol.EventRefused:
 			return reported(exitRefused)
-		case events.KindFailed:
+		case protocol.EventFailed:
 			return reported(exitFailed)
 		}
 		return nil
 	}
 	run := ev.Event.Subject()
 	switch ev.Kind {
-	case events.KindInterrupted:
-		var in events.Interrupted
+	case protocol.EventInterrupted:
+		var in protocol.Interrupted
 		if err := ev.Decode(&in); err != nil {
 			return err
 		}
 		printInterrupt(stdout, flow, in)
-	case events.KindCompleted:
-		var done events.Completed
+	case protocol.EventCompleted:
+		var done protocol.Completed
 		if err := ev.Decode(&done); err != nil {
 			return err
 		}
@@ -844,13 +836,13 @@ func printOutcome(stdout, stderr io.Writer, asJSON bool, flow string, ev client.
 		_ = json.Unmarshal(done.State, &state)
 		b, _ := json.MarshalIndent(state, "  ", "  ")
 		fmt.Fprintf(stdout, "run %s of %s completed (checkpoint %d) with state:\n  %s\n", run, flow, done.Checkpoint, b)
-	case events.KindFailed:
-		var f events.Failed
+	case protocol.EventFailed:
+		var f protocol.Failed
 		_ = ev.Decode(&f)
 		fmt.Fprintf(stderr, "run %s of %s failed at node %s: %s\n", run, flow, f.Node, f.Error)
 		return reported(exitFailed)
-	case events.KindRefused:
-		var ref events.Refused
+	case protocol.EventRefused:
+		var ref protocol.Refused
 		_ = ev.Decode(&ref)
 		fmt.Fprintf(stderr, "refused (%s): %s\n", ref.Code, ref.Message)
 		return reported(exitRefused)
@@ -860,7 +852,7 @@ func printOutcome(stdout, stderr io.Writer, asJSON bool, flow string, ev client.
 	return nil
 }
 
-func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
+func printInterrupt(w io.Writer, flow string, in protocol.Interrupted) {
 	fmt.Fprintf(w, "run %s of %s is waiting at %s (checkpoint %d)\n", in.Run, flow, in.Node, in.Checkpoint)
 	if in.Context != "" {
 		fmt.Fprintf(w, "  context: %s\n", in.Context)
@@ -876,23 +868,16 @@ func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
 		}
 		example = append(example, q.Field+"=...")
 	}
-	if in.Kind == engine.KindApproval {
-		a := approvalView{action: in.Action, args: in.Args, reason: in.Reason, role: in.ApproverRole, gate: in.Gate, err: in.Error, decisions: in.Decisions}
-		t, err := time.Parse(time.RFC3339, in.ExpiresAt)
-		if err == nil {
-			a.expiresAt = &t
-		}
+	if in.Kind == protocol.KindApproval {
+		a := approvalView{action: in.Action, args: in.Args, reason: in.Reason, role: in.ApproverRole, gate: in.Gate, err: in.Error, decisions: in.Decisions, expiresAt: in.ExpiresAt}
 		printApproval(w, a, time.Now())
-		if err != nil && in.ExpiresAt != "" {
-			fmt.Fprintf(w, "  deadline: %s\n", in.ExpiresAt)
-		}
-		decide := map[string]string{"approve": "--approve", "reject": "--reject --reason TEXT", "edit": "--edit FIELD=VALUE"}
+		decide := map[protocol.Verdict]string{protocol.VerdictApprove: "--approve", protocol.VerdictReject: "--reject --reason TEXT", protocol.VerdictEdit: "--edit FIELD=VALUE"}
 		if keys := argNames(in.Args); len(keys) > 0 {
-			decide["edit"] = "--edit " + keys[0] + "=..."
+			decide[protocol.VerdictEdit] = "--edit " + keys[0] + "=..."
 		}
 		allowed := in.Decisions
 		if len(allowed) == 0 {
-			allowed = []string{"approve", "edit", "reject"}
+			allowed = protocol.Verdicts()
 		}
 		fmt.Fprintln(w, "decide with:")
 		for _, d := range allowed {
@@ -902,16 +887,12 @@ func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
 		}
 		return
 	}
-	if in.ExpiresAt != "" {
-		shown := in.ExpiresAt
-		if t, err := time.Parse(time.RFC3339, in.ExpiresAt); err == nil {
-			shown = deadline(t, time.Now())
-		}
-		fmt.Fprintf(w, "  deadline: %s\n", shown)
+	if in.ExpiresAt != nil {
+		fmt.Fprintf(w, "  deadline: %s\n", deadline(*in.ExpiresAt, time.Now()))
 	}
-	if in.Kind == engine.KindChoice {
+	if in.Kind == protocol.KindChoice {
 		how := "choose one"
-		if in.Multiple {
+		if in.IsMultiple() {
 			how = "choose one or more"
 		}
 		fmt.Fprintf(w, "  ? %s  (%s)\n", in.Question, how)
@@ -923,4 +904,13 @@ func printInterrupt(w io.Writer, flow string, in events.Interrupted) {
 		}
 	}
 	fmt.Fprintf(w, "answer with:\n  interlock answer %s %s %s\n", flow, in.Run, strings.Join(example, " "))
+}
+
+// joinVerdicts lists verdicts, comma-separated.
+func joinVerdicts(vs []protocol.Verdict) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // gateCmd runs `interlock gate request TOOL key=value...`: it asks the
@@ -39,7 +39,7 @@ func gateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer closeFn()
 	tool := pos[1]
 	args2, _ := toolArgs(pos[2:])
-	req := events.ToolRequest{CallID: callID, Tool: tool, Args: args2, Agent: agent, ConversationID: conversation}
+	req := protocol.ToolRequest{CallID: callID, Tool: tool, Args: args2, Agent: agent, ConversationID: conversation}
 	if gctx != "" {
 		req.Context = json.RawMessage(gctx)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/mcpserver"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -159,7 +159,7 @@ func (p remotePort) Client(source string) *client.Client {
 	return client.New(p.nc, p.js, p.names, source, 0)
 }
 
-func (p remotePort) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r events.Resume, approver string, roles []string) (client.Event, error) {
+func (p remotePort) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error) {
 	if len(p.secret) == 0 {
 		return client.Event{}, errors.New("mcp: vouching takes the deployment's secret: give --secret-file or INTERLOCK_SECRET")
 	}

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // DefaultLimit is the largest checkpoint a [Store] takes, as NATS's default
@@ -38,7 +38,7 @@ type Store struct {
 	mu      sync.Mutex
 	rev     uint64
 	runs    map[string]storedRun
-	pending map[string]*engine.Pending
+	pending map[string]*protocol.Pending
 }
 
 type storedRun struct {
@@ -53,7 +53,7 @@ var (
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{Limit: DefaultLimit, runs: map[string]storedRun{}, pending: map[string]*engine.Pending{}}
+	return &Store{Limit: DefaultLimit, runs: map[string]storedRun{}, pending: map[string]*protocol.Pending{}}
 }
 
 func (s *Store) tooLarge(cp *engine.Checkpoint, b []byte) error {
@@ -132,7 +132,7 @@ func (s *Store) Update(_ context.Context, cp *engine.Checkpoint, rev uint64) (ui
 }
 
 // PutPending implements [engine.Store].
-func (s *Store) PutPending(_ context.Context, p *engine.Pending) error {
+func (s *Store) PutPending(_ context.Context, p *protocol.Pending) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := *p
@@ -148,11 +148,11 @@ func (s *Store) DeletePending(_ context.Context, flow, run string) error {
 	return nil
 }
 
-// Pending returns the pending index, sorted by key.
-func (s *Store) Pending() []engine.Pending {
+// protocol.Pending returns the pending index, sorted by key.
+func (s *Store) Pending() []protocol.Pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []engine.Pending
+	var out []protocol.Pending
 	for _, k := range slices.Sorted(mapsKeys(s.pending)) {
 		out = append(out, *s.pending[k])
 	}
@@ -217,7 +217,7 @@ type Event struct {
 }
 
 // Interrupt is an interrupted event's data, decoded.
-type Interrupt = events.Interrupted
+type Interrupt = protocol.Interrupted
 
 // TB is the part of testing.TB the harness uses.
 type TB interface {
@@ -431,10 +431,10 @@ func (h *Harness) Expire(run string) engine.Outcome {
 }
 
 // Audit returns the run's audit records, in order.
-func (h *Harness) Audit(run string) []*engine.AuditRecord {
-	var out []*engine.AuditRecord
+func (h *Harness) Audit(run string) []*protocol.AuditRecord {
+	var out []*protocol.AuditRecord
 	for _, m := range h.Publisher.Messages(run) {
-		if rec, ok := m.Data.(*engine.AuditRecord); ok && m.Stream == engine.AuditStream {
+		if rec, ok := m.Data.(*protocol.AuditRecord); ok && m.Stream == engine.AuditStream {
 			out = append(out, rec)
 		}
 	}

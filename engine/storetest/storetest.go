@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // at is the time of every checkpoint the suite writes.
@@ -44,9 +45,9 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		t.Parallel()
 		s := newStore(t)
 		cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
-		cp.Interrupt = &engine.Interrupt{RequestID: "rq_1", Node: "ask", Kind: engine.KindQuestion, Fields: []string{"email"}, AskedAt: at}
-		cp.Outbox = []engine.Message{{Stream: engine.EventStream, Kind: engine.EventInterrupted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at,
-			Data: &engine.InterruptedEvent{Flow: "booking", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: engine.KindQuestion}}}
+		cp.Interrupt = &engine.Interrupt{RequestID: "rq_1", Node: "ask", Kind: protocol.KindQuestion, Fields: []string{"email"}, AskedAt: at}
+		cp.Outbox = []engine.Message{{Stream: engine.EventStream, Kind: protocol.EventInterrupted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at,
+			Data: &protocol.Interrupted{Flow: "booking", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: protocol.KindQuestion}}}
 		rev, err := s.Create(t.Context(), cp)
 		if err != nil || rev == 0 {
 			t.Fatalf("Create = %d, %v", rev, err)
@@ -60,7 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		if string(want) != string(have) {
 			t.Fatalf("Load returned\n%s\nwant\n%s", have, want)
 		}
-		if in, ok := got.Outbox[0].Data.(*engine.InterruptedEvent); !ok || in.RequestID != "rq_1" {
+		if in, ok := got.Outbox[0].Data.(*protocol.Interrupted); !ok || in.RequestID != "rq_1" {
 			t.Fatalf("outbox data came back as %T", got.Outbox[0].Data)
 		}
 	})
@@ -76,8 +77,8 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			t.Fatalf("LoadDoc of a missing run = %q, %d, %v; want nil, 0, engine.ErrNotFound", doc, rev, err)
 		}
 		cp := checkpoint("booking", "r-1", engine.Waiting, "ask")
-		cp.Outbox = []engine.Message{{Stream: engine.AuditStream, Kind: engine.ActionStarted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at,
-			Data: &engine.AuditRecord{Flow: "booking", Run: "r-1", Action: engine.ActionStarted, At: at, Seq: 1, Hash: "h"}}}
+		cp.Outbox = []engine.Message{{Stream: engine.AuditStream, Kind: protocol.ActionStarted, ID: "u-1", Flow: "booking", Run: "r-1", Time: at,
+			Data: &protocol.AuditRecord{Flow: "booking", Run: "r-1", Action: protocol.ActionStarted, At: at, Seq: 1, Hash: "h"}}}
 		rev, err := s.Create(t.Context(), cp)
 		if err != nil {
 			t.Fatal(err)
@@ -236,7 +237,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 	t.Run("PendingEntriesArePutAndDeletedAndDeletingAMissingOneIsNoError", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		p := &engine.Pending{Flow: "booking", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: engine.KindQuestion, Checkpoint: 3, AskedAt: at}
+		p := &protocol.Pending{Flow: "booking", Run: "r-1", Node: "ask", RequestID: "rq_1", Kind: protocol.KindQuestion, Checkpoint: 3, AskedAt: at}
 		if err := s.PutPending(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}

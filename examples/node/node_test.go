@@ -24,11 +24,11 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestMain checks that the service and the scripts' readers leave no
@@ -96,12 +96,12 @@ func TestNodeAgentAndBot(t *testing.T) {
 		t.Errorf("the booking run refused %d of the agent's commands", n)
 	}
 	var (
-		asks  []events.Interrupted
+		asks  []protocol.Interrupted
 		nodes []string
 	)
 	for _, r := range evs {
 		if r.Kind == "interrupted" {
-			var in events.Interrupted
+			var in protocol.Interrupted
 			r.Decode(t, &in)
 			asks = append(asks, in)
 			nodes = append(nodes, in.Node)
@@ -118,7 +118,7 @@ func TestNodeAgentAndBot(t *testing.T) {
 	if got := step(t, out, "reasked"); got.Field != "email" || got.Context != reask {
 		t.Errorf("agent.js reported a re-ask of %q with context %q", got.Field, got.Context)
 	}
-	var done events.Completed
+	var done protocol.Completed
 	natstest.Last(t, evs, "completed").Decode(t, &done)
 	var state booking.State
 	if err := json.Unmarshal(done.State, &state); err != nil {
@@ -144,13 +144,13 @@ func TestNodeAgentAndBot(t *testing.T) {
 	// The tool-call gate: asked by the agent, decided by the bot.
 	callID := step(t, out, "gate.requested").CallID
 	evs = natstest.WaitFor(t, js, names.EventStream(), names.Event("gate", callID, ">"), natstest.Nth("decided", 1))
-	var in events.Interrupted
+	var in protocol.Interrupted
 	asked := natstest.Last(t, evs, "interrupted")
 	asked.Decode(t, &in)
 	if in.Kind != "approval" || in.Action != "issue_refund" || in.ApproverRole != "supervisor" || !jsonEqual(in.Args, json.RawMessage(`{"orderId":"o-1","amount":1200,"currency":"USD"}`)) {
 		t.Fatalf("the gate asked %s", asked.Event.Data())
 	}
-	var decided events.Decided
+	var decided protocol.Decided
 	answer := natstest.Last(t, evs, "decided")
 	answer.Decode(t, &decided)
 	wantArgs := json.RawMessage(`{"orderId":"o-1","amount":1000,"currency":"USD"}`)
@@ -220,11 +220,11 @@ func step(t *testing.T, out []agentLine, name string) agentLine {
 }
 
 // audit waits for the audit record of action under subject.
-func audit(t *testing.T, js jetstream.JetStream, stream, subject, action string) events.AuditRecord {
+func audit(t *testing.T, js jetstream.JetStream, stream, subject, action string) protocol.AuditRecord {
 	t.Helper()
-	var rec events.AuditRecord
+	var rec protocol.AuditRecord
 	natstest.WaitFor(t, js, stream, subject, func(rs []natstest.Received) bool {
-		r, err := events.DecodeAuditRecord(rs[len(rs)-1].Event.Data())
+		r, err := protocol.DecodeAuditRecord(rs[len(rs)-1].Event.Data())
 		rec = r
 		return err == nil && r.Action == action
 	})

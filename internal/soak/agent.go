@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -158,7 +159,7 @@ func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
 // the run ended.
 func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
 	run := runID(i)
-	start, err := a.newCommand(a.names.In(booking.Name, "start"), events.TypeStart, run, run+"-start", events.Start{})
+	start, err := a.newCommand(a.names.In(booking.Name, "start"), protocol.TypeStart, run, run+"-start", protocol.Start{})
 	if err != nil {
 		return false
 	}
@@ -197,7 +198,7 @@ func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
 // gives at that node, a note naming the node, and an idempotency key
 // naming run and node. Its token is the one the interrupted event of that
 // request carries.
-func (a *agents) answer(ctx context.Context, cfg Config, i int, cp events.Checkpoint, resumes map[string]*command) {
+func (a *agents) answer(ctx context.Context, cfg Config, i int, cp protocol.Checkpoint, resumes map[string]*command) {
 	req := cp.Interrupt.RequestID
 	cmd := resumes[req]
 	if cmd == nil {
@@ -212,7 +213,7 @@ func (a *agents) answer(ctx context.Context, cfg Config, i int, cp events.Checkp
 		r.ResumeToken = in.ResumeToken
 		key := cp.Run + "-" + in.Node
 		r.IdempotencyKey = key
-		if cmd, err = a.newCommand(a.names.In(booking.Name, "resume"), events.TypeResume, cp.Run, key, r); err != nil {
+		if cmd, err = a.newCommand(a.names.In(booking.Name, "resume"), protocol.TypeResume, cp.Run, key, r); err != nil {
 			return
 		}
 		resumes[req] = cmd
@@ -228,7 +229,7 @@ var levels = []string{"beginner", "intermediate", "advanced"}
 
 // answers are what run i answers at each node of booking, as resume
 // fields; expected is the final state they imply.
-func answers(i int) (byNode map[string]events.Resume, expected booking.State) {
+func answers(i int) (byNode map[string]protocol.Resume, expected booking.State) {
 	run := runID(i)
 	expected = booking.State{
 		Email:  run + "@example.com",
@@ -252,7 +253,7 @@ func answers(i int) (byNode map[string]events.Resume, expected booking.State) {
 		}
 		return m
 	}
-	byNode = map[string]events.Resume{
+	byNode = map[string]protocol.Resume{
 		// Upper case and spaces that booking's validator normalises.
 		"ask_email":   {Answers: q("email", "  Soak-"+run[len("soak-"):]+"@EXAMPLE.com ")},
 		"ask_contact": {Answers: q("name", expected.Name, "phone", expected.Phone)},
@@ -268,11 +269,11 @@ func answers(i int) (byNode map[string]events.Resume, expected booking.State) {
 }
 
 // resumeFor is run i's resume at node.
-func resumeFor(i int, node string) (events.Resume, error) {
+func resumeFor(i int, node string) (protocol.Resume, error) {
 	byNode, _ := answers(i)
 	r, ok := byNode[node]
 	if !ok {
-		return events.Resume{}, fmt.Errorf("soak: booking asks at node %s, which the soak does not know", node)
+		return protocol.Resume{}, fmt.Errorf("soak: booking asks at node %s, which the soak does not know", node)
 	}
 	return r, nil
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // checkWait bounds reading what the checks need: the servers serve again
@@ -83,7 +83,7 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 // what is wrong of its kind, "" when nothing is.
 func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally) (lost, dup, stuck, audit string, err error) {
 	run := runID(i)
-	cp, err := retry(ctx, func() (events.Checkpoint, error) { return c.Checkpoint(ctx, booking.Name, run) })
+	cp, err := retry(ctx, func() (protocol.Checkpoint, error) { return c.Checkpoint(ctx, booking.Name, run) })
 	switch {
 	case errors.Is(err, client.ErrNotFound):
 		return "no checkpoint: the run was lost", "", "", "", nil
@@ -91,7 +91,7 @@ func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally)
 		return "", "", "", "", err
 	case !cp.Finished():
 		return "", "", fmt.Sprintf("still %s at %s (checkpoint %d)", cp.Status, cp.Node, cp.Checkpoint), "", nil
-	case cp.Status != events.StatusCompleted:
+	case cp.Status != protocol.StatusCompleted:
 		return fmt.Sprintf("ended %s at %s: %s", cp.Status, cp.Node, cp.Error), "", "", "", nil
 	}
 	_, want := answers(i)
@@ -194,12 +194,12 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.resumed = map[uint64]int{}
 	}
 	switch kind {
-	case events.KindStarted:
+	case protocol.EventStarted:
 		t.started++
-	case events.KindCompleted:
+	case protocol.EventCompleted:
 		t.completed++
-	case events.KindResumed:
-		var r events.Resumed
+	case protocol.EventResumed:
+		var r protocol.Resumed
 		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
 			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
 		}

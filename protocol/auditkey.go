@@ -1,4 +1,4 @@
-package events
+package protocol
 
 import (
 	"bytes"
@@ -49,11 +49,11 @@ func ParseAuditKey(text string) (AuditKey, error) {
 	}
 	pub, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil || len(pub) != ed25519.PublicKeySize {
-		return AuditKey{}, fmt.Errorf("events: audit key %q is not an Ed25519 public key: give its 32 bytes in standard base64, as `interlock audit key` prints it", text)
+		return AuditKey{}, fmt.Errorf("protocol: audit key %q is not an Ed25519 public key: give its 32 bytes in standard base64, as `interlock audit key` prints it", text)
 	}
 	k := AuditKey{Kid: AuditKeyID(pub), PublicKey: b64}
 	if named && kid != k.Kid {
-		return AuditKey{}, fmt.Errorf("events: audit key %q names kid %s, but the key's id is %s", text, kid, k.Kid)
+		return AuditKey{}, fmt.Errorf("protocol: audit key %q names kid %s, but the key's id is %s", text, kid, k.Kid)
 	}
 	return k, nil
 }
@@ -63,10 +63,10 @@ func ParseAuditKey(text string) (AuditKey, error) {
 func (k AuditKey) Key() (ed25519.PublicKey, error) {
 	pub, err := base64.StdEncoding.DecodeString(k.PublicKey)
 	if err != nil || len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("events: audit key %s: publicKey %q is not 32 bytes of standard base64", k.Kid, k.PublicKey)
+		return nil, fmt.Errorf("protocol: audit key %s: publicKey %q is not 32 bytes of standard base64", k.Kid, k.PublicKey)
 	}
 	if id := AuditKeyID(pub); id != k.Kid {
-		return nil, fmt.Errorf("events: audit key %s: its public key's id is %s", k.Kid, id)
+		return nil, fmt.Errorf("protocol: audit key %s: its public key's id is %s", k.Kid, id)
 	}
 	return pub, nil
 }
@@ -79,13 +79,13 @@ func DecodeAuditKeys(data []byte) ([]AuditKey, error) {
 	dec.DisallowUnknownFields()
 	var keys []AuditKey
 	if err := dec.Decode(&keys); err != nil {
-		return nil, fmt.Errorf("events: audit keys are not a JSON list of {kid, publicKey, since}: %w", err)
+		return nil, fmt.Errorf("protocol: audit keys are not a JSON list of {kid, publicKey, since}: %w", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("events: audit keys are followed by more JSON")
+		return nil, fmt.Errorf("protocol: audit keys are followed by more JSON")
 	}
 	if keys == nil {
-		return nil, fmt.Errorf("events: audit keys are null, not a list")
+		return nil, fmt.Errorf("protocol: audit keys are null, not a list")
 	}
 	for _, k := range keys {
 		if _, err := k.Key(); err != nil {

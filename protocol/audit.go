@@ -1,4 +1,4 @@
-package events
+package protocol
 
 import (
 	"encoding/json"
@@ -9,24 +9,24 @@ import (
 // Actions of audit records: what happened to a run. An audit record's
 // CloudEvent type is [AuditType] of its action.
 const (
-	AuditStarted = "started"
-	// AuditInterrupted: the run paused on an interrupt.
-	AuditInterrupted = "interrupted"
-	// AuditAnswered: a question or choice was answered.
-	AuditAnswered = "answered"
-	// AuditApproved, AuditEdited and AuditRejected: an approval was decided.
-	AuditApproved = "approved"
-	AuditEdited   = "edited"
-	AuditRejected = "rejected"
-	// AuditExpired: an interrupt's deadline passed and the run ended.
-	AuditExpired = "expired"
-	// AuditEscalated: an approval's deadline passed and it went to another role.
-	AuditEscalated   = "escalated"
-	AuditCancelled   = "cancelled"
-	AuditReannounced = "reannounced"
-	// AuditRefused: a command on the run was refused. Refusals hang off
+	ActionStarted = "started"
+	// ActionInterrupted: the run paused on an interrupt.
+	ActionInterrupted = "interrupted"
+	// ActionAnswered: a question or choice was answered.
+	ActionAnswered = "answered"
+	// ActionApproved, ActionEdited and AuditRejected: an approval was decided.
+	ActionApproved = "approved"
+	ActionEdited   = "edited"
+	ActionRejected = "rejected"
+	// ActionExpired: an interrupt's deadline passed and the run ended.
+	ActionExpired = "expired"
+	// ActionEscalated: an approval's deadline passed and it went to another role.
+	ActionEscalated   = "escalated"
+	ActionCancelled   = "cancelled"
+	ActionReannounced = "reannounced"
+	// ActionRefused: a command on the run was refused. Refusals hang off
 	// the chain: see [AuditRecord.Side].
-	AuditRefused = "refused"
+	ActionRefused = "refused"
 )
 
 // AuditRecord is one record of the audit stream (subject
@@ -74,7 +74,7 @@ type AuditRecord struct {
 	// ExpiresAt is an interrupt's deadline.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// Code is a refusal's code.
-	Code    string        `json:"code,omitempty"`
+	Code    Code          `json:"code,omitempty"`
 	Outcome *AuditOutcome `json:"outcome,omitempty"`
 
 	Seq  uint64 `json:"seq,omitempty"`
@@ -110,7 +110,7 @@ type AuditApproval struct {
 // AuditOutcome is where a transition left the run.
 type AuditOutcome struct {
 	// Status is the run's status afterwards (waiting, completed, ...).
-	Status string `json:"status"`
+	Status Status `json:"status"`
 	Node   string `json:"node,omitempty"`
 	// RequestID and Kind name the interrupt the run then waits on.
 	RequestID string `json:"requestId,omitempty"`
@@ -125,10 +125,10 @@ type AuditOutcome struct {
 func DecodeAuditRecord(data []byte) (AuditRecord, error) {
 	var r AuditRecord
 	if err := json.Unmarshal(data, &r); err != nil {
-		return AuditRecord{}, fmt.Errorf("events: audit record is not a JSON object of a record: %w", err)
+		return AuditRecord{}, fmt.Errorf("protocol: audit record is not a JSON object of a record: %w", err)
 	}
 	if r.Action == "" {
-		return AuditRecord{}, fmt.Errorf("events: audit record has no action")
+		return AuditRecord{}, fmt.Errorf("protocol: audit record has no action")
 	}
 	r.Data = append(json.RawMessage(nil), data...)
 	return r, nil

@@ -1,20 +1,10 @@
-package events
+package protocol
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
-)
-
-// Run statuses of a [Checkpoint].
-const (
-	StatusRunning   = "running"
-	StatusWaiting   = "waiting"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-	StatusExpired   = "expired"
 )
 
 // Checkpoint is the public part of a run's checkpoint document, the JSON kept
@@ -25,7 +15,7 @@ type Checkpoint struct {
 	Flow string `json:"flow"`
 	Run  string `json:"run"`
 	// Status is one of running, waiting, completed, failed, cancelled, expired.
-	Status string `json:"status"`
+	Status Status `json:"status"`
 	// Node is the node the run is at (or ended at).
 	Node string `json:"node,omitempty"`
 	// State is the run's state, a JSON object.
@@ -48,9 +38,9 @@ type Checkpoint struct {
 	// Cause names the command of the run's last transition.
 	Cause *CheckpointCause `json:"cause,omitempty"`
 	// Rejection is the run's latest rejected approval.
-	Rejection json.RawMessage `json:"rejection,omitempty"`
+	Rejection *Decision `json:"rejection,omitempty"`
 	// Decisions are the run's latest approval decisions, oldest first.
-	Decisions json.RawMessage `json:"decisions,omitempty"`
+	Decisions []Decision `json:"decisions,omitempty"`
 	// Audit is the head of the run's audit chain.
 	Audit *AuditHead `json:"audit,omitempty"`
 }
@@ -102,10 +92,10 @@ type CheckpointInterrupt struct {
 func DecodeCheckpoint(data []byte, rev uint64) (Checkpoint, error) {
 	var cp Checkpoint
 	if err := json.Unmarshal(data, &cp); err != nil {
-		return Checkpoint{}, fmt.Errorf("events: checkpoint at revision %d is not a checkpoint document: %w", rev, err)
+		return Checkpoint{}, fmt.Errorf("protocol: checkpoint at revision %d is not a checkpoint document: %w", rev, err)
 	}
 	if cp.Flow == "" || cp.Run == "" || cp.Status == "" {
-		return Checkpoint{}, fmt.Errorf("events: checkpoint at revision %d lacks flow, run or status", rev)
+		return Checkpoint{}, fmt.Errorf("protocol: checkpoint at revision %d lacks flow, run or status", rev)
 	}
 	cp.Checkpoint = rev
 	return cp, nil
@@ -116,16 +106,41 @@ func (cp Checkpoint) Waiting() bool { return cp.Status == StatusWaiting && cp.In
 
 // Finished reports whether the run has ended (completed, failed, cancelled
 // or expired).
-func (cp Checkpoint) Finished() bool {
-	switch cp.Status {
-	case StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
-		return true
-	}
-	return false
-}
+func (cp Checkpoint) Finished() bool { return cp.Status.Finished() }
 
 // HasApplied reports whether a command with idempotency key (or event id)
 // key is among the latest applied to the run.
 func (cp Checkpoint) HasApplied(key string) bool {
 	return key != "" && slices.Contains(cp.Applied, key)
+}
+
+// Pending is an entry of the pending index (the interlock_pending bucket,
+// key <flow>.<run>): a run waiting on an interrupt, as readers such as
+// inboxes and the client list it. The document is present exactly while
+// the run waits.
+type Pending struct {
+	// Flow and Run name the run.
+	Flow string `json:"flow"`
+	Run  string `json:"run"`
+	// Node is the node that asked.
+	Node string `json:"node"`
+	// RequestID is the interrupt's request id, as in the interrupted event.
+	RequestID string `json:"requestId"`
+	// Kind is the interrupt kind: question, choice or approval.
+	Kind string `json:"kind"`
+	// Checkpoint is the run's checkpoint number when it asked.
+	Checkpoint uint64 `json:"checkpoint"`
+	// Fields are the state fields a question interrupt still asks for.
+	Fields []string `json:"fields,omitempty"`
+	// Question is the question of a choice interrupt.
+	Question string `json:"question,omitempty"`
+	// ApproverRole is who may decide an approval interrupt.
+	ApproverRole string `json:"approverRole,omitempty"`
+	// Action is what an approval interrupt proposes (a tool name, or the
+	// node's name for a gate declared on the flow).
+	Action string `json:"action,omitempty"`
+	// AskedAt is when the interrupt was asked.
+	AskedAt time.Time `json:"askedAt"`
+	// ExpiresAt is when the interrupt expires, if it has a timeout.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }

@@ -1,0 +1,79 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Start is the data of a start command (io.interlock.run.start).
+type Start struct {
+	// State is the run's initial state, a JSON object. Its values fill
+	// question fields, so an interrupt whose fields are all given is skipped.
+	State map[string]json.RawMessage `json:"state,omitempty"`
+	// Origin is any JSON object, echoed unchanged in every event of the run.
+	Origin json.RawMessage `json:"origin,omitempty"`
+}
+
+// Resume is the data of a resume command (io.interlock.run.resume). Only
+// the parts that fit the pending interrupt's kind are needed.
+type Resume struct {
+	ResumeToken        string                     `json:"resumeToken,omitempty"`
+	RequestID          string                     `json:"requestId,omitempty"`
+	Answers            map[string]json.RawMessage `json:"answers,omitempty"`
+	Selected           []string                   `json:"selected,omitempty"`
+	Decision           string                     `json:"decision,omitempty"`
+	Edits              map[string]json.RawMessage `json:"edits,omitempty"`
+	Update             map[string]json.RawMessage `json:"update,omitempty"`
+	Approver           string                     `json:"approver,omitempty"`
+	Reason             string                     `json:"reason,omitempty"`
+	ExpectedCheckpoint *uint64                    `json:"expectedCheckpoint,omitempty"`
+	IdempotencyKey     string                     `json:"idempotencyKey,omitempty"`
+}
+
+// Cancel is the data of a cancel command (io.interlock.run.cancel).
+type Cancel struct {
+	Reason string `json:"reason,omitempty"`
+	// By names who cancelled, for the audit record.
+	By string `json:"by,omitempty"`
+}
+
+// Reannounce is the data of a reannounce command
+// (io.interlock.run.reannounce): announce a waiting run's pending interrupt
+// again, with a fresh resume token.
+type Reannounce struct {
+	// RequestID, if set, must be the pending request's id.
+	RequestID string `json:"requestId,omitempty"`
+	// Reason is recorded in the audit stream.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ToolRequest is the data of a tool request (io.interlock.tool.requested):
+// an agent asks whether it may run a tool call.
+type ToolRequest struct {
+	// CallID names the call; it is the run id of the gate run when a rule
+	// fires, and repeating it never starts a second run.
+	CallID string `json:"callId"`
+	// Tool is the tool's name.
+	Tool string `json:"tool"`
+	// Args are the call's arguments, a JSON object.
+	Args           map[string]json.RawMessage `json:"args,omitempty"`
+	ConversationID string                     `json:"conversationId,omitempty"`
+	Agent          string                     `json:"agent,omitempty"`
+	// Messages are the conversation so far, for the approver.
+	Messages json.RawMessage `json:"messages,omitempty"`
+	// Context is any JSON object the rules may read.
+	Context json.RawMessage `json:"context,omitempty"`
+	// Origin is echoed in every event of the call.
+	Origin json.RawMessage `json:"origin,omitempty"`
+}
+
+// Expire is the data of a deadline (io.interlock.run.expire): the
+// deadline of one pending request has passed. Interlock stores it as a
+// message schedule, and the server publishes it at ExpiresAt.
+type Expire struct {
+	RequestID string    `json:"requestId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Flow and Run repeat the subject's flow and the event's subject.
+	Flow string `json:"flow,omitempty"`
+	Run  string `json:"run,omitempty"`
+}

@@ -1,0 +1,126 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Interrupt kinds.
+const (
+	// KindQuestion: one or more fields to fill.
+	KindQuestion = "question"
+	// KindChoice: pick one option, or several.
+	KindChoice = "choice"
+	// KindApproval: decide on a proposed action.
+	KindApproval = "approval"
+)
+
+// Question is one question of a question interrupt.
+type Question struct {
+	// Field is the state field the answer fills: a top-level field, or
+	// parent.child for one level of nesting.
+	Field string `json:"field"`
+	// Question is the text shown to the person.
+	Question string `json:"question"`
+	// Suggestions are possible answers to offer.
+	Suggestions []string `json:"suggestions,omitempty"`
+	// Context is guidance for the model that phrases the question, never
+	// shown verbatim to the person. After a rejected answer it starts with
+	// "ERROR: <message>".
+	Context string `json:"context,omitempty"`
+}
+
+// Option is one option of a choice.
+type Option struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// Verdict is what an approver decided.
+type Verdict string
+
+// Verdicts of an approval.
+const (
+	// VerdictApprove runs the action with the proposed args.
+	VerdictApprove Verdict = "approve"
+	// VerdictEdit runs the action with the approver's edits merged over
+	// the proposed args.
+	VerdictEdit Verdict = "edit"
+	// VerdictReject never runs the action; the flow takes its reject path.
+	VerdictReject Verdict = "reject"
+)
+
+// Verdicts returns every verdict, in the order an approval offers them
+// by default.
+func Verdicts() []Verdict { return []Verdict{VerdictApprove, VerdictEdit, VerdictReject} }
+
+// Decision is the decision taken on an approval, as a checkpoint and a
+// completed event record it.
+type Decision struct {
+	Verdict Verdict `json:"verdict"`
+	// Action is the approval's action (the node's name for a static gate).
+	Action string `json:"action"`
+	// Args are the final args: the proposed args with any edits merged
+	// over them, key by key.
+	Args map[string]any `json:"args"`
+	// Edits are the approver's edits, for an edit.
+	Edits map[string]any `json:"edits,omitempty"`
+	// Approver names who decided: the resume's approver (or its source),
+	// or interlock/timeout when a deadline's policy decided.
+	Approver string `json:"approver,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// At is when the decision was taken.
+	At        time.Time `json:"at"`
+	Node      string    `json:"node,omitempty"`
+	RequestID string    `json:"requestId,omitempty"`
+	// Timeout is set when a deadline's policy decided.
+	Timeout bool `json:"timeout,omitempty"`
+}
+
+// Approved reports whether the action may run (approved or edited).
+func (d Decision) Approved() bool { return d.Verdict == VerdictApprove || d.Verdict == VerdictEdit }
+
+// Interrupted is the data of an interrupted event: the pending interrupt,
+// with the resume token that answers it. The token is added when the
+// event is published and never stored.
+type Interrupted struct {
+	Flow        string `json:"flow"`
+	Run         string `json:"run"`
+	Node        string `json:"node"`
+	RequestID   string `json:"requestId"`
+	ResumeToken string `json:"resumeToken,omitempty"`
+	Checkpoint  uint64 `json:"checkpoint"`
+	Kind        string `json:"kind"`
+	// Questions and Context: a question interrupt.
+	Questions []Question `json:"questions,omitempty"`
+	Context   string     `json:"context,omitempty"`
+	// Question, Options and Multiple: a choice (Multiple is set on every
+	// choice, false or true).
+	Question string   `json:"question,omitempty"`
+	Options  []Option `json:"options,omitempty"`
+	Multiple *bool    `json:"multiple,omitempty"`
+	// Action, Args, Reason, ApproverRole and Decisions: an approval; Gate
+	// is "before" or "after" for a gate declared on the flow, and Error
+	// says why an approval is asked again.
+	Action       string          `json:"action,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	Decisions    []Verdict       `json:"decisions,omitempty"`
+	Gate         string          `json:"gate,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	ExpiresAt    *time.Time      `json:"expiresAt,omitempty"`
+	Origin       json.RawMessage `json:"origin,omitempty"`
+}
+
+// Fields returns the fields a question interrupt asks for, in order.
+func (in Interrupted) Fields() []string {
+	fs := make([]string, 0, len(in.Questions))
+	for _, q := range in.Questions {
+		fs = append(fs, q.Field)
+	}
+	return fs
+}
+
+// IsMultiple reports whether a choice takes several options.
+func (in Interrupted) IsMultiple() bool { return in.Multiple != nil && *in.Multiple }
