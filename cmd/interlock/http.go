@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -36,14 +38,20 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 		}
 		return cfg, false, nil
 	}
+	if _, _, err := net.SplitHostPort(*f.addr); err != nil {
+		return cfg, false, usagef("--http %q: %v; use host:port such as %s, or \"\" to turn the API off", *f.addr, err, httpapi.DefaultAddr)
+	}
 	cfg = httpapi.Config{Addr: *f.addr, Logger: log}
 	if *f.authFile != "" {
 		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
 			return cfg, false, usagef("--auth-file: %v", err)
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, false, usagef("--http: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
+	if err := cfg.Validate(); errors.Is(err, httpapi.ErrNoAuth) {
+		return cfg, false, usageError{err: err, msg: fmt.Sprintf("--http %s listens beyond loopback without --auth-file: anyone who reaches it could decide every approval as the local user; "+
+			"give --auth-file FILE (add its callers with interlock auth add), or listen on 127.0.0.1", *f.addr)}
+	} else if err != nil {
+		return cfg, false, usagef("--http %s: %s", *f.addr, strings.TrimPrefix(err.Error(), "httpapi: "))
 	}
 	return cfg, true, nil
 }

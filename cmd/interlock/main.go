@@ -14,7 +14,8 @@
 //	interlock mcp                        serve flows to a model over MCP (stdio)
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
-// failed (also: audit verify cannot vouch for every record), 2 bad usage,
+// failed (also: audit verify cannot vouch for every record), 2 bad usage
+// (also: serve refused a listener beyond loopback without authentication),
 // 3 refused, 4 asked again, 5 cannot reach the server.
 package main
 

@@ -19,7 +19,8 @@ const (
 	// exitFailed: anything else went wrong (a run failed, a run's audit
 	// chain is broken, an I/O error).
 	exitFailed = 1
-	// exitUsage: the command line is wrong.
+	// exitUsage: the command line is wrong, or asks serve for a listener
+	// beyond loopback without authentication.
 	exitUsage = 2
 	// exitRefused: Interlock refused the command, or the run or flow does
 	// not exist or is not waiting.
@@ -37,9 +38,12 @@ type usageError struct {
 	msg string
 	// hint follows the message: where to read the usage.
 	hint string
+	// err is the error the mistake was found by, if any.
+	err error
 }
 
 func (u usageError) Error() string { return u.msg }
+func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, args ...any) error {
 	return usageError{msg: fmt.Sprintf(format, args...)}
@@ -134,7 +138,8 @@ Run "interlock help <command>" for its flags and environment variables.
 Exit codes:
   0  done, or the run advanced
   1  failed (the run failed, audit verify cannot vouch for every record, or another error)
-  2  bad usage
+  2  bad usage (also: serve refused a listener beyond loopback without authentication:
+     --listen, --http, --metrics or --cluster-listen)
   3  refused (also: no such run or flow, or the run is not waiting)
   4  asked again (an answer was rejected by a validator, or fields are missing)
   5  cannot reach the NATS server, or no Interlock worker answered in time
@@ -350,6 +355,9 @@ func exitHelp(cmd string) string {
 	}
 	if cmd == "mcp" {
 		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
+	}
+	if cmd == "serve" {
+		return "Exit codes: 0 stopped (Ctrl-C or SIGTERM), 1 failed, 2 bad usage, or a listener beyond loopback without authentication (--listen, --http, --metrics, --cluster-listen) refused at start, before anything serves.\n"
 	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: every record is vouched for and the chain is intact), 1 failed (verify: a record cannot be vouched for, or the chain is broken; which and why is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
