@@ -70,9 +70,28 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 	if err := svc.Attach(ctx, api); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "HTTP API on http://%s (try: curl http://%s/v1/interrupts).\n", api.Addr(), api.Addr())
+	fmt.Fprintf(stdout, "HTTP API on http://%s (%s).\n", api.Addr(), tryHTTP(cfg, api.Addr()))
 	fmt.Fprintf(stdout, "Inbox on http://%s/ (open it in a browser).\n", api.Addr())
 	return nil
+}
+
+// tryHTTP is a command that lists the pending interrupts of an API
+// listening on addr, as this machine reaches it: with an auth file it
+// sends a caller's token, from $TOKEN.
+func tryHTTP(cfg httpapi.Config, addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+			if h, _, _ := net.SplitHostPort(cfg.Addr); strings.Contains(h, ":") {
+				host = "::1" // listening on IPv6 alone
+			}
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	if cfg.Auth == nil {
+		return fmt.Sprintf("try: curl http://%s/v1/interrupts", addr)
+	}
+	return fmt.Sprintf(`try, with a caller's token from interlock auth add: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
 }
 
 // authCmd runs `interlock auth add NAME --role ROLE ... --auth-file FILE`.
