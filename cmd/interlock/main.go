@@ -12,6 +12,7 @@
 //	interlock audit verify refund r-7    check its signatures and hash chain
 //	interlock audit key                  print the audit records' public keys
 //	interlock mcp                        serve flows to a model over MCP (stdio)
+//	interlock version                    print the version, commit, Go and nats-server
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
 // failed (also: audit verify cannot vouch for every record), 2 bad usage

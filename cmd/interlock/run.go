@@ -129,6 +129,8 @@ Usage:
   interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
                                                   (stdio, or streamable HTTP), against a running deployment
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
+  interlock version                               print the version, commit, Go and nats-server
+                                                  of this binary (also: interlock --version)
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -158,6 +160,9 @@ func globalBool(name string) bool {
 
 // Run runs the interlock command with args (without the program name).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	// Flags before the command belong to it: move them after it.
 	var pre []string
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "--" && !isHelp(args[0]) {
@@ -213,6 +218,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, rest, stdout, stderr)
+	case "version":
+		return versionCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
