@@ -126,6 +126,8 @@ Usage:
                                                   and wait for the decision
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
+  interlock auth list --auth-file FILE            list the callers and their roles
+  interlock auth remove <name> --auth-file FILE   remove a caller: their token stops working
   interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
                                                   (stdio, or streamable HTTP), against a running deployment
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
