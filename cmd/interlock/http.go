@@ -45,7 +45,7 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 	cfg = httpapi.Config{Addr: *f.addr, Logger: log}
 	if *f.authFile != "" {
 		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
-			return cfg, false, usagef("--auth-file: %v", err)
+			return cfg, false, usagef("--auth-file: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
 		}
 	}
 	if err := cfg.Validate(); errors.Is(err, httpapi.ErrNoAuth) {
@@ -84,7 +84,7 @@ func tryHTTP(cfg httpapi.Config, addr string) string {
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			host = "127.0.0.1"
 			if h, _, _ := net.SplitHostPort(cfg.Addr); strings.Contains(h, ":") {
-				host = "::1" // listening on IPv6 alone
+				host = "::1" // an IPv6 address was asked for
 			}
 		}
 		addr = net.JoinHostPort(host, port)
