@@ -279,7 +279,7 @@ func AddCaller(path, name string, roles []string) (string, error) {
 	}
 	for _, e := range entries {
 		if e.Name == name {
-			return "", fmt.Errorf("httpapi: %s already has a caller named %q; remove that entry first to give them a new token", path, name)
+			return "", fmt.Errorf("httpapi: %s already has a caller named %q; remove them first to give them a new token (interlock auth remove %s --auth-file %s)", path, name, name, path)
 		}
 	}
 	for _, r := range roles {
@@ -313,6 +313,71 @@ func AddCaller(path, name string, roles []string) (string, error) {
 		return "", err
 	}
 	return token, nil
+}
+
+// ReadAuthFile reads the callers of the auth file at path, as [ParseAuth]
+// checks them.
+func ReadAuthFile(path string) ([]AuthEntry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: reading auth file: %w", err)
+	}
+	return ParseAuth(b, path)
+}
+
+// RemoveCaller removes the caller called name from the auth file at path:
+// their token stops working once a server reads the file again (see
+// [AuthFile.Refresh]). The other callers and the file's comments stay
+// (the comments before the first caller are the file's, and stay too);
+// the file is replaced whole, by a rename, mode 0600.
+func RemoveCaller(path, name string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("httpapi: reading auth file: %w", err)
+	}
+	entries, err := ParseAuth(b, path)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(entries, func(e AuthEntry) bool { return e.Name == name })
+	if i < 0 {
+		names := make([]string, len(entries))
+		for j, e := range entries {
+			names[j] = e.Name
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("httpapi: %s has no caller named %q: it has no callers", path, name)
+		}
+		return fmt.Errorf("httpapi: %s has no caller named %q; it has %s", path, name, strings.Join(names, ", "))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.SequenceNode || len(doc.Content[0].Content) != len(entries) {
+		return fmt.Errorf("httpapi: auth file %s: not a YAML list of callers (%v)", path, err)
+	}
+	seq := doc.Content[0]
+	if i == 0 {
+		// The comments before the first caller are the file's header.
+		header := seq.Content[0].HeadComment
+		if len(seq.Content) > 1 {
+			seq.Content[1].HeadComment = strings.TrimSpace(header + "\n" + seq.Content[1].HeadComment)
+		} else {
+			seq.HeadComment = strings.TrimSpace(header + "\n" + seq.HeadComment)
+		}
+	}
+	seq.Content = slices.Delete(seq.Content, i, i+1)
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return fmt.Errorf("httpapi: encoding the auth file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("httpapi: encoding the auth file: %w", err)
+	}
+	if got, err := ParseAuth(out.Bytes(), path); err != nil || len(got) != len(entries)-1 {
+		return fmt.Errorf("httpapi: auth file %s: removing %q would not leave the other callers as they are (%v); edit the file by hand", path, name, err)
+	}
+	return writeFileAtomic(path, out.Bytes())
 }
 
 // writeFileAtomic writes content to a new file, mode 0600, beside path and

@@ -3,34 +3,71 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/interlockhq/interlock/docs"
+	"github.com/interlockhq/interlock/events"
 )
 
-// TestEveryProblemCodeHasASectionInTheDocs checks that the type URI of
-// every problem, ProblemType + code, names a section of docs/http.md: a
-// heading whose GitHub anchor is the code.
-func TestEveryProblemCodeHasASectionInTheDocs(t *testing.T) {
+// TestEveryProblemTypeLeadsToASectionOfTheDocs checks that the type URI
+// of every problem the API can answer with names a heading of
+// docs/http.md: the API's own codes, the 413 of a body too large, every
+// refusal code of the wire contract, and a refusal code this version does
+// not know (a newer worker's), which leads to the Problems section.
+func TestEveryProblemTypeLeadsToASectionOfTheDocs(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../docs/http.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	anchors := headingAnchors(doc)
-	var missing []string
+	var problems []Problem
 	for code := range titles {
-		if !anchors[code] {
-			missing = append(missing, code)
+		problems = append(problems, newProblem(code, "what happened"))
+	}
+	problems = append(problems, tooLarge("a body of 2 MiB; the limit is 1 MiB"))
+	for _, code := range append(contractRefusalCodes(t), "a_code_of_a_newer_worker") {
+		problems = append(problems, refusal(events.Refused{Flow: "refund", Run: "r-1", Code: code, Message: "refused"}))
+	}
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Code, b.Code) })
+	for _, p := range problems {
+		u, err := url.Parse(p.Type)
+		if err != nil || u.Scheme != "https" || u.Host != "github.com" || !strings.HasSuffix(u.Path, "/docs/http.md") {
+			t.Errorf("problem %s: type %q is not a link to docs/http.md (%v)", p.Code, p.Type, err)
+			continue
+		}
+		if !anchors[u.Fragment] {
+			t.Errorf("problem %s: type %q leads to #%s, which is no heading of docs/http.md; add \"### %s\" under \"## Problems\", or link the code elsewhere", p.Code, p.Type, u.Fragment, u.Fragment)
 		}
 	}
-	slices.Sort(missing)
-	for _, code := range missing {
-		t.Errorf("problem code %s: docs/http.md has no heading with the anchor #%s (%s%s leads nowhere); add \"### %s\" under \"## Problems\"", code, code, ProblemType, code, code)
+}
+
+// contractRefusalCodes returns the refusal codes of the wire contract
+// (docs/schema/defs.json): every code a refused event may carry.
+func contractRefusalCodes(t *testing.T) []string {
+	t.Helper()
+	b, err := docs.Schema("defs.json")
+	if err != nil {
+		t.Fatal(err)
 	}
+	var defs struct {
+		Defs struct {
+			RefusalCode struct {
+				Enum []string `json:"enum"`
+			} `json:"refusalCode"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &defs); err != nil || len(defs.Defs.RefusalCode.Enum) == 0 {
+		t.Fatalf("docs/schema/defs.json has no $defs.refusalCode.enum: %v", err)
+	}
+	return defs.Defs.RefusalCode.Enum
 }
 
 // headingAnchors returns the anchors GitHub gives the headings of a

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -407,8 +408,8 @@ func TestAnExpiredInterruptIsGone(t *testing.T) {
 func TestWithoutAnAuthFileOnlyLoopbackIsServed(t *testing.T) {
 	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:8080", "[::]:0", "192.0.2.1:80", "example.com:80"} {
-		if err := (httpapi.Config{Addr: addr}).Validate(); err == nil || !strings.Contains(err.Error(), "auth file") {
-			t.Errorf("Validate(%s) = %v, want a refusal naming the auth file", addr, err)
+		if err := (httpapi.Config{Addr: addr}).Validate(); !errors.Is(err, httpapi.ErrNoAuth) || !strings.Contains(err.Error(), "Config.Auth") {
+			t.Errorf("Validate(%s) = %v, want httpapi.ErrNoAuth naming Config.Auth", addr, err)
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:0"} {

@@ -7,8 +7,13 @@ import (
 
 // ProblemType begins the type URI of every problem the API answers with:
 // the type of a problem with code forbidden is ProblemType + "forbidden",
-// a section of docs/http.md.
+// a section of docs/http.md. A code this version does not know (a refusal
+// from a newer worker) links to the Problems section, ProblemType +
+// "problems".
 const ProblemType = "https://github.com/interlockhq/interlock/blob/main/docs/http.md#"
+
+// problemsSection is the anchor of docs/http.md's Problems section.
+const problemsSection = "problems"
 
 // Codes of problems that are not refusals of the protocol. A refusal keeps
 // the protocol's code (forbidden, expired, token_mismatch, ...).
@@ -111,13 +116,16 @@ type Problem struct {
 	RequestID string `json:"requestId,omitempty"`
 }
 
-// newProblem returns the problem of code with detail.
+// newProblem returns the problem of code with detail. Its type links to
+// the code's section of docs/http.md, or to the Problems section for a
+// code the docs do not describe.
 func newProblem(code, detail string) Problem {
 	title, ok := titles[code]
+	anchor := code
 	if !ok {
-		title = http.StatusText(StatusOf(code))
+		title, anchor = http.StatusText(StatusOf(code)), problemsSection
 	}
-	return Problem{Type: ProblemType + code, Title: title, Status: StatusOf(code), Detail: detail, Code: code}
+	return Problem{Type: ProblemType + anchor, Title: title, Status: StatusOf(code), Detail: detail, Code: code}
 }
 
 // tooLarge is the problem of a body, or of the command it makes, too large

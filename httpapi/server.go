@@ -43,6 +43,11 @@ const (
 	idleTimeout       = 2 * time.Minute
 )
 
+// ErrNoAuth: the API would listen beyond loopback without an auth file,
+// where anyone who reaches it could decide approvals as [LocalCaller].
+// [Config.Validate] and [New] refuse it.
+var ErrNoAuth = errors.New("httpapi: refusing to listen beyond loopback without an auth file")
+
 // Port is what the API needs of a running Interlock: a client of the wire
 // protocol, and resumes sent on behalf of a caller it authenticated,
 // vouched for with the deployment's secret (which stays with the port).
@@ -102,7 +107,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("httpapi: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	}
 	if c.Auth == nil && !loopback(host) {
-		return fmt.Errorf("httpapi: Config.Addr %q is not a loopback address, and there is no auth file: anyone who reaches it could decide approvals as %q; give an auth file (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", c.Addr, LocalCaller)
+		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.Auth (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
 	}
 	switch {
 	case c.Wait < 0 || c.Wait > MaxWait:

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/rs/zerolog"
 
@@ -36,14 +39,20 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 		}
 		return cfg, false, nil
 	}
+	if _, _, err := net.SplitHostPort(*f.addr); err != nil {
+		return cfg, false, usagef("--http %q: %v; use host:port such as %s, or \"\" to turn the API off", *f.addr, err, httpapi.DefaultAddr)
+	}
 	cfg = httpapi.Config{Addr: *f.addr, Logger: log}
 	if *f.authFile != "" {
 		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
-			return cfg, false, usagef("--auth-file: %v", err)
+			return cfg, false, usagef("--auth-file: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, false, usagef("--http: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
+	if err := cfg.Validate(); errors.Is(err, httpapi.ErrNoAuth) {
+		return cfg, false, usageError{err: err, msg: fmt.Sprintf("--http %s listens beyond loopback without --auth-file: anyone who reaches it could decide every approval as the local user; "+
+			"give --auth-file FILE (add its callers with interlock auth add), or listen on 127.0.0.1", *f.addr)}
+	} else if err != nil {
+		return cfg, false, usagef("--http %s: %s", *f.addr, strings.TrimPrefix(err.Error(), "httpapi: "))
 	}
 	return cfg, true, nil
 }
@@ -62,30 +71,74 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 	if err := svc.Attach(ctx, api); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "HTTP API on http://%s (try: curl http://%s/v1/interrupts).\n", api.Addr(), api.Addr())
+	fmt.Fprintf(stdout, "HTTP API on http://%s (%s).\n", api.Addr(), tryHTTP(cfg, api.Addr()))
 	fmt.Fprintf(stdout, "Inbox on http://%s/ (open it in a browser).\n", api.Addr())
 	return nil
 }
 
-// authCmd runs `interlock auth add NAME --role ROLE ... --auth-file FILE`.
+// tryHTTP is a command that lists the pending interrupts of an API
+// listening on addr, as this machine reaches it: with an auth file it
+// sends a caller's token, from $TOKEN.
+func tryHTTP(cfg httpapi.Config, addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+			if h, _, _ := net.SplitHostPort(cfg.Addr); strings.Contains(h, ":") {
+				host = "::1" // an IPv6 address was asked for
+			}
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	if cfg.Auth == nil {
+		return fmt.Sprintf("try: curl http://%s/v1/interrupts", addr)
+	}
+	return fmt.Sprintf(`try, with a caller's token from interlock auth add: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
+}
+
+// authUsage says how to run the auth commands.
+const authUsage = "use: interlock auth add <name> --role ROLE --auth-file FILE, interlock auth list --auth-file FILE, or interlock auth remove <name> --auth-file FILE"
+
+// authCmd runs `interlock auth add NAME --role ROLE ... --auth-file FILE`,
+// `interlock auth list --auth-file FILE` and `interlock auth remove NAME
+// --auth-file FILE`.
 func authCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("auth", "auth add <name> --role ROLE [--role ROLE ...] --auth-file FILE", stderr)
+	fs := newFlagSet("auth", `auth add <name> --role ROLE [--role ROLE ...] --auth-file FILE
+       interlock auth list --auth-file FILE
+       interlock auth remove <name> --auth-file FILE`, stderr)
 	var roles listFlag
-	fs.Var(&roles, "role", "approver `role` the caller holds (repeat for more); none lets them answer questions and choices only")
-	file := fs.String("auth-file", "", "the API's auth `file` (created, mode 0600, if it does not exist)")
+	fs.Var(&roles, "role", "approver `role` the caller holds (repeat for more); none lets them answer questions and choices only (auth add)")
+	file := fs.String("auth-file", "", "the API's auth `file` (auth add creates it, mode 0600, if it does not exist)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpOK(err)
 	}
-	switch {
-	case len(pos) == 0 || pos[0] != "add":
-		return usageOf("auth", "use: interlock auth add <name> --role ROLE --auth-file FILE")
-	case len(pos) != 2:
-		return usageOf("auth", "auth add takes one name, got %d", len(pos)-1)
-	case *file == "":
-		return usageOf("auth", "auth add needs --auth-file FILE")
+	if len(pos) == 0 {
+		return usageOf("auth", authUsage)
 	}
-	if err := httpapi.CheckCallerName(pos[1]); err != nil {
+	sub, names := pos[0], pos[1:]
+	switch {
+	case sub != "add" && sub != "list" && sub != "remove":
+		return usageOf("auth", "unknown auth command %q; %s", sub, authUsage)
+	case sub == "list" && len(names) != 0:
+		return usageOf("auth", "auth list takes no name, but was given %s: interlock auth list --auth-file FILE", quoteAll(names))
+	case sub != "list" && len(names) != 1:
+		return usageOf("auth", "auth %s takes one name, got %d", sub, len(names))
+	case *file == "":
+		return usageOf("auth", "auth %s needs --auth-file FILE", sub)
+	case sub != "add" && len(roles) > 0:
+		return usageOf("auth", "--role is for auth add; to change a caller's roles, remove them and add them again (with a new token), or edit the file")
+	}
+	switch sub {
+	case "list":
+		return authList(*file, stdout)
+	case "remove":
+		if err := httpapi.RemoveCaller(*file, names[0]); err != nil {
+			return plainAuthError("auth remove", err)
+		}
+		fmt.Fprintf(stdout, "Removed %s from %s. Their token stops working once serve reads the file again, about a second after the change.\n", names[0], *file)
+		return nil
+	}
+	if err := httpapi.CheckCallerName(names[0]); err != nil {
 		return usageOf("auth", "%v", err)
 	}
 	for _, r := range roles {
@@ -93,15 +146,53 @@ func authCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageOf("auth", "--role: %v", err)
 		}
 	}
-	token, err := httpapi.AddCaller(*file, pos[1], roles)
+	token, err := httpapi.AddCaller(*file, names[0], roles)
 	if err != nil {
-		return err
+		return plainAuthError("auth add", err)
 	}
 	held := "no role"
 	if len(roles) > 0 {
 		held = "roles " + strings.Join(roles, ", ")
 	}
-	fmt.Fprintf(stderr, "Added %s (%s) to %s. Their bearer token follows; it is shown only this once (the file keeps its SHA-256):\n", pos[1], held, *file)
+	fmt.Fprintf(stderr, "Added %s (%s) to %s. Their bearer token follows; it is shown only this once (the file keeps its SHA-256):\n", names[0], held, *file)
 	fmt.Fprintln(stdout, token)
 	return nil
 }
+
+// authList prints the callers of an auth file: names and roles, never
+// their token's hash.
+func authList(file string, stdout io.Writer) error {
+	entries, err := httpapi.ReadAuthFile(file)
+	if err != nil {
+		return plainAuthError("auth list", err)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(stdout, "%s has no callers; add one with: interlock auth add NAME --role ROLE --auth-file %s\n", file, file)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLES")
+	for _, e := range entries {
+		held := "-"
+		if len(e.Roles) > 0 {
+			held = strings.Join(e.Roles, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, held)
+	}
+	return tw.Flush()
+}
+
+// plainAuthError is an error of the auth file, said for the command line:
+// the command, not the Go package, begins it.
+func plainAuthError(cmd string, err error) error {
+	return fmt.Errorf("%s: %w", cmd, stripped{err, strings.TrimPrefix(err.Error(), "httpapi: ")})
+}
+
+// stripped is an error said in other words, which unwraps to it.
+type stripped struct {
+	err error
+	msg string
+}
+
+func (s stripped) Error() string { return s.msg }
+func (s stripped) Unwrap() error { return s.err }

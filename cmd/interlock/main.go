@@ -12,9 +12,11 @@
 //	interlock audit verify refund r-7    check its signatures and hash chain
 //	interlock audit key                  print the audit records' public keys
 //	interlock mcp                        serve flows to a model over MCP (stdio)
+//	interlock version                    print the version, commit, Go and nats-server
 //
 // Run `interlock help` for every flag. Exit codes: 0 done or advanced, 1
-// failed (also: audit verify cannot vouch for every record), 2 bad usage,
+// failed (also: audit verify cannot vouch for every record), 2 bad usage
+// (also: serve refused a listener beyond loopback without authentication),
 // 3 refused, 4 asked again, 5 cannot reach the server.
 package main
 

@@ -19,7 +19,8 @@ const (
 	// exitFailed: anything else went wrong (a run failed, a run's audit
 	// chain is broken, an I/O error).
 	exitFailed = 1
-	// exitUsage: the command line is wrong.
+	// exitUsage: the command line is wrong, or asks serve for a listener
+	// beyond loopback without authentication.
 	exitUsage = 2
 	// exitRefused: Interlock refused the command, or the run or flow does
 	// not exist or is not waiting.
@@ -37,9 +38,12 @@ type usageError struct {
 	msg string
 	// hint follows the message: where to read the usage.
 	hint string
+	// err is the error the mistake was found by, if any.
+	err error
 }
 
 func (u usageError) Error() string { return u.msg }
+func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, args ...any) error {
 	return usageError{msg: fmt.Sprintf(format, args...)}
@@ -122,9 +126,13 @@ Usage:
                                                   and wait for the decision
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
+  interlock auth list --auth-file FILE            list the callers and their roles
+  interlock auth remove <name> --auth-file FILE   remove a caller: their token stops working
   interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
                                                   (stdio, or streamable HTTP), against a running deployment
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
+  interlock version                               print the version, commit, Go and nats-server
+                                                  of this binary (also: interlock --version)
   interlock help    [command]                     show help
 
 Values: field=value sends a string; field:=JSON sends any JSON (n:=3, ok:=true).
@@ -134,7 +142,8 @@ Run "interlock help <command>" for its flags and environment variables.
 Exit codes:
   0  done, or the run advanced
   1  failed (the run failed, audit verify cannot vouch for every record, or another error)
-  2  bad usage
+  2  bad usage (also: serve refused a listener beyond loopback without authentication:
+     --listen, --http, --metrics or --cluster-listen)
   3  refused (also: no such run or flow, or the run is not waiting)
   4  asked again (an answer was rejected by a validator, or fields are missing)
   5  cannot reach the NATS server, or no Interlock worker answered in time
@@ -153,6 +162,9 @@ func globalBool(name string) bool {
 
 // Run runs the interlock command with args (without the program name).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	// Flags before the command belong to it: move them after it.
 	var pre []string
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "--" && !isHelp(args[0]) {
@@ -208,6 +220,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, rest, stdout, stderr)
+	case "version":
+		return versionCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			if rest[0] == "help" {
@@ -350,6 +364,9 @@ func exitHelp(cmd string) string {
 	}
 	if cmd == "mcp" {
 		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
+	}
+	if cmd == "serve" {
+		return "Exit codes: 0 stopped (Ctrl-C or SIGTERM), 1 failed, 2 bad usage, or a listener beyond loopback without authentication (--listen, --http, --metrics, --cluster-listen) refused at start, before anything serves.\n"
 	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: every record is vouched for and the chain is intact), 1 failed (verify: a record cannot be vouched for, or the chain is broken; which and why is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"

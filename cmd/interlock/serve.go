@@ -204,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	svc, err := interlock.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return unauthenticatedListener(err, *listen, listenGiven, *natsConfig, *clusterListen)
 	}
 	key := svc.Runner().AuditKey()
 	ev := log.Info().Str("nats", wire.RedactURLs(svc.URL())).Strs("flows", svc.Runner().Flows()).Str("prefix", svc.Names().Prefix).
@@ -250,6 +250,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// unauthenticatedListener says, as bad usage, that the embedded server
+// refused to listen beyond loopback without authentication, naming the
+// flag the address came from; any other error is returned as it is.
+func unauthenticatedListener(err error, listen string, listenGiven bool, natsConfig, clusterListen string) error {
+	switch {
+	case errors.Is(err, bus.ErrNoAuth):
+		where := "--listen " + listen
+		if natsConfig != "" && !listenGiven {
+			where = "--nats-config " + natsConfig
+		}
+		return usageError{err: err, msg: where + " listens beyond loopback without authentication: anyone who reaches it could start, resume and cancel runs and read their state; " +
+			"give --nats-config FILE with users (deploy/nats-server.conf is one), listen on 127.0.0.1, or, on a network you trust, add --insecure-no-auth"}
+	case errors.Is(err, bus.ErrNoClusterAuth):
+		where := "--cluster-listen " + clusterListen
+		if clusterListen == "" {
+			where = "--nats-config " + natsConfig
+		}
+		return usageError{err: err, msg: where + " listens beyond loopback without route authentication: anyone who reaches it could join the cluster and read and change every run, the resume-token secret included; " +
+			"give --nats-config FILE whose cluster block has authorization or TLS with verify (deploy/cluster/ has one per node), listen for routes on 127.0.0.1, or, on a network you trust, add --insecure-cluster-no-auth"}
+	}
+	return err
 }
 
 // parseReplicas reads --replicas: "auto" (0, for the Service to pick),
