@@ -13,7 +13,7 @@ import (
 	"unicode"
 
 	"github.com/interlockhq/interlock/docs"
-	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // TestEveryProblemTypeLeadsToASectionOfTheDocs checks that the type URI
@@ -34,7 +34,7 @@ func TestEveryProblemTypeLeadsToASectionOfTheDocs(t *testing.T) {
 	}
 	problems = append(problems, tooLarge("a body of 2 MiB; the limit is 1 MiB"))
 	for _, code := range append(contractRefusalCodes(t), "a_code_of_a_newer_worker") {
-		problems = append(problems, refusal(events.Refused{Flow: "refund", Run: "r-1", Code: code, Message: "refused"}))
+		problems = append(problems, refusal(protocol.Refused{Flow: "refund", Run: "r-1", Code: protocol.Code(code), Message: "refused"}))
 	}
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Code, b.Code) })
 	for _, p := range problems {
