@@ -85,6 +85,16 @@ func (r *contractRig) auditKeys() {
 		r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), protocol.AuditKeysKey, err, e.Value())
 	}
 	r.checked["audit-keys"]++
+	for _, flow := range []string{"booking", "refund"} {
+		e, err := kv.Get(r.t.Context(), protocol.FlowKey(flow))
+		if err != nil {
+			r.t.Fatalf("%s %s: %v", r.names.ConfigBucket(), protocol.FlowKey(flow), err)
+		}
+		if err := r.set.Validate("flow-info", e.Value()); err != nil {
+			r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), protocol.FlowKey(flow), err, e.Value())
+		}
+		r.checked["flow-info"]++
+	}
 }
 
 // notifyFlow publishes an event of its own, then completes, or fails when

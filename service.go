@@ -280,6 +280,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if _, err := bus.PublishAuditKey(ctx, s.js, names, protocol.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
 		return fail(err)
 	}
+	for _, f := range flows {
+		if err := bus.PublishFlowInfo(ctx, s.js, names, f.Info()); err != nil {
+			return fail(err)
+		}
+	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
 		Secret: secret, RequireRoles: cfg.RequireRoles, Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,

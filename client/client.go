@@ -430,3 +430,32 @@ func (c *Client) notFound(ctx context.Context, flow, run string) error {
 	}
 	return fmt.Errorf("%w: there is no run %s of flow %s", ErrNotFound, run, flow)
 }
+
+// FlowInfo returns what the workers serving flow say of it (see
+// [protocol.FlowInfo]), and false when they have said nothing: the flow
+// is not served, or by workers that predate flow descriptions.
+func (c *Client) FlowInfo(ctx context.Context, flow string) (protocol.FlowInfo, bool, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	if err := CheckName("flow", flow); err != nil {
+		return protocol.FlowInfo{}, false, err
+	}
+	bucket := c.names.ConfigBucket()
+	b, err := c.bucket(ctx, bucket)
+	if err != nil {
+		return protocol.FlowInfo{}, false, err
+	}
+	key := protocol.FlowKey(flow)
+	e, err := b.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return protocol.FlowInfo{}, false, nil
+	}
+	if err != nil {
+		return protocol.FlowInfo{}, false, fmt.Errorf("client: reading %s in %s: %w", key, bucket, err)
+	}
+	fi, err := protocol.DecodeFlowInfo(e.Value())
+	if err != nil {
+		return protocol.FlowInfo{}, false, fmt.Errorf("client: %s in %s (revision %d): %w", key, bucket, e.Revision(), err)
+	}
+	return fi, true, nil
+}

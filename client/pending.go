@@ -95,8 +95,8 @@ func (c *Client) ListPending(ctx context.Context, q PendingQuery) (PendingPage, 
 		return PendingPage{}, fmt.Errorf("client: PendingQuery.Limit %d is out of range: use 1 to %d", q.Limit, MaxPendingLimit)
 	}
 	for _, k := range q.Kinds {
-		if k != "question" && k != "choice" && k != "approval" {
-			return PendingPage{}, fmt.Errorf("client: PendingQuery.Kinds: %q is not a kind: use question, choice or approval", k)
+		if _, ok := protocol.SpecOf(k); !ok {
+			return PendingPage{}, fmt.Errorf("client: PendingQuery.Kinds: %q is not a kind: use %s", k, protocol.KindsText())
 		}
 	}
 	for _, r := range q.Roles {

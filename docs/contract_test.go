@@ -76,6 +76,10 @@ var bindings = map[string]binding{
 		parse: func(b []byte) error { _, err := protocol.DecodeCheckpoint(b, 1); return err },
 	},
 	"pending": {types: typesOf(protocol.Pending{})},
+	"flow-info": {
+		types: typesOf(protocol.FlowInfo{}),
+		parse: func(b []byte) error { _, err := protocol.DecodeFlowInfo(b); return err },
+	},
 	// A list of keys: each example decodes strictly as a list.
 	"audit-keys": {
 		types: typesOf(protocol.AuditKey{}), strict: typesOf([]protocol.AuditKey{}),

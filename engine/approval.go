@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -46,6 +45,9 @@ type Approval struct {
 	ApproverRole string
 	// Decisions are the verdicts allowed. Defaults to all three.
 	Decisions []Verdict
+	// RejectReasonRequired makes a reject say why: a reject without a
+	// reason is refused invalid_answer, on every surface.
+	RejectReasonRequired bool
 	// Timeout, if set, is how long the approval may wait; OnTimeout says
 	// what happens then.
 	Timeout time.Duration
@@ -108,7 +110,7 @@ func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
 		}
 		return d, nil
 	}
-	in, err := newApproval(x.cp.Node, a.Action, a.Args, a.Reason, a.ApproverRole, a.Decisions)
+	in, err := newApproval(x.cp.Node, a.Action, a.Args, a.Reason, a.ApproverRole, a.Decisions, a.RejectReasonRequired)
 	if err != nil {
 		return Decision{}, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
 	}
@@ -172,7 +174,7 @@ func (x *exec) decided(d Decision) {
 }
 
 // newApproval checks an approval's declaration and returns its interrupt.
-func newApproval(node, action string, args any, reason, role string, decisions []Verdict) (*Interrupt, error) {
+func newApproval(node, action string, args any, reason, role string, decisions []Verdict, needReason bool) (*Interrupt, error) {
 	if action == "" {
 		return nil, errors.New("an approval needs an action (what is proposed, e.g. a tool name)")
 	}
@@ -207,29 +209,17 @@ func newApproval(node, action string, args any, reason, role string, decisions [
 	}
 	return &Interrupt{
 		Kind: KindApproval, Node: node, Action: action, Args: raw, Reason: reason,
-		ApproverRole: role, Decisions: slices.Clone(decisions),
+		ApproverRole: role, Decisions: slices.Clone(decisions), RejectReasonRequired: needReason,
 	}, nil
 }
 
 // approvalKind is the rules of an approval interrupt.
 type approvalKind struct{}
 
-// answer checks a decision against the approval (rule 6) and records it,
-// with the final args, until the node runs again and takes it.
+// answer records a decision, which [protocol.Spec.Check] found allowed
+// (rule 6), with the final args, until the node runs again and takes it.
 func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
-	if len(cmd.Answers) > 0 || len(cmd.Selected) > 0 {
-		return fmt.Errorf("this interrupt is an approval of %s; send decision (%s)", in.Action, verdictList(in.Decisions))
-	}
 	v := Verdict(cmd.Decision)
-	if v == "" {
-		return fmt.Errorf("decision is missing; send one of %s", verdictList(in.Decisions))
-	}
-	if !slices.Contains(in.Decisions, v) {
-		return fmt.Errorf("decision %q is not allowed here; send one of %s", truncate(string(v), 32), verdictList(in.Decisions))
-	}
-	if v != VerdictEdit && len(cmd.Edits) > 0 {
-		return fmt.Errorf("edits are taken only with decision edit; send decision edit, or leave edits out to %s", v)
-	}
 	var proposed map[string]json.RawMessage
 	if err := json.Unmarshal(in.Args, &proposed); err != nil {
 		return fmt.Errorf("the approval's args do not decode: %w", err)
@@ -239,17 +229,8 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 		final[k] = val
 	}
 	if v == VerdictEdit {
-		if len(cmd.Edits) == 0 {
-			return fmt.Errorf("decision edit needs edits: an object of the args to change (%s)", strings.Join(sortedKeys(proposed), ", "))
-		}
-		for _, k := range sortedKeys(cmd.Edits) {
-			if _, ok := proposed[k]; !ok {
-				return fmt.Errorf("edits name %q, which is not an arg of %s; edit one of %s", truncate(k, 64), in.Action, strings.Join(sortedKeys(proposed), ", "))
-			}
-			if !json.Valid(cmd.Edits[k]) {
-				return fmt.Errorf("edit of %s is not valid JSON", k)
-			}
-			final[k] = cmd.Edits[k]
+		for k, val := range cmd.Edits {
+			final[k] = val
 		}
 		if in.Gate != "" {
 			trial := *t.cp
@@ -278,6 +259,7 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	ev.Action, ev.Args, ev.Reason, ev.ApproverRole = in.Action, in.Args, in.Reason, in.ApproverRole
 	ev.Decisions, ev.Gate, ev.Error = in.Decisions, in.Gate, in.Error
+	ev.RejectReasonRequired = in.RejectReasonRequired
 }
 
 // approver names who decided a resume: its approver, else its source.
@@ -298,12 +280,4 @@ func decodeObject(m map[string]json.RawMessage) (map[string]any, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-func verdictList(vs []Verdict) string {
-	s := make([]string, len(vs))
-	for i, v := range vs {
-		s[i] = string(v)
-	}
-	return strings.Join(s, ", ")
 }

@@ -361,3 +361,60 @@ func TestEveryAuditRecordIsSignedWithTheDeploymentsKey(t *testing.T) {
 		t.Fatalf("%d records, %d side records; want the refusal's", len(recs), sides)
 	}
 }
+
+func TestARejectWithoutTheReasonTheApprovalRequiresIsRefused(t *testing.T) {
+	h := enginetest.New(t, refund.Flow())
+	run := startRefund(t, h, 4800)
+	if in := h.Interrupt(run); !in.RejectReasonRequired {
+		t.Fatal("the refund's approval does not say a reject needs a reason")
+	}
+	out := h.Decide(run, "reject", nil, "sam@example.com", "  ")
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "needs a reason") {
+		t.Fatalf("reject without a reason: %+v, want refused invalid_answer saying it needs a reason", out.Refused)
+	}
+	h.WantStatus(run, engine.Waiting)
+	if out := h.Decide(run, "approve", nil, "sam@example.com", ""); out.Refused != nil {
+		t.Fatalf("approve without a reason: %+v; only a reject needs one", out.Refused)
+	}
+}
+
+func TestAQuestionCarriesTheTypeOfItsFieldFromTheState(t *testing.T) {
+	type driver struct {
+		Name string `json:"name"`
+		Age  int    `json:"age"`
+	}
+	type state struct {
+		Guests  int     `json:"guests"`
+		Budget  float64 `json:"budget"`
+		Zip     string  `json:"zip"`
+		Driver  driver  `json:"driver"`
+		Untyped any     `json:"untyped"`
+		Named   string  `json:"named"`
+	}
+	f := engine.NewFlow[state]("typed").
+		Node("ask", func(ctx context.Context, n *engine.Node[state]) error {
+			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{
+				{Field: "guests", Question: "How many?"}, {Field: "budget", Question: "Budget?"},
+				{Field: "zip", Question: "Zip?"}, {Field: "driver.age", Question: "Age?"},
+				{Field: "untyped", Question: "Anything?"}, {Field: "named", Question: "Count?", Type: protocol.JSONInteger},
+			}})
+			return err
+		}).Start("ask").MustBuild()
+	h := enginetest.New(t, f)
+	run := h.Start(map[string]any{})
+	want := map[string]string{"guests": "integer", "budget": "number", "zip": "string", "driver.age": "integer", "untyped": "", "named": "integer"}
+	for _, q := range h.Interrupt(run).Questions {
+		if q.Type != want[q.Field] {
+			t.Errorf("question %s has type %q, want %q", q.Field, q.Type, want[q.Field])
+		}
+	}
+	info := f.Info()
+	for field, typ := range map[string]string{"guests": "integer", "zip": "string", "driver": "object", "driver.name": "string"} {
+		if info.State[field] != typ {
+			t.Errorf("flow info: %s is %q, want %q", field, info.State[field], typ)
+		}
+	}
+	if _, ok := info.State["untyped"]; ok {
+		t.Error("flow info gives a field of type any a type")
+	}
+}

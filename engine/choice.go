@@ -82,60 +82,12 @@ func checkChoice(c Choice) error {
 	return nil
 }
 
-// checkSelection validates a choice answer against the interrupt.
-func (in *Interrupt) checkSelection(ids []string) error {
-	if len(ids) == 0 {
-		return fmt.Errorf("nothing selected; choose %s", in.optionList())
-	}
-	if !in.Multiple && len(ids) > 1 {
-		return fmt.Errorf("%d options selected but this choice takes one; choose one of %s", len(ids), in.optionList())
-	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			return fmt.Errorf("option %q selected twice", id)
-		}
-		seen[id] = true
-		found := false
-		for _, o := range in.Options {
-			if o.ID == id {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("%q is not an option; choose %s", truncate(id, 64), in.optionList())
-		}
-	}
-	return nil
-}
-
-func (in *Interrupt) optionList() string {
-	s := ""
-	for i, o := range in.Options {
-		if i > 0 {
-			s += ", "
-		}
-		s += o.ID
-	}
-	if in.Multiple {
-		return "one or more of " + s
-	}
-	return "one of " + s
-}
-
 // choiceKind is the rules of a choice interrupt.
 type choiceKind struct{}
 
-// answer checks the selected ids against the options (rule 5) and records
-// them until the node runs again and takes them.
+// answer records the selected ids, which [protocol.Spec.Check] found
+// among the options (rule 5), until the node runs again and takes them.
 func (choiceKind) answer(_ *txn, in *Interrupt, cmd Resume) error {
-	if len(cmd.Answers) > 0 || cmd.Decision != "" {
-		return fmt.Errorf("this interrupt is a choice; send selected with %s", in.optionList())
-	}
-	if err := in.checkSelection(cmd.Selected); err != nil {
-		return err
-	}
 	in.Selected = cmd.Selected
 	return nil
 }

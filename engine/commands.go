@@ -59,6 +59,11 @@ type Resume struct {
 	Inbound
 }
 
+// answer returns the part of the resume that answers the interrupt.
+func (cmd Resume) answer() protocol.Answer {
+	return protocol.Answer{Answers: cmd.Answers, Selected: cmd.Selected, Decision: cmd.Decision, Edits: cmd.Edits, Reason: cmd.Reason}
+}
+
 // Cancel cancels a waiting run.
 type Cancel struct {
 	Flow, Run string
@@ -201,7 +206,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if in.ExpiresAt != nil && !t.now.Before(*in.ExpiresAt) {
 			return t.refuse(ctx, cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
 		}
-		if in.Kind == KindApproval && in.ApproverRole != "" {
+		if protocol.RoleRestricted(in.Kind) && in.ApproverRole != "" {
 			switch {
 			case cmd.RolesKnown && !slices.Contains(cmd.Roles, in.ApproverRole):
 				return t.refuse(ctx, cmd.RequestID, CodeForbidden, "deciding this approval takes approver role %s; the decision came with %s", in.ApproverRole, roleList(cmd.Roles))
@@ -210,8 +215,12 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 			}
 		}
 		k, ok := kindOf(in.Kind)
-		if !ok {
+		spec, known := protocol.SpecOf(in.Kind)
+		if !ok || !known {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "interrupt kind %q cannot be answered by this worker", in.Kind)
+		}
+		if err := spec.Check(in.asked(), cmd.answer()); err != nil {
+			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "%v", err)
 		}
 		if err := k.answer(t, in, cmd); err != nil {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "%v", err)

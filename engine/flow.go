@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // End is the pseudo-node a run reaches when it completes. A router returns it
@@ -214,6 +217,8 @@ func (b *Builder[S]) Build() (*Flow, error) {
 	}
 	if !isMap[S]() {
 		f.fit = func(d Doc) error { _, err := decodeState[S](d); return err }
+		f.typeOf = func(path string) string { return fieldType(reflect.TypeFor[S](), path) }
+		f.types = stateTypes(reflect.TypeFor[S]())
 	}
 	for name, fn := range b.nodes {
 		f.nodes[name] = func(ctx context.Context, x *exec) error { return fn(ctx, &Node[S]{x: x}) }
@@ -257,12 +262,24 @@ type Flow struct {
 	rejects  map[string]string
 	// fit checks that a state decodes into the flow's typed state.
 	fit func(Doc) error
+	// typeOf returns the JSON type of a state field, "" if unknown.
+	typeOf func(path string) string
+	// types are the JSON types of the state's fields, where S tells.
+	types map[string]string
 	// expired, if set, adds the flow's own events to a run that expired.
 	expired func(t *txn, in *Interrupt)
 }
 
 // Name returns the flow's name.
 func (f *Flow) Name() string { return f.name }
+
+// Info returns what a surface may know of the flow: the JSON types of its
+// state's fields (field, and parent.child one level down), where the
+// flow's state type tells. The workers publish it (see
+// [protocol.FlowKey]).
+func (f *Flow) Info() protocol.FlowInfo {
+	return protocol.FlowInfo{Flow: f.name, State: maps.Clone(f.types)}
+}
 
 // after returns the node that follows the current node.
 func (f *Flow) after(x *exec) (string, error) {

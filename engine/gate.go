@@ -34,6 +34,8 @@ type Gate struct {
 	Fields []string
 	// Decisions are the verdicts allowed. Defaults to all three.
 	Decisions []Verdict
+	// RejectReasonRequired makes a reject say why; see [Approval].
+	RejectReasonRequired bool
 	// Timeout, if set, is how long the gate may wait; OnTimeout says what
 	// happens then (defaults to expiring the run).
 	Timeout   time.Duration
@@ -64,7 +66,7 @@ func (b *Builder[S]) gate(node, at string, g Gate) *Builder[S] {
 			b.errs = append(b.errs, fmt.Errorf("gate %s %q: field %q: gates show top-level state fields", at, node, f))
 		}
 	}
-	if _, err := newApproval(node, node, map[string]any{}, g.Reason, g.ApproverRole, g.Decisions); err != nil {
+	if _, err := newApproval(node, node, map[string]any{}, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("gate %s %q: %w", at, node, err))
 	}
 	if err := checkTimeout(KindApproval, g.Timeout, g.OnTimeout); err != nil {
@@ -106,7 +108,7 @@ func (t *txn) gateInterrupt(g *Gate, at string) (*Interrupt, error) {
 			args[f] = v
 		}
 	}
-	in, err := newApproval(cp.Node, cp.Node, args, g.Reason, g.ApproverRole, g.Decisions)
+	in, err := newApproval(cp.Node, cp.Node, args, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,8 @@ type Interrupt struct {
 	Reason       string          `json:"reason,omitempty"`
 	ApproverRole string          `json:"approverRole,omitempty"`
 	Decisions    []Verdict       `json:"decisions,omitempty"`
+	// RejectReasonRequired makes a reject say why.
+	RejectReasonRequired bool `json:"rejectReasonRequired,omitempty"`
 	// Gate is "before" or "after" for a static gate declared on the flow.
 	Gate string `json:"gate,omitempty"`
 	// Decision holds an approval's decision until the node takes it.
@@ -69,12 +71,14 @@ type Interrupt struct {
 	Retired []string `json:"retired,omitempty"`
 }
 
-// kind is the rules of one kind of interrupt, each in its own file: how a
-// resume answers it, and what its interrupted event says.
+// kind is the engine's rules of one kind of interrupt, each in its own
+// file: how a resume answers it, and what its interrupted event says. The
+// shape of an answer is the kind's [protocol.Spec], checked first.
 type kind interface {
-	// answer records a resume's answer on the pending interrupt, or says
-	// what is wrong with it (the resume is then refused invalid_answer and
-	// the interrupt stays pending).
+	// answer records a resume's answer, already checked by the kind's
+	// [protocol.Spec], on the pending interrupt, or says what else is
+	// wrong with it (the resume is then refused invalid_answer and the
+	// interrupt stays pending).
 	answer(t *txn, in *Interrupt, cmd Resume) error
 	// describe fills the kind's fields of the interrupted event.
 	describe(in *Interrupt, ev *protocol.Interrupted)
@@ -91,6 +95,12 @@ func kindOf(name string) (kind, bool) {
 		return approvalKind{}, true
 	}
 	return nil, false
+}
+
+// asked returns what checking an answer to the interrupt needs.
+func (in *Interrupt) asked() protocol.Asked {
+	return protocol.Asked{Kind: in.Kind, Fields: in.Fields, Options: in.Options, Multiple: in.Multiple,
+		Action: in.Action, Decisions: in.Decisions, Args: in.Args, RejectReasonRequired: in.RejectReasonRequired}
 }
 
 // interruptedEvent returns the data of the interrupted event announcing in.

@@ -135,6 +135,7 @@ func (in *Interrupt) appendJSON(w *jsonw.Writer) {
 	w.StrOmit(`,"reason":`, in.Reason)
 	w.StrOmit(`,"approverRole":`, in.ApproverRole)
 	protocol.WriteVerdicts(w, in.Decisions)
+	w.BoolOmit(`,"rejectReasonRequired":`, in.RejectReasonRequired)
 	w.StrOmit(`,"gate":`, in.Gate)
 	if in.Decision != nil {
 		w.Value(`,"decision":`, in.Decision)
@@ -161,7 +162,7 @@ func wireQuestions(qs []Question) []protocol.Question {
 	}
 	out := make([]protocol.Question, len(qs))
 	for i, q := range qs {
-		out[i] = protocol.Question{Field: q.Field, Question: q.Question, Suggestions: q.Suggestions, Context: q.Context}
+		out[i] = protocol.Question{Field: q.Field, Question: q.Question, Type: q.Type, Suggestions: q.Suggestions, Context: q.Context}
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -19,6 +18,11 @@ type Question struct {
 	Field string `json:"field"`
 	// Question is the text shown to the person.
 	Question string `json:"question"`
+	// Type is the JSON type of the answer ("string", "number", "integer",
+	// "boolean", "object" or "array"), which surfaces use to read what a
+	// person types (see [protocol.Value]). Left empty, it is the type of
+	// the field in the flow's state type, if that tells.
+	Type string `json:"type,omitempty"`
 	// Suggestions are possible answers to offer.
 	Suggestions []string `json:"suggestions,omitempty"`
 	// Context is guidance for the model that phrases the question, never
@@ -125,6 +129,12 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 	fields := make([]string, len(qs.Questions))
 	values := map[string]json.RawMessage{}
 	var missing []Question
+	qs.Questions = slices.Clone(qs.Questions)
+	for k := range qs.Questions {
+		if q := &qs.Questions[k]; q.Type == "" && x.flow.typeOf != nil {
+			q.Type = x.flow.typeOf(q.Field)
+		}
+	}
 	for k, q := range qs.Questions {
 		fields[k] = q.Field
 		if v, ok := given[q.Field]; ok {
@@ -207,26 +217,14 @@ func joinContext(a, b string) string {
 // questionKind is the rules of a question interrupt.
 type questionKind struct{}
 
-// answer records answers to some or all of the fields asked. Validators run
-// when the node runs again, once every field is filled (rule 3).
+// answer records answers to some or all of the fields asked, which
+// [protocol.Spec.Check] found asked, once they fit the state. Validators
+// run when the node runs again, once every field is filled (rule 3).
 func (questionKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 	f, cp := t.f, t.cp
-	if len(cmd.Selected) > 0 || cmd.Decision != "" {
-		return fmt.Errorf("this interrupt asks questions; send answers for %s", strings.Join(in.Fields, ", "))
-	}
-	if len(cmd.Answers) == 0 {
-		return fmt.Errorf("answers is empty; answer one or more of %s", strings.Join(in.Fields, ", "))
-	}
 	trial := cp.State.clone()
 	for _, field := range sortedKeys(cmd.Answers) {
-		if !slices.Contains(in.Fields, field) {
-			return fmt.Errorf("%q is not asked by this interrupt; it asks for %s", truncate(field, 64), strings.Join(in.Fields, ", "))
-		}
-		v := cmd.Answers[field]
-		if !json.Valid(v) {
-			return fmt.Errorf("answer for %s is not valid JSON", field)
-		}
-		if err := trial.set(field, v, Replace); err != nil {
+		if err := trial.set(field, cmd.Answers[field], Replace); err != nil {
 			return fmt.Errorf("answer for %s: %w", field, err)
 		}
 	}

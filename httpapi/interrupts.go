@@ -88,12 +88,10 @@ func parseInterruptQuery(r *http.Request) (client.PendingQuery, error) {
 		}
 	}
 	for _, k := range v["kind"] {
-		switch k {
-		case "question", "choice", "approval":
-			q.Kinds = append(q.Kinds, k)
-		default:
-			return q, fmt.Errorf("kind=%q: use question, choice or approval", k)
+		if _, ok := protocol.SpecOf(k); !ok {
+			return q, fmt.Errorf("kind=%q: use %s", k, protocol.KindsText())
 		}
+		q.Kinds = append(q.Kinds, k)
 	}
 	for _, role := range v["role"] {
 		if err := CheckRole(role); err != nil {

@@ -89,17 +89,30 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 		return nil, errors.New("inbox: New needs a Port, such as the *interlock.Service")
 	}
 	cfg = cfg.withDefaults()
-	in := &Inbox{port: port, cfg: cfg, log: *cfg.Logger, pages: map[string]*template.Template{}}
+	in := &Inbox{port: port, cfg: cfg, log: *cfg.Logger}
 	in.csrfKey = make([]byte, 32)
 	_, _ = rand.Read(in.csrfKey)
+	var err error
+	if in.pages, err = pages(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// pages parses the inbox's pages, each with the layout and the kinds'
+// parts.
+func pages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
 	for _, page := range []string{"queue", "run", "login", "error"} {
-		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		t := template.New(page)
+		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t)}).
+			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
 		}
-		in.pages[page] = t
+		out[page] = t
 	}
-	return in, nil
+	return out, nil
 }
 
 // Register mounts the inbox's pages on m: the queue at /, a run at

@@ -94,7 +94,7 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 		}
 		for _, p := range pg.Items {
 			flows[p.Flow] = true
-			if p.Kind == "approval" {
+			if protocol.RoleRestricted(p.Kind) {
 				if !s.holds(p.ApproverRole) {
 					v.Hidden++
 					continue

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -39,12 +38,12 @@ type runView struct {
 // interruptView is the pending interrupt and its forms.
 type interruptView struct {
 	protocol.CheckpointInterrupt
-	Decisions []protocol.Verdict
+	// Allowed are the decisions an approval allows.
+	Allowed []protocol.Verdict
 	// ArgsJSON is the proposal's args, indented, or the edit sent back.
 	ArgsJSON string
-	// Error is why an approval is asked again.
-	Error string
-	// MayDecide is set when the caller holds the approval's role.
+	// MayDecide is set when the caller may answer: an approval only
+	// someone holding its role.
 	MayDecide bool
 	// Errors are the forms' errors, by field: answer.<field>, selected,
 	// args, reason, or "" for the form as a whole.
@@ -114,26 +113,13 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 			iv = &interruptView{}
 		}
 		iv.CheckpointInterrupt = *cp.Interrupt
-		iv.MayDecide = cp.Interrupt.Kind != "approval" || s.holds(cp.Interrupt.ApproverRole)
+		iv.MayDecide = !protocol.RoleRestricted(cp.Interrupt.Kind) || s.holds(cp.Interrupt.ApproverRole)
 		iv.Key = randomKey()
 		if cp.Interrupt.ExpiresAt != nil {
 			left := time.Until(*cp.Interrupt.ExpiresAt)
 			iv.Left, iv.Overdue = duration(left), left <= 0
 		}
-		if cp.Interrupt.Kind == "approval" {
-			iv.Decisions = protocol.Verdicts()
-			if last, err := cl.LastInterrupt(r.Context(), flow, run); err == nil && last.RequestID == cp.Interrupt.RequestID {
-				if len(last.Decisions) > 0 {
-					iv.Decisions = last.Decisions
-				}
-				iv.Error = last.Error
-				iv.Reason = cmp.Or(iv.Reason, last.Reason)
-			}
-			if iv.ArgsJSON == "" {
-				iv.ArgsJSON = indent(cp.Interrupt.Args)
-			}
-			_ = json.Unmarshal(cp.Interrupt.Args, &iv.Proposal)
-		}
+		viewOf(iv.Kind).prepare(iv)
 		v.In = iv
 	} else {
 		v.In = nil
@@ -162,18 +148,7 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 			var d protocol.Interrupted
 			_ = json.Unmarshal(ev.Event.Data(), &d)
 			proposals[d.RequestID] = d.Args
-			switch d.Kind {
-			case "approval":
-				e.Summary = fmt.Sprintf("asks %s to approve %s", d.ApproverRole, d.Action)
-			case "choice":
-				e.Summary = "asks: " + d.Question
-			default:
-				qs := make([]string, 0, len(d.Questions))
-				for _, q := range d.Questions {
-					qs = append(qs, q.Question)
-				}
-				e.Summary = "asks: " + strings.Join(qs, " ")
-			}
+			e.Summary = viewOf(d.Kind).summary(d)
 			if d.Error != "" {
 				e.Summary += " (again: " + d.Error + ")"
 			}
@@ -312,50 +287,17 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		in.conflict(w, r, s, cl, flow, run, requestID)
 		return
 	}
-	iv := &interruptView{Errors: map[string]string{}, Values: map[string]string{}}
+	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
 	res := protocol.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
 	if !validKey(res.IdempotencyKey) {
 		res.IdempotencyKey = ""
 	}
-	sent := "answer"
-	switch cp.Interrupt.Kind {
-	case "question":
-		res.Answers = map[string]json.RawMessage{}
-		for _, q := range cp.Interrupt.Questions {
-			a := strings.TrimSpace(r.PostFormValue("answer." + q.Field))
-			iv.Values["answer."+q.Field] = a
-			if a == "" {
-				iv.Errors["answer."+q.Field] = "Please answer this question."
-				continue
-			}
-			res.Answers[q.Field], _ = json.Marshal(a)
-		}
-	case "choice":
-		res.Selected = r.PostForm["selected"]
-		if len(res.Selected) == 0 {
-			iv.Errors["selected"] = "Pick an option."
-		}
-	case "approval":
-		sent = "decision"
-		res.Decision = r.PostFormValue("decision")
-		res.Reason = strings.TrimSpace(r.PostFormValue("reason"))
-		iv.Values["decision"] = res.Decision
-		switch res.Decision {
-		case "approve":
-		case "edit":
-			args := r.PostFormValue("args")
-			iv.ArgsJSON = args
-			edits, msg := editsOf(cp.Interrupt.Args, args)
-			if msg != "" {
-				iv.Errors["args"] = msg
-			}
-			res.Edits = edits
-		case "reject":
-			if res.Reason == "" {
-				iv.Errors["reason.reject"] = "Say why you reject it: the reason is recorded and sent back."
-			}
-		default:
-			iv.Errors[""] = "Choose approve, edit or reject."
+	kv := viewOf(cp.Interrupt.Kind)
+	sent := kv.read(r, iv, &res)
+	if spec, ok := protocol.SpecOf(iv.Kind); ok && len(iv.Errors) == 0 {
+		// The kind's own rule, as Interlock applies it, before sending.
+		if err := spec.Check(iv.Asked(), res.Answer()); err != nil {
+			iv.Errors[kv.field(res)] = err.Error()
 		}
 	}
 	if len(iv.Errors) > 0 {
@@ -388,29 +330,20 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	switch ref.Code {
-	case "invalid_answer":
-		field := ""
-		switch {
-		case res.Decision == "edit":
-			field = "args"
-		case res.Decision != "":
-			field = "reason." + res.Decision
-		case cp.Interrupt.Kind == "choice":
-			field = "selected"
-		}
-		iv.Errors[field] = ref.Message
+	case protocol.CodeInvalidAnswer:
+		iv.Errors[kv.field(res)] = ref.Message
 		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
-	case "token_mismatch", "not_waiting", "expired", "stale_checkpoint":
+	case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeStaleCheckpoint:
 		in.conflict(w, r, s, cl, flow, run, requestID)
-	case "forbidden":
+	case protocol.CodeForbidden:
 		in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
 	default:
-		in.showRun(w, r, s, flow, run, httpStatus(string(ref.Code)), runView{Conflict: ref.Message})
+		in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
 	}
 }
 
-func httpStatus(code string) int {
-	if code == "invalid_payload" {
+func httpStatus(code protocol.Code) int {
+	if code == protocol.CodeInvalidPayload {
 		return http.StatusBadRequest
 	}
 	return http.StatusConflict

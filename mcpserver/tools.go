@@ -47,7 +47,7 @@ func (s *Server) addTools() {
 		Name:        "list_pending",
 		Description: "List the runs waiting on an interrupt, oldest asked first, a page at a time.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-		InputSchema: schemaFor[PendingInput](enums{"kind": {"question", "choice", "approval"}}),
+		InputSchema: schemaFor[PendingInput](enums{"kind": anys(protocol.Kinds())}),
 	}, s.listPending)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "request_tool_approval",
@@ -71,6 +71,15 @@ var (
 
 // enums are the values a schema's top-level properties may take.
 type enums map[string][]any
+
+// anys returns strings as values of an enum.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
 
 // schemaFor is the schema the SDK would derive from T, with the values
 // of some of its properties enumerated. T is one of this package's types,
@@ -140,7 +149,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 		return nil, RunResult{}, fmt.Errorf("run %s of flow %s no longer waits on request %s but on %s (it was answered meanwhile); get_run shows what it asks now", in.Run, in.Flow, in.RequestID, pending.RequestID)
 	}
 	r := protocol.Resume{RequestID: pending.RequestID, Selected: in.Selected, Decision: in.Decision, Reason: in.Reason}
-	if err := checkAnswer(pending.Kind, in); err != nil {
+	if err := checkAnswer(pending.Asked(), in); err != nil {
 		return nil, RunResult{}, err
 	}
 	if r.Answers, err = rawValues("stateUpdates", in.StateUpdates); err != nil {
@@ -150,7 +159,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 		return nil, RunResult{}, err
 	}
 	role := pending.ApproverRole
-	if pending.Kind == "approval" && role != "" && !slices.Contains(s.cfg.Roles, role) {
+	if protocol.RoleRestricted(pending.Kind) && role != "" && !slices.Contains(s.cfg.Roles, role) {
 		return nil, RunResult{}, fmt.Errorf("the approval of run %s of flow %s is for the %s role, which this MCP server does not hold: a person with that role must decide it (or the server be started with --role %s); tell the user it waits for them", in.Run, in.Flow, role, role)
 	}
 	var ev client.Event
@@ -163,7 +172,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 			return nil, RunResult{}, fmt.Errorf("this MCP session has not seen run %s of flow %s wait on request %s, and without the deployment's secret it answers only the interrupts its own start_flow and continue_flow returned: answer it where it was started", in.Run, in.Flow, pending.RequestID)
 		}
 		r.ResumeToken, r.Approver = seen.ResumeToken, s.cfg.Approver
-		if pending.Kind == "approval" && role != "" {
+		if protocol.RoleRestricted(pending.Kind) && role != "" {
 			ev, err = c.ResumeWithRole(ctx, in.Flow, in.Run, role, r)
 		} else {
 			ev, err = c.Resume(ctx, in.Flow, in.Run, r)
@@ -176,30 +185,23 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 }
 
 // checkAnswer says what is wrong with an answer that does not fit the
-// kind of interrupt, before it is sent.
-func checkAnswer(kind string, in ContinueInput) error {
-	switch kind {
-	case "question":
-		if len(in.StateUpdates) == 0 || len(in.Selected) > 0 || in.Decision != "" || len(in.Edits) > 0 {
-			return errors.New("the run waits on a question: answer with stateUpdates, keyed by the questions' fields, and nothing else")
-		}
-	case "choice":
-		if len(in.Selected) == 0 || len(in.StateUpdates) > 0 || in.Decision != "" || len(in.Edits) > 0 {
-			return errors.New("the run waits on a choice: answer with selected, the ids of the options chosen, and nothing else")
-		}
-	case "approval":
-		switch {
-		case in.Decision == "":
-			return errors.New("the run waits on an approval: answer with decision approve, edit or reject")
-		case len(in.StateUpdates) > 0 || len(in.Selected) > 0:
-			return errors.New("the run waits on an approval: send decision (with edits for edit, and a reason), not stateUpdates or selected")
-		case in.Decision != "approve" && in.Decision != "edit" && in.Decision != "reject":
-			return fmt.Errorf("decision %q is not one of approve, edit, reject", in.Decision)
-		case in.Decision == "edit" && len(in.Edits) == 0:
-			return errors.New("decision edit needs edits: the args to change")
-		case in.Decision != "edit" && len(in.Edits) > 0:
-			return fmt.Errorf("edits go with decision edit, not %s", in.Decision)
-		}
+// interrupt, by its kind's rule, before it is sent.
+func checkAnswer(asked protocol.Asked, in ContinueInput) error {
+	spec, ok := protocol.SpecOf(asked.Kind)
+	if !ok {
+		return nil // a kind this version does not know: Interlock checks
+	}
+	answers, err := rawValues("stateUpdates", in.StateUpdates)
+	if err != nil {
+		return err
+	}
+	edits, err := rawValues("edits", in.Edits)
+	if err != nil {
+		return err
+	}
+	a := protocol.Answer{Answers: answers, Selected: in.Selected, Decision: in.Decision, Edits: edits}
+	if err := spec.Check(asked, a); err != nil {
+		return fmt.Errorf("the run waits on %s: %v. To answer it, %s; then call continue_flow again", spec.Noun, err, viewOf(asked.Kind).answer)
 	}
 	return nil
 }
@@ -421,18 +423,10 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 
 // nextFor says what to do about an interrupt.
 func nextFor(in *Interrupt, roles []string) string {
-	switch in.Kind {
-	case "question":
-		return "Ask the user the questions in one natural message, following hiddenContext without showing it, then call continue_flow with stateUpdates keyed by field."
-	case "choice":
-		return "Offer the user the options, then call continue_flow with selected, the ids chosen."
-	case "approval":
-		if slices.Contains(roles, in.ApproverRole) {
-			return "Show the user the proposed action and its args, and ask for a decision; then call continue_flow with decision approve, edit (with edits) or reject (with a reason)."
-		}
-		return "A person with the " + in.ApproverRole + " role must decide this approval. Tell the user it waits for them; get_run shows when it has moved on."
+	if protocol.RoleRestricted(in.Kind) && in.ApproverRole != "" && !slices.Contains(roles, in.ApproverRole) {
+		return "A person with the " + in.ApproverRole + " role must decide this. Tell the user it waits for them; get_run shows when it has moved on."
 	}
-	return "Call get_run to see what the run waits on."
+	return viewOf(in.Kind).next
 }
 
 // interrupt is the model's view of an interrupted event: everything but

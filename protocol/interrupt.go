@@ -22,6 +22,11 @@ type Question struct {
 	Field string `json:"field"`
 	// Question is the text shown to the person.
 	Question string `json:"question"`
+	// Type is the JSON type of the answer ("string", "number", "integer",
+	// "boolean", "object" or "array"), when the flow says or its state's
+	// type tells; empty when any JSON value may fit. A surface reads what
+	// a person types with [Value].
+	Type string `json:"type,omitempty"`
 	// Suggestions are possible answers to offer.
 	Suggestions []string `json:"suggestions,omitempty"`
 	// Context is guidance for the model that phrases the question, never
@@ -107,10 +112,12 @@ type Interrupted struct {
 	Reason       string          `json:"reason,omitempty"`
 	ApproverRole string          `json:"approverRole,omitempty"`
 	Decisions    []Verdict       `json:"decisions,omitempty"`
-	Gate         string          `json:"gate,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	ExpiresAt    *time.Time      `json:"expiresAt,omitempty"`
-	Origin       json.RawMessage `json:"origin,omitempty"`
+	// RejectReasonRequired is set when a reject must say why (a reason).
+	RejectReasonRequired bool            `json:"rejectReasonRequired,omitempty"`
+	Gate                 string          `json:"gate,omitempty"`
+	Error                string          `json:"error,omitempty"`
+	ExpiresAt            *time.Time      `json:"expiresAt,omitempty"`
+	Origin               json.RawMessage `json:"origin,omitempty"`
 }
 
 // Fields returns the fields a question interrupt asks for, in order.

@@ -30,6 +30,7 @@ func WriteQuestions(w *jsonw.Writer, qs []Question) {
 		w.Sep(i, '[')
 		w.Str(`{"field":`, q.Field)
 		w.Str(`,"question":`, q.Question)
+		w.StrOmit(`,"type":`, q.Type)
 		w.StrsOmit(`,"suggestions":`, q.Suggestions)
 		w.StrOmit(`,"context":`, q.Context)
 		w.Lit("}")
@@ -107,6 +108,7 @@ func (e *Interrupted) AppendJSON(dst []byte) ([]byte, error) {
 	w.StrOmit(`,"reason":`, e.Reason)
 	w.StrOmit(`,"approverRole":`, e.ApproverRole)
 	WriteVerdicts(&w, e.Decisions)
+	w.BoolOmit(`,"rejectReasonRequired":`, e.RejectReasonRequired)
 	w.StrOmit(`,"gate":`, e.Gate)
 	w.StrOmit(`,"error":`, e.Error)
 	if e.ExpiresAt != nil {

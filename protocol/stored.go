@@ -78,13 +78,42 @@ type CheckpointInterrupt struct {
 	Question string   `json:"question,omitempty"`
 	Options  []Option `json:"options,omitempty"`
 	Multiple bool     `json:"multiple,omitempty"`
-	// Action, Args, Reason and ApproverRole describe an approval.
+	// Action, Args, Reason, ApproverRole, Decisions, Gate and Error
+	// describe an approval.
 	Action       string          `json:"action,omitempty"`
 	Args         json.RawMessage `json:"args,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ApproverRole string          `json:"approverRole,omitempty"`
-	AskedAt      time.Time       `json:"askedAt"`
-	ExpiresAt    *time.Time      `json:"expiresAt,omitempty"`
+	Decisions    []Verdict       `json:"decisions,omitempty"`
+	// RejectReasonRequired is set when a reject must say why.
+	RejectReasonRequired bool       `json:"rejectReasonRequired,omitempty"`
+	Gate                 string     `json:"gate,omitempty"`
+	Error                string     `json:"error,omitempty"`
+	AskedAt              time.Time  `json:"askedAt"`
+	ExpiresAt            *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Interrupted returns the interrupted event that announced the run's
+// pending interrupt, as far as the checkpoint holds it: without the
+// resume token, and with the checkpoint's number. ok is false when the
+// run waits on nothing.
+func (cp Checkpoint) Interrupted() (ev Interrupted, ok bool) {
+	in := cp.Interrupt
+	if in == nil {
+		return Interrupted{}, false
+	}
+	ev = Interrupted{
+		Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Checkpoint: cp.Checkpoint,
+		Kind: in.Kind, Questions: in.Questions, Context: in.Context,
+		Question: in.Question, Options: in.Options,
+		Action: in.Action, Args: in.Args, Reason: in.Reason, ApproverRole: in.ApproverRole,
+		Decisions: in.Decisions, RejectReasonRequired: in.RejectReasonRequired, Gate: in.Gate, Error: in.Error, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
+	}
+	if in.Kind == KindChoice {
+		multiple := in.Multiple
+		ev.Multiple = &multiple
+	}
+	return ev, true
 }
 
 // DecodeCheckpoint decodes a checkpoint document read at KV revision rev.
@@ -143,4 +172,16 @@ type Pending struct {
 	AskedAt time.Time `json:"askedAt"`
 	// ExpiresAt is when the interrupt expires, if it has a timeout.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Interrupted returns the interrupted event that announced the entry's
+// interrupt, as far as the entry holds it: questions name only their
+// fields, and a choice only its question.
+func (p Pending) Interrupted() Interrupted {
+	ev := Interrupted{Flow: p.Flow, Run: p.Run, Node: p.Node, RequestID: p.RequestID, Checkpoint: p.Checkpoint,
+		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt}
+	for _, f := range p.Fields {
+		ev.Questions = append(ev.Questions, Question{Field: f})
+	}
+	return ev
 }

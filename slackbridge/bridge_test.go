@@ -532,3 +532,52 @@ func TestEscalationAndExpiryUpdateTheMessages(t *testing.T) {
 		t.Errorf("an expired run completed after a stale click")
 	}
 }
+
+// TestRejectAsksForTheReasonTheApprovalRequires: the refund flow's
+// approval takes a reason on reject, so Reject opens a modal asking for
+// one, refuses it empty, and records the reason given; no surface makes
+// one up.
+func TestRejectAsksForTheReasonTheApprovalRequires(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	run := h.refund("")
+	msg := h.slack.wait(t, "chat.postMessage", 1)[0]
+	if resp := h.send(click(supervisor, "interlock_reject", msg), time.Now(), secret); resp.StatusCode != http.StatusOK {
+		t.Fatalf("click: %d", resp.StatusCode)
+	}
+	opened := h.slack.wait(t, "views.open", 1)[0]
+	if v, _ := json.Marshal(opened.JSON["view"]); !strings.Contains(string(v), "interlock_reject") || !strings.Contains(string(v), "Reason") {
+		t.Fatalf("Reject opened %s, want a modal asking for the reason", v)
+	}
+	if h.status(refund.Name, run) != "waiting" {
+		t.Fatal("a click on Reject decided before the reason was given")
+	}
+	resp := h.send(submit(supervisor, opened, map[string]string{"reason": "  "}), time.Now(), secret)
+	var out struct {
+		ResponseAction string            `json:"response_action"`
+		Errors         map[string]string `json:"errors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.ResponseAction != "errors" || !strings.Contains(out.Errors["reason"], "Say why") {
+		t.Fatalf("an empty reason: %+v %v, want an error on reason", out, err)
+	}
+	resp = h.send(submit(supervisor, opened, map[string]string{"reason": "not eligible"}), time.Now(), secret)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("submission: %d", resp.StatusCode)
+	}
+	h.waitStatus(refund.Name, run, "completed")
+	if rec := h.audit(run, "rejected"); rec.By != "ann@example.com" || rec.Reason != "not eligible" {
+		t.Errorf("rejected by %q with reason %q, want ann@example.com, not eligible", rec.By, rec.Reason)
+	}
+}
+
+func TestApproveByAClickRecordsNoReasonNobodyGave(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	run := h.refund("")
+	msg := h.slack.wait(t, "chat.postMessage", 1)[0]
+	h.send(click(supervisor, "interlock_approve", msg), time.Now(), secret)
+	h.waitStatus(refund.Name, run, "completed")
+	if rec := h.audit(run, "approved"); rec.Reason != "" {
+		t.Errorf("approved with reason %q, which nobody gave", rec.Reason)
+	}
+}

@@ -131,7 +131,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 	}
 	if rev != 0 && !rec.Closed {
 		outcome := ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(at)
-		if in.Kind == "approval" && rec.Role != "" && in.ApproverRole != rec.Role {
+		if protocol.RoleRestricted(in.Kind) && rec.Role != "" && in.ApproverRole != rec.Role {
 			outcome = fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", esc(in.ApproverRole), slackDate(at))
 		}
 		if err := b.update(ctx, rec, outcome); err != nil {
@@ -144,7 +144,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 			Msg("slack bridge: no channel for this interrupt (map its approver role, set a default channel, or start the run with origin.slack)")
 		return nil
 	}
-	r := ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole}
+	r := ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, Why: in.RejectReasonRequired}
 	text := bodyText(in)
 	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), false), slack.MsgOptionBlocks(openBlocks(in, text, r)...)}
 	if thread != "" {

@@ -102,21 +102,30 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 		b.ephemeral(ctx, cb, "You are not set up to answer Interlock's requests: ask an admin to add your Slack user id ("+cb.User.ID+") to the Slack bridge's users.")
 		return
 	}
-	switch a.ActionID {
-	case actionApprove, actionReject:
-		decision := "approve"
-		if a.ActionID == actionReject {
-			decision = "reject"
+	switch {
+	case a.ActionID == actionReject && r.Why:
+		// The approval takes a reason: ask for it.
+		if !slices.Contains(u.Roles, r.Role) && r.Role != "" {
+			b.ephemeral(ctx, cb, notRole(r.Role))
+			return
 		}
-		res := protocol.Resume{RequestID: r.RequestID, Decision: decision, Reason: "decided in Slack",
+		if _, err := b.api.OpenViewContext(ctx, cb.TriggerID, rejectView(r)); err != nil {
+			log.Warn().Err(err).Msg("slack bridge: opening a modal (views.open)")
+		}
+	case a.ActionID == actionApprove, a.ActionID == actionReject:
+		decision := protocol.VerdictApprove
+		if a.ActionID == actionReject {
+			decision = protocol.VerdictReject
+		}
+		res := protocol.Resume{RequestID: r.RequestID, Decision: string(decision),
 			IdempotencyKey: idempotencyKey(cb.User.ID, a.ActionTs, r.RequestID)}
 		ev, err := b.resume(ctx, r, res, u)
 		if msg := b.refusalText(r, ev, err); msg != "" {
 			log.Info().Str("approver", u.Name).Msg("slack bridge: decision refused")
 			b.ephemeral(ctx, cb, msg)
 		}
-	case actionEdit, actionAnswer, actionChoose:
-		if r.Kind == "approval" && !slices.Contains(u.Roles, r.Role) {
+	default:
+		if protocol.RoleRestricted(r.Kind) && !slices.Contains(u.Roles, r.Role) {
 			b.ephemeral(ctx, cb, notRole(r.Role))
 			return
 		}
@@ -150,7 +159,7 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 // modal open with errors next to the fields.
 func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallback) *slack.ViewSubmissionResponse {
 	switch cb.View.CallbackID {
-	case viewEdit, viewAnswer, viewChoose:
+	case viewEdit, viewReject, viewAnswer, viewChoose:
 	default:
 		return nil
 	}
@@ -173,16 +182,42 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 		if err := json.Unmarshal([]byte(text), &edits); err != nil || edits == nil {
 			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockArgs: "Give a JSON object of the arguments, such as {\"amount\": 400}."})
 		}
-		res.Decision, res.Edits = "edit", edits
+		res.Decision, res.Edits = string(protocol.VerdictEdit), edits
 		res.Reason = strings.TrimSpace(values[blockReason][inputElement].Value)
+	case viewReject:
+		field = blockReason
+		res.Decision = string(protocol.VerdictReject)
+		res.Reason = strings.TrimSpace(values[blockReason][inputElement].Value)
+		if res.Reason == "" {
+			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockReason: "Say why you reject it: this approval takes a reason."})
+		}
 	case viewAnswer:
+		// Each answer is read by the one rule of typed text, by its
+		// question's type.
+		types := map[string]string{}
+		if cp, err := b.port.Client("/slack").Checkpoint(ctx, r.Flow, r.Run); err == nil && cp.Interrupt != nil {
+			for _, q := range cp.Interrupt.Questions {
+				types[q.Field] = q.Type
+			}
+		}
 		res.Answers = map[string]json.RawMessage{}
+		errs := map[string]string{}
 		for block, v := range values {
 			f, isQ := strings.CutPrefix(block, questionPfx)
-			if val := strings.TrimSpace(v[inputElement].Value); isQ && val != "" {
-				res.Answers[f], _ = json.Marshal(val)
-				field = block
+			val := strings.TrimSpace(v[inputElement].Value)
+			if !isQ || val == "" {
+				continue
 			}
+			field = block
+			raw, err := protocol.Value(val, types[f])
+			if err != nil {
+				errs[block] = "The answer " + err.Error() + "."
+				continue
+			}
+			res.Answers[f] = raw
+		}
+		if len(errs) > 0 {
+			return slack.NewErrorsViewSubmissionResponse(errs)
 		}
 	case viewChoose:
 		field = blockChoice
@@ -236,9 +271,9 @@ func (b *Bridge) refusalText(r ref, ev client.Event, err error) string {
 
 func refusedText(r ref, ref protocol.Refused) string {
 	switch ref.Code {
-	case "forbidden":
+	case protocol.CodeForbidden:
 		return notRole(r.Role)
-	case "token_mismatch", "not_waiting", "expired", "unknown_run":
+	case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeUnknownRun:
 		return "This request is no longer waiting: " + ref.Message
 	}
 	return ref.Message

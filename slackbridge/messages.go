@@ -21,6 +21,7 @@ const (
 	actionChoose  = "interlock_choose"
 
 	viewEdit   = "interlock_edit"
+	viewReject = "interlock_reject"
 	viewAnswer = "interlock_answer"
 	viewChoose = "interlock_choose"
 
@@ -32,12 +33,8 @@ const (
 	inputElement = "value"
 )
 
-// Slack's limits: a section's text, a button's value, a modal's metadata.
-const (
-	maxSection = 3000
-	maxValue   = 2000
-	maxMeta    = 3000
-)
+// maxSection is Slack's limit of a section's text.
+const maxSection = 3000
 
 // ref names the request a button or a modal decides. It travels in the
 // button's value and the modal's private metadata, both signed by Slack
@@ -48,6 +45,8 @@ type ref struct {
 	RequestID string `json:"q"`
 	Kind      string `json:"k"`
 	Role      string `json:"role,omitempty"`
+	// Why is set when a reject must say why: Reject opens a modal.
+	Why bool `json:"why,omitempty"`
 }
 
 func (r ref) encode() string {
@@ -101,34 +100,7 @@ func prettyArgs(args json.RawMessage) string {
 // bodyText is the message of an interrupt, without its buttons.
 func bodyText(in protocol.Interrupted) string {
 	var b strings.Builder
-	where := fmt.Sprintf("(%s · %s)", esc(in.Flow), esc(in.Run))
-	switch in.Kind {
-	case "approval":
-		fmt.Fprintf(&b, "*Approval needed:* `%s` %s\n", esc(in.Action), where)
-		if in.Reason != "" {
-			fmt.Fprintf(&b, "%s\n", esc(in.Reason))
-		}
-		fmt.Fprintf(&b, "```%s```\n", esc(truncate(prettyArgs(in.Args), 2000)))
-		if in.ApproverRole != "" {
-			fmt.Fprintf(&b, "Approver role: *%s*", esc(in.ApproverRole))
-		}
-		if in.Error != "" {
-			fmt.Fprintf(&b, "\n:warning: %s", esc(in.Error))
-		}
-	case "choice":
-		fmt.Fprintf(&b, "*Choice:* %s %s\n", esc(in.Question), where)
-		for _, o := range in.Options {
-			fmt.Fprintf(&b, "• %s\n", esc(o.Label))
-		}
-	default:
-		fmt.Fprintf(&b, "*Question* %s\n", where)
-		for _, q := range in.Questions {
-			fmt.Fprintf(&b, "• %s\n", esc(q.Question))
-			if strings.HasPrefix(q.Context, "ERROR:") {
-				fmt.Fprintf(&b, "  :warning: %s\n", esc(strings.TrimSpace(strings.TrimPrefix(q.Context, "ERROR:"))))
-			}
-		}
-	}
+	viewOf(in.Kind).body(&b, in, fmt.Sprintf("(%s · %s)", esc(in.Flow), esc(in.Run)))
 	if in.ExpiresAt != nil {
 		fmt.Fprintf(&b, "\nDecide by %s", slackDate(*in.ExpiresAt))
 	}
@@ -136,15 +108,7 @@ func bodyText(in protocol.Interrupted) string {
 }
 
 // fallbackText is the notification text of an interrupt.
-func fallbackText(in protocol.Interrupted) string {
-	switch in.Kind {
-	case "approval":
-		return fmt.Sprintf("Approval needed: %s (%s %s)", in.Action, in.Flow, in.Run)
-	case "choice":
-		return "Choice: " + in.Question
-	}
-	return fmt.Sprintf("Question (%s %s)", in.Flow, in.Run)
-}
+func fallbackText(in protocol.Interrupted) string { return viewOf(in.Kind).fallback(in) }
 
 func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
@@ -155,32 +119,9 @@ func plain(s string) *slack.TextBlockObject {
 
 // openBlocks are the blocks of an interrupt waiting for someone.
 func openBlocks(in protocol.Interrupted, text string, r ref) []slack.Block {
-	value := r.encode()
-	var buttons []slack.BlockElement
-	switch in.Kind {
-	case "approval":
-		decisions := in.Decisions
-		if len(decisions) == 0 {
-			decisions = protocol.Verdicts()
-		}
-		for _, d := range decisions {
-			switch d {
-			case "approve":
-				buttons = append(buttons, slack.NewButtonBlockElement(actionApprove, value, plain("Approve")).WithStyle(slack.StylePrimary))
-			case "edit":
-				buttons = append(buttons, slack.NewButtonBlockElement(actionEdit, value, plain("Edit")))
-			case "reject":
-				buttons = append(buttons, slack.NewButtonBlockElement(actionReject, value, plain("Reject")).WithStyle(slack.StyleDanger))
-			}
-		}
-	case "choice":
-		buttons = append(buttons, slack.NewButtonBlockElement(actionChoose, value, plain("Choose")).WithStyle(slack.StylePrimary))
-	default:
-		buttons = append(buttons, slack.NewButtonBlockElement(actionAnswer, value, plain("Answer")).WithStyle(slack.StylePrimary))
-	}
 	return []slack.Block{
 		slack.NewSectionBlock(mrkdwn(text), nil, nil),
-		slack.NewActionBlock("interlock_actions", buttons...),
+		slack.NewActionBlock("interlock_actions", viewOf(in.Kind).buttons(in, r.encode())...),
 	}
 }
 
@@ -241,6 +182,19 @@ func editView(in ref, args json.RawMessage) slack.ModalViewRequest {
 		Blocks: slack.Blocks{BlockSet: []slack.Block{
 			slack.NewInputBlock(blockArgs, plain("Arguments (JSON)"), plain("Change the values to run the action with; the flow checks them."), input),
 			reasonBlock,
+		}},
+	}
+}
+
+// rejectView is the modal of a Reject button when the approval takes a
+// reason: the reason, required.
+func rejectView(in ref) slack.ModalViewRequest {
+	reason := slack.NewPlainTextInputBlockElement(nil, inputElement)
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: viewReject, PrivateMetadata: in.encode(),
+		Title: plain("Reject"), Submit: plain("Reject"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewInputBlock(blockReason, plain("Reason"), plain("Say why: the reason is recorded and sent back."), reason),
 		}},
 	}
 }

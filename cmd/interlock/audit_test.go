@@ -407,10 +407,10 @@ func TestAnswerDecidesApprovals(t *testing.T) {
 	url, _ := refundServer(t)
 
 	startRefund(t, url, "r-c", 4800)
-	if out, _, err := run(t, url, "pending", "--flow", "refund"); err != nil || !strings.Contains(lineOf(out, "r-c"), "approval of issue_refund by supervisor") {
+	if out, _, err := run(t, url, "pending", "--flow", "refund"); err != nil || !strings.Contains(lineOf(out, "r-c"), "an approval of issue_refund for role supervisor") {
 		t.Fatalf("pending: %v\n%s", err, out)
 	}
-	if out, _, err := run(t, url, "pending", "--kind", "approval", "--role", "supervisor", "--newest"); err != nil || !strings.Contains(lineOf(out, "r-c"), "approval of issue_refund by supervisor") || !strings.Contains(out, "before the kind and role filters") {
+	if out, _, err := run(t, url, "pending", "--kind", "approval", "--role", "supervisor", "--newest"); err != nil || !strings.Contains(lineOf(out, "r-c"), "an approval of issue_refund for role supervisor") || !strings.Contains(out, "before the kind and role filters") {
 		t.Fatalf("pending --kind approval --role supervisor: %v\n%s", err, out)
 	}
 	if out, _, err := run(t, url, "pending", "--role", "legal"); err != nil || strings.Contains(out, "r-c") {
@@ -431,11 +431,16 @@ func TestAnswerDecidesApprovals(t *testing.T) {
 		t.Fatalf("audit of a rejection: %v\n%s", err, out)
 	}
 
-	// A rejection without a reason is taken as it is.
+	// The refund's approval takes a reason on reject: one without is
+	// refused, here as on every surface, and the run still waits.
 	startRefund(t, url, "r-d", 900)
-	out, errOut, err = run(t, url, "answer", "refund", "r-d", "--reject")
+	_, _, err = run(t, url, "answer", "refund", "r-d", "--reject")
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "a reject of issue_refund needs a reason") || !strings.Contains(err.Error(), "--reject --reason TEXT") {
+		t.Fatalf("reject without a reason: exit %d: %v", codeOf(err), err)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-d", "--reject", "--reason", "duplicate")
 	if err != nil || errOut != "" || completedState(t, out)["outcome"] != "rejected" {
-		t.Fatalf("reject without a reason: %v\n%s%s", err, out, errOut)
+		t.Fatalf("reject with a reason: %v\n%s%s", err, out, errOut)
 	}
 
 	// Decisions sent to a question, and answers sent to an approval.
@@ -443,14 +448,14 @@ func TestAnswerDecidesApprovals(t *testing.T) {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
 	_, _, err = run(t, url, "answer", "refund", "r-e", "--approve")
-	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "--approve decides an approval, but run r-e of flow refund waits on a question: answer it with interlock answer refund r-e last4=...") {
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "run r-e of flow refund waits on a question for last4: this interrupt asks questions; send answers for last4; answer with interlock answer refund r-e last4=...") {
 		t.Fatalf("--approve on a question: exit %d: %v", codeOf(err), err)
 	}
 	if _, _, err := run(t, url, "answer", "refund", "r-e", "last4=4321"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = run(t, url, "answer", "refund", "r-e", "amount=3")
-	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "run r-e of flow refund waits on an approval of issue_refund for role supervisor, not on answers: decide with --approve, --reject [--reason TEXT] or --edit field=value (args: amount, currency, orderId)") {
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "run r-e of flow refund waits on an approval of issue_refund for role supervisor: this interrupt is an approval of issue_refund; send decision (approve, edit, reject); decide with interlock answer refund r-e --approve, or interlock answer refund r-e --edit amount=..., or interlock answer refund r-e --reject --reason TEXT") {
 		t.Fatalf("answers to an approval: exit %d: %v", codeOf(err), err)
 	}
 	out, errOut, err = run(t, url, "answer", "refund", "r-e", "--edit", "amount=650", "--edit", "currency=EUR", "--approver", "ann")
@@ -480,9 +485,17 @@ func TestEditValuesFollowTheProposedArgs(t *testing.T) {
 		{args: []string{"orderId:=124", "amount:=\"400\""}, want: map[string]string{"orderId": "124", "amount": `"400"`}},
 		{args: []string{"amount:=four"}, wantErr: "the value after := must be JSON"},
 		{args: []string{"amount"}, wantErr: `--edit "amount" is not field=value or field:=JSON`},
+		{args: []string{"amount=four hundred"}, wantErr: `--edit amount=four hundred: amount is a number: "four hundred" is not a number`},
+		{args: []string{"amount=12.5"}, want: map[string]string{"amount": "12.5"}},
 	}
 	for _, tc := range cases {
-		got, err := editValues(tc.args, proposed)
+		as, err := parseAssignments("--edit", tc.args)
+		var got map[string]json.RawMessage
+		if err == nil {
+			r := protocol.Resume{}
+			err = typedValues(&r, nil, as, protocol.Interrupted{Args: proposed})
+			got = r.Edits
+		}
 		if tc.wantErr != "" {
 			if codeOf(err) != exitUsage || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: err = %v, want a usage error saying %q", tc.args, err, tc.wantErr)

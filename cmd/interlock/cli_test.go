@@ -171,7 +171,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
 		"tracing.go":     {"serve"},
-		"client.go":      {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
+		"clientflags.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},
 		"mcp.go":         {"mcp"},
 	}

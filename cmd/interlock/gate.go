@@ -90,29 +90,15 @@ func printToolAnswer(w io.Writer, ans client.ToolAnswer) {
 	fmt.Fprintf(w, "Ask again later with: interlock gate request %s --call %s\n", in.Action, in.Run)
 }
 
-// toolArgs turns arg=value arguments into a call's args: a value that is
-// JSON (amount=400, ok=true) is sent as that JSON, any other as a string
-// (orderId=o-1); arg:=JSON is sent as is.
+// toolArgs turns arg=value arguments into a call's args, by the one rule
+// of field=value (see [protocol.Value]): the types of a tool's args are
+// not known, so a value that is JSON (amount=400, ok=true) is sent as
+// that JSON, any other as a string (orderId=o-1); arg:=JSON is sent as
+// is.
 func toolArgs(args []string) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	for _, a := range args {
-		if k, v, ok := jsonAssignment(a); ok {
-			if !json.Valid([]byte(v)) {
-				return nil, usagef("%s: the value after := must be JSON (use arg=value for a string)", a)
-			}
-			out[k] = json.RawMessage(v)
-			continue
-		}
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return nil, usagef("argument %q is not arg=value or arg:=JSON", a)
-		}
-		if json.Valid([]byte(v)) {
-			out[k] = json.RawMessage(v)
-			continue
-		}
-		b, _ := json.Marshal(v)
-		out[k] = b
+	as, err := parseAssignments("argument", args)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return values("argument", as, unknownTypes)
 }

@@ -95,7 +95,7 @@ func TestServeAndClientCommandsWalkABookingRun(t *testing.T) {
 		}
 	}
 	_, errOut, err := run(t, url, "answer", "booking", "r-cli", "--select", "cooking")
-	if codeOf(err) != exitRefused || !strings.Contains(errOut, "refused (invalid_answer)") {
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), `"cooking" is not an option; choose one or more of product, design, engineering`) {
 		t.Fatalf("unknown option: %v %q", err, errOut)
 	}
 	out, _, err = run(t, url, "answer", "booking", "r-cli", "--select", "design")
@@ -142,16 +142,51 @@ func TestClientCommandsSayWhenNoServerRuns(t *testing.T) {
 	}
 }
 
-func TestAssignmentsParseStringsAndJSON(t *testing.T) {
-	got, err := assignments([]string{"email=a=b@c", "n:=3", "ok:=true", "driver.name=Bob", "empty="})
+func TestFieldValueReadsEveryValueByOneRule(t *testing.T) {
+	as, err := parseAssignments("argument", []string{"email=a=b@c", "n:=3", "ok:=true", "driver.name=Bob", "empty=", "amount=900", "zip=01234", "last4=4242", "code:=\"7\""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"email": `"a=b@c"`, "n": "3", "ok": "true", "driver.name": `"Bob"`, "empty": `""`}
+	types := map[string]string{"last4": "string", "code": "string"}
+	got, err := values("argument", as, func(f string) string { return types[f] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"email": `"a=b@c"`, "n": "3", "ok": "true", "driver.name": `"Bob"`, "empty": `""`,
+		"amount": "900", "zip": `"01234"`, "last4": `"4242"`, "code": `"7"`}
 	for k, v := range want {
 		if string(got[k]) != v {
 			t.Errorf("%s = %s, want %s", k, got[k], v)
 		}
+	}
+	as, _ = parseAssignments("argument", []string{"amount=lots"})
+	_, err = values("argument", as, func(string) string { return "number" })
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), `"lots" is not a number`) {
+		t.Errorf("a number field given text: %v, want a usage error saying it is not a number", err)
+	}
+}
+
+func TestStartTakesANumberFieldAsANumberAndSaysHowToForceAType(t *testing.T) {
+	url := serveForTest(t)
+	out, errOut, err := run(t, url, "start", "refund", "--run", "r-num", "orderId=o-1", "amount=900")
+	if err != nil || !strings.Contains(out, "waiting at verify_identity") {
+		t.Fatalf("start refund amount=900: %v\n%s%s", err, out, errOut)
+	}
+	// The workers say orderId is a string: 123 is sent as one.
+	if _, errOut, err := run(t, url, "start", "refund", "--run", "r-str", "orderId=123", "amount=900"); err != nil {
+		t.Fatalf("start refund orderId=123: %v %s", err, errOut)
+	}
+	out, _, _ = run(t, url, "show", "refund", "r-str", "--json")
+	if !strings.Contains(out, `"orderId": "123"`) || !strings.Contains(out, `"amount": 900`) {
+		t.Fatalf("the state of r-str does not hold orderId as a string and amount as a number:\n%s", out)
+	}
+	_, errOut, err = run(t, url, "start", "refund", "--run", "r-json", `amount:="900"`)
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "does not fit") || !strings.Contains(errOut, `amount:=900 is a number`) {
+		t.Fatalf("start refund amount:=\"900\": exit %d, %q; want a refusal with the rule and how to force a number", codeOf(err), errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "refund", "r-num", "last4=4242")
+	if err != nil || strings.Contains(errOut, "does not fit") {
+		t.Fatalf("answer last4=4242 (a string field): %v\n%s%s", err, out, errOut)
 	}
 }
 

@@ -108,8 +108,10 @@ func review(ctx context.Context, n *engine.Node[State]) error {
 		Args:         map[string]any{"orderId": s.OrderID, "amount": s.Amount, "currency": s.Currency},
 		Reason:       fmt.Sprintf("Refund exceeds $%d threshold. Supervisor review required.", Threshold),
 		ApproverRole: SupervisorRole,
-		Timeout:      timeout,
-		OnTimeout:    engine.Escalate(FinanceLeadRole, timeout, engine.Policy{Action: engine.OnTimeoutExpire}),
+		// A supervisor who rejects a refund says why, on every surface.
+		RejectReasonRequired: true,
+		Timeout:              timeout,
+		OnTimeout:            engine.Escalate(FinanceLeadRole, timeout, engine.Policy{Action: engine.OnTimeoutExpire}),
 		Validate: func(_ context.Context, args map[string]any) error {
 			amount, ok := args["amount"].(float64)
 			if !ok || amount <= 0 {

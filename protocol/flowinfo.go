@@ -1,0 +1,38 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// FlowKeyPrefix starts the keys, in the live-configuration bucket
+// (<prefix>_config), under which the workers say what they know of each
+// flow they serve: flows.<flow>, a [FlowInfo].
+const FlowKeyPrefix = "flows."
+
+// FlowKey returns the live-configuration key of a flow's [FlowInfo].
+func FlowKey(flow string) string { return FlowKeyPrefix + flow }
+
+// FlowInfo is what the workers serving a flow say of it, under
+// [FlowKey]: enough for a surface to read a person's field=value as the
+// flow's state takes it (see [Value]). Each worker writes it when it
+// starts; the newest worker's word stands.
+type FlowInfo struct {
+	// Flow is the flow's name.
+	Flow string `json:"flow"`
+	// State maps the state's fields (field, and parent.child one level
+	// down) to their JSON types, where the flow's state type tells.
+	State map[string]string `json:"state,omitempty"`
+}
+
+// DecodeFlowInfo decodes the value of a [FlowKey].
+func DecodeFlowInfo(data []byte) (FlowInfo, error) {
+	var fi FlowInfo
+	if err := json.Unmarshal(data, &fi); err != nil {
+		return FlowInfo{}, fmt.Errorf("protocol: not a flow description: %w", err)
+	}
+	if fi.Flow == "" {
+		return FlowInfo{}, fmt.Errorf("protocol: a flow description without a flow name")
+	}
+	return fi, nil
+}
