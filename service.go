@@ -31,6 +31,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/command"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
@@ -252,7 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	source := "interlock/" + cfg.Instance
 	flows := cfg.Flows
-	var tools bus.ToolRules
+	var tools command.ToolRules
 	if cfg.GateRules != nil {
 		flows = append(slices.Clone(flows), engine.GateFlow())
 		config, err := s.js.KeyValue(ctx, names.ConfigBucket())
@@ -287,7 +288,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
-		Secret: secret, RequireRoles: cfg.RequireRoles, Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
+		RequireRoles: cfg.RequireRoles, Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/command"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/protocol"
@@ -20,9 +20,9 @@ type toolRules struct {
 	log  zerolog.Logger
 }
 
-var _ bus.ToolRules = (*toolRules)(nil)
+var _ command.ToolRules = (*toolRules)(nil)
 
-// Rule implements [bus.ToolRules].
+// Rule implements [command.ToolRules].
 func (t *toolRules) Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule {
 	args := map[string]any{}
 	for k, raw := range req.Args {

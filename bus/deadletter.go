@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -83,7 +84,7 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 	size := headerSize(h)
 	orig := msg.Headers()
 	for _, k := range slices.Sorted(maps.Keys(orig)) {
-		if strings.EqualFold(k, events.HeaderVouch) {
+		if strings.EqualFold(k, protocol.HeaderVouch) {
 			dropped = append(dropped, k)
 			continue
 		}

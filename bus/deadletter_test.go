@@ -88,10 +88,10 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 	}
 	natstest.PublishRaw(t, r.js, r.names.In("booking", "resume"), []byte(`{"answers":{}}`), binary)
 	vouched := nats.Header{
-		"Content-Type":        {events.Structured},
-		events.HeaderVouch:    {"FORGED-VOUCH"},
-		events.HeaderApprover: {"ann"},
-		events.HeaderRoles:    {"ops,finance"},
+		"Content-Type":          {events.Structured},
+		protocol.HeaderVouch:    {"FORGED-VOUCH"},
+		protocol.HeaderApprover: {"ann"},
+		protocol.HeaderRoles:    {"ops,finance"},
 	}
 	natstest.PublishRaw(t, r.js, r.names.In("booking", "resume"),
 		[]byte(`{"specversion":"1.0","id":"b2","source":"/t","type":"io.interlock.run.resume","subject":"r-vouch","data":{"resumeToken":"LIVE-TOKEN-3"}}`), vouched)
@@ -108,14 +108,14 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 			t.Errorf("dead letter body holds a token: %s", d.Data)
 		}
 		for k := range d.Header {
-			if strings.Contains(k, events.HeaderVouch) {
+			if strings.Contains(k, protocol.HeaderVouch) {
 				t.Errorf("dead letter keeps header %s", k)
 			}
 		}
 	}
 	byRun := map[string]natstest.Received{}
 	for _, d := range dead {
-		byRun[d.Header.Get(bus.HeaderOriginal+"ce-subject")+d.Header.Get(bus.HeaderOriginal+events.HeaderApprover)] = d
+		byRun[d.Header.Get(bus.HeaderOriginal+"ce-subject")+d.Header.Get(bus.HeaderOriginal+protocol.HeaderApprover)] = d
 	}
 	b := byRun["r-bin"]
 	if b.Header.Get(bus.HeaderOriginal+"ce-resumetoken") != events.Redacted || b.Header.Get(bus.HeaderOriginal+"Resume-Token") != events.Redacted {
@@ -125,7 +125,7 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 		t.Errorf("binary resume's ce-id not kept: %v", b.Header)
 	}
 	v := byRun["ann"]
-	if v.Header.Get(bus.HeaderOriginal+events.HeaderRoles) != "ops,finance" || !strings.Contains(v.Header.Get(bus.HeaderDropped), events.HeaderVouch) {
+	if v.Header.Get(bus.HeaderOriginal+protocol.HeaderRoles) != "ops,finance" || !strings.Contains(v.Header.Get(bus.HeaderDropped), protocol.HeaderVouch) {
 		t.Errorf("vouched resume's dead letter: %v; want the roles kept and the vouch named as dropped", v.Header)
 	}
 }

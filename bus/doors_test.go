@@ -655,9 +655,9 @@ func TestAVouchHoldsOnlyForItsCommandAndItsCaller(t *testing.T) {
 		m.Data = body
 		m.Header.Set("Content-Type", events.Structured)
 		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Header.Set(events.HeaderApprover, approver)
-		m.Header.Set(events.HeaderRoles, strings.Join(roles, ","))
-		m.Header.Set(events.HeaderVouch, events.Vouch(natstest.Secret, events.Vouched{Subject: m.Subject, EventID: id, Run: run,
+		m.Header.Set(protocol.HeaderApprover, approver)
+		m.Header.Set(protocol.HeaderRoles, strings.Join(roles, ","))
+		m.Header.Set(protocol.HeaderVouch, protocol.Vouch(natstest.Secret, protocol.Vouched{Subject: m.Subject, EventID: id, Run: run,
 			Body: body, Approver: approver, Roles: roles}, expires))
 		if tamper != nil {
 			tamper(m)
@@ -672,13 +672,13 @@ func TestAVouchHoldsOnlyForItsCommandAndItsCaller(t *testing.T) {
 		code protocol.Code
 	}{
 		{"the vouch of a's resume on a resume of b", vouched("v-2", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
-			m.Header.Set(events.HeaderVouch, original.Header.Get(events.HeaderVouch))
+			m.Header.Set(protocol.HeaderVouch, original.Header.Get(protocol.HeaderVouch))
 		}), protocol.CodeForbidden},
 		{"another approver", vouched("v-3", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
-			m.Header.Set(events.HeaderApprover, "mallory")
+			m.Header.Set(protocol.HeaderApprover, "mallory")
 		}), protocol.CodeForbidden},
 		{"more roles", vouched("v-4", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"clerk"}, later, func(m *nats.Msg) {
-			m.Header.Set(events.HeaderRoles, "clerk,supervisor")
+			m.Header.Set(protocol.HeaderRoles, "clerk,supervisor")
 		}), protocol.CodeForbidden},
 		{"another body", vouched("v-5", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "reject", Reason: "no"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
 			m.Data = []byte(strings.Replace(string(m.Data), `"reject"`, `"approve"`, 1))
@@ -688,7 +688,7 @@ func TestAVouchHoldsOnlyForItsCommandAndItsCaller(t *testing.T) {
 		}), protocol.CodeForbidden},
 		{"an expired vouch", vouched("v-7", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, time.Now().Add(-time.Second), nil), protocol.CodeForbidden},
 		{"a vouch of the first version", vouched("v-8", "r-vouch-b", protocol.Resume{RequestID: b.RequestID, Decision: "approve"}, "sam", []string{"supervisor"}, later, func(m *nats.Msg) {
-			m.Header.Set(events.HeaderVouch, "rM3vTnDdLy0vvsTmWkfPQdDK2m2Z5SbU3Qbq1bBHaYk")
+			m.Header.Set(protocol.HeaderVouch, "rM3vTnDdLy0vvsTmWkfPQdDK2m2Z5SbU3Qbq1bBHaYk")
 		}), protocol.CodeForbidden},
 		{"no request id", vouched("v-9", "r-vouch-b", protocol.Resume{Decision: "approve"}, "sam", []string{"supervisor"}, later, nil), protocol.CodeInvalidPayload},
 	} {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/interlockhq/interlock/command"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
@@ -67,19 +68,15 @@ type WorkerConfig struct {
 	// MaxDeliver is how many times a message is delivered before a failing
 	// one is dead-lettered. Defaults to DefaultMaxDeliver.
 	MaxDeliver int
-	// Secret is the deployment's secret: it verifies commands an
-	// authenticated service vouched for (events.HeaderVouch). Without it
-	// such commands are refused.
-	Secret []byte
 	// RequireRoles takes approval decisions only with an approver role:
 	// on <prefix>.in.<flow>.resume.<role>, whose NATS permissions say who
 	// may send them, or vouched for by the HTTP API. Set it whenever NATS
 	// authorization is configured.
 	RequireRoles bool
 	// Tools, if set, answers tool requests on <prefix>.in.gate.request;
-	// the runner must run [engine.GateFlow]. Without it such requests are
-	// dead-lettered unsupported.
-	Tools ToolRules
+	// the runner must run [engine.GateFlow]. Without it the gate is off:
+	// each request is refused unsupported, saying so, and dead-lettered.
+	Tools command.ToolRules
 	// Observe, if set, is called once for every message the worker is done
 	// with (acknowledged, dead-lettered or refused; not for one delivered
 	// again), from the goroutine that handled it: metrics count outcomes
@@ -148,7 +145,7 @@ type Worker struct {
 	base    context.Context
 	abort   context.CancelFunc
 	stopped bool
-	verbs   map[string]verb
+	verbs   command.Table
 }
 
 // NewWorker returns a worker; Start starts it.
@@ -158,7 +155,7 @@ func NewWorker(js JetStream, cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{js: js, cfg: cfg, log: *cfg.Logger, tracer: cfg.TracerProvider.Tracer(tracerName),
-		verbs: verbs(cfg.Tools)}, nil
+		verbs: command.Verbs(cfg.Tools)}, nil
 }
 
 // Start binds the inbound stream and the schedule stream, creates or
@@ -450,13 +447,10 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if role != "" && protocol.CheckName("approver role", role) != nil {
 		ok = false
 	}
-	v, known := w.verbs[name]
-	if !ok || !known || v.due != due || name == "request" && flow != "gate" || name == "start" && flow == "gate" {
+	v, known := w.verbs.Lookup(name, flow, due)
+	if !ok || !known {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
-			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role> or %s", msg.Subject(), n.Prefix, verbNames(w.verbs), n.Prefix, n.GateRequest())}, nil
-	}
-	if v.unsupported != "" {
-		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnsupported}, detail: v.unsupported}, nil
+			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role> or %s", msg.Subject(), n.Prefix, w.verbs.ClientVerbs(), n.Prefix, n.GateRequest())}, nil
 	}
 	if !due {
 		if err := CheckCommandHeaders(msg.Headers()); err != nil {
@@ -486,34 +480,27 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 		Traceparent: traceparent, Span: span,
 		FirstDelivery: md.NumDelivered == 1,
 	}
-	if ev.Type() != v.typ {
-		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
-			fmt.Sprintf("event type %q was sent to %s, which takes %q", ev.Type(), msg.Subject(), v.typ))
+	if v.Unsupported != "" {
+		run := ev.Subject()
+		if d, err := events.ParseToolRequest(ev.Data()); err == nil && name == protocol.VerbRequest {
+			run = d.CallID
+		}
+		return w.rejectCode(ctx, flow, name, run, in, protocol.CodeUnsupported, ReasonUnsupported, v.Unsupported)
 	}
-	if v.needsRun && ev.Subject() == "" {
+	if ev.Type() != v.Type {
+		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload,
+			fmt.Sprintf("event type %q was sent to %s, which takes %q", ev.Type(), msg.Subject(), v.Type))
+	}
+	if v.NeedsRun && ev.Subject() == "" {
 		return w.reject(ctx, flow, name, "", in, events.ReasonInvalidPayload, fmt.Sprintf("the event's subject must be the run id to %s", name))
 	}
-	c := caller{role: role, roleRequired: w.cfg.RequireRoles}
-	if vouch := msg.Headers().Get(events.HeaderVouch); vouch != "" {
-		approver, roles := msg.Headers().Get(events.HeaderApprover), events.ParseRoles(msg.Headers().Get(events.HeaderRoles))
-		err := errors.New("no secret")
-		if len(w.cfg.Secret) > 0 {
-			err = events.VerifyVouch(w.cfg.Secret, events.Vouched{Subject: msg.Subject(), EventID: ev.ID(), Run: ev.Subject(),
-				Body: msg.Data(), Approver: approver, Roles: roles}, vouch, time.Now())
-		}
-		switch {
-		case errors.Is(err, events.ErrVouchExpired):
-			return w.rejectCode(ctx, flow, name, ev.Subject(), in, protocol.CodeForbidden, events.ReasonInvalidPayload,
-				fmt.Sprintf("header %s: %v; the command waited in the inbound stream longer than a vouch holds (%s): send it again", events.HeaderVouch, err, events.VouchTTL))
-		case err != nil:
-			return w.rejectCode(ctx, flow, name, ev.Subject(), in, protocol.CodeForbidden, events.ReasonInvalidPayload,
-				fmt.Sprintf("header %s does not verify: a vouch holds only for the command (subject, event id, run and body) and the caller it was made for, "+
-					"and only the deployment's own services may vouch, with the workers' resume-token secret "+
-					"(a service of the deployment that sees this: give it the workers' --secret-file or INTERLOCK_SECRET)", events.HeaderVouch))
-		}
-		c.vouched, c.approver, c.roles = true, approver, roles
+	in.Authority = engine.Authority{Role: role, RoleRequired: w.cfg.RequireRoles, Subject: msg.Subject(), Body: msg.Data()}
+	if vouch := msg.Headers().Get(protocol.HeaderVouch); vouch != "" {
+		in.Authority.Vouch = vouch
+		in.Authority.Approver = msg.Headers().Get(protocol.HeaderApprover)
+		in.Authority.Roles = protocol.ParseRoles(msg.Headers().Get(protocol.HeaderRoles))
 	}
-	out, err := v.apply(ctx, w.cfg.Runner, flow, ev, in, c)
+	out, err := v.Apply(ctx, w.cfg.Runner, flow, ev, in)
 	var perr *events.Error
 	if errors.As(err, &perr) {
 		return w.reject(ctx, flow, name, ev.Subject(), in, events.ReasonInvalidPayload, perr.Error())

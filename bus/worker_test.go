@@ -120,6 +120,27 @@ func TestWorkerDeadLettersWhatItsTableDoesNotKnow(t *testing.T) {
 	}
 }
 
+// TestAWorkerWithoutGateRulesRefusesAToolRequestAtOnce: the gate is off,
+// and a tool request is answered at once with refused unsupported on the
+// call's subject, saying how to turn the gate on, as well as
+// dead-lettered; nobody waits on a decision that will not come.
+func TestAWorkerWithoutGateRulesRefusesAToolRequestAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newWorkerRig(t, enginetest.NewStore(), 0)
+	natstest.Publish(t, r.js, r.names.GateRequest(), protocol.TypeToolRequest, "call-1",
+		map[string]any{"callId": "call-1", "tool": "issue_refund", "args": map[string]any{"amount": 20}})
+	got := natstest.WaitFor(t, r.js, r.names.EventStream(), r.names.Event("gate", "call-1", ">"), natstest.Nth("refused", 1))
+	var ref protocol.Refused
+	if err := json.Unmarshal(got[0].Event.Data(), &ref); err != nil || ref.Code != protocol.CodeUnsupported ||
+		!strings.Contains(ref.Message, "gate is off") || !strings.Contains(ref.Message, "--gate-rules") {
+		t.Fatalf("refused %+v (%v), want unsupported saying the gate is off and how to turn it on", ref, err)
+	}
+	natstest.WaitDrained(t, r.js, r.names.InStream())
+	if dead := natstest.Read(t, r.js, r.names.DeadLetterStream(), ">"); len(dead) != 1 || dead[0].Header.Get(bus.HeaderReason) != bus.ReasonUnsupported {
+		t.Fatalf("dead letters %+v, want the request, unsupported", dead)
+	}
+}
+
 // brokenStore fails every write, as a store whose bucket is gone would.
 type brokenStore struct {
 	*enginetest.Store

@@ -64,7 +64,21 @@ type Client struct {
 	js     jetstream.JetStream
 	names  wire.Names
 	source string
-	wait   time.Duration
+	// by is the person the client acts for, named on what it sends.
+	by   string
+	wait time.Duration
+}
+
+// As returns a copy of the client that acts for the person named by: the
+// name sent as by on starts, cancels and reannounces, and as approver on
+// resumes that name none, so that the audit names the same person the
+// same way whatever they do (a surface that authenticated them vouches
+// for resumes with [Client.ResumeAs]). Without it, Interlock names the
+// client's source.
+func (c *Client) As(by string) *Client {
+	cp := *c
+	cp.by = by
+	return &cp
 }
 
 // New returns a client on a connection. source is the CloudEvents source
@@ -106,26 +120,12 @@ func settles(kind string) bool {
 	return false
 }
 
-// CheckName reports whether s is a valid flow name or run id: 1 to 128 of
-// A-Z, a-z, 0-9, '_' and '-', so that it is one NATS subject token. what
-// names the thing checked in the error ("flow", "run").
+// CheckName reports whether s is a valid flow name or run id (see
+// [protocol.CheckName]); the error starts "client: ". what names the thing
+// checked in the error ("flow", "run").
 func CheckName(what, s string) error {
-	if s == "" {
-		return fmt.Errorf("client: %s name is empty: use 1 to %d of A-Z a-z 0-9 _ -", what, MaxNameLen)
-	}
-	if len(s) > MaxNameLen {
-		return fmt.Errorf("client: %s name is %d characters long: use at most %d of A-Z a-z 0-9 _ -", what, len(s), MaxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			continue
-		}
-		shown := s
-		if len(shown) > 40 {
-			shown = shown[:40] + "..."
-		}
-		return fmt.Errorf("client: %s name %q has %q at byte %d: use only A-Z a-z 0-9 _ - (names are NATS subject tokens)", what, shown, c, i)
+	if err := protocol.CheckName(what, s); err != nil {
+		return fmt.Errorf("client: %w", err)
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func randomHex(n int) string {
 // completed, failed or refused. run may be "" for a fresh id.
 func (c *Client) Start(ctx context.Context, flow, run string, state map[string]json.RawMessage, origin json.RawMessage) (Event, error) {
 	run = cmp.Or(run, NewRunID())
-	return c.send(ctx, flow, run, "start", protocol.TypeStart, protocol.Start{State: state, Origin: origin}, "", nil)
+	return c.send(ctx, flow, run, "start", protocol.TypeStart, protocol.Start{State: state, Origin: origin, By: c.by}, "", nil)
 }
 
 // Resume sends a resume for a run and returns the event that settles it:
@@ -152,6 +152,7 @@ func (c *Client) Start(ctx context.Context, flow, run string, state map[string]j
 // refused. A resume whose IdempotencyKey was already applied returns an
 // Event with Repeat set and the run as it stands.
 func (c *Client) Resume(ctx context.Context, flow, run string, r protocol.Resume) (Event, error) {
+	r.Approver = cmp.Or(r.Approver, c.by)
 	return c.send(ctx, flow, run, "resume", protocol.TypeResume, r, r.IdempotencyKey, nil)
 }
 
@@ -160,12 +161,12 @@ func (c *Client) Resume(ctx context.Context, flow, run string, r protocol.Resume
 // new interrupted event, or refused. Use it when the run's interrupted
 // event is no longer in the events stream.
 func (c *Client) Reannounce(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "reannounce", protocol.TypeReannounce, protocol.Reannounce{Reason: reason}, "", nil)
+	return c.send(ctx, flow, run, "reannounce", protocol.TypeReannounce, protocol.Reannounce{Reason: reason, By: c.by}, "", nil)
 }
 
 // Cancel cancels a waiting run and returns the cancelled or refused event.
 func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, error) {
-	return c.send(ctx, flow, run, "cancel", protocol.TypeCancel, protocol.Cancel{Reason: reason, By: c.source}, "", nil)
+	return c.send(ctx, flow, run, "cancel", protocol.TypeCancel, protocol.Cancel{Reason: reason, By: cmp.Or(c.by, c.source)}, "", nil)
 }
 
 // send publishes a command and waits for the event that settles it. With

@@ -1,13 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -19,6 +19,7 @@ func (c *Client) ResumeWithRole(ctx context.Context, flow, run, role string, r p
 	if err := CheckName("approver role", role); err != nil {
 		return Event{}, err
 	}
+	r.Approver = cmp.Or(r.Approver, c.by)
 	return c.send(ctx, flow, run, "resume."+role, protocol.TypeResume, r, r.IdempotencyKey, nil)
 }
 
@@ -43,10 +44,10 @@ func (c *Client) ResumeAs(ctx context.Context, flow, run string, r protocol.Resu
 		}
 	}
 	return c.send(ctx, flow, run, "resume", protocol.TypeResume, r, r.IdempotencyKey, func(msg *nats.Msg, id string) {
-		msg.Header.Set(events.HeaderApprover, approver)
-		msg.Header.Set(events.HeaderRoles, joinRoles(roles))
-		msg.Header.Set(events.HeaderVouch, events.Vouch(secret, events.Vouched{Subject: msg.Subject, EventID: id, Run: run,
-			Body: msg.Data, Approver: approver, Roles: roles}, time.Now().Add(events.VouchTTL)))
+		msg.Header.Set(protocol.HeaderApprover, approver)
+		msg.Header.Set(protocol.HeaderRoles, joinRoles(roles))
+		msg.Header.Set(protocol.HeaderVouch, protocol.Vouch(secret, protocol.Vouched{Subject: msg.Subject, EventID: id, Run: run,
+			Body: msg.Data, Approver: approver, Roles: roles}, time.Now().Add(protocol.VouchTTL)))
 	})
 }
 

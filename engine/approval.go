@@ -263,12 +263,7 @@ func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 }
 
 // approver names who decided a resume: its approver, else its source.
-func (cmd Resume) approver() string {
-	if cmd.Approver != "" {
-		return cmd.Approver
-	}
-	return cmd.Source
-}
+func (cmd Resume) approver() string { return actor(cmd.Approver, cmd.Inbound) }
 
 func decodeObject(m map[string]json.RawMessage) (map[string]any, error) {
 	out := make(map[string]any, len(m))

@@ -3,13 +3,10 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -29,6 +26,8 @@ type Start struct {
 	State map[string]json.RawMessage
 	// Origin is any JSON object, echoed in every event of the run.
 	Origin json.RawMessage
+	// By names who started the run, for the audit record; see [actor].
+	By string
 	Inbound
 }
 
@@ -47,12 +46,15 @@ type Resume struct {
 	// ExpectedCheckpoint, if set, must equal the run's checkpoint.
 	ExpectedCheckpoint *uint64
 	IdempotencyKey     string
-	// Trusted resumes need no token: the caller was authenticated.
+	// Trusted resumes need no token: the caller was authenticated. A
+	// transport says so with a vouch in Inbound.Authority; an in-process
+	// caller that authenticated the person may set it.
 	Trusted bool
 	// Roles are the approver roles the resume was sent with (the role of a
 	// role subject, or the roles an authenticated caller holds), when
 	// RolesKnown. An approval is decided only by a resume holding its
 	// approverRole; without known roles, only when RoleRequired is false.
+	// A transport gives them in Inbound.Authority.
 	Roles        []string
 	RolesKnown   bool
 	RoleRequired bool
@@ -81,6 +83,8 @@ type Reannounce struct {
 	// RequestID, if set, must be the pending request's id.
 	RequestID string
 	Reason    string
+	// By names who asked, for the audit record; see [actor].
+	By string
 	Inbound
 }
 
@@ -94,6 +98,9 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 	}
 	if err := CheckName("run", cmd.Run); err != nil {
 		return Outcome{Flow: cmd.Flow, Run: cmd.Run, DeadLetter: ReasonInvalidName}, nil
+	}
+	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
+		return out, err
 	}
 	f, ok := r.flows[cmd.Flow]
 	if !ok {
@@ -144,7 +151,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		t.input += rawSize(cmd.State) + len(cmd.Origin)
 		t.action = protocol.ActionStarted
 		t.emit(protocol.EventStarted, &protocol.Started{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
-		t.audit(&protocol.AuditRecord{Action: protocol.ActionStarted, By: cmd.Source, EventID: cmd.EventID})
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionStarted, By: actor(cmd.By, cmd.Inbound), Source: cmd.Source, EventID: cmd.EventID})
 		out, err := r.run(ctx, t)
 		if isConflict(err) {
 			continue
@@ -156,9 +163,14 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 
 // Resume applies a resume command.
 func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
+	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
+		return out, err
+	}
+	cmd.fromTransport()
 	key := cmp.Or(cmd.IdempotencyKey, cmd.EventID)
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, key, "resume", func(t *txn) (Outcome, error) {
 		cp := t.cp
+		t.actor = cmd.approver()
 		if cp.Status == Running {
 			return t.retry(), nil
 		}
@@ -172,47 +184,8 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if cmd.ExpectedCheckpoint != nil && *cmd.ExpectedCheckpoint != t.rev {
 			return t.refuse(ctx, cmd.RequestID, CodeStaleCheckpoint, "expectedCheckpoint is %d but run %s is at checkpoint %d; answer the latest interrupted event", *cmd.ExpectedCheckpoint, cmd.Run, t.rev)
 		}
-		t.actor = cmd.approver()
-		if cmd.Trusted {
-			// A vouch binds the request it decides, so that it cannot
-			// decide a later one.
-			if cmd.RequestID == "" {
-				return t.refuse(ctx, "", CodeInvalidPayload, "a resume vouched for by a service of the deployment must name the request it decides: set requestId to the pending request's (%s)", in.RequestID)
-			}
-			// No token proves the caller saw the interrupted event, so make
-			// sure the transition that published it has finished.
-			if busy, err := r.busy(ctx, cp); err != nil || busy {
-				return t.retry(), err
-			}
-		} else {
-			if cmd.Token == "" {
-				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken is missing; copy it from the interrupted event")
-			}
-			if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) {
-				for _, old := range in.Retired {
-					if hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, old))) {
-						return t.refuse(ctx, cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s); answer the latest interrupted event", old, in.ApproverRole, in.RequestID)
-					}
-				}
-				return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "resumeToken does not match the pending interrupt (request %s); it may be from an earlier, used or re-announced interrupt", in.RequestID)
-			}
-		}
-		if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
-			if slices.Contains(in.Retired, cmd.RequestID) {
-				return t.refuse(ctx, cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s)", cmd.RequestID, in.ApproverRole, in.RequestID)
-			}
-			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
-		}
-		if in.ExpiresAt != nil && !t.now.Before(*in.ExpiresAt) {
-			return t.refuse(ctx, cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
-		}
-		if protocol.RoleRestricted(in.Kind) && in.ApproverRole != "" {
-			switch {
-			case cmd.RolesKnown && !slices.Contains(cmd.Roles, in.ApproverRole):
-				return t.refuse(ctx, cmd.RequestID, CodeForbidden, "deciding this approval takes approver role %s; the decision came with %s", in.ApproverRole, roleList(cmd.Roles))
-			case !cmd.RolesKnown && cmd.RoleRequired:
-				return t.refuse(ctx, cmd.RequestID, CodeForbidden, "approval decisions are taken only with an approver role: send it on <prefix>.in.%s.resume.%s, or through the HTTP API", cp.Flow, in.ApproverRole)
-			}
+		if out, stop, err := t.authorize(ctx, cmd, in); stop {
+			return out, err
 		}
 		k, ok := kindOf(in.Kind)
 		spec, known := protocol.SpecOf(in.Kind)
@@ -258,8 +231,12 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 
 // Cancel applies a cancel command.
 func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
+	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
+		return out, err
+	}
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "cancel", func(t *txn) (Outcome, error) {
 		cp := t.cp
+		t.actor = actor(cmd.By, cmd.Inbound)
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
 			return t.retry(), err
 		}
@@ -273,7 +250,7 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		cp.Status, cp.Interrupt = Cancelled, nil
 		t.input += len(cmd.Reason) + len(cmd.By)
 		t.begin(cmd.Traceparent, protocol.ActionCancelled)
-		by := cmp.Or(cmd.By, cmd.Source)
+		by := actor(cmd.By, cmd.Inbound)
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
 			Outcome: &protocol.AuditOutcome{Status: Cancelled}})
 		t.emit(protocol.EventCancelled, &protocol.Cancelled{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
@@ -283,8 +260,12 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 
 // Reannounce applies a reannounce command.
 func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error) {
+	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
+		return out, err
+	}
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "reannounce", func(t *txn) (Outcome, error) {
 		cp := t.cp
+		t.actor = actor(cmd.By, cmd.Inbound)
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
 			return t.retry(), err
 		}
@@ -300,7 +281,7 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		t.input += len(cmd.Reason) + len(cmd.RequestID)
 		t.begin(cmd.Traceparent, protocol.ActionReannounced)
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-			By: cmd.Source, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
+			By: actor(cmd.By, cmd.Inbound), Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
 			ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt,
 			Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 		t.interrupted(in)

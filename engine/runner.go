@@ -195,4 +195,8 @@ type Inbound struct {
 	// before (JetStream's first delivery of it). A start then skips reading
 	// the checkpoint: creating it fails if the run exists.
 	FirstDelivery bool
+	// Authority is who the transport says sent the command.
+	Authority Authority
+	// trusted is set once the command's vouch verified.
+	trusted bool
 }

@@ -157,6 +157,9 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	if !ok {
 		return Outcome{}, errors.New("engine: the gate flow is not registered; add engine.GateFlow() to Config.Flows")
 	}
+	if out, stop, err := r.authenticate(ctx, GateFlowName, req.CallID, &req.Inbound); stop {
+		return out, err
+	}
 	if err := checkOrigin(req.Origin); err != nil {
 		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), err.Error())
 	}

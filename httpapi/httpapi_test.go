@@ -56,6 +56,13 @@ func startAPIWith(t testing.TB, cfg httpapi.Config) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startAPIOn(t, cfg, rules)
+}
+
+// startAPIOn is startAPIWith on a service with the gate rules given, the
+// gate off when nil.
+func startAPIOn(t testing.TB, cfg httpapi.Config, rules *gate.RuleSet) *api {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
 	s, err := httpapi.New(svc, cfg)
@@ -309,11 +316,25 @@ func TestABookingRunOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelled := false
+	actions := map[string]bool{}
 	for _, r := range audit {
-		cancelled = cancelled || r.Action == "cancelled" && r.By == "/http/"+httpapi.LocalCaller && r.Reason == "test"
+		cancelled = cancelled || r.Action == "cancelled" && r.By == httpapi.LocalCaller && r.Reason == "test"
+		// One caller, named one way: on the start, the answers, the
+		// cancel and the refusals alike.
+		if r.Source == "/http/"+httpapi.LocalCaller {
+			actions[r.Action] = true
+			if r.By != httpapi.LocalCaller {
+				t.Errorf("the %s record names the caller %q, want %q as on every record", r.Action, r.By, httpapi.LocalCaller)
+			}
+		}
 	}
 	if !cancelled {
-		t.Fatalf("no cancelled record by /http/local: %+v", audit)
+		t.Fatalf("no cancelled record by local: %+v", audit)
+	}
+	for _, a := range []string{"started", "answered", "cancelled", "refused"} {
+		if !actions[a] {
+			t.Errorf("no %s record sent by the HTTP API to check the caller's name on", a)
+		}
 	}
 }
 

@@ -148,6 +148,10 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		}},
 		{"POST /v1/gate/requests", 400, func() response { return local.do("POST", "/v1/gate/requests", `{"callId":"o-call-3"}`) }},
 		{"POST /v1/gate/requests", 401, func() response { return secured.do("POST", "/v1/gate/requests", `{}`) }},
+		{"POST /v1/gate/requests", 501, func() response {
+			off := startAPIOn(t, httpapi.Config{Addr: "127.0.0.1:0"}, nil)
+			return off.do("POST", "/v1/gate/requests", `{"callId":"o-call-off","tool":"issue_refund","args":{"amount":20}}`)
+		}},
 		{"POST /v1/gate/requests", 403, func() response { return local.do("POST", "/v1/gate/requests", `{}`, crossSite...) }},
 
 		{"POST /v1/runs/{flow}", 413, func() response { return local.do("POST", "/v1/runs/booking", `{"state":{"name":"`+pad+`"}}`) }},

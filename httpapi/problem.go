@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // ProblemType begins the type URI of every problem the API answers with:
@@ -39,17 +41,19 @@ const (
 	CodeInternal = "internal"
 )
 
-// Refusal codes of the protocol (docs/protocol.md, Refusals).
+// Refusal codes of the protocol (docs/protocol.md, Refusals), as problem
+// codes.
 const (
-	codeTokenMismatch   = "token_mismatch"
-	codeStaleCheckpoint = "stale_checkpoint"
-	codeNotWaiting      = "not_waiting"
-	codeExpired         = "expired"
-	codeUnknownRun      = "unknown_run"
-	codeUnknownFlow     = "unknown_flow"
-	codeInvalidAnswer   = "invalid_answer"
-	codeForbidden       = "forbidden"
-	codeRunExists       = "run_exists"
+	codeTokenMismatch   = string(protocol.CodeTokenMismatch)
+	codeStaleCheckpoint = string(protocol.CodeStaleCheckpoint)
+	codeNotWaiting      = string(protocol.CodeNotWaiting)
+	codeExpired         = string(protocol.CodeExpired)
+	codeUnknownRun      = string(protocol.CodeUnknownRun)
+	codeUnknownFlow     = string(protocol.CodeUnknownFlow)
+	codeInvalidAnswer   = string(protocol.CodeInvalidAnswer)
+	codeForbidden       = string(protocol.CodeForbidden)
+	codeRunExists       = string(protocol.CodeRunExists)
+	codeUnsupported     = string(protocol.CodeUnsupported)
 )
 
 // StatusOf returns the HTTP status of a problem code: a refusal's code or
@@ -72,6 +76,8 @@ func StatusOf(code string) int {
 		return http.StatusGone
 	case codeInvalidAnswer:
 		return http.StatusUnprocessableEntity
+	case codeUnsupported:
+		return http.StatusNotImplemented
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
@@ -99,6 +105,7 @@ var titles = map[string]string{
 	codeInvalidAnswer:    "The answer does not fit the interrupt",
 	codeForbidden:        "Forbidden: the approval takes another role",
 	codeRunExists:        "The run exists",
+	codeUnsupported:      "Not served by this deployment",
 }
 
 // Problem is an RFC 9457 problem details object, served as

@@ -267,7 +267,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, c Caller) {
 
 // client returns a client that sends as the caller and waits up to wait.
 func (s *Server) client(c Caller, wait time.Duration) *client.Client {
-	return s.port.Client("/http/" + url.PathEscape(c.Name)).WithWait(wait)
+	return s.port.Client("/http/" + url.PathEscape(c.Name)).As(c.Name).WithWait(wait)
 }
 
 // answer answers a command with the event that settled it.

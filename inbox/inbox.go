@@ -248,7 +248,7 @@ func safeNext(next string) string {
 
 // client returns a client that sends as the caller.
 func (in *Inbox) client(s session) *client.Client {
-	return in.port.Client("/inbox/" + url.PathEscape(s.Name)).WithWait(in.cfg.Wait)
+	return in.port.Client("/inbox/" + url.PathEscape(s.Name)).As(s.Name).WithWait(in.cfg.Wait)
 }
 
 // page is what the layout renders.

@@ -56,6 +56,13 @@ func connect(t testing.TB, cfg mcpserver.Config) *model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connectWith(t, cfg, rules)
+}
+
+// connectWith is connect on a service with the gate rules given, the gate
+// off when nil.
+func connectWith(t testing.TB, cfg mcpserver.Config, rules *gate.RuleSet) *model {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
 	s, err := mcpserver.New(svc, cfg)
@@ -574,4 +581,27 @@ func TestKeptTokensAreBoundToTheSession(t *testing.T) {
 	}
 	m.call("continue_flow", args{"flow": "booking", "run": r.Run, "stateUpdates": args{"email": "a@b.c"}}, &r)
 	wantFields(t, r, "name", "phone")
+}
+
+// TestAGateThatIsOffSaysSoAtOnce: a deployment without gate rules refuses
+// request_tool_approval at once, saying the gate is off and not to call
+// the tool, and get_decision says the same rather than that there is no
+// such call: an agent is never told to poll for a decision that will not
+// come.
+func TestAGateThatIsOffSaysSoAtOnce(t *testing.T) {
+	t.Parallel()
+	m := connectWith(t, mcpserver.Config{Flows: flows}, nil)
+	msg := m.fail("request_tool_approval", args{"tool": "issue_refund", "callId": "call-off", "args": args{"amount": 20}})
+	for _, want := range []string{"unsupported", "gate is off", "--gate-rules", "do not call the tool"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("request_tool_approval with the gate off: %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "queued") || strings.Contains(msg, "later") {
+		t.Errorf("request_tool_approval with the gate off tells the model to wait: %q", msg)
+	}
+	msg = m.fail("get_decision", args{"callId": "call-off"})
+	if !strings.Contains(msg, "gate is off") || strings.Contains(msg, "no tool call") {
+		t.Errorf("get_decision of a call refused because the gate is off: %q", msg)
+	}
 }

@@ -206,5 +206,5 @@ func CheckAddr(addr string, public bool) error {
 
 // client returns a client that sends as the approver and waits up to wait.
 func (s *Server) client(wait time.Duration) *client.Client {
-	return s.port.Client("/mcp/" + url.PathEscape(s.cfg.Approver)).WithWait(wait)
+	return s.port.Client("/mcp/" + url.PathEscape(s.cfg.Approver)).As(s.cfg.Approver).WithWait(wait)
 }

@@ -308,6 +308,16 @@ func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in Cal
 		return nil, ToolDecision{}, readError(err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Kind == protocol.EventRefused && i == len(evs)-1 {
+			// The call's last word is a refusal (the gate is off, or the
+			// request was bad): say it, rather than that there is no call.
+			var ref protocol.Refused
+			if err := json.Unmarshal(evs[i].Event.Data(), &ref); err == nil {
+				if _, err := c.Checkpoint(ctx, client.GateFlow, in.CallID); errors.Is(err, client.ErrNotFound) {
+					return nil, ToolDecision{}, refusalError(ref, "request_tool_approval")
+				}
+			}
+		}
 		if evs[i].Kind != protocol.EventDecided {
 			continue
 		}
@@ -565,22 +575,24 @@ func (s *Server) commandError(tool, flow, run string, err error) error {
 func refusalError(ref protocol.Refused, tool string) error {
 	hint := ""
 	switch ref.Code {
-	case "unknown_flow":
+	case protocol.CodeUnknownFlow:
 		hint = "call list_flows and start one of those"
-	case "unknown_run":
+	case protocol.CodeUnknownRun:
 		hint = "check the flow and run; list_pending lists runs that wait"
-	case "run_exists":
+	case protocol.CodeRunExists:
 		hint = "choose another run id, or leave run out for a fresh one"
-	case "not_waiting":
+	case protocol.CodeNotWaiting:
 		hint = "the run has ended; get_run shows how, and start_flow starts a new one"
-	case "token_mismatch", "stale_checkpoint":
+	case protocol.CodeTokenMismatch, protocol.CodeStaleCheckpoint:
 		hint = "the run moved on meanwhile; get_run shows what it asks now"
-	case "expired":
+	case protocol.CodeExpired:
 		hint = "nobody answered in time; tell the user, and start_flow starts again"
-	case "invalid_answer", "invalid_payload":
+	case protocol.CodeInvalidAnswer, protocol.CodeInvalidPayload:
 		hint = "fix it and call " + tool + " again"
-	case "forbidden":
+	case protocol.CodeForbidden:
 		hint = "a person with the approver role must decide; tell the user it waits for them"
+	case protocol.CodeUnsupported:
+		hint = "do not call the tool, and do not ask again: tell the user this deployment cannot approve tool calls until its operator turns the gate on"
 	}
 	msg := fmt.Sprintf("refused (%s): %s", ref.Code, ref.Message)
 	if hint != "" {

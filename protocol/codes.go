@@ -19,10 +19,14 @@ const (
 	// CodeRunExists: a start names a run that already exists. An extension
 	// of the original list.
 	CodeRunExists Code = "run_exists"
+	// CodeUnsupported: the deployment does not serve what the command
+	// asks (a tool request while the tool-call gate is off). An extension
+	// of the original list.
+	CodeUnsupported Code = "unsupported"
 )
 
 // Codes returns every refusal code.
 func Codes() []Code {
 	return []Code{CodeTokenMismatch, CodeStaleCheckpoint, CodeNotWaiting, CodeUnknownRun, CodeExpired,
-		CodeInvalidAnswer, CodeForbidden, CodeInvalidPayload, CodeUnknownFlow, CodeRunExists}
+		CodeInvalidAnswer, CodeForbidden, CodeInvalidPayload, CodeUnknownFlow, CodeRunExists, CodeUnsupported}
 }

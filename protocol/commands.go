@@ -12,6 +12,10 @@ type Start struct {
 	State map[string]json.RawMessage `json:"state,omitempty"`
 	// Origin is any JSON object, echoed unchanged in every event of the run.
 	Origin json.RawMessage `json:"origin,omitempty"`
+	// By names who started the run, for the audit record (the source
+	// when absent). A command a service of the deployment vouches for is
+	// recorded by the caller it vouches for, never by this name.
+	By string `json:"by,omitempty"`
 }
 
 // Resume is the data of a resume command (io.interlock.run.resume). Only
@@ -45,6 +49,8 @@ type Reannounce struct {
 	RequestID string `json:"requestId,omitempty"`
 	// Reason is recorded in the audit stream.
 	Reason string `json:"reason,omitempty"`
+	// By names who asked, for the audit record (the source when absent).
+	By string `json:"by,omitempty"`
 }
 
 // ToolRequest is the data of a tool request (io.interlock.tool.requested):

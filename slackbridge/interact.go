@@ -242,7 +242,7 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 // resume sends a decision or an answer vouched for the mapped user: the
 // engine checks the role, applies it, refuses it, and audits either way.
 func (b *Bridge) resume(ctx context.Context, r ref, res protocol.Resume, u User) (client.Event, error) {
-	c := b.port.Client("/slack/" + url.PathEscape(u.Name)).WithWait(b.cfg.ResponseWait)
+	c := b.port.Client("/slack/" + url.PathEscape(u.Name)).As(u.Name).WithWait(b.cfg.ResponseWait)
 	return b.port.ResumeAs(ctx, c, r.Flow, r.Run, res, u.Name, u.Roles)
 }
 

@@ -38,7 +38,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.BoolVar(&reject, "reject", false, "reject the pending approval: its action never runs (give --reason to say why)")
 		fs.Var(&edits, "edit", "approve with the arg changed: `field=value` (JSON if it parses, else a string; a string when the proposed arg is one) or field:=JSON; repeat for several")
 		fs.StringVar(&update, "update", "", "state update as a JSON `object`, merged through the flow's reducers")
-		fs.StringVar(&approver, "approver", "", "`name` of who answers or decides, for the audit record")
+		fs.StringVar(&approver, "approver", "", "`name` of who answers or decides, for the audit record (default: --as)")
 		fs.StringVar(&role, "role", "", "decide as approver `role`: send on <prefix>.in.<flow>.resume.<role>, which NATS permissions may require (with authorization configured, approvals are decided only that way)")
 		fs.StringVar(&reason, "reason", "", "`reason` for the audit record (a rejection's reason is kept in the run's state)")
 		fs.StringVar(&token, "token", "", "resume `token` (default: read from the run's last interrupted event)")

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -17,9 +19,9 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
-	url, creds, natsContext, prefix, source, inbox string
-	json                                           bool
-	wait                                           time.Duration
+	url, creds, natsContext, prefix, source, inbox, as string
+	json                                               bool
+	wait                                               time.Duration
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
@@ -28,7 +30,8 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.natsContext, "context", envOr("NATS_CONTEXT", ""), "natscli context `name` (~/.config/nats/context/NAME.json) or file giving url, creds, user, password and TLS files")
 	fs.StringVar(&c.prefix, "prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of streams, subjects and buckets")
 	fs.StringVar(&c.inbox, "inbox-prefix", envOr("NATS_INBOX_PREFIX", ""), "`prefix` of the connection's reply subjects, such as _INBOX_bot for user bot of deploy/interlock-auth.conf (default: $NATS_INBOX_PREFIX, else the --context's, else _INBOX)")
-	fs.StringVar(&c.source, "source", envOr("INTERLOCK_SOURCE", "/cli"), "CloudEvents `source` naming you in the audit stream")
+	fs.StringVar(&c.source, "source", envOr("INTERLOCK_SOURCE", "/cli"), "CloudEvents `source` of what you send")
+	fs.StringVar(&c.as, "as", envOr("INTERLOCK_AS", loginName()), "`name` the audit stream knows you by, and a decision's approver (default: $INTERLOCK_AS, else your login name, else $USER or $USERNAME)")
 	fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
 	fs.DurationVar(&c.wait, "wait", client.DefaultWait, "how long to wait for the outcome")
 }
@@ -74,7 +77,15 @@ func (c *clientFlags) dial(ctx context.Context) (*client.Client, func(), error) 
 	if err != nil {
 		return nil, nil, &exitError{code: exitUnreachable, err: err}
 	}
-	return client.New(nc, js, names, c.source, c.wait), nc.Close, nil
+	return client.New(nc, js, names, c.source, c.wait).As(c.as), nc.Close, nil
+}
+
+// loginName is the name of the user running the command, or "".
+func loginName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return cmp.Or(os.Getenv("USER"), os.Getenv("USERNAME"))
 }
 
 // checkArgs checks the positional arguments of a client command, before

@@ -53,3 +53,18 @@ func TestAnswerWithARoleDecidesOnTheRoleSubject(t *testing.T) {
 		t.Fatalf("deciding as supervisor: %v\n%s%s", err, out, errOut)
 	}
 }
+
+// TestGateRequestToAServeWithoutRulesSaysTheGateIsOff: without
+// --gate-rules the gate is off, and gate request says so at once, with
+// how to turn it on, and exits 3 (the call may not run), rather than
+// waiting and calling the request queued.
+func TestGateRequestToAServeWithoutRulesSaysTheGateIsOff(t *testing.T) {
+	url := serveForTest(t)
+	out, errOut, err := run(t, url, "gate", "request", "issue_refund", "orderId=o-1", "amount=200", "--call", "call-off")
+	if codeOf(err) != exitRefused || !strings.Contains(err.Error(), "gate is off") || !strings.Contains(err.Error(), "--gate-rules") {
+		t.Fatalf("gate request with the gate off: exit %d, %v\n%s%s", codeOf(err), err, out, errOut)
+	}
+	if strings.Contains(err.Error()+out+errOut, "queued") {
+		t.Errorf("gate request with the gate off calls the request queued: %v %s%s", err, out, errOut)
+	}
+}

@@ -69,9 +69,12 @@ func reported(code int) error {
 func codeOf(err error) int {
 	var u usageError
 	var e *exitError
+	var ref *client.RefusedError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &ref):
+		return exitRefused
 	case errors.As(err, &u):
 		return exitUsage
 	case errors.As(err, &e):

@@ -194,6 +194,31 @@ type agentLine struct {
 	Decision string          `json:"decision"`
 	Approver string          `json:"approver"`
 	Args     json.RawMessage `json:"args"`
+	Code     string          `json:"code"`
+	Message  string          `json:"message"`
+}
+
+// TestNodeAgentIsToldAtOnceWhenTheGateIsOff runs the agent against a
+// service without gate rules: its tool request is refused at once, code
+// unsupported, with a message that says the gate is off and how to turn
+// it on, and the agent stops on it rather than waiting for a decision.
+func TestNodeAgentIsToldAtOnceWhenTheGateIsOff(t *testing.T) {
+	node := requireNode(t)
+	srv := natstest.StartServer(t, "")
+	natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret})
+	env := append(os.Environ(), "NATS_URL="+srv.ClientURL(), "WAIT_SECONDS="+strconv.Itoa(int(natstest.Wait/time.Second)))
+	agent := start(t, node, "agent.js", env)
+	lines := agent.rest(t)
+	if err := agent.wait(t); err == nil {
+		t.Fatalf("agent.js exited 0 with the gate off\nstdout:\n%s", agent.stdout())
+	}
+	var last agentLine
+	if len(lines) == 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil {
+		t.Fatalf("agent.js printed %q", lines)
+	}
+	if last.Step != "refused" || last.CallID == "" || last.Code != string(protocol.CodeUnsupported) || !strings.Contains(last.Message, "gate is off") {
+		t.Fatalf("agent.js ended with %+v, want the gate's refusal, unsupported, saying the gate is off", last)
+	}
 }
 
 // botLine is a decision bot.js prints.

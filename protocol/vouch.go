@@ -1,4 +1,4 @@
-package events
+package protocol
 
 import (
 	"crypto/hmac"
@@ -70,9 +70,9 @@ func Vouch(secret []byte, v Vouched, expires time.Time) string {
 var (
 	// ErrVouchInvalid: the vouch is not one the deployment's secret made
 	// for this command and caller.
-	ErrVouchInvalid = errors.New("events: the vouch does not verify")
+	ErrVouchInvalid = errors.New("protocol: the vouch does not verify")
 	// ErrVouchExpired: the vouch was good, but its time has passed.
-	ErrVouchExpired = errors.New("events: the vouch has expired")
+	ErrVouchExpired = errors.New("protocol: the vouch has expired")
 )
 
 // VerifyVouch checks a HeaderVouch value against the command and caller

@@ -1,0 +1,31 @@
+package command_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestTheTableStandsApartFromAnyTransport checks that the verb table
+// carries no transport: it depends on engine, events and protocol of this
+// module, and on no NATS package, so that any transport may use it.
+func TestTheTableStandsApartFromAnyTransport(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/interlockhq/interlock/command").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	const module = "github.com/interlockhq/interlock"
+	allowed := map[string]bool{}
+	for _, p := range []string{"command", "engine", "events", "protocol", "internal/jsonw"} {
+		allowed[module+"/"+p] = true
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasPrefix(dep, "github.com/nats-io/"):
+			t.Errorf("command depends on %s, a NATS package", dep)
+		case (dep == module || strings.HasPrefix(dep, module+"/")) && !allowed[dep]:
+			t.Errorf("command depends on %s; it may use only engine, events and protocol of this module", dep)
+		}
+	}
+}
