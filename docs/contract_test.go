@@ -74,7 +74,8 @@ var bindings = map[string]binding{
 		types: typesOf(events.Checkpoint{}, engine.Checkpoint{}), strict: typesOf(engine.Checkpoint{}),
 		parse: func(b []byte) error { _, err := events.DecodeCheckpoint(b, 1); return err },
 	},
-	"pending": {types: typesOf(events.Pending{}, engine.Pending{})},
+	"pending":  {types: typesOf(events.Pending{}, engine.Pending{})},
+	"finished": {types: typesOf(events.Finished{}, engine.Finished{})},
 	// A list of keys: each example decodes strictly as a list.
 	"audit-keys": {
 		types: typesOf(events.AuditKey{}), strict: typesOf([]events.AuditKey{}),
@@ -117,8 +118,8 @@ func TestIndexListsEverySchemaOnce(t *testing.T) {
 				t.Errorf("%s: an event's entry needs its type and subjects", e.Name)
 			}
 		case docs.Stored:
-			if e.Bucket == "" || e.Key == "" {
-				t.Errorf("%s: a stored document's entry needs its bucket and key", e.Name)
+			if (e.Bucket == "" || e.Key == "") == (e.Stream == "" || len(e.Subjects) == 0) {
+				t.Errorf("%s: a stored document's entry needs its bucket and key, or its stream and subjects", e.Name)
 			}
 		case docs.Shared:
 		default:

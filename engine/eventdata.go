@@ -55,7 +55,8 @@ func auditVerdict(v Verdict) string {
 // EventData is the typed data of an outbound event, audit record or
 // deadline: one of [*StartedEvent], [*InterruptedEvent], [*ResumedEvent],
 // [*CompletedEvent], [*FailedEvent], [*CancelledEvent], [*ExpiredEvent],
-// [*RefusedEvent], [*DecidedEvent], [*AuditRecord] or [*Schedule].
+// [*RefusedEvent], [*DecidedEvent], [*AuditRecord], [*Schedule] or
+// [*Finished].
 type EventData interface {
 	// stamp returns a copy carrying the checkpoint number the event comes
 	// from and, on an interrupted event, the resume token.
@@ -348,6 +349,8 @@ func newEventData(stream Stream, kind string) (EventData, error) {
 		return &AuditRecord{}, nil
 	case ScheduleStream:
 		return &Schedule{}, nil
+	case FinishedStream:
+		return &Finished{}, nil
 	}
 	switch kind {
 	case EventStarted:
