@@ -26,7 +26,7 @@ const (
 // Statuses of [RunsQuery] beside the finished ones (wire.FinishedStatuses).
 const (
 	// StatusWaiting: runs waiting on an interrupt, from the pending index.
-	StatusWaiting = "waiting"
+	StatusWaiting = events.StatusWaiting
 	// StatusFinished stands for every finished status: completed, failed,
 	// cancelled and expired.
 	StatusFinished = "finished"
@@ -514,4 +514,77 @@ func mergeRuns(reads []sourceRead, statuses []string, limit int) RunsPage {
 		page.Next = encodeRunsCursor(statuses, pos)
 	}
 	return page
+}
+
+// Outcome says in a line, for a person, what a waiting run waits for or
+// how a finished one ended: "waiting for email, name", "waiting for
+// approval of issue_refund by supervisor", "approved by sam", "rejected by
+// sam: duplicate order", "failed: upstream down", "cancelled by ann:
+// customer called back", "expired waiting for approval of issue_refund by
+// finance_lead".
+func (it RunItem) Outcome() string {
+	if p := it.Pending; p != nil {
+		return "waiting for " + waitingFor(p.Kind, p.Fields, p.Question, p.Action, p.ApproverRole)
+	}
+	f := it.Finished
+	if f == nil {
+		return it.Status
+	}
+	with := func(what, who, why string) string {
+		if who != "" {
+			what += " by " + who
+		}
+		if why != "" {
+			what += ": " + why
+		}
+		return what
+	}
+	switch f.Status {
+	case events.StatusFailed:
+		return with("failed", "", firstLine(f.Error))
+	case events.StatusCancelled:
+		return with("cancelled", f.By, firstLine(f.Reason))
+	case events.StatusExpired:
+		if in := f.Interrupt; in != nil {
+			return "expired waiting for " + waitingFor(in.Kind, nil, "", in.Action, in.ApproverRole)
+		}
+		return "expired"
+	}
+	if d := f.Decision; d != nil {
+		switch d.Verdict {
+		case "reject":
+			return with("rejected", d.Approver, firstLine(d.Reason))
+		case "edit":
+			return with("completed, edited", d.Approver, "")
+		}
+		return with("completed, approved", d.Approver, "")
+	}
+	return f.Status
+}
+
+// waitingFor says what an interrupt asks for.
+func waitingFor(kind string, fields []string, question, action, role string) string {
+	switch kind {
+	case "approval":
+		s := "approval of " + action
+		if role != "" {
+			s += " by " + role
+		}
+		return s
+	case "choice":
+		if question == "" {
+			return "a choice"
+		}
+		return "a choice: " + question
+	}
+	if len(fields) == 0 {
+		return "an answer"
+	}
+	return strings.Join(fields, ", ")
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSpace(line)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
 )
 
 // finish writes the finished-runs index entry of a run, as the engine
@@ -337,5 +338,32 @@ func TestListRunsRefusesWhatItCannotList(t *testing.T) {
 	// The same cursor with the same statuses, spelled out, is fine.
 	if _, err := r.client.ListRuns(t.Context(), client.RunsQuery{After: finished.Next, Statuses: []string{"expired", "completed", "failed", "cancelled"}}); err != nil {
 		t.Errorf("the cursor with the finished statuses spelled out: %v", err)
+	}
+}
+
+func TestOutcomeSaysWhatARunWaitsForOrHowItEnded(t *testing.T) {
+	t.Parallel()
+	fin := func(f events.Finished) client.RunItem { return client.RunItem{Status: f.Status, Finished: &f} }
+	cases := []struct {
+		item client.RunItem
+		want string
+	}{
+		{client.RunItem{Status: "waiting", Pending: &events.Pending{Kind: "question", Fields: []string{"email", "name"}}}, "waiting for email, name"},
+		{client.RunItem{Status: "waiting", Pending: &events.Pending{Kind: "choice", Question: "Which topics?"}}, "waiting for a choice: Which topics?"},
+		{client.RunItem{Status: "waiting", Pending: &events.Pending{Kind: "approval", Action: "issue_refund", ApproverRole: "supervisor"}}, "waiting for approval of issue_refund by supervisor"},
+		{fin(events.Finished{Status: "completed"}), "completed"},
+		{fin(events.Finished{Status: "completed", Decision: &events.FinishedDecision{Verdict: "approve", Approver: "sam"}}), "completed, approved by sam"},
+		{fin(events.Finished{Status: "completed", Decision: &events.FinishedDecision{Verdict: "edit", Approver: "sam"}}), "completed, edited by sam"},
+		{fin(events.Finished{Status: "completed", Decision: &events.FinishedDecision{Verdict: "reject", Approver: "sam", Reason: "duplicate order\nsee ticket"}}), "rejected by sam: duplicate order"},
+		{fin(events.Finished{Status: "failed", Error: "upstream down"}), "failed: upstream down"},
+		{fin(events.Finished{Status: "cancelled", By: "ann", Reason: "customer called back"}), "cancelled by ann: customer called back"},
+		{fin(events.Finished{Status: "cancelled"}), "cancelled"},
+		{fin(events.Finished{Status: "expired", Interrupt: &events.FinishedInterrupt{Kind: "approval", Action: "issue_refund", ApproverRole: "finance_lead"}}), "expired waiting for approval of issue_refund by finance_lead"},
+		{fin(events.Finished{Status: "expired", Interrupt: &events.FinishedInterrupt{Kind: "question"}}), "expired waiting for an answer"},
+	}
+	for _, tc := range cases {
+		if got := tc.item.Outcome(); got != tc.want {
+			t.Errorf("Outcome of %+v = %q, want %q", tc.item, got, tc.want)
+		}
 	}
 }
