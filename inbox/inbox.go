@@ -92,7 +92,7 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 	in := &Inbox{port: port, cfg: cfg, log: *cfg.Logger, pages: map[string]*template.Template{}}
 	in.csrfKey = make([]byte, 32)
 	_, _ = rand.Read(in.csrfKey)
-	for _, page := range []string{"queue", "run", "login", "error"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -102,12 +102,13 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 	return in, nil
 }
 
-// Register mounts the inbox's pages on m: the queue at /, a run at
-// /runs/{flow}/{run}, signing in at /login, the live stream at /stream and
-// the assets under /assets/.
+// Register mounts the inbox's pages on m: the queue at /, the runs that
+// finished at /done, a run at /runs/{flow}/{run}, signing in at /login,
+// the live stream at /stream and the assets under /assets/.
 func (in *Inbox) Register(m Mux) {
 	assets, _ := fs.Sub(assetFS, "assets")
 	m.Handle("GET /{$}", in.signedIn(in.queue))
+	m.Handle("GET /done", in.signedIn(in.done))
 	m.Handle("GET /runs/{flow}/{run}", in.signedIn(in.runPage))
 	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
 	m.Handle("GET /stream", in.signedIn(in.stream))
@@ -240,7 +241,10 @@ func (in *Inbox) client(s session) *client.Client {
 
 // page is what the layout renders.
 type page struct {
-	Title   string
+	Title string
+	// Nav names the view the page is, in the header's links: "queue" or
+	// "done".
+	Nav     string
 	Session *session
 	CSRF    string
 	Body    any
