@@ -134,11 +134,20 @@ func (c *Client) ListRuns(ctx context.Context, q RunsQuery) (RunsPage, error) {
 		sources[i] = c.runSource(status, q.Flow)
 	}
 	// Each index is read apart, at the same time: up to one more entry
-	// than the page holds, which tells whether a next page exists.
+	// than the page holds, which tells whether a next page exists. When
+	// several are merged, each reads at most a few pages' worth of
+	// messages: the pending index holds, besides what waits, a marker of
+	// every run that stopped waiting within its marker TTL, all of them
+	// at its newest end. A read that stops there says how far back in
+	// time it got, and the page ends there (see mergeRuns).
+	budget := 0
+	if len(sources) > 1 {
+		budget = scanPages * (q.Limit + 1)
+	}
 	reads := make([]sourceRead, len(sources))
 	var wg sync.WaitGroup
 	for i, s := range sources {
-		wg.Go(func() { reads[i] = s.back(ctx, cur[i], q.Limit+1) })
+		wg.Go(func() { reads[i] = s.back(ctx, cur[i], q.Limit+1, budget) })
 	}
 	wg.Wait()
 	for _, r := range reads {
@@ -278,6 +287,10 @@ type sourced struct {
 	seq  uint64
 }
 
+// scanPages bounds what an index merged with others reads for a page, in
+// pages' worth of messages, markers included.
+const scanPages = 4
+
 // sourceRead is what a source returned for a page.
 type sourceRead struct {
 	// items are newest first.
@@ -287,7 +300,13 @@ type sourceRead struct {
 	from uint64
 	// oldest is set when items reach the oldest entry of the source.
 	oldest bool
-	err    error
+	// cut is set when the read stopped at its budget with fewer items
+	// than asked for: it read every message from low up to from, the
+	// oldest of them stored at lowTime, and none below.
+	cut     bool
+	low     uint64
+	lowTime time.Time
+	err     error
 }
 
 // streamBounds reads a stream's first and last sequences and how many
@@ -323,8 +342,10 @@ func (s *runSource) streamBounds(ctx context.Context) (first, last, msgs uint64,
 // windows of sequences backwards from the start, each twice as wide as
 // the one before, forwards within each; a window's matching entries are
 // counted before they are read (the server counts them from its index),
-// so that a read never runs on into entries already read.
-func (s *runSource) back(ctx context.Context, before uint64, n int) sourceRead {
+// so that a read never runs on into entries already read. With a budget
+// (0: none), it stops once it has read that many messages, markers
+// included, and says how far it got.
+func (s *runSource) back(ctx context.Context, before uint64, n, budget int) sourceRead {
 	first, last, msgs, err := s.streamBounds(ctx)
 	if err != nil {
 		return sourceRead{err: err}
@@ -359,8 +380,21 @@ func (s *runSource) back(ctx context.Context, before uint64, n int) sourceRead {
 			hi = min(hi, seq)
 		}
 	}
-	width := uint64(n)
+	// With a budget, two windows at most: a page, then the rest of the
+	// budget, each read with one request (every request costs the server
+	// a count, which on the pending index walks its subjects).
+	width, windows := uint64(n), 0
 	for len(r.items) < n {
+		if budget > 0 {
+			if windows == 2 || budget <= n {
+				r.cut = true
+				break
+			}
+			if windows == 1 {
+				width = uint64(budget - n)
+			}
+		}
+		windows++
 		lo := first
 		if hi-first+1 > width {
 			lo = hi - width + 1
@@ -369,7 +403,13 @@ func (s *runSource) back(ctx context.Context, before uint64, n int) sourceRead {
 		if err != nil {
 			return sourceRead{err: err}
 		}
-		above = count
+		above = count // what follows the next window's hi: this one's lo on
+		if len(win) > 0 {
+			if r.lowTime, err = s.storedAt(win[0]); err != nil {
+				return sourceRead{err: err}
+			}
+		}
+		r.low = lo
 		for i := len(win) - 1; i >= 0; i-- {
 			if it, ok, err := s.decode(win[i]); err != nil {
 				return sourceRead{err: err}
@@ -386,32 +426,44 @@ func (s *runSource) back(ctx context.Context, before uint64, n int) sourceRead {
 	return r
 }
 
+// storedAt is when the server stored a message.
+func (s *runSource) storedAt(m batchMsg) (time.Time, error) {
+	at, err := time.Parse(time.RFC3339Nano, m.header.Get("Nats-Time-Stamp"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("client: reading %s: message %d has no time: %w", s.get.what, m.seq, err)
+	}
+	return at, nil
+}
+
 // maxBatch bounds the messages one batched direct get asks for.
 const maxBatch = MaxRunsLimit
 
 // window reads the messages of [lo, hi] matching the source's filter,
 // forwards. above is how many matching messages follow hi (-1 if not
 // known). It returns the messages and how many matching messages there
-// are from lo on, for the window below.
+// are from lo on, for the window below (-1 if not known).
+//
+// Without a filter a window holds at most as many messages as it spans,
+// and it is read with one request for all of them; a read runs on past
+// hi only by the sequences deleted in the window. With a filter its
+// messages may be sparse, and a request for as many would run on into
+// the entries already read: the matching messages after hi and from lo
+// are counted first (the server counts them from its index), and the
+// window is read for exactly its own.
 func (s *runSource) window(ctx context.Context, lo, hi uint64, above int64) ([]batchMsg, int64, error) {
-	if above < 0 {
-		// Count what follows hi first: without the count, a read of a
-		// sparse window would run on into the entries after it.
+	if s.filtered && above < 0 {
 		b, err := s.get.batch(ctx, hi+1, 1)
 		if err != nil {
 			return nil, 0, err
 		}
 		above = int64(b.matching)
 	}
-	var out []batchMsg
-	// The first request: at the newest end, the whole window (nothing
-	// follows it); elsewhere one message, whose count says how many the
-	// window holds.
-	k := 1
-	if above == 0 {
-		k = int(min(hi-lo+1, maxBatch))
+	k := int(min(hi-lo+1, maxBatch))
+	if s.filtered && above > 0 {
+		k = 1 // its count says how many the window holds
 	}
-	start, left, counted := lo, int64(0), int64(-1)
+	var out []batchMsg
+	start, left, counted := lo, int64(-1), int64(-1)
 	for start <= hi {
 		b, err := s.get.batch(ctx, start, k)
 		if err != nil {
@@ -419,7 +471,9 @@ func (s *runSource) window(ctx context.Context, lo, hi uint64, above int64) ([]b
 		}
 		if counted < 0 {
 			counted = int64(b.matching)
-			left = counted - above
+			if above >= 0 {
+				left = counted - above
+			}
 		}
 		for _, m := range b.msgs {
 			if m.seq > hi {
@@ -428,13 +482,16 @@ func (s *runSource) window(ctx context.Context, lo, hi uint64, above int64) ([]b
 			out = append(out, m)
 			left--
 		}
-		if len(b.msgs) == 0 || b.pending == 0 || left <= 0 {
+		if len(b.msgs) == 0 || b.pending == 0 || above >= 0 && left <= 0 {
 			break
 		}
 		start = b.msgs[len(b.msgs)-1].seq + 1
-		k = int(min(left, int64(hi-start+1), maxBatch))
+		k = int(min(int64(hi-start+1), maxBatch))
+		if above >= 0 {
+			k = int(min(int64(k), left))
+		}
 	}
-	return out, max(counted, 0), nil
+	return out, counted, nil
 }
 
 // decode reads an index entry as a run; ok is false for a marker.
@@ -442,9 +499,9 @@ func (s *runSource) decode(m batchMsg) (RunItem, bool, error) {
 	if m.marker {
 		return RunItem{}, false, nil
 	}
-	at, err := time.Parse(time.RFC3339Nano, m.header.Get("Nats-Time-Stamp"))
+	at, err := s.storedAt(m)
 	if err != nil {
-		return RunItem{}, false, fmt.Errorf("client: reading %s: message %d has no time: %w", s.get.what, m.seq, err)
+		return RunItem{}, false, err
 	}
 	if s.status == StatusWaiting {
 		var p events.Pending
@@ -464,13 +521,20 @@ func (s *runSource) decode(m batchMsg) (RunItem, bool, error) {
 }
 
 // mergeRuns merges the sources' items, newest first, into a page of up to
-// limit items and the cursor of the next page.
+// limit items and the cursor of the next page. A source whose read was cut
+// knows nothing of its entries stored before the oldest message it read:
+// the page holds only what changed since, and the next page carries on
+// below what each source read.
 func mergeRuns(reads []sourceRead, statuses []string, limit int) RunsPage {
 	page := RunsPage{Items: []RunItem{}, Statuses: statuses}
 	pos := make([]uint64, len(reads))
 	next := make([]int, len(reads)) // the index of each source's next item
+	var horizon time.Time
 	for i, r := range reads {
 		pos[i] = r.from
+		if r.cut && r.lowTime.After(horizon) {
+			horizon = r.lowTime
+		}
 	}
 	type key struct {
 		flow, run  string
@@ -487,7 +551,7 @@ func mergeRuns(reads []sourceRead, statuses []string, limit int) RunsPage {
 				best = i
 			}
 		}
-		if best < 0 {
+		if best < 0 || reads[best].items[next[best]].item.ChangedAt.Before(horizon) {
 			break
 		}
 		it := reads[best].items[next[best]]
@@ -504,9 +568,15 @@ func mergeRuns(reads []sourceRead, statuses []string, limit int) RunsPage {
 	}
 	more := false
 	for i, r := range reads {
-		if next[i] < len(r.items) || !r.oldest {
+		switch {
+		case next[i] < len(r.items):
 			more = true
-		} else {
+		case r.cut:
+			// Every item read was taken: carry on below what was read.
+			pos[i], more = r.low, true
+		case !r.oldest:
+			more = true
+		default:
 			pos[i] = 1 // read to its oldest entry
 		}
 	}

@@ -367,3 +367,51 @@ func TestOutcomeSaysWhatARunWaitsForOrHowItEnded(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkersOfRunsThatStoppedWaitingDoNotMakeAPageReadThemAll(t *testing.T) {
+	t.Parallel()
+	r := newRig(t) // markers last an hour: all of them are in the index
+	var want []string
+	for i := range 5 {
+		run := fmt.Sprintf("w-old-%d", i)
+		r.put(t, entry("refund", run))
+		want = append([]string{"waiting:refund." + run}, want...)
+	}
+	// A busy stretch: runs wait, finish, and leave a marker each in the
+	// pending index, all at its newest end.
+	const busy = 300
+	for i := range busy {
+		run := fmt.Sprintf("r-%03d", i)
+		r.put(t, entry("refund", run))
+		r.finish(t, "refund", run, engine.Completed)
+		r.remove(t, "refund", run)
+		want = append([]string{"completed:refund." + run}, want...)
+	}
+	var first client.RunsPage
+	n := r.received(t, func() {
+		var err error
+		if first, err = r.client.ListRuns(t.Context(), client.RunsQuery{Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The markers were stored as fast as the finished entries: a few
+	// pages' worth of them reach as far back as a page of finished runs.
+	if got := runKeys(first.Items); !slices.Equal(got, want[:10]) {
+		t.Fatalf("the first page = %v, want %v", got, want[:10])
+	}
+	t.Logf("the first page received %d messages", n)
+	// Four pages' worth of the pending index at most, and a page of each
+	// other status: far fewer than the 300 markers.
+	if n > 4*11+5*16 {
+		t.Errorf("the first page received %d messages, with %d markers in the pending index", n, busy)
+	}
+	// Every run, once, in order, page after page, however the pages fall.
+	if got := allRuns(t, r.client, client.RunsQuery{Limit: 10}); !slices.Equal(got, want) {
+		t.Errorf("every page: %d runs\n%v\nwant %d:\n%v", len(got), got, len(want), want)
+	}
+	// Waiting runs alone are read past every marker, to fill the page.
+	page, err := r.client.ListRuns(t.Context(), client.RunsQuery{Statuses: []string{"waiting"}, Limit: 3})
+	if err != nil || !slices.Equal(runKeys(page.Items), want[busy:busy+3]) {
+		t.Errorf("waiting runs = %v, %v; want %v", runKeys(page.Items), err, want[busy:busy+3])
+	}
+}
