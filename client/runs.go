@@ -106,7 +106,13 @@ type RunsPage struct {
 // the server stored each entry: a page reads about Limit entries of each
 // status listed, however many runs are stored. The list is live: a run
 // that changes between two pages moves to the newest end, and is not on
-// a later page.
+// a later page. A page of several statuses may hold fewer than Limit
+// items, or none, and still have a Next: it ends where the read of the
+// pending index stopped among the markers of runs that stopped waiting.
+//
+// A status that runs are not listed by (running among them) is an error
+// wrapping ErrStatus; an After that is not a cursor of the query, one
+// wrapping ErrCursor.
 func (c *Client) ListRuns(ctx context.Context, q RunsQuery) (RunsPage, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
@@ -172,7 +178,7 @@ func runsStatuses(asked []string) ([]string, error) {
 				want[f] = true
 			}
 		case s == StatusRunning:
-			return nil, fmt.Errorf("client: runs are not listed while running: a run is running only while a worker is inside a transition (a step recorded, its node not finished), and no index holds it then; read the run itself (Checkpoint), or list %s", strings.Join(RunsStatuses(), ", "))
+			return nil, fmt.Errorf("client: runs are not listed while running: a run is running only while a worker is inside a transition (a step recorded, its node not finished), and no index holds it then; read the run itself (Checkpoint), or list %s%w", strings.Join(RunsStatuses(), ", "), ErrStatus)
 		case slices.Contains(RunsStatuses(), s):
 			want[s] = true
 		default:

@@ -320,7 +320,7 @@ func TestListRunsRefusesWhatItCannotList(t *testing.T) {
 		wantErr string
 		is      error
 	}{
-		{client.RunsQuery{Statuses: []string{"running"}}, "not listed while running", nil},
+		{client.RunsQuery{Statuses: []string{"running"}}, "not listed while running", client.ErrStatus},
 		{client.RunsQuery{Statuses: []string{"done"}}, `"done" is not a status`, client.ErrStatus},
 		{client.RunsQuery{After: "bm90IGEgY3Vyc29y"}, "not a cursor", client.ErrCursor},
 		{client.RunsQuery{After: "%%%"}, "not a cursor", client.ErrCursor},
