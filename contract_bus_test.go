@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/internal/schematest"
 	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // contractRig is a rig whose commands are checked against the inbound
@@ -94,6 +95,24 @@ func (r *contractRig) auditKeys() {
 			r.t.Errorf("%s %s: %v\n%s", r.names.ConfigBucket(), protocol.FlowKey(flow), err, e.Value())
 		}
 		r.checked["flow-info"]++
+	}
+}
+
+// finished validates every entry of the finished-runs index, and checks
+// that each finished status has one.
+func (r *contractRig) finished() {
+	r.t.Helper()
+	for _, status := range wire.FinishedStatuses {
+		got := natstest.Read(r.t, r.js, r.names.FinishedStream(status), r.names.Prefix+".finished."+status+".>")
+		if len(got) == 0 {
+			r.t.Errorf("no run ended %s in the finished-runs index", status)
+		}
+		for _, m := range got {
+			if err := r.set.Validate("finished", m.Data); err != nil {
+				r.t.Errorf("%s: %v\n%s", m.Subject, err, m.Data)
+			}
+			r.checked["finished"]++
+		}
 	}
 }
 
@@ -224,6 +243,7 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	r.wait("gate", "call-big", "decided", 1)
 	natstest.WaitDrained(t, js, r.names.InStream())
 	r.auditKeys()
+	r.finished()
 
 	seen, types := map[string]int{}, map[string]int{} // by schema, by CloudEvent type
 	for _, stream := range []struct{ name, filter string }{

@@ -284,6 +284,26 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 			s.Before.DataDirMB, s.After.DataDirMB, s.DiskBytesPerRun,
 			s.PendingEntries, s.ListPageMs, l.RunsPerSec)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(legs, func(l legResult) bool { return l.Stored != nil && len(l.Stored.Listings) > 0 }) {
+		return nil
+	}
+	fmt.Fprintf(b, "a page of %d runs with runs finished (client.ListRuns; median of %d; ms, and KB received), against the floor's raw read of a page:\n", pageSize, listTries)
+	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "leg\tstored\tevery status ms\tKB\tfinished ms\tKB\tcompleted ms\tKB\ttenth page ms\tKB\tfloor ms\tKB\tcompleted/floor\tevery status/floor\t")
+	for i, l := range legs {
+		if l.Stored == nil {
+			continue
+		}
+		for _, r := range l.Stored.Listings {
+			_, _ = fmt.Fprintf(tw, "%d %s\t%d\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2fx\t%.2fx\t\n",
+				i%len(legOrder)+1, l.System, r.Stored, r.All.Ms, r.All.Bytes/1024, r.Finished.Ms, r.Finished.Bytes/1024,
+				r.Completed.Ms, r.Completed.Bytes/1024, r.Tenth.Ms, r.Tenth.Bytes/1024, r.Floor.Ms, r.Floor.Bytes/1024,
+				r.Completed.Ms/r.Floor.Ms, r.All.Ms/r.Floor.Ms)
+		}
+	}
 	return tw.Flush()
 }
 

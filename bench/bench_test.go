@@ -218,6 +218,49 @@ func TestRunStored(t *testing.T) {
 	checkNothingLeft(t, tmp)
 }
 
+// TestRunStoredFinished runs a tiny benchmark with finished runs stored
+// before each leg, and checks that a page of the list of runs is timed
+// against the floor's read.
+func TestRunStoredFinished(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var out bytes.Buffer
+	const stored = 60
+	args := []string{"--runs", "2", "--concurrency", "2", "--warmup", "0", "--fsync", "lazy", "--stored", strconv.Itoa(stored), "--stored-finished", "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	for i, l := range rep.Modes[0].Legs {
+		s := l.Stored
+		if s == nil || !s.Finished || s.FinishedEntries != stored || len(s.Listings) != 1 {
+			t.Fatalf("leg %d (%s): stored %+v; want %d finished runs and one listing", i+1, l.System, s, stored)
+		}
+		r := s.Listings[0]
+		for name, c := range map[string]pageCost{"every status": r.All, "finished": r.Finished, "completed": r.Completed, "floor": r.Floor} {
+			if c.Ms <= 0 || c.Bytes <= 0 || c.Msgs <= 0 {
+				t.Errorf("leg %d (%s): %s page %+v; want a time, bytes and messages", i+1, l.System, name, c)
+			}
+		}
+		// The floor reads one stream once; a page of every status reads
+		// five, each a page.
+		if r.Floor.Bytes >= r.All.Bytes {
+			t.Errorf("leg %d (%s): the floor read %.0f B, every status %.0f B", i+1, l.System, r.Floor.Bytes, r.All.Bytes)
+		}
+	}
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(text.Bytes(), []byte("against the floor's raw read of a page")) {
+		t.Errorf("text report lacks the listing of runs:\n%s", text.String())
+	}
+	checkNothingLeft(t, tmp)
+}
+
 // checkNothingLeft fails if dir holds anything.
 func checkNothingLeft(t *testing.T, dir string) {
 	t.Helper()
@@ -304,6 +347,8 @@ type writes struct {
 	// streams' last sequence), runs and pending what is left in them.
 	runsWrites, runs       uint64
 	pendingWrites, pending uint64
+	// finished is the entries of the finished-runs index.
+	finished uint64
 	// schedule and target are the Nats-Schedule and Nats-Schedule-Target
 	// headers of the first schedule, the target without its prefix.
 	schedule, target string
@@ -356,9 +401,9 @@ func TestFloorMirrorsInterlock(t *testing.T) {
 				// The deadlines' schedules; the step's write.
 				wantSchedules, wantWrites = runs, 3*runs
 			}
-			if il.inbound != 0 || il.schedules != wantSchedules || il.events != 4*runs || il.audit != 3*runs || il.runsWrites != wantWrites || il.runs != runs {
-				t.Errorf("interlock wrote %+v; want no inbound message left, %d deadlines, %d events, %d audit records, %d checkpoint writes leaving %d",
-					il, wantSchedules, 4*runs, 3*runs, wantWrites, runs)
+			if il.inbound != 0 || il.schedules != wantSchedules || il.events != 4*runs || il.audit != 3*runs || il.runsWrites != wantWrites || il.runs != runs || il.finished != runs {
+				t.Errorf("interlock wrote %+v; want no inbound message left, %d deadlines, %d events, %d audit records, %d checkpoint writes leaving %d, %d finished entries",
+					il, wantSchedules, 4*runs, 3*runs, wantWrites, runs, runs)
 			}
 		})
 	}
@@ -431,6 +476,9 @@ func collect(t *testing.T, srv *natsServer, w workload, names wire.Names, runs i
 	rs, ps := state("KV_"+names.RunsBucket()), state("KV_"+names.PendingBucket())
 	got.runsWrites, got.runs = rs.LastSeq, rs.Msgs
 	got.pendingWrites, got.pending = ps.LastSeq, ps.Msgs
+	for _, status := range wire.FinishedStatuses {
+		got.finished += state(names.FinishedStream(status)).Msgs
+	}
 	return got
 }
 

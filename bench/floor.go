@@ -536,6 +536,15 @@ func (f *floor) resume(ctx context.Context, cmd command) error {
 	}
 	doc.Status, doc.Node = "completed", ""
 	record["outcome"] = map[string]any{"status": "completed", "node": in.Node}
+	// The run's entry of the finished-runs index, as the engine writes it.
+	finished := map[string]any{
+		"flow": f.w.flow, "run": run, "status": "completed", "node": in.Node, "createdAt": doc.CreatedAt, "finishedAt": now,
+		"interrupt": map[string]any{"requestId": in.RequestID, "node": in.Node, "kind": in.Kind, "approverRole": in.ApproverRole, "action": in.Action},
+	}
+	if n := len(doc.Decisions); n > 0 {
+		d := doc.Decisions[n-1]
+		finished["decision"] = map[string]any{"verdict": d.Verdict, "approver": d.Approver, "at": d.At}
+	}
 	records, head, err := f.chain(run, now, doc.Audit, record)
 	if err != nil {
 		return err
@@ -548,9 +557,31 @@ func (f *floor) resume(ctx context.Context, cmd command) error {
 	if rev, err = f.finish(ctx, key, b, rev); err != nil {
 		return err
 	}
+	finished["checkpoint"] = rev
+	entry, err := json.Marshal(finished)
+	if err != nil {
+		return fmt.Errorf("encoding the finished entry of %s: %w", key, err)
+	}
 	index := func(ctx context.Context) error {
+		// The finished entry, with the checkpoint's retention, while the
+		// pending entry is purged, as Interlock's store writes both.
+		m := nats.NewMsg(f.names.Finished("completed", f.w.flow))
+		m.Data = entry
+		m.Header.Set("Content-Type", "application/json")
+		m.Header.Set(jetstream.MsgIDHeader, newID())
+		fut, err := f.js.PublishMsgAsync(m, jetstream.WithMsgTTL(kv.DefaultKeepFinished))
+		if err != nil {
+			return fmt.Errorf("writing the finished entry of %s: %w", key, err)
+		}
 		if err := f.pending.Purge(ctx, key, jetstream.PurgeTTL(f.markerTTL)); err != nil {
 			return fmt.Errorf("removing pending entry %s: %w", key, err)
+		}
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			return fmt.Errorf("writing the finished entry of %s: %w", key, err)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		return nil
 	}

@@ -18,6 +18,7 @@
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy --cluster 3
 //	go run ./bench --stored 100000 --concurrency 32 --fsync lazy
+//	go run ./bench --stored 100000 --stored-finished --runs 200 --fsync lazy
 //
 // See bench/README.md for what is measured exactly and for results.
 package main
@@ -109,9 +110,12 @@ type options struct {
 	// cluster is the number of nodes of the server's cluster; 0 for a
 	// single server.
 	cluster int
-	// stored is how many runs each system stores before each leg.
-	stored       int
-	interlockBin string
+	// stored is how many runs each system stores before each leg;
+	// storedFinished runs them to completion instead of leaving them
+	// waiting.
+	stored         int
+	storedFinished bool
+	interlockBin   string
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -187,6 +191,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&procs, "worker-procs", "", "if set, counts of worker processes, separated by commas (1,2,4): the throughput measurement runs once per count with the workers (Interlock's service, the floor's pool) in that many child processes consuming one stream; unset, they run in this process")
 	fs.IntVar(&o.cluster, "cluster", 0, "if 3, the server is a 3-node cluster of child processes on loopback and every stream and bucket has 3 replicas; 0 is a single server")
 	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
+	fs.BoolVar(&o.storedFinished, "stored-finished", false, "with --stored: the stored runs are run to completion (start, answer) and kept as finished runs instead of left waiting, and a page of the list of runs (client.ListRuns) is timed, with the bytes it reads, at 1,000 runs stored and at --stored, against a raw batched direct get of the same page")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
@@ -238,6 +243,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--cluster is %d; use 3 for a 3-node cluster, or 0 for a single server", o.cluster)}
 	case o.stored < 0:
 		return o, usageError{fmt.Errorf("--stored is %d; it must be 0 or more", o.stored)}
+	case o.storedFinished && o.stored == 0:
+		return o, usageError{errors.New("--stored-finished says how --stored runs are stored: give --stored too")}
 	case o.stored > 0 && o.runs == 0:
 		return o, usageError{errors.New("--stored applies to the throughput measurement, which --runs 0 skips: give --runs too")}
 	case len(o.workerProcs) > 0 && o.runs == 0:

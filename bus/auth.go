@@ -102,13 +102,30 @@ func readable(n wire.Names) []struct {
 	stream string
 	direct bool
 } {
-	return []struct {
+	out := []struct {
 		stream string
 		direct bool
 	}{
 		{n.EventStream(), true}, {n.AuditStream(), true}, {n.DeadLetterStream(), false}, {n.ScheduleStream(), true},
 		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true}, {kvStream(n.ConfigBucket()), true},
 	}
+	for _, fs := range finishedStreams(n) {
+		out = append(out, struct {
+			stream string
+			direct bool
+		}{fs, true})
+	}
+	return out
+}
+
+// finishedStreams are the streams of the finished-runs index, one per
+// finished status.
+func finishedStreams(n wire.Names) []string {
+	var out []string
+	for _, status := range wire.FinishedStatuses {
+		out = append(out, n.FinishedStream(status))
+	}
+	return out
 }
 
 // Shares are the subjects InterlockAccount shares with ClientsAccount:
@@ -149,7 +166,8 @@ func Shares(n wire.Names) []Share {
 // acknowledgements; read events (subscribe to <prefix>.ev.> and read the
 // events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
-// pending index (<prefix>_pending) and the live configuration
+// pending index (<prefix>_pending), the finished-runs index (the streams
+// <PREFIX>_FINISHED_<STATUS>) and the live configuration
 // (<prefix>_config): stream info, direct and message gets; see the inbound
 // stream's and consumers' info (backlog); and receive replies on _INBOX.>.
 //
@@ -225,6 +243,7 @@ func Roles(n wire.Names) []Role {
 
 	botPub := append(in("resume", "resume.supervisor", "cancel"), "$JS.API.INFO")
 	botPub = append(botPub, read(n.EventStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket()))...)
+	botPub = append(botPub, read(finishedStreams(n)...)...)
 
 	opPub := []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
 		"$JS.API.STREAM.INFO." + n.InStream(), "$JS.API.CONSUMER.NAMES." + n.InStream(),
@@ -249,8 +268,8 @@ func Roles(n wire.Names) []Role {
 			"A Slack bot or an inbox: answer questions and cancel runs; decide",
 			"approvals for the supervisor role only (" + n.Prefix + ".in.<flow>.resume.supervisor:",
 			"with authorization configured, Interlock takes approval decisions only on",
-			"role subjects); read events, checkpoints and the pending index, a page at",
-			"a time by batched direct get.",
+			"role subjects); read events, checkpoints, the pending index and the",
+			"finished-runs index, a page at a time by batched direct get.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: botPub},
 			Subscribe: &server.SubjectPermission{Allow: sub("bot", n.Prefix+".ev.>")},

@@ -161,6 +161,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
 		},
 	}
+	for _, status := range wire.FinishedStatuses {
+		// The finished-runs index: one entry per run that finished with
+		// status, written with the Nats-TTL of the run's checkpoint, so
+		// that it goes when the checkpoint goes. One stream per status:
+		// listing one status never steps over runs of another, and a
+		// stream's few subjects (one per flow) keep the server's counts
+		// cheap however many runs it holds.
+		streams = append(streams, jetstream.StreamConfig{
+			Name: n.FinishedStream(status), Subjects: []string{n.Prefix + ".finished." + status + ".>"},
+			Description: "Interlock finished-runs index: runs " + status,
+			Retention:   jetstream.LimitsPolicy, Storage: storage,
+			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true, AllowMsgTTL: true,
+		})
+	}
 	w := clusterWait{cfg: cfg, deadline: time.Now().Add(cfg.ClusterWait)}
 	// An inbound stream of an earlier version, which held the deadlines,
 	// is emptied into a holding stream first, and put back once the

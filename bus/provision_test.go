@@ -54,6 +54,13 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 		if dl := info(n.DeadLetterStream()); dl.Config.Subjects[0] != n.Prefix+".dlq.>" {
 			t.Errorf("%s: subjects %v", n.DeadLetterStream(), dl.Config.Subjects)
 		}
+		for _, status := range wire.FinishedStatuses {
+			fin := info(n.FinishedStream(status))
+			if fin.Config.Retention != jetstream.LimitsPolicy || !fin.Config.AllowMsgTTL || !fin.Config.AllowDirect ||
+				fin.Config.MaxAge != 0 || fin.Config.Subjects[0] != n.Prefix+".finished."+status+".>" {
+				t.Errorf("%s: %+v; want limits retention, per-message TTLs, direct gets, no max age", n.FinishedStream(status), fin.Config)
+			}
+		}
 		runs, err := js.KeyValue(t.Context(), n.RunsBucket())
 		if err != nil {
 			t.Fatal(err)

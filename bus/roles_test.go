@@ -210,10 +210,22 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 					_, err = s.NextMsgWithContext(ctx)
 					return err
 				}, nil},
-				"read-events":      {"$JS.API.DIRECT.GET." + n.EventStream(), req("$JS.API.DIRECT.GET."+n.EventStream(), `{"last_by_subj":"`+n.Prefix+`.ev.>"}`), nil},
+				"read-events": {"$JS.API.DIRECT.GET." + n.EventStream(), func(ctx context.Context) error {
+					waiting("q") // an event to read, whichever action comes first
+					return req("$JS.API.DIRECT.GET."+n.EventStream(), `{"last_by_subj":"`+n.Prefix+`.ev.>"}`)(ctx)
+				}, nil},
 				"read-checkpoints": {"$JS.API.STREAM.INFO.KV_" + n.RunsBucket(), func(ctx context.Context) error { _, err := c.Checkpoint(ctx, "q", waiting("q").Run); return err }, nil},
 				"list-pending":     {"$JS.API.DIRECT.GET.KV_" + n.PendingBucket(), func(ctx context.Context) error { _, err := c.ListPending(ctx, client.PendingQuery{}); return err }, nil},
+				"list-runs": {"$JS.API.STREAM.INFO." + n.FinishedStream("completed"), func(ctx context.Context) error {
+					waiting("q")
+					page, err := c.ListRuns(ctx, client.RunsQuery{})
+					if err == nil && len(page.Items) == 0 {
+						err = errors.New("listed no run, with a run waiting")
+					}
+					return err
+				}, nil},
 				"read-audit": {"$JS.API.DIRECT.GET." + n.AuditStream(), func(ctx context.Context) error {
+					waiting("q") // a record to read, whichever action comes first
 					if err := req("$JS.API.DIRECT.GET."+n.AuditStream(), `{"last_by_subj":"`+n.Prefix+`.audit.>"}`)(ctx); err != nil {
 						return err
 					}

@@ -380,7 +380,11 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 
 // request sends a batched direct get and gathers its replies.
 func (g directGet) request(ctx context.Context, req []byte) (batchResult, error) {
-	inbox := g.nc.NewRespInbox()
+	// An inbox of its own, outside the connection's request inbox: a
+	// reply to a subject under that one would reach its wildcard
+	// subscription too, and the server would send every message of the
+	// batch twice.
+	inbox := g.nc.NewInbox()
 	sub, err := g.nc.SubscribeSync(inbox)
 	if err != nil {
 		return batchResult{}, fmt.Errorf("client: subscribing for a batched read: %w", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
@@ -23,6 +24,7 @@ import (
 type rig struct {
 	client *client.Client
 	store  *kv.Store
+	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  wire.Names
 }
@@ -42,7 +44,7 @@ func newRig(t testing.TB) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rig{client: client.New(nc, js, names, "/test", 0), store: store, js: js, names: names}
+	return rig{client: client.New(nc, js, names, "/test", 0), store: store, nc: nc, js: js, names: names}
 }
 
 var at = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)

@@ -348,6 +348,9 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		buckets = append(buckets, at(b, "/name").(string))
 	}
 	wantStreams := []string{n.ScheduleStream(), n.InStream(), n.EventStream(), n.AuditStream(), n.DeadLetterStream()}
+	for _, status := range wire.FinishedStatuses {
+		wantStreams = append(wantStreams, n.FinishedStream(status))
+	}
 	wantBuckets := []string{n.RunsBucket(), n.PendingBucket(), n.ConfigBucket(), n.KeysBucket()}
 	if !slices.Equal(streams, wantStreams) || !slices.Equal(buckets, wantBuckets) {
 		t.Errorf("x-interlock-jetstream lists streams %q and buckets %q, want %q and %q", streams, buckets, wantStreams, wantBuckets)

@@ -23,7 +23,8 @@ const (
 	Inbound = "inbound"
 	// Outbound: the data of an event or audit record Interlock publishes.
 	Outbound = "outbound"
-	// Stored: a document Interlock keeps in a KV bucket.
+	// Stored: a document Interlock keeps in a KV bucket, or a message it
+	// keeps in a stream.
 	Stored = "stored"
 	// Shared: definitions and the envelope, used by the others.
 	Shared = "shared"
@@ -44,9 +45,12 @@ type Entry struct {
 	// Subjects are where such events travel, with {flow}, {run}, {role},
 	// {callId}, {requestId} and {kind} standing for tokens.
 	Subjects []string `json:"subjects,omitempty"`
-	// Bucket and Key say where a stored document is kept.
+	// Bucket and Key say where a stored document is kept in a KV bucket;
+	// Stream (with {STATUS} standing for a status in upper case) and
+	// Subjects where a stored message is kept in a stream.
 	Bucket string `json:"bucket,omitempty"`
 	Key    string `json:"key,omitempty"`
+	Stream string `json:"stream,omitempty"`
 	// Go names the Go types that read or write the data, as package.Type.
 	Go []string `json:"go,omitempty"`
 }

@@ -80,6 +80,10 @@ var bindings = map[string]binding{
 		types: typesOf(protocol.FlowInfo{}),
 		parse: func(b []byte) error { _, err := protocol.DecodeFlowInfo(b); return err },
 	},
+	"finished": {
+		types: typesOf(protocol.Finished{}),
+		parse: func(b []byte) error { _, err := protocol.DecodeFinished(b); return err },
+	},
 	// A list of keys: each example decodes strictly as a list.
 	"audit-keys": {
 		types: typesOf(protocol.AuditKey{}), strict: typesOf([]protocol.AuditKey{}),
@@ -122,8 +126,8 @@ func TestIndexListsEverySchemaOnce(t *testing.T) {
 				t.Errorf("%s: an event's entry needs its type and subjects", e.Name)
 			}
 		case docs.Stored:
-			if e.Bucket == "" || e.Key == "" {
-				t.Errorf("%s: a stored document's entry needs its bucket and key", e.Name)
+			if (e.Bucket == "" || e.Key == "") == (e.Stream == "" || len(e.Subjects) == 0) {
+				t.Errorf("%s: a stored document's entry needs its bucket and key, or its stream and subjects", e.Name)
 			}
 		case docs.Shared:
 		default:

@@ -239,6 +239,9 @@ const (
 	// ScheduleStream messages are deadlines: the server publishes each as
 	// an expire command at its time.
 	ScheduleStream Stream = "schedule"
+	// FinishedStream messages are entries of the finished-runs index: a
+	// [FinishedIndex] store writes them, with the pending index.
+	FinishedStream Stream = "finished"
 )
 
 // Message is an outbound event or audit record.

@@ -13,7 +13,7 @@ import (
 
 // EventData is the typed data of an outbound event, audit record or
 // deadline: a pointer to one of the protocol's event types, a
-// [*protocol.AuditRecord] or a [*protocol.Expire].
+// [*protocol.AuditRecord], a [*protocol.Expire] or a [*protocol.Finished].
 type EventData = any
 
 // auditVerdict is the audit action of a verdict.
@@ -63,6 +63,10 @@ func stamp(d EventData, rev uint64, token string) EventData {
 		c := *e
 		c.Checkpoint = rev
 		return &c
+	case *protocol.Finished:
+		c := *e
+		c.Checkpoint = rev
+		return &c
 	}
 	return d
 }
@@ -75,6 +79,8 @@ func newEventData(stream Stream, kind string) (EventData, error) {
 		return &protocol.AuditRecord{}, nil
 	case ScheduleStream:
 		return &protocol.Expire{}, nil
+	case FinishedStream:
+		return &protocol.Finished{}, nil
 	}
 	switch kind {
 	case protocol.EventStarted:

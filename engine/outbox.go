@@ -41,15 +41,22 @@ func (t *txn) add(stream Stream, kind string, data EventData) {
 	})
 }
 
-// finish brings the pending index in line with the checkpoint and appends
-// the audit records, both before any event of the outbox is published, then
+// finish brings the pending index in line with the checkpoint, writes a
+// finished run's entry of the finished-runs index and appends the audit
+// records, all before any event of the outbox is published, then
 // publishes the events stamped with the checkpoint number and, on an
 // interrupted event, the resume token.
 func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck bool) error {
 	var audits, evs []Message
+	var done *Message
 	for _, m := range cp.Outbox {
-		if m.Stream == AuditStream || m.Stream == ScheduleStream {
+		switch m.Stream {
+		case AuditStream, ScheduleStream:
 			audits = append(audits, m)
+			continue
+		case FinishedStream:
+			m.Data = stamp(m.Data, rev, "")
+			done = &m
 			continue
 		}
 		token := ""
@@ -59,14 +66,25 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 		m.Data = stamp(m.Data, rev, token)
 		evs = append(evs, m)
 	}
-	indexed := make(chan error, 1)
+	indexed := make(chan error, 2)
+	writes := 1
 	go func() { indexed <- r.index(ctx, cp, rev) }()
+	if done != nil && r.finished != nil {
+		writes++
+		go func() { indexed <- r.indexFinished(ctx, done) }()
+	}
 	var auditErr error
 	if len(audits) > 0 {
 		auditErr = r.cfg.Publisher.Publish(ctx, audits, rev, recheck)
 	}
-	if err := <-indexed; err != nil {
-		return err
+	var indexErr error
+	for range writes {
+		if err := <-indexed; err != nil && indexErr == nil {
+			indexErr = err
+		}
+	}
+	if indexErr != nil {
+		return indexErr
 	}
 	if auditErr != nil {
 		return fmt.Errorf("engine: appending audit records of %s.%s: %w", cp.Flow, cp.Run, auditErr)
@@ -76,6 +94,18 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 	}
 	if err := r.cfg.Publisher.Publish(ctx, evs, rev, recheck); err != nil {
 		return fmt.Errorf("engine: publishing events of %s.%s: %w", cp.Flow, cp.Run, err)
+	}
+	return nil
+}
+
+// indexFinished writes a finished run's entry of the finished-runs index.
+func (r *Runner) indexFinished(ctx context.Context, m *Message) error {
+	f, ok := m.Data.(*Finished)
+	if !ok {
+		return fmt.Errorf("engine: finished-runs index entry %s of %s.%s holds %T", m.ID, m.Flow, m.Run, m.Data)
+	}
+	if err := r.finished.PutFinished(ctx, m.ID, f); err != nil {
+		return fmt.Errorf("engine: indexing finished run %s.%s: %w", m.Flow, m.Run, err)
 	}
 	return nil
 }

@@ -95,6 +95,8 @@ type Runner struct {
 	flows map[string]*Flow
 	// docs is the store, when it implements DocLoader.
 	docs DocLoader
+	// finished is the store, when it implements FinishedIndex.
+	finished FinishedIndex
 	// signer signs the audit records.
 	signer *auditSigner
 }
@@ -111,6 +113,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, flows: map[string]*Flow{}, signer: signer}
 	r.docs, _ = cfg.Store.(DocLoader)
+	r.finished, _ = cfg.Store.(FinishedIndex)
 	for _, f := range cfg.Flows {
 		if f == nil {
 			return nil, errors.New("engine: Config.Flows holds a nil flow")

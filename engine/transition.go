@@ -260,6 +260,9 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	if t.cp.Status == Waiting {
 		t.cp.Waited = true
 	}
+	if t.cp.Status.Finished() {
+		t.add(FinishedStream, string(t.cp.Status), t.finished())
+	}
 	if err := t.seal(); err != nil {
 		return Outcome{}, err
 	}

@@ -18,6 +18,7 @@
 // Routes (the embedded [OpenAPI] document describes each):
 //
 //	GET  /v1/interrupts                 pending interrupts: ?flow= &kind= &role= &order= &limit= &cursor=
+//	GET  /v1/runs                       runs of every status, newest first: ?flow= &status= &limit= &after=
 //	GET  /v1/runs/{flow}/{run}          the checkpoint and the run's events
 //	POST /v1/runs/{flow}                start a run
 //	POST /v1/runs/{flow}/{run}/resume   answer or decide the pending interrupt
@@ -34,6 +35,6 @@
 // statuses.
 //
 // The package uses net/http's own routing patterns and no web framework:
-// eight routes need nothing more, and the standard library's server,
+// nine routes need nothing more, and the standard library's server,
 // Shutdown and cross-origin protection are what the API leans on.
 package httpapi

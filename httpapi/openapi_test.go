@@ -96,6 +96,11 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		{"GET /v1/interrupts", 401, func() response { return secured.do("GET", "/v1/interrupts", nil) }},
 		{"GET /v1/interrupts", 403, func() response { return local.do("GET", "/v1/interrupts", nil, badHost...) }},
 
+		{"GET /v1/runs", 200, func() response { return local.do("GET", "/v1/runs?limit=20", nil) }},
+		{"GET /v1/runs", 400, func() response { return local.do("GET", "/v1/runs?status=running", nil) }},
+		{"GET /v1/runs", 401, func() response { return secured.do("GET", "/v1/runs", nil) }},
+		{"GET /v1/runs", 403, func() response { return local.do("GET", "/v1/runs", nil, badHost...) }},
+
 		{"GET /v1/runs/{flow}/{run}", 200, func() response { return local.do("GET", "/v1/runs/booking/o-wait", nil) }},
 		{"GET /v1/runs/{flow}/{run}", 400, func() response { return local.do("GET", "/v1/runs/booking/o.wait", nil) }},
 		{"GET /v1/runs/{flow}/{run}", 401, func() response { return secured.as("wrong").do("GET", "/v1/runs/booking/o-wait", nil) }},

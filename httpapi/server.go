@@ -176,6 +176,7 @@ func New(port Port, cfg Config) (*Server, error) {
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.routes = []route{
 		{method: "GET", path: "/v1/interrupts", handle: s.listInterrupts},
+		{method: "GET", path: "/v1/runs", handle: s.listRuns},
 		{method: "GET", path: "/v1/runs/{flow}/{run}", handle: s.getRun},
 		{method: "POST", path: "/v1/runs/{flow}", handle: s.startRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/resume", handle: s.resumeRun},

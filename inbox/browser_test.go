@@ -98,8 +98,9 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 
 // TestBrowser walks the inbox in a real browser: sign in, see runs appear
 // and leave live, answer a question after a failed validation, approve an edited
-// refund after a refused edit, reject another with a reason, and see the
-// runs complete.
+// refund after a refused edit, reject another with a reason, see the
+// runs complete, and find them in the done view with how each ended, a
+// run finishing while it is open appearing on top.
 func TestBrowser(t *testing.T) {
 	s := startSite(t, map[string][]string{"sam": {"supervisor"}})
 	ctx := startBrowser(t)
@@ -190,5 +191,24 @@ func TestBrowser(t *testing.T) {
 	step(t, ctx, "see the queue empty",
 		chromedp.Navigate(s.base+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#queue .empty")),
+	)
+
+	// The done view: what finished, newest first, and how.
+	step(t, ctx, "see the finished runs and how each ended",
+		chromedp.Click(chromedp.CSS(`nav.views a[href="/done"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#done tr[data-run="r-2"]`)),
+		until(`[...document.querySelectorAll("#done tr.item")].map(tr => tr.dataset.run).join(",") === "r-2,r-1,r-3"`),
+		until(`document.querySelector('#done tr[data-run="r-2"] .outcome-text').textContent === "rejected by sam: Duplicate of o-1"`),
+		until(`document.querySelector('#done tr[data-run="r-1"] .outcome-text').textContent === "completed, edited by sam"`),
+		until(`document.querySelector('#done tr[data-run="r-3"] .outcome-text').textContent.startsWith("cancelled by ")`),
+	)
+	// A run that finishes while the view is open appears on top without a
+	// reload.
+	start("r-4", map[string]any{"orderId": "o-4", "amount": 300, "currency": "USD", "last4": "4242"})
+	step(t, ctx, "see r-4 finish", until(`document.querySelector("#done tr.item")?.dataset.run === "r-4"`))
+	screenshot(t, ctx, "inbox-done.png")
+	step(t, ctx, "open a finished run",
+		chromedp.Click(chromedp.CSS(`#done a[href="/runs/refund/r-2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.outcome[data-status="completed"]`)),
 	)
 }

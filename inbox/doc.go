@@ -17,8 +17,11 @@
 // every form carries a CSRF token derived from it. Without one, the local
 // user needs no sign-in. The queue lists the pending interrupts the caller
 // may act on (approvals of roles they hold; every question and choice),
-// oldest first, and updates itself from a server-sent event stream. A
-// run's page shows its pending interrupt with forms to answer or decide,
+// oldest first, and updates itself from a server-sent event stream. The
+// done view (/done) lists the runs that finished, newest first, each with
+// how it ended, a page at a time, leaving out as the queue does the runs
+// that ended at an approval of a role the caller does not hold. A run's
+// page shows its pending interrupt with forms to answer or decide,
 // and its events and audit records. Answers and decisions go through the
 // Port's ResumeAs, vouched for the caller, exactly as the API's resume.
 package inbox

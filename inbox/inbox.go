@@ -103,7 +103,7 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 // parts.
 func pages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, page := range []string{"queue", "run", "login", "error"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error"} {
 		t := template.New(page)
 		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t)}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
@@ -115,12 +115,13 @@ func pages() (map[string]*template.Template, error) {
 	return out, nil
 }
 
-// Register mounts the inbox's pages on m: the queue at /, a run at
-// /runs/{flow}/{run}, signing in at /login, the live stream at /stream and
-// the assets under /assets/.
+// Register mounts the inbox's pages on m: the queue at /, the runs that
+// finished at /done, a run at /runs/{flow}/{run}, signing in at /login,
+// the live stream at /stream and the assets under /assets/.
 func (in *Inbox) Register(m Mux) {
 	assets, _ := fs.Sub(assetFS, "assets")
 	m.Handle("GET /{$}", in.signedIn(in.queue))
+	m.Handle("GET /done", in.signedIn(in.done))
 	m.Handle("GET /runs/{flow}/{run}", in.signedIn(in.runPage))
 	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
 	m.Handle("GET /stream", in.signedIn(in.stream))
@@ -253,7 +254,10 @@ func (in *Inbox) client(s session) *client.Client {
 
 // page is what the layout renders.
 type page struct {
-	Title   string
+	Title string
+	// Nav names the view the page is, in the header's links: "queue" or
+	// "done".
+	Nav     string
 	Session *session
 	CSRF    string
 	Body    any

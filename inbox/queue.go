@@ -76,7 +76,7 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 		in.renderTemplate(w, status, "queue", "queue-list", v)
 		return
 	}
-	in.render(w, status, "queue", page{Title: "Inbox", Session: &s, CSRF: in.csrf(s), Body: v})
+	in.render(w, status, "queue", page{Title: "Inbox", Nav: "queue", Session: &s, CSRF: in.csrf(s), Body: v})
 }
 
 func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {

@@ -1,5 +1,5 @@
 // Package kv keeps Interlock's checkpoints and pending index in JetStream
-// key-value buckets. [Store] implements [engine.Store]: one JSON document per
+// key-value buckets, and its finished-runs index in streams. [Store] implements [engine.Store]: one JSON document per
 // run under key <flow>.<run>, written with Create for the first write and
 // Update with the revision read for every later one, so a conflict is a
 // typed error and never an overwrite. The KV revision is the run's
@@ -19,6 +19,12 @@
 //
 // Both need buckets that allow per-message TTLs (a LimitMarkerTTL), as
 // bus.Provision creates them.
+//
+// The store is also an [engine.FinishedIndex]: the finished-runs index,
+// one stream per finished status (wire.Names.FinishedStream), holds one
+// entry per finished run ([Store.PutFinished]), written with the same TTL
+// as the checkpoint that finished the run, so that an entry goes when its
+// run does. Readers list it newest first with direct gets (client.ListRuns).
 package kv
 
 import (
@@ -27,6 +33,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +110,9 @@ type Store struct {
 	runsSubject  string        // $KV.<runs bucket>.
 	keepFinished time.Duration // 0: finished runs stay
 	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
+	// names names the finished-runs index's streams; zero in a store
+	// made with New, which keeps no such index.
+	names wire.Names
 
 	// size is the size of the last checkpoint written, the capacity the
 	// next one's buffer starts with.
@@ -125,12 +136,14 @@ type Option func(*Store)
 func MaxPayload(n int64) Option { return func(s *Store) { s.limit = int(n) } }
 
 var (
-	_ engine.Store     = (*Store)(nil)
-	_ engine.DocLoader = (*Store)(nil)
+	_ engine.Store         = (*Store)(nil)
+	_ engine.DocLoader     = (*Store)(nil)
+	_ engine.FinishedIndex = (*Store)(nil)
 )
 
 // New returns a store over two bound buckets. It keeps finished runs, and
-// the markers of removed pending entries, for ever: a service uses [Open].
+// the markers of removed pending entries, for ever, and keeps no
+// finished-runs index: a service uses [Open].
 func New(runs, pending Bucket, opts ...Option) *Store {
 	s := &Store{runs: runs, pending: pending}
 	for _, o := range opts {
@@ -181,11 +194,22 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("kv: binding the stream of bucket %s: %w", names.RunsBucket(), err)
 	}
+	for _, status := range wire.FinishedStatuses {
+		name := names.FinishedStream(status)
+		fs, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("kv: binding stream %s of the finished-runs index: %w (provision it first: `interlock serve` or bus.Provision does, once with this version)", name, err)
+		}
+		if !fs.CachedInfo().Config.AllowMsgTTL {
+			return nil, fmt.Errorf("kv: stream %s does not allow per-message TTLs, so its entries would outlive their runs; run `interlock serve` (or bus.Provision) once with this version to update it", name)
+		}
+	}
 	s := New(runs, pending, MaxPayload(js.Conn().MaxPayload()))
 	s.pub = js
 	s.runsStream = stream
 	s.runsSubject = "$KV." + names.RunsBucket() + "."
 	s.markerTTL = pst.LimitMarkerTTL()
+	s.names = names
 	if opts.KeepFinished != KeepForever {
 		s.keepFinished = opts.KeepFinished
 	}
@@ -360,6 +384,38 @@ func (s *Store) DeletePending(ctx context.Context, flow, run string) error {
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("kv: deleting pending entry %s: %w", Key(flow, run), err)
+	}
+	return nil
+}
+
+// PutFinished implements [engine.FinishedIndex]: it appends a finished
+// run's entry to the finished-runs index, the stream of its status, on
+// <prefix>.finished.<status>.<flow>, with id as its Nats-Msg-Id (a repeat
+// within the deduplication window is dropped) and the finished-run
+// retention as its TTL: the entry goes when the checkpoint the same
+// transition wrote goes. A store made with New keeps no such index.
+func (s *Store) PutFinished(ctx context.Context, id string, f *engine.Finished) error {
+	if s.names.Prefix == "" {
+		return nil
+	}
+	status := string(f.Status)
+	if !slices.Contains(wire.FinishedStatuses, status) {
+		return fmt.Errorf("kv: finished-runs index entry of %s has status %q; a finished run is %s", Key(f.Flow, f.Run), status, strings.Join(wire.FinishedStatuses, ", "))
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("kv: encoding the finished-runs index entry of %s: %w", Key(f.Flow, f.Run), err)
+	}
+	m := nats.NewMsg(s.names.Finished(status, f.Flow))
+	m.Data = b
+	m.Header.Set("Content-Type", "application/json")
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	var opts []jetstream.PublishOpt
+	if s.keepFinished > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(s.keepFinished))
+	}
+	if _, err := s.pub.PublishMsg(ctx, m, opts...); err != nil {
+		return fmt.Errorf("kv: writing the finished-runs index entry of %s: %w", Key(f.Flow, f.Run), err)
 	}
 	return nil
 }

@@ -55,7 +55,14 @@ type Spec struct {
 	// Answers names the parts of a resume that answer the kind.
 	Answers string
 	check   func(a Asked, r Answer) error
+	asks    func(in Interrupted) string
 }
+
+// Asks says in a few words what an interrupt of the kind asks for, as a
+// list of runs shows it: "email, name", "a choice: Which topics?",
+// "approval of issue_refund by supervisor". in may hold only what a
+// pending index entry holds ([Pending.Interrupted]).
+func (s Spec) Asks(in Interrupted) string { return s.asks(in) }
 
 // Answer is the part of a resume that answers the interrupt, the part
 // each kind checks.
@@ -84,9 +91,9 @@ func (s Spec) Check(a Asked, r Answer) error { return s.check(a, r) }
 
 // specs are the kinds, in the order of docs/protocol.md §3.
 var specs = []Spec{
-	{Kind: KindQuestion, Noun: "a question", Answers: "answers", check: checkQuestion},
-	{Kind: KindChoice, Noun: "a choice", Answers: "selected", check: checkChoice},
-	{Kind: KindApproval, Noun: "an approval", RoleRestricted: true, Answers: "decision (and edits, reason)", check: checkApproval},
+	{Kind: KindQuestion, Noun: "a question", Answers: "answers", check: checkQuestion, asks: asksQuestion},
+	{Kind: KindChoice, Noun: "a choice", Answers: "selected", check: checkChoice, asks: asksChoice},
+	{Kind: KindApproval, Noun: "an approval", RoleRestricted: true, Answers: "decision (and edits, reason)", check: checkApproval, asks: asksApproval},
 }
 
 // SpecOf returns the spec of an interrupt kind, and false for an unknown
@@ -123,6 +130,28 @@ func KindsText() string {
 func RoleRestricted(kind string) bool {
 	s, ok := SpecOf(kind)
 	return ok && s.RoleRestricted
+}
+
+func asksQuestion(in Interrupted) string {
+	if len(in.Questions) == 0 {
+		return "an answer"
+	}
+	return strings.Join(in.Fields(), ", ")
+}
+
+func asksChoice(in Interrupted) string {
+	if in.Question == "" {
+		return "a choice"
+	}
+	return "a choice: " + in.Question
+}
+
+func asksApproval(in Interrupted) string {
+	s := "approval of " + in.Action
+	if in.ApproverRole != "" {
+		s += " by " + in.ApproverRole
+	}
+	return s
 }
 
 func checkQuestion(a Asked, r Answer) error {

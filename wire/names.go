@@ -53,6 +53,27 @@ func (n Names) RunsBucket() string { return n.Prefix + "_runs" }
 // PendingBucket is the pending index (interlock_pending).
 func (n Names) PendingBucket() string { return n.Prefix + "_pending" }
 
+// FinishedStatuses are the statuses of a finished run, each with a
+// stream of its own in the finished-runs index: completed, failed,
+// cancelled and expired.
+var FinishedStatuses = []string{"completed", "failed", "cancelled", "expired"}
+
+// FinishedStream is the stream of the finished-runs index that holds the
+// runs that finished with status (INTERLOCK_FINISHED_COMPLETED for
+// "completed"): one entry per run, appended when it finished and removed
+// with its checkpoint. One stream per status, so that listing the runs of
+// one status never steps over runs of another.
+func (n Names) FinishedStream(status string) string {
+	return n.upper() + "_FINISHED_" + strings.ToUpper(status)
+}
+
+// Finished is the subject of the finished-runs index entries of a flow's
+// runs that finished with status: <prefix>.finished.<status>.<flow>, in
+// [Names.FinishedStream](status).
+func (n Names) Finished(status, flow string) string {
+	return n.Prefix + ".finished." + status + "." + flow
+}
+
 // ConfigBucket holds live configuration, such as the gate's rules.
 func (n Names) ConfigBucket() string { return n.Prefix + "_config" }
 

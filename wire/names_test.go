@@ -83,6 +83,8 @@ func TestNamesFollowThePrefix(t *testing.T) {
 			"interlock.ev.refund.r-42.interrupted", "acme-prod.ev.refund.r-42.interrupted"},
 		{"Audit", def.Audit("refund", "r-42"), acme.Audit("refund", "r-42"), "interlock.audit.refund.r-42", "acme-prod.audit.refund.r-42"},
 		{"DeadLetter", def.DeadLetter("unparseable"), acme.DeadLetter("unparseable"), "interlock.dlq.unparseable", "acme-prod.dlq.unparseable"},
+		{"FinishedStream", def.FinishedStream("cancelled"), acme.FinishedStream("cancelled"), "INTERLOCK_FINISHED_CANCELLED", "ACME_PROD_FINISHED_CANCELLED"},
+		{"Finished", def.Finished("failed", "refund"), acme.Finished("failed", "refund"), "interlock.finished.failed.refund", "acme-prod.finished.failed.refund"},
 	}
 	for _, tc := range cases {
 		if tc.def != tc.wantDef {

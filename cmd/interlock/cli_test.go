@@ -142,7 +142,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"} {
+	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "mcp"} {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}, {"--json", cmd, "-h"}} {
 			var stdout, stderr bytes.Buffer
 			if err := Run(t.Context(), args, &stdout, &stderr); err != nil {
@@ -171,8 +171,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
 		"tracing.go":     {"serve"},
-		"clientflags.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit"},
-		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "reannounce", "audit", "mcp"},
+		"clientflags.go": {"start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit"},
+		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "mcp"},
 		"mcp.go":         {"mcp"},
 	}
 	files, err := filepath.Glob("*.go")

@@ -124,9 +124,9 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(args) > 2 {
 			return usageOf(name, "%s takes a flow and a run, but was also given %s: interlock %s <flow> <run>", what, quoteAll(args[2:]), what)
 		}
-	case "pending":
+	case "pending", "runs":
 		if len(pos) > 0 {
-			return usageOf(name, "pending takes no arguments, but was given %s; to list one flow's runs: interlock pending --flow %s", quoteAll(pos), pos[0])
+			return usageOf(name, "%s takes no arguments, but was given %s; to list one flow's runs: interlock %s --flow %s", name, quoteAll(pos), name, pos[0])
 		}
 	default:
 		if len(pos) < min {

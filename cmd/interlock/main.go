@@ -3,6 +3,7 @@
 //	interlock serve                      run workers on an embedded NATS server
 //	interlock start booking              start a run
 //	interlock pending                    list runs waiting on an interrupt
+//	interlock runs --status finished     list finished runs, newest first, and how each ended
 //	interlock show booking r-42          show a run's checkpoint
 //	interlock events booking r-42        show a run's events
 //	interlock answer booking r-42 email=ann@example.com

@@ -112,6 +112,8 @@ Usage:
   interlock serve   [flags]                       run workers and the example flows
   interlock start   <flow> [field=value ...]      start a run
   interlock pending [--flow F]                    list runs waiting on an interrupt
+  interlock runs    [--flow F] [--status S]       list runs of every status, newest first: what
+                                                  waits, and what finished and how
   interlock show    <flow> <run>                  show a run's checkpoint
   interlock answer  <flow> <run> [field=value ...] [--select ID ...]
                                                   answer a run's pending question or choice
@@ -203,6 +205,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return startCmd(ctx, rest, stdout, stderr)
 	case "pending", "ls":
 		return pendingCmd(ctx, rest, stdout, stderr)
+	case "runs":
+		return runsCmd(ctx, rest, stdout, stderr)
 	case "show":
 		return showCmd(ctx, rest, stdout, stderr)
 	case "answer", "resume":
@@ -427,7 +431,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_MCP_HTTP  default of --http
   INTERLOCK_MCP_APPROVER  default of --approver
 `
-	case "start", "answer", "show", "cancel", "pending", "reannounce", "audit", "gate":
+	case "start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

@@ -79,10 +79,12 @@ func schemaCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintln(tw, "NAME\tDIRECTION\tDATA OF\tWHERE")
 	for _, e := range docs.Index() {
 		what, where := e.Type, strings.Join(e.Subjects, " ")
-		switch e.Direction {
-		case docs.Stored:
+		switch {
+		case e.Direction == docs.Stored && e.Stream != "":
+			what, where = "stream message", e.Stream+" "+strings.Join(e.Subjects, " ")
+		case e.Direction == docs.Stored:
 			what, where = "KV document", e.Bucket+" "+e.Key
-		case docs.Shared:
+		case e.Direction == docs.Shared:
 			what, where = "-", "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Direction, what, where)

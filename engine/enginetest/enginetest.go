@@ -35,10 +35,14 @@ type Store struct {
 	// to DefaultLimit.
 	Limit int
 
-	mu      sync.Mutex
-	rev     uint64
-	runs    map[string]storedRun
-	pending map[string]*protocol.Pending
+	mu       sync.Mutex
+	rev      uint64
+	runs     map[string]storedRun
+	pending  map[string]*protocol.Pending
+	finished []engine.Finished
+	// finishedIDs are the ids of the finished entries written, to drop a
+	// repeat as JetStream's deduplication does.
+	finishedIDs map[string]bool
 }
 
 type storedRun struct {
@@ -47,13 +51,14 @@ type storedRun struct {
 }
 
 var (
-	_ engine.Store     = (*Store)(nil)
-	_ engine.DocLoader = (*Store)(nil)
+	_ engine.Store         = (*Store)(nil)
+	_ engine.DocLoader     = (*Store)(nil)
+	_ engine.FinishedIndex = (*Store)(nil)
 )
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{Limit: DefaultLimit, runs: map[string]storedRun{}, pending: map[string]*protocol.Pending{}}
+	return &Store{Limit: DefaultLimit, runs: map[string]storedRun{}, pending: map[string]*protocol.Pending{}, finishedIDs: map[string]bool{}}
 }
 
 func (s *Store) tooLarge(cp *engine.Checkpoint, b []byte) error {
@@ -148,7 +153,28 @@ func (s *Store) DeletePending(_ context.Context, flow, run string) error {
 	return nil
 }
 
-// protocol.Pending returns the pending index, sorted by key.
+// PutFinished implements [engine.FinishedIndex]: it appends the entry,
+// dropping one whose id it has already seen.
+func (s *Store) PutFinished(_ context.Context, id string, f *engine.Finished) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finishedIDs[id] {
+		return nil
+	}
+	s.finishedIDs[id] = true
+	s.finished = append(s.finished, *f)
+	return nil
+}
+
+// Finished returns the finished-runs index, in the order the runs
+// finished.
+func (s *Store) Finished() []engine.Finished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.finished)
+}
+
+// Pending returns the pending index, sorted by key.
 func (s *Store) Pending() []protocol.Pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
