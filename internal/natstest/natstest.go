@@ -53,18 +53,11 @@ func StartServer(t testing.TB, dir string) *bus.Server {
 
 // Connect connects a client with every right (the workers' identity) to
 // the server of StartServer at url, closed at cleanup. Tests use it to set
-// up and inspect anything; ConnectAnonymous connects as a client without
-// credentials.
+// up and inspect anything; ConnectWith with only a URL connects as a
+// client without credentials, with the rights of bus.AnonymousUser.
 func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	return ConnectWith(t, wire.ConnConfig{URL: url, User: bus.DefaultWorkersUser, Password: WorkersPassword})
-}
-
-// ConnectAnonymous connects a client without credentials to url, closed at
-// cleanup: it has the rights of bus.AnonymousUser.
-func ConnectAnonymous(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	return ConnectWith(t, wire.ConnConfig{URL: url})
 }
 
 // ConnectWith connects with cfg (named "natstest" if cfg has no name),
