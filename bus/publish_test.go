@@ -39,10 +39,10 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	count := func() int {
 		return len(natstest.Read(t, js, names.EventStream(), ">")) + len(natstest.Read(t, js, names.AuditStream(), ">"))
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
@@ -50,13 +50,13 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	}
 	// Past the window, only the recheck keeps the repeat out.
 	natstest.Eventually(t, "past the deduplication window", func() bool { return time.Since(at) > 1500*time.Millisecond })
-	if err := p.Publish(t.Context(), msgs, 1, true); err != nil {
+	if err := p.Publish(t.Context(), msgs, true); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
 		t.Fatalf("%d messages stored after a rechecked repeat, want 2", n)
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 4 {
@@ -123,10 +123,10 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 			{Stream: engine.EventStream, Kind: protocol.EventCompleted, ID: run + "-e2", Flow: "booking", Run: run, Time: at, Data: &protocol.Completed{Flow: "booking", Run: run}},
 		}
 		p := bus.NewPublisher(&failingJetStream{JetStream: js, prefix: tc.prefix}, names, "interlock/test")
-		if err := p.Publish(t.Context(), msgs, 1, false); err == nil {
+		if err := p.Publish(t.Context(), msgs, false); err == nil {
 			t.Fatalf("%s: publishing with a lost publish succeeded; the test lost nothing", tc.stream)
 		}
-		if err := p.Publish(t.Context(), msgs, 1, true); err != nil {
+		if err := p.Publish(t.Context(), msgs, true); err != nil {
 			t.Fatal(err)
 		}
 		filter := names.Audit("booking", run)

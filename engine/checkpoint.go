@@ -282,9 +282,9 @@ type DocLoader interface {
 // Publisher publishes outbound messages in order, each with its ID as the
 // deduplication id. With recheck, a message already stored (a redelivered
 // transition whose first publish may have gone through) is not published
-// again. rev is the checkpoint the messages come from.
+// again.
 type Publisher interface {
-	Publish(ctx context.Context, msgs []Message, rev uint64, recheck bool) error
+	Publish(ctx context.Context, msgs []Message, recheck bool) error
 }
 
 // Queue tells whether the message that caused a transition (its Seq, in

@@ -183,7 +183,7 @@ var _ engine.Publisher = (*Publisher)(nil)
 func NewPublisher() *Publisher { return &Publisher{seen: map[string]bool{}} }
 
 // Publish implements [engine.Publisher].
-func (p *Publisher) Publish(_ context.Context, msgs []engine.Message, _ uint64, _ bool) error {
+func (p *Publisher) Publish(_ context.Context, msgs []engine.Message, _ bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range msgs {
