@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/publishertest"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
@@ -145,4 +146,51 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 			t.Errorf("%s holds %v after a lost publish and the retry, want %v", tc.stream, got, want)
 		}
 	}
+}
+
+// TestPublisherConformsToTheEngine runs the publisher conformance suite on
+// a server of its own for each check, whose streams deduplicate over a
+// second. The reader reads the run's audit records, deadlines and events
+// back from their streams, merged in the order the server stored them.
+func TestPublisherConformsToTheEngine(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	publishertest.Run(t, func(t *testing.T) (engine.Publisher, publishertest.Reader) {
+		srv := natstest.StartServer(t, "")
+		_, js := natstest.Connect(t, srv.ClientURL())
+		names, _ := wire.NewNames("")
+		if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{Duplicates: window, EventMaxAge: time.Minute, AuditMaxAge: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		read := func(t *testing.T, flow, run string) []publishertest.Stored {
+			type stored struct {
+				publishertest.Stored
+				at time.Time
+			}
+			var got []stored
+			for _, s := range []struct {
+				stream       engine.Stream
+				name, filter string
+			}{
+				{engine.AuditStream, names.AuditStream(), names.Audit(flow, run)},
+				{engine.ScheduleStream, names.ScheduleStream(), names.Schedule(flow, run, "*")},
+				{engine.EventStream, names.EventStream(), names.Event(flow, run, ">")},
+			} {
+				for _, r := range natstest.Read(t, js, s.name, s.filter) {
+					id := r.Header.Get(jetstream.MsgIDHeader)
+					if r.Event.ID() != id {
+						t.Errorf("%s: Nats-Msg-Id %q, CloudEvent id %q; want the same", r.Subject, id, r.Event.ID())
+					}
+					got = append(got, stored{publishertest.Stored{Stream: s.stream, ID: id}, r.Stored})
+				}
+			}
+			slices.SortStableFunc(got, func(a, b stored) int { return a.at.Compare(b.at) })
+			out := make([]publishertest.Stored, len(got))
+			for i, s := range got {
+				out[i] = s.Stored
+			}
+			return out
+		}
+		return bus.NewPublisher(js, names, "interlock/test"), publishertest.Reader{Stored: read, Window: window}
+	})
 }

@@ -152,6 +152,8 @@ type Received struct {
 	Header  nats.Header
 	Data    []byte
 	Event   events.Event
+	// Stored is when the stream stored the message.
+	Stored time.Time
 }
 
 // Decode decodes the event's data into v.
@@ -219,7 +221,7 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 			t.Fatalf("natstest: reading %s: %v", stream, err)
 		}
 		next = msg.Sequence + 1
-		r := Received{Subject: msg.Subject, Header: msg.Header, Data: msg.Data}
+		r := Received{Subject: msg.Subject, Header: msg.Header, Data: msg.Data, Stored: msg.Time}
 		r.Kind = r.Subject[strings.LastIndex(r.Subject, ".")+1:]
 		if ev, err := events.Decode(msg.Header, msg.Data); err == nil {
 			r.Event = ev
