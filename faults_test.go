@@ -48,13 +48,13 @@ type crashPublisher struct {
 	kind string
 }
 
-func (p crashPublisher) Publish(ctx context.Context, msgs []engine.Message, rev uint64, recheck bool) error {
+func (p crashPublisher) Publish(ctx context.Context, msgs []engine.Message, recheck bool) error {
 	for _, m := range msgs {
 		if m.Kind == p.kind {
 			os.Exit(crashExit)
 		}
 	}
-	return p.Publisher.Publish(ctx, msgs, rev, recheck)
+	return p.Publisher.Publish(ctx, msgs, recheck)
 }
 
 func crashWorker(url string) int {

@@ -476,8 +476,6 @@ func linesOrPrompt(data []byte, atEOF bool) (int, []byte, error) {
 	return bufio.ScanLines(data, atEOF)
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // proc is a command running in the background whose output is collected
 // line by line.
 type proc struct {

@@ -102,7 +102,7 @@ func TestPublishAuditKeyOnlyAddsKeys(t *testing.T) {
 	}
 
 	// Clients read the list and may not write it.
-	_, anon := natstest.ConnectAnonymous(t, srv.ClientURL())
+	_, anon := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL()})
 	akv, err := anon.KeyValue(t.Context(), n.ConfigBucket())
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -585,13 +584,4 @@ func sharedAccountUsers(opts *server.Options, workers string) []string {
 		}
 	}
 	return shared
-}
-
-// isLoopback reports whether host reaches this machine only.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }

@@ -125,7 +125,7 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 // stream already holds are skipped (the last message on a subject, and
 // the messages before it on that subject), which covers a repeat past the
 // deduplication window.
-func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, _ uint64, recheck bool) error {
+func (p *Publisher) Publish(ctx context.Context, msgs []engine.Message, recheck bool) error {
 	// The bodies of all the messages share one allocation; each is
 	// written once and kept by its message until it is acknowledged.
 	slab := make([]byte, 0, bodySize*len(msgs))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/publishertest"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
@@ -39,10 +40,10 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	count := func() int {
 		return len(natstest.Read(t, js, names.EventStream(), ">")) + len(natstest.Read(t, js, names.AuditStream(), ">"))
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
@@ -50,13 +51,13 @@ func TestPublisherRecheckSkipsWhatTheStreamAlreadyHolds(t *testing.T) {
 	}
 	// Past the window, only the recheck keeps the repeat out.
 	natstest.Eventually(t, "past the deduplication window", func() bool { return time.Since(at) > 1500*time.Millisecond })
-	if err := p.Publish(t.Context(), msgs, 1, true); err != nil {
+	if err := p.Publish(t.Context(), msgs, true); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
 		t.Fatalf("%d messages stored after a rechecked repeat, want 2", n)
 	}
-	if err := p.Publish(t.Context(), msgs, 1, false); err != nil {
+	if err := p.Publish(t.Context(), msgs, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 4 {
@@ -123,10 +124,10 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 			{Stream: engine.EventStream, Kind: protocol.EventCompleted, ID: run + "-e2", Flow: "booking", Run: run, Time: at, Data: &protocol.Completed{Flow: "booking", Run: run}},
 		}
 		p := bus.NewPublisher(&failingJetStream{JetStream: js, prefix: tc.prefix}, names, "interlock/test")
-		if err := p.Publish(t.Context(), msgs, 1, false); err == nil {
+		if err := p.Publish(t.Context(), msgs, false); err == nil {
 			t.Fatalf("%s: publishing with a lost publish succeeded; the test lost nothing", tc.stream)
 		}
-		if err := p.Publish(t.Context(), msgs, 1, true); err != nil {
+		if err := p.Publish(t.Context(), msgs, true); err != nil {
 			t.Fatal(err)
 		}
 		filter := names.Audit("booking", run)
@@ -145,4 +146,51 @@ func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) 
 			t.Errorf("%s holds %v after a lost publish and the retry, want %v", tc.stream, got, want)
 		}
 	}
+}
+
+// TestPublisherConformsToTheEngine runs the publisher conformance suite on
+// a server of its own for each check, whose streams deduplicate over a
+// second. The reader reads the run's audit records, deadlines and events
+// back from their streams, merged in the order the server stored them.
+func TestPublisherConformsToTheEngine(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	publishertest.Run(t, func(t *testing.T) (engine.Publisher, publishertest.Reader) {
+		srv := natstest.StartServer(t, "")
+		_, js := natstest.Connect(t, srv.ClientURL())
+		names, _ := wire.NewNames("")
+		if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{Duplicates: window, EventMaxAge: time.Minute, AuditMaxAge: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		read := func(t *testing.T, flow, run string) []publishertest.Stored {
+			type stored struct {
+				publishertest.Stored
+				at time.Time
+			}
+			var got []stored
+			for _, s := range []struct {
+				stream       engine.Stream
+				name, filter string
+			}{
+				{engine.AuditStream, names.AuditStream(), names.Audit(flow, run)},
+				{engine.ScheduleStream, names.ScheduleStream(), names.Schedule(flow, run, "*")},
+				{engine.EventStream, names.EventStream(), names.Event(flow, run, ">")},
+			} {
+				for _, r := range natstest.Read(t, js, s.name, s.filter) {
+					id := r.Header.Get(jetstream.MsgIDHeader)
+					if r.Event.ID() != id {
+						t.Errorf("%s: Nats-Msg-Id %q, CloudEvent id %q; want the same", r.Subject, id, r.Event.ID())
+					}
+					got = append(got, stored{publishertest.Stored{Stream: s.stream, ID: id}, r.Stored})
+				}
+			}
+			slices.SortStableFunc(got, func(a, b stored) int { return a.at.Compare(b.at) })
+			out := make([]publishertest.Stored, len(got))
+			for i, s := range got {
+				out[i] = s.Stored
+			}
+			return out
+		}
+		return bus.NewPublisher(js, names, "interlock/test"), publishertest.Reader{Stored: read, Window: window}
+	})
 }

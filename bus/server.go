@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -186,13 +187,13 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isLoopback(opts.Host) && !s.auth && !cfg.InsecureNoAuth {
+	if !netaddr.IsLoopbackHost(opts.Host) && !s.auth && !cfg.InsecureNoAuth {
 		return nil, fmt.Errorf("%w: %s would let anyone who reaches it start, resume and cancel runs and read their state; "+
 			"give a nats-server configuration with users (--nats-config; deploy/nats-server.conf is one), "+
 			"listen on 127.0.0.1, or, on a network you trust, pass --insecure-no-auth",
 			ErrNoAuth, net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	}
-	if opts.Cluster.Port != 0 && !isLoopback(opts.Cluster.Host) && !hasClusterAuth(opts) && (cfg.Cluster == nil || !cfg.Cluster.InsecureNoAuth) {
+	if opts.Cluster.Port != 0 && !netaddr.IsLoopbackHost(opts.Cluster.Host) && !hasClusterAuth(opts) && (cfg.Cluster == nil || !cfg.Cluster.InsecureNoAuth) {
 		return nil, fmt.Errorf("%w: anyone who reaches %s could join the cluster and read and change every run, the resume-token secret included; "+
 			"give a nats-server configuration whose cluster block has authorization or TLS with verify (--nats-config; deploy/cluster/ has one per node), "+
 			"listen for routes on 127.0.0.1, or, on a network you trust, pass --insecure-cluster-no-auth",

@@ -83,6 +83,7 @@ no_auth_user: anyone`)
 	}{
 		{name: "loopback by default", cfg: bus.ServerConfig{}},
 		{name: "all interfaces, default identities", cfg: bus.ServerConfig{Host: "0.0.0.0"}, wantErr: true, wantErrHas: "--nats-config"},
+		{name: "a name below localhost, default identities", cfg: bus.ServerConfig{Host: "app.localhost"}, wantErr: true, wantErrHas: "--insecure-no-auth"},
 		{name: "all interfaces, insecure", cfg: bus.ServerConfig{Host: "0.0.0.0", InsecureNoAuth: true}},
 		{name: "file without auth", cfg: bus.ServerConfig{Host: "0.0.0.0", ConfigFile: noAuth}, wantErr: true, wantErrHas: "deploy/nats-server.conf"},
 		{name: "file with an all-powerful no_auth_user", cfg: bus.ServerConfig{Host: "::", ConfigFile: openNoAuthUser, WorkersPassword: "w"}, wantErr: true, wantErrHas: "--insecure-no-auth"},

@@ -133,7 +133,7 @@ func forgedClient(t *testing.T) (*client.Client, jetstream.JetStream) {
 	srv := natstest.StartServer(t, "")
 	natstest.Start(t, srv, booking.Flow())
 	_, workers := natstest.Connect(t, srv.ClientURL())
-	nc, js := natstest.ConnectAnonymous(t, srv.ClientURL())
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL()})
 	return client.New(nc, js, wire.Names{}, "/auditor", 0), workers
 }
 

@@ -19,7 +19,7 @@ type tokenPublisher struct {
 	token map[string]string
 }
 
-func (p *tokenPublisher) Publish(_ context.Context, msgs []engine.Message, _ uint64, _ bool) error {
+func (p *tokenPublisher) Publish(_ context.Context, msgs []engine.Message, _ bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range msgs {

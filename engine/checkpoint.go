@@ -282,12 +282,28 @@ type DocLoader interface {
 	LoadDoc(ctx context.Context, flow, run string) (doc []byte, rev uint64, err error)
 }
 
-// Publisher publishes outbound messages in order, each with its ID as the
-// deduplication id. With recheck, a message already stored (a redelivered
-// transition whose first publish may have gone through) is not published
-// again. rev is the checkpoint the messages come from.
+// Publisher publishes the outbound messages of a transition (events, audit
+// records, deadlines). The engine relies on these promises, which the
+// conformance suite engine/publishertest checks:
+//
+//   - Publish returns nil only once every message of msgs is stored.
+//   - The messages bound for one stream are stored in the order of msgs,
+//     each only after those before it, whatever fails meanwhile.
+//   - Audit records and deadlines ([AuditStream], [ScheduleStream]) are
+//     stored before any event ([EventStream]) of the same call.
+//   - A message's ID is its deduplication id: a message whose ID is
+//     already stored is dropped (within the deduplication window, on
+//     JetStream its streams' duplicate window), and messages with
+//     different IDs are each stored, whatever they hold (a deadline
+//     replaces an earlier one of the same request).
+//   - With recheck (a redelivered transition whose first publish may have
+//     gone through), a message already stored is not stored again, even
+//     past the deduplication window, and every other one is published.
+//   - Once ctx is done, Publish returns promptly: with an error, unless
+//     it stored every message.
+//   - Publish may be called from several goroutines at once.
 type Publisher interface {
-	Publish(ctx context.Context, msgs []Message, rev uint64, recheck bool) error
+	Publish(ctx context.Context, msgs []Message, recheck bool) error
 }
 
 // Queue tells whether the message that caused a transition (its Seq, in

@@ -24,7 +24,7 @@ type stallingPublisher struct {
 	stall string
 }
 
-func (p *stallingPublisher) Publish(ctx context.Context, msgs []engine.Message, rev uint64, recheck bool) error {
+func (p *stallingPublisher) Publish(ctx context.Context, msgs []engine.Message, recheck bool) error {
 	p.mu.Lock()
 	stall := p.stall
 	p.mu.Unlock()
@@ -33,7 +33,7 @@ func (p *stallingPublisher) Publish(ctx context.Context, msgs []engine.Message, 
 			return errors.New("worker stopped before publishing")
 		}
 	}
-	return p.Publisher.Publish(ctx, msgs, rev, recheck)
+	return p.Publisher.Publish(ctx, msgs, recheck)
 }
 
 // unackedQueue reports the messages in its set as unacknowledged.

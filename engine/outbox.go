@@ -75,7 +75,7 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 	}
 	var auditErr error
 	if len(audits) > 0 {
-		auditErr = r.cfg.Publisher.Publish(ctx, audits, rev, recheck)
+		auditErr = r.cfg.Publisher.Publish(ctx, audits, recheck)
 	}
 	var indexErr error
 	for range writes {
@@ -92,7 +92,7 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := r.cfg.Publisher.Publish(ctx, evs, rev, recheck); err != nil {
+	if err := r.cfg.Publisher.Publish(ctx, evs, recheck); err != nil {
 		return fmt.Errorf("engine: publishing events of %s.%s: %w", cp.Flow, cp.Run, err)
 	}
 	return nil
@@ -160,7 +160,7 @@ func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o 
 		msgs = append(msgs, Message{Stream: AuditStream, Kind: protocol.ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
 			Data: rec, Traceparent: tp})
 	}
-	if err := r.cfg.Publisher.Publish(ctx, msgs, 0, false); err != nil {
+	if err := r.cfg.Publisher.Publish(ctx, msgs, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: publishing refusal of %s.%s: %w", flow, run, err)
 	}
 	return out, nil

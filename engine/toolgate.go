@@ -235,7 +235,7 @@ func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *protocol.De
 	sum := sha256.Sum256([]byte(req.CallID + "\x00" + req.Source + "\x00" + req.EventID))
 	m := Message{Stream: EventStream, Kind: protocol.EventDecided, ID: "decided-" + hex.EncodeToString(sum[:12]),
 		Flow: GateFlowName, Run: req.CallID, Time: r.cfg.Now().UTC(), Data: d, Traceparent: cmp.Or(req.Span, req.Traceparent)}
-	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, 0, false); err != nil {
+	if err := r.cfg.Publisher.Publish(ctx, []Message{m}, false); err != nil {
 		return Outcome{}, fmt.Errorf("engine: answering gate call %s: %w", req.CallID, err)
 	}
 	return Outcome{Flow: GateFlowName, Run: req.CallID, Status: status, Events: []Message{m}}, nil

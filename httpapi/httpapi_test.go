@@ -444,16 +444,27 @@ func TestWithoutAnAuthFileOnlyLoopbackIsServed(t *testing.T) {
 	}
 
 	a := startAPI(t, nil)
-	// A page that resolves its own name to 127.0.0.1 is refused.
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", a.base+"/v1/interrupts", nil)
-	req.Host = "evil.example:8080"
-	res, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusForbidden {
-		t.Fatalf("foreign Host = %d, want 403", res.StatusCode)
+	// A page that resolves its own name to 127.0.0.1 is refused; so is
+	// a name below localhost, which a resolver may send anywhere.
+	for host, want := range map[string]int{
+		"evil.example:8080": http.StatusForbidden,
+		"app.localhost":     http.StatusForbidden,
+		"127.0.0.1.:8080":   http.StatusForbidden,
+		"localhost:8080":    http.StatusOK,
+		"LOCALHOST.":        http.StatusOK,
+		"[::1]:8080":        http.StatusOK,
+		"127.0.0.2":         http.StatusOK,
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", a.base+"/v1/interrupts", nil)
+		req.Host = host
+		res, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Host %s = %d, want %d", host, res.StatusCode, want)
+		}
 	}
 	// So is a browser's cross-site request.
 	a.must(http.StatusForbidden, "POST", "/v1/runs/booking", `{}`, "Sec-Fetch-Site", "cross-site")

@@ -240,12 +240,6 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	s.answer(w, flow, run, ev, err)
 }
 
-// CancelRequest is the body of POST /v1/runs/{flow}/{run}/cancel.
-type CancelRequest struct {
-	// Reason is recorded in the audit stream and the cancelled event.
-	Reason string `json:"reason,omitempty"`
-}
-
 // cancelRun answers POST /v1/runs/{flow}/{run}/cancel.
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	flow, run, wait, body, ok := s.command(w, r)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -106,7 +107,7 @@ func (c Config) validate() error {
 	if err != nil {
 		return fmt.Errorf("httpapi: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	}
-	if c.Auth == nil && !loopback(host) {
+	if c.Auth == nil && !netaddr.IsLoopbackHost(host) {
 		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.Auth (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
 	}
 	switch {
@@ -118,17 +119,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("httpapi: Config.BodyTimeout %s: use a positive duration (0 for the default, %s)", c.BodyTimeout, DefaultBodyTimeout)
 	}
 	return nil
-}
-
-// loopback reports whether host (a name or an IP, without port) is the
-// loopback interface.
-func loopback(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // Server is Interlock's HTTP API: the wire protocol's operations for
@@ -313,7 +303,7 @@ func (s *Server) common(next http.Handler) http.Handler {
 			if err != nil {
 				host = r.Host
 			}
-			if !loopback(host) {
+			if !netaddr.IsLoopbackHost(host) {
 				writeProblem(w, newProblem(CodeCrossOrigin, fmt.Sprintf("this API has no auth file and answers only requests to a loopback host, not %q", r.Host)))
 				return
 			}

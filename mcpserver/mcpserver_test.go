@@ -605,3 +605,29 @@ func TestAGateThatIsOffSaysSoAtOnce(t *testing.T) {
 		t.Errorf("get_decision of a call refused because the gate is off: %q", msg)
 	}
 }
+
+func TestCheckAddrAllowsOnlyLoopbackUnlessPublic(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		addr    string
+		public  bool
+		wantErr string
+	}{
+		{addr: "127.0.0.1:8765"},
+		{addr: "[::1]:8765"},
+		{addr: "LOCALHOST.:8765"},
+		{addr: "0.0.0.0:8765", wantErr: "not a loopback address"},
+		{addr: ":8765", wantErr: "not a loopback address"},
+		{addr: "app.localhost:8765", wantErr: "not a loopback address"},
+		{addr: "0.0.0.0:8765", public: true},
+		{addr: "nowhere", wantErr: "use host:port"},
+	} {
+		err := mcpserver.CheckAddr(tt.addr, tt.public)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("CheckAddr(%q, %t) = %v", tt.addr, tt.public, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("CheckAddr(%q, %t) = %v, want an error saying %q", tt.addr, tt.public, err, tt.wantErr)
+		}
+	}
+}

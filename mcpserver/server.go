@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -196,9 +197,7 @@ func CheckAddr(addr string, public bool) error {
 	if public {
 		return nil
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	if host == "localhost" || ip != nil && ip.IsLoopback() {
+	if netaddr.IsLoopbackHost(host) {
 		return nil
 	}
 	return fmt.Errorf("mcpserver: address %q is not a loopback address: the MCP server does not authenticate its callers, and anyone who reaches it acts as the approver; listen on 127.0.0.1", addr)

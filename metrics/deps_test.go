@@ -17,7 +17,7 @@ func TestMetricsStandOnTheProtocol(t *testing.T) {
 	}
 	const module = "github.com/interlockhq/interlock"
 	allowed := map[string]bool{}
-	for _, p := range []string{"metrics", "bus", "command", "engine", "events", "protocol", "internal/jsonw", "wire"} {
+	for _, p := range []string{"metrics", "bus", "command", "engine", "events", "protocol", "internal/jsonw", "internal/netaddr", "wire"} {
 		allowed[module+"/"+p] = true
 	}
 	deps := strings.Fields(string(out))

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -66,20 +67,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("metrics: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	case c.Timeout < 0:
 		return fmt.Errorf("metrics: Config.Timeout is %s; it must be positive (0 for the default)", c.Timeout)
-	case !c.InsecurePublic && !Loopback(host):
+	case !c.InsecurePublic && !netaddr.IsLoopbackHost(host):
 		return fmt.Errorf("metrics: Config.Addr %q is beyond loopback; the metrics name flows and approver roles and nothing authenticates their readers: listen on 127.0.0.1, or set Config.InsecurePublic", c.Addr)
 	}
 	return nil
-}
-
-// Loopback reports whether host (of a listen address) reaches this machine
-// only: localhost or a loopback IP. An empty host listens everywhere.
-func Loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Service serves Interlock's metrics (/metrics, in the Prometheus text

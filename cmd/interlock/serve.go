@@ -20,6 +20,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/metrics"
 	"github.com/interlockhq/interlock/wire"
@@ -299,7 +300,7 @@ func metricsService(addr string, public bool, log zerolog.Logger) (*metrics.Serv
 	if err != nil {
 		return nil, usagef("--metrics %q: %v; use host:port such as %s, or \"\" to turn metrics off", addr, err, metrics.DefaultAddr)
 	}
-	if !metrics.Loopback(host) {
+	if !netaddr.IsLoopbackHost(host) {
 		if !public {
 			return nil, usagef("--metrics %s listens beyond loopback, and the metrics name flows, actions and approver roles to anyone who reaches it: listen on 127.0.0.1 (and scrape from this host), or add --metrics-insecure-public for a network you trust", addr)
 		}

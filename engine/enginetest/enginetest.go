@@ -196,7 +196,10 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 // Publisher is an in-memory [engine.Publisher] that keeps what it is given,
-// dropping a message whose id it has already seen, as JetStream does.
+// dropping a message whose id it has already seen, as JetStream does
+// (within its window; this publisher never forgets an id). Like
+// bus.Publisher, it stores a call's audit records and deadlines before its
+// events.
 type Publisher struct {
 	mu   sync.Mutex
 	seen map[string]bool
@@ -209,15 +212,17 @@ var _ engine.Publisher = (*Publisher)(nil)
 func NewPublisher() *Publisher { return &Publisher{seen: map[string]bool{}} }
 
 // Publish implements [engine.Publisher].
-func (p *Publisher) Publish(_ context.Context, msgs []engine.Message, _ uint64, _ bool) error {
+func (p *Publisher) Publish(_ context.Context, msgs []engine.Message, _ bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, m := range msgs {
-		if p.seen[m.ID] {
-			continue
+	for _, events := range []bool{false, true} {
+		for _, m := range msgs {
+			if p.seen[m.ID] || (m.Stream == engine.EventStream) != events {
+				continue
+			}
+			p.seen[m.ID] = true
+			p.msgs = append(p.msgs, m)
 		}
-		p.seen[m.ID] = true
-		p.msgs = append(p.msgs, m)
 	}
 	return nil
 }

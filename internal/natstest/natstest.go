@@ -53,18 +53,11 @@ func StartServer(t testing.TB, dir string) *bus.Server {
 
 // Connect connects a client with every right (the workers' identity) to
 // the server of StartServer at url, closed at cleanup. Tests use it to set
-// up and inspect anything; ConnectAnonymous connects as a client without
-// credentials.
+// up and inspect anything; ConnectWith with only a URL connects as a
+// client without credentials, with the rights of bus.AnonymousUser.
 func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	return ConnectWith(t, wire.ConnConfig{URL: url, User: bus.DefaultWorkersUser, Password: WorkersPassword})
-}
-
-// ConnectAnonymous connects a client without credentials to url, closed at
-// cleanup: it has the rights of bus.AnonymousUser.
-func ConnectAnonymous(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	return ConnectWith(t, wire.ConnConfig{URL: url})
 }
 
 // ConnectWith connects with cfg (named "natstest" if cfg has no name),
@@ -159,6 +152,8 @@ type Received struct {
 	Header  nats.Header
 	Data    []byte
 	Event   events.Event
+	// Stored is when the stream stored the message.
+	Stored time.Time
 }
 
 // Decode decodes the event's data into v.
@@ -226,7 +221,7 @@ func read(t testing.TB, js jetstream.JetStream, stream, filter string, ok func([
 			t.Fatalf("natstest: reading %s: %v", stream, err)
 		}
 		next = msg.Sequence + 1
-		r := Received{Subject: msg.Subject, Header: msg.Header, Data: msg.Data}
+		r := Received{Subject: msg.Subject, Header: msg.Header, Data: msg.Data, Stored: msg.Time}
 		r.Kind = r.Subject[strings.LastIndex(r.Subject, ".")+1:]
 		if ev, err := events.Decode(msg.Header, msg.Data); err == nil {
 			r.Event = ev
