@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/httpapi"
@@ -40,8 +42,14 @@ type site struct {
 // names to roles for an auth file (nil: none, the local user).
 func startSite(t testing.TB, callers map[string][]string) *site {
 	t.Helper()
+	return startSiteOf(t, callers, examples.Flows()...)
+}
+
+// startSiteOf is startSite serving flows.
+func startSiteOf(t testing.TB, callers map[string][]string, flows ...*engine.Flow) *site {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
-	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret})
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: flows, Secret: natstest.Secret})
 	st := &site{t: t, svc: svc, tokens: map[string]string{}}
 	var auth *httpapi.AuthFile
 	if callers != nil {
@@ -291,5 +299,48 @@ func TestTheRunPageShowsOnlyAuditRecordsTheVerifierVouchesFor(t *testing.T) {
 	}
 	if strings.Contains(page, "ceo@example.com") {
 		t.Fatalf("the run page shows the forged record:\n%s", page)
+	}
+}
+
+// TestARejectTakesAReasonWhereTheApprovalRequiresOne: the refund's
+// approval requires a reason to reject, so a reject without one is shown
+// its error and decides nothing; an approval that does not require one is
+// rejected without, as on every other surface.
+func TestARejectTakesAReasonWhereTheApprovalRequiresOne(t *testing.T) {
+	t.Parallel()
+	post := engine.NewFlow[map[string]any]("post").
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Approve(ctx, engine.Approval{Action: "publish", Args: map[string]any{"text": "hello"}})
+			return err
+		}).Start("review").MustBuild()
+	s := startSiteOf(t, nil, append(examples.Flows(), post)...)
+	if code, out := s.api("", "POST", "/v1/runs/refund", map[string]any{"run": "r-big", "state": map[string]any{"orderId": "o-1", "amount": 900, "currency": "USD", "last4": "4242"}}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	if code, out := s.api("", "POST", "/v1/runs/post", map[string]any{"run": "r-post"}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	local := s.visitor()
+	_, page := local.do("GET", "/runs/refund/r-big", nil)
+	if !strings.Contains(page, `id="reason-reject" name="reason" type="text" required`) {
+		t.Fatalf("the refund's reject form does not require a reason:\n%s", page)
+	}
+	form := hidden(page)
+	form.Set("decision", "reject")
+	if code, page := local.do("POST", "/runs/refund/r-big", form); code != http.StatusUnprocessableEntity || !strings.Contains(page, `id="reason-reject-error"`) {
+		t.Fatalf("a reject without a reason = %d\n%s", code, page)
+	}
+	if code, out := s.api("", "GET", "/v1/runs/refund/r-big", nil); code != http.StatusOK || !strings.Contains(string(out), `"status":"waiting"`) {
+		t.Fatalf("after a reject without a reason the refund is %d %s, want still waiting", code, out)
+	}
+
+	_, page = local.do("GET", "/runs/post/r-post", nil)
+	if strings.Contains(page, `id="reason-reject" name="reason" type="text" required`) || !strings.Contains(page, "(optional)") {
+		t.Fatalf("the post's reject form requires a reason its approval does not:\n%s", page)
+	}
+	form = hidden(page)
+	form.Set("decision", "reject")
+	if code, page := local.do("POST", "/runs/post/r-post", form); code != http.StatusOK || !strings.Contains(page, `data-status="completed"`) {
+		t.Fatalf("a reject without a reason where none is required = %d\n%s", code, page)
 	}
 }
