@@ -165,6 +165,9 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
+		t.Fatal(err)
+	}
 	r := &rig{t: t, srv: srv, js: js, names: names}
 	const run = "r-crash"
 	r.start("booking", run, nil)
@@ -202,6 +205,9 @@ func TestWorkerKilledBetweenAnApprovalsCheckpointAndItsPublish(t *testing.T) {
 	_, js := natstest.Connect(t, srv.ClientURL())
 	names, _ := wire.NewNames("")
 	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, srv: srv, js: js, names: names}
@@ -283,6 +289,9 @@ func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
 	_, js := natstest.Connect(t, srv.ClientURL())
 	names, _ := wire.NewNames("")
 	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, srv: srv, js: js, names: names}

@@ -57,11 +57,22 @@ type Config struct {
 	Conn wire.ConnConfig
 	// Prefix of every stream, subject and bucket. Defaults to wire.DefaultPrefix.
 	Prefix string
-	// Streams configures the protocol's streams and buckets. Its Replicas,
-	// when 0, is picked at start: 3 when the server reports a cluster of at
-	// least 3 JetStream nodes (or the streams already have more replicas),
-	// else 1. Its Logger defaults to Logger.
+	// Streams configures the protocol's streams. Its Replicas, when 0, is
+	// picked at start: 3 when the server reports a cluster of at least 3
+	// JetStream nodes (or the streams already have more replicas), else 1.
+	// Its Logger defaults to Logger.
 	Streams bus.StreamConfig
+	// Buckets configures the checkpoint store's buckets and finished-runs
+	// index. Its Replicas and Duplicates, when 0, are the Streams'; its
+	// Retry is theirs.
+	Buckets kv.BucketConfig
+	// Store, if set, is the checkpoint store the engine uses instead of
+	// the KV store on the service's buckets: a store of one's own, or one
+	// a test wraps to inject faults. The buckets are provisioned all the
+	// same, and clients (interlock show, the inbox, the HTTP API) read
+	// checkpoints and the pending index there: a store that writes
+	// elsewhere hides its runs from them.
+	Store engine.Store
 	// KeepFinished is how long a finished run's checkpoint is kept after
 	// it finished; JetStream then removes it. kv.KeepForever keeps them.
 	// Defaults to kv.DefaultKeepFinished.
@@ -139,6 +150,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("interlock: Config.AckWait is %s; it must be positive (0 for the default)", c.AckWait)
 	}
 	if err := c.Streams.Validate(); err != nil {
+		return err
+	}
+	if err := c.Buckets.Validate(); err != nil {
 		return err
 	}
 	for i, b := range c.Services {
@@ -232,9 +246,22 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err := bus.Provision(ctx, s.js, names, streams); err != nil {
 		return fail(err)
 	}
+	buckets := cfg.Buckets
+	buckets.Replicas = cmp.Or(buckets.Replicas, streams.Replicas)
+	buckets.Duplicates = cmp.Or(buckets.Duplicates, streams.Duplicates)
+	if buckets.Retry == nil {
+		buckets.Retry = streams.Retry()
+	}
+	if err := kv.Provision(ctx, s.js, names, buckets); err != nil {
+		return fail(err)
+	}
 	s.store, err = kv.Open(ctx, s.js, names, kv.Options{KeepFinished: cfg.KeepFinished})
 	if err != nil {
 		return fail(err)
+	}
+	var store engine.Store = s.store
+	if cfg.Store != nil {
+		store = cfg.Store
 	}
 	secret := cfg.Secret
 	if len(secret) == 0 {
@@ -269,7 +296,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		tools = &toolRules{live: live, log: *log}
 	}
 	s.runner, err = engine.NewRunner(engine.Config{
-		Flows: flows, Store: s.store, Publisher: bus.NewPublisher(s.js, names, source),
+		Flows: flows, Store: store, Publisher: bus.NewPublisher(s.js, names, source),
 		Queue: queue, Secret: secret, Source: source,
 	})
 	if err != nil {
@@ -394,7 +421,8 @@ func (s *Service) Server() *bus.Server { return s.srv }
 // Names are the service's stream, subject and bucket names.
 func (s *Service) Names() wire.Names { return s.names }
 
-// Store is the service's checkpoint store.
+// Store is the service's KV checkpoint store (the engine's, unless
+// Config.Store gave it another).
 func (s *Service) Store() *kv.Store { return s.store }
 
 // Runner is the service's engine runner.

@@ -10,6 +10,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
@@ -153,5 +154,28 @@ func TestServicePublishesTheAuditKeyOfItsSecret(t *testing.T) {
 	}
 	if keys[0].Since.IsZero() || keys[1].Since.Before(keys[0].Since) {
 		t.Errorf("since: %v, %v", keys[0].Since, keys[1].Since)
+	}
+}
+
+// TestAServiceRunsOnTheStoreItIsGiven: with Config.Store, the engine
+// keeps checkpoints in that store (here an in-memory one a test could
+// make fail), while the service still provisions its buckets.
+func TestAServiceRunsOnTheStoreItIsGiven(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	store := enginetest.NewStore()
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Store: store})
+	ev, err := svc.Client("/test").Start(t.Context(), booking.Name, "r-own", nil, nil)
+	if err != nil || ev.Kind != protocol.EventInterrupted {
+		t.Fatalf("start: %v %v", ev.Kind, err)
+	}
+	if cp, _, err := store.Load(t.Context(), booking.Name, "r-own"); err != nil || cp.Status != engine.Waiting {
+		t.Fatalf("the given store holds %+v (%v), want the waiting run", cp, err)
+	}
+	if _, _, err := svc.Store().Load(t.Context(), booking.Name, "r-own"); err == nil {
+		t.Error("the KV store holds the run as well; the engine was to use the store given")
+	}
+	if _, err := svc.JetStream().KeyValue(t.Context(), svc.Names().RunsBucket()); err != nil {
+		t.Errorf("the runs bucket was not provisioned: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -138,6 +139,9 @@ func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system 
 	// the streams there; each worker provisions again at start, as every
 	// Interlock worker does, which changes nothing.
 	if err := bus.Provision(ctx, cl.js, names, bus.StreamConfig{Replicas: o.replicas()}); err != nil {
+		return l, err
+	}
+	if err := kv.Provision(ctx, cl.js, names, kv.BucketConfig{Replicas: o.replicas()}); err != nil {
 		return l, err
 	}
 	ws, err := startWorkers(ctx, workerSpec{

@@ -11,6 +11,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/kv"
 )
 
 // finishedPrefix is the prefix of the finished-runs measurement.
@@ -69,7 +70,8 @@ func measureFinished(ctx context.Context, o options, w workload, srv *natsServer
 		Secret:       secret,
 		Instance:     "bench",
 		Concurrency:  o.workers(),
-		Streams:      bus.StreamConfig{MarkerTTL: finishedMarkerTTL, Replicas: o.replicas()},
+		Streams:      bus.StreamConfig{Replicas: o.replicas()},
+		Buckets:      kv.BucketConfig{MarkerTTL: finishedMarkerTTL},
 		KeepFinished: o.keepFinished,
 	})
 	if err != nil {

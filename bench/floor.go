@@ -228,6 +228,9 @@ func startFloor(ctx context.Context, url string, names wire.Names, w workload, w
 	if err := bus.Provision(ctx, js, names, bus.StreamConfig{Replicas: replicas}); err != nil {
 		return nil, err
 	}
+	if err := kv.Provision(ctx, js, names, kv.BucketConfig{Replicas: replicas}); err != nil {
+		return nil, err
+	}
 	f := &floor{nc: nc, js: js, names: names, w: w, msgs: make(chan jetstream.Msg)}
 	if f.runs, err = js.KeyValue(ctx, names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)

@@ -76,7 +76,7 @@ func TestWorkerStartWaitsForAClusterWithoutQuorum(t *testing.T) {
 
 	// The other streams elect their leaders too, each when its raft
 	// election timer fires (seconds apart): wait for all before the run.
-	for _, name := range []string{names.EventStream(), names.AuditStream(), "KV_" + names.RunsBucket(), "KV_" + names.PendingBucket()} {
+	for _, name := range []string{names.EventStream(), names.AuditStream(), "KV_" + names.ConfigBucket()} {
 		natstest.Eventually(t, name+" led again", func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()

@@ -21,8 +21,6 @@ const (
 	DefaultEventMaxAge = 7 * 24 * time.Hour
 	DefaultAuditMaxAge = 365 * 24 * time.Hour
 	DefaultDuplicates  = 2 * time.Minute
-	DefaultHistory     = 5
-	DefaultMarkerTTL   = 30 * time.Second
 	// DefaultClusterWait bounds how long Provision waits for a cluster to
 	// form: a JetStream meta leader, and enough nodes for the replicas.
 	DefaultClusterWait = 2 * time.Minute
@@ -40,15 +38,6 @@ type StreamConfig struct {
 	// Duplicates is the deduplication window of every stream. Defaults to
 	// DefaultDuplicates.
 	Duplicates time.Duration
-	// History is how many revisions of a checkpoint are kept, at least 5.
-	// Defaults to DefaultHistory.
-	History int
-	// MarkerTTL is how long the buckets keep the marker of a removed key:
-	// a pending entry removed by a resume, or a finished run's checkpoint
-	// removed when its retention ran out. A KV watcher that reconnects
-	// later than this misses the removal. At least 1s. Defaults to
-	// DefaultMarkerTTL.
-	MarkerTTL time.Duration
 	// Replicas of every stream and bucket, for a cluster: 1, or 3 on a
 	// cluster of at least 3 JetStream nodes (5 are allowed). The Service
 	// picks it when 0 (see interlock.Config.Streams). Defaults to 1.
@@ -68,8 +57,6 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	c.EventMaxAge = cmp.Or(c.EventMaxAge, DefaultEventMaxAge)
 	c.AuditMaxAge = cmp.Or(c.AuditMaxAge, DefaultAuditMaxAge)
 	c.Duplicates = cmp.Or(c.Duplicates, DefaultDuplicates)
-	c.History = cmp.Or(c.History, DefaultHistory)
-	c.MarkerTTL = cmp.Or(c.MarkerTTL, DefaultMarkerTTL)
 	c.Replicas = cmp.Or(c.Replicas, 1)
 	c.ClusterWait = cmp.Or(c.ClusterWait, DefaultClusterWait)
 	if c.Logger == nil {
@@ -88,24 +75,21 @@ func (c StreamConfig) Validate() error { return c.withDefaults().validate() }
 
 func (c StreamConfig) validate() error {
 	switch {
-	case c.History < 5 || c.History > 64:
-		return fmt.Errorf("bus: checkpoint history %d is out of range: use 5 to 64", c.History)
 	case c.Duplicates < 100*time.Millisecond:
 		return fmt.Errorf("bus: StreamConfig.Duplicates %v is too short: use at least 100ms", c.Duplicates)
 	case c.EventMaxAge < c.Duplicates:
 		return fmt.Errorf("bus: StreamConfig.EventMaxAge (--events-max-age) %v is shorter than the deduplication window %v: keep events at least %v", c.EventMaxAge, c.Duplicates, c.Duplicates)
 	case c.AuditMaxAge < c.Duplicates:
 		return fmt.Errorf("bus: StreamConfig.AuditMaxAge (--audit-max-age) %v is shorter than the deduplication window %v: keep audit records at least %v", c.AuditMaxAge, c.Duplicates, c.Duplicates)
-	case c.MarkerTTL < time.Second:
-		return fmt.Errorf("bus: StreamConfig.MarkerTTL %v is too short: JetStream keeps markers at least 1s", c.MarkerTTL)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("bus: StreamConfig.Replicas %d is out of range: use 1 to 5", c.Replicas)
 	}
 	return nil
 }
 
-// Provision creates the streams and buckets of the protocol, or updates
-// them to this configuration. It is idempotent: every worker calls it at
+// Provision creates the streams of the protocol and the live-configuration
+// bucket, or updates them to this configuration (the checkpoint store's
+// buckets are kv.Provision's). It is idempotent: every worker calls it at
 // start. Buckets created by an older version are updated to allow
 // per-message TTLs (which a server never turns off again).
 func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg StreamConfig) error {
@@ -161,20 +145,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,
 		},
 	}
-	for _, status := range wire.FinishedStatuses {
-		// The finished-runs index: one entry per run that finished with
-		// status, written with the Nats-TTL of the run's checkpoint, so
-		// that it goes when the checkpoint goes. One stream per status:
-		// listing one status never steps over runs of another, and a
-		// stream's few subjects (one per flow) keep the server's counts
-		// cheap however many runs it holds.
-		streams = append(streams, jetstream.StreamConfig{
-			Name: n.FinishedStream(status), Subjects: []string{n.Prefix + ".finished." + status + ".>"},
-			Description: "Interlock finished-runs index: runs " + status,
-			Retention:   jetstream.LimitsPolicy, Storage: storage,
-			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true, AllowMsgTTL: true,
-		})
-	}
 	w := clusterWait{cfg: cfg, deadline: time.Now().Add(cfg.ClusterWait)}
 	// An inbound stream of an earlier version, which held the deadlines,
 	// is emptied into a holding stream first, and put back once the
@@ -193,29 +163,25 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 	if err := restoreHeld(ctx, js, n, w); err != nil {
 		return err
 	}
-	buckets := []jetstream.KeyValueConfig{
-		{
-			Bucket: n.RunsBucket(), Description: "Interlock checkpoints", History: uint8(cfg.History),
-			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
-		},
-		{
-			Bucket: n.PendingBucket(), Description: "Interlock runs waiting on an interrupt", History: 1,
-			Storage: storage, Replicas: cfg.Replicas, LimitMarkerTTL: cfg.MarkerTTL,
-		},
-		{
-			Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules, audit.keys)", History: 5,
-			Storage: storage, Replicas: cfg.Replicas,
-		},
+	// The live configuration, which the workers watch and write. The
+	// store's buckets are kv's to provision (kv.Provision).
+	kc := jetstream.KeyValueConfig{
+		Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules, audit.keys, flows)", History: 5,
+		Storage: storage, Replicas: cfg.Replicas,
 	}
-	for _, kc := range buckets {
-		if err := w.do(ctx, "bucket "+kc.Bucket, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.do(ctx, "bucket "+kc.Bucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	})
+}
+
+// Retry returns a function that runs a creation the way Provision runs
+// its own: retried, with backoff, while a cluster forms, up to
+// ClusterWait from now. It is kv.BucketConfig.Retry for the store's
+// buckets.
+func (c StreamConfig) Retry() func(ctx context.Context, what string, create func(context.Context) error) error {
+	c = c.withDefaults()
+	return clusterWait{cfg: c, deadline: time.Now().Add(c.ClusterWait)}.do
 }
 
 // inboundStream is the configuration of the inbound stream, the only one

@@ -54,30 +54,12 @@ func TestProvisionCreatesTheProtocolsStreamsAndBucketsIdempotently(t *testing.T)
 		if dl := info(n.DeadLetterStream()); dl.Config.Subjects[0] != n.Prefix+".dlq.>" {
 			t.Errorf("%s: subjects %v", n.DeadLetterStream(), dl.Config.Subjects)
 		}
-		for _, status := range wire.FinishedStatuses {
-			fin := info(n.FinishedStream(status))
-			if fin.Config.Retention != jetstream.LimitsPolicy || !fin.Config.AllowMsgTTL || !fin.Config.AllowDirect ||
-				fin.Config.MaxAge != 0 || fin.Config.Subjects[0] != n.Prefix+".finished."+status+".>" {
-				t.Errorf("%s: %+v; want limits retention, per-message TTLs, direct gets, no max age", n.FinishedStream(status), fin.Config)
-			}
+		if _, err := js.KeyValue(t.Context(), n.ConfigBucket()); err != nil {
+			t.Errorf("%s: %v", n.ConfigBucket(), err)
 		}
-		runs, err := js.KeyValue(t.Context(), n.RunsBucket())
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := runs.Status(t.Context())
-		if err != nil || st.History() < 5 {
-			t.Errorf("%s: history %d (%v), want at least 5", n.RunsBucket(), st.History(), err)
-		}
-		if st.LimitMarkerTTL() != bus.DefaultMarkerTTL {
-			t.Errorf("%s: marker TTL %v, want %v", n.RunsBucket(), st.LimitMarkerTTL(), bus.DefaultMarkerTTL)
-		}
-		pending, err := js.KeyValue(t.Context(), n.PendingBucket())
-		if err != nil {
-			t.Fatalf("%s: %v", n.PendingBucket(), err)
-		}
-		if st, err := pending.Status(t.Context()); err != nil || st.History() != 1 || st.LimitMarkerTTL() != bus.DefaultMarkerTTL {
-			t.Errorf("%s: history %d, marker TTL %v (%v); want 1 and %v", n.PendingBucket(), st.History(), st.LimitMarkerTTL(), err, bus.DefaultMarkerTTL)
+		// The store's buckets are kv's to provision.
+		if _, err := js.KeyValue(t.Context(), n.RunsBucket()); err == nil {
+			t.Errorf("bus.Provision made %s, which kv.Provision owns", n.RunsBucket())
 		}
 	}
 
@@ -109,13 +91,10 @@ func TestProvisionRefusesABadConfigurationBeforeTheServerSeesIt(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", bus.StreamConfig{}, ""},
-		{"history too short", bus.StreamConfig{History: 2}, "history 2"},
-		{"history too long", bus.StreamConfig{History: 65}, "history 65"},
 		{"events kept as long as the dedupe window", bus.StreamConfig{EventMaxAge: 2 * time.Minute}, ""},
 		{"events kept less than the dedupe window", bus.StreamConfig{EventMaxAge: time.Minute}, "(--events-max-age) 1m0s is shorter than the deduplication window 2m0s: keep events at least 2m0s"},
 		{"shorter window, shorter events", bus.StreamConfig{EventMaxAge: time.Minute, Duplicates: 30 * time.Second}, ""},
 		{"audit kept less than the dedupe window", bus.StreamConfig{AuditMaxAge: time.Second}, "--audit-max-age"},
-		{"marker TTL under a second", bus.StreamConfig{MarkerTTL: time.Millisecond}, "MarkerTTL"},
 		{"too many replicas", bus.StreamConfig{Replicas: 7}, "Replicas 7"},
 	}
 	for _, tc := range cases {

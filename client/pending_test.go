@@ -37,7 +37,10 @@ func newRig(t testing.TB) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{MarkerTTL: time.Hour}); err != nil {
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatalf("provisioning: %v", err)
+	}
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{MarkerTTL: time.Hour}); err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
 	store, err := kv.Open(t.Context(), js, names, kv.Options{})

@@ -18,7 +18,7 @@
 //     plus the markers of runs resumed within that TTL, and nothing else.
 //
 // Both need buckets that allow per-message TTLs (a LimitMarkerTTL), as
-// bus.Provision creates them.
+// [Provision] creates them.
 //
 // The store is also an [engine.FinishedIndex]: the finished-runs index,
 // one stream per finished status (wire.Names.FinishedStream), holds one
@@ -162,7 +162,7 @@ func (s *Store) tooLarge(cp *engine.Checkpoint, size int, err error) error {
 }
 
 // Open binds the runs and pending buckets of a deployment, which
-// bus.Provision creates, and checks that they allow per-message TTLs.
+// [Provision] creates, and checks that they allow per-message TTLs.
 func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -171,14 +171,14 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 	bind := func(bucket string) (jetstream.KeyValue, jetstream.KeyValueStatus, error) {
 		b, err := js.KeyValue(ctx, bucket)
 		if err != nil {
-			return nil, nil, fmt.Errorf("kv: binding bucket %s: %w (provision it first: `interlock serve` or bus.Provision does)", bucket, err)
+			return nil, nil, fmt.Errorf("kv: binding bucket %s: %w (provision it first: `interlock serve` or kv.Provision does)", bucket, err)
 		}
 		st, err := b.Status(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kv: reading the configuration of bucket %s: %w", bucket, err)
 		}
 		if st.LimitMarkerTTL() == 0 {
-			return nil, nil, fmt.Errorf("kv: bucket %s does not allow per-message TTLs (it was created by an older Interlock); run `interlock serve` (or bus.Provision) once with this version to update it", bucket)
+			return nil, nil, fmt.Errorf("kv: bucket %s does not allow per-message TTLs (it was created by an older Interlock); run `interlock serve` (or kv.Provision) once with this version to update it", bucket)
 		}
 		return b, st, nil
 	}
@@ -198,10 +198,10 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 		name := names.FinishedStream(status)
 		fs, err := js.Stream(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("kv: binding stream %s of the finished-runs index: %w (provision it first: `interlock serve` or bus.Provision does, once with this version)", name, err)
+			return nil, fmt.Errorf("kv: binding stream %s of the finished-runs index: %w (provision it first: `interlock serve` or kv.Provision does, once with this version)", name, err)
 		}
 		if !fs.CachedInfo().Config.AllowMsgTTL {
-			return nil, fmt.Errorf("kv: stream %s does not allow per-message TTLs, so its entries would outlive their runs; run `interlock serve` (or bus.Provision) once with this version to update it", name)
+			return nil, fmt.Errorf("kv: stream %s does not allow per-message TTLs, so its entries would outlive their runs; run `interlock serve` (or kv.Provision) once with this version to update it", name)
 		}
 	}
 	s := New(runs, pending, MaxPayload(js.Conn().MaxPayload()))

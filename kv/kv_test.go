@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/storetest"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -42,7 +41,7 @@ func newRigWith(t *testing.T, opts kv.Options) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{MarkerTTL: time.Second}); err != nil {
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{MarkerTTL: time.Second}); err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
 	store, err := kv.Open(t.Context(), js, names, opts)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/kv"
@@ -70,7 +69,7 @@ func TestOptionsAreValidated(t *testing.T) {
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
 	names, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -158,7 +157,7 @@ func TestLoadSeesAFinishedRunAsNotFoundWhileItsExpiryMarkerStays(t *testing.T) {
 	names, _ := wire.NewNames("")
 	// Markers last long enough for Load to meet one. (JetStream raises a
 	// message TTL shorter than the marker TTL to it, so the run lasts 3s.)
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{MarkerTTL: 3 * time.Second}); err != nil {
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{MarkerTTL: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := kv.Open(t.Context(), js, names, kv.Options{KeepFinished: time.Second})
@@ -285,7 +284,7 @@ func TestOpenRefusesBucketsWithoutTTLsUntilProvisionUpdatesThem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "interlock serve") {
 		t.Fatalf("Open on buckets without TTLs = %v, want an error saying how to update them", err)
 	}
-	if err := bus.Provision(ctx, js, names, bus.StreamConfig{}); err != nil {
+	if err := kv.Provision(ctx, js, names, kv.BucketConfig{}); err != nil {
 		t.Fatalf("Provision over the older buckets: %v", err)
 	}
 	store, err := kv.Open(ctx, js, names, kv.Options{})
