@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,11 +47,7 @@ func startAPI(t testing.TB, auth *httpapi.AuthFile) *api {
 // startAPIWith is startAPI with the API configured by cfg.
 func startAPIWith(t testing.TB, cfg httpapi.Config) *api {
 	t.Helper()
-	b, err := os.ReadFile("../examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "rules.yaml")
+	rules, err := examples.GateRules()
 	if err != nil {
 		t.Fatal(err)
 	}

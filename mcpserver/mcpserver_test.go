@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -48,11 +47,7 @@ type model struct {
 // a client to it over the SDK's in-memory transport.
 func connect(t testing.TB, cfg mcpserver.Config) *model {
 	t.Helper()
-	b, err := os.ReadFile("../examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "rules.yaml")
+	rules, err := examples.GateRules()
 	if err != nil {
 		t.Fatal(err)
 	}

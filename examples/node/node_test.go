@@ -26,7 +26,6 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/examples/booking"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -49,11 +48,7 @@ const botName = "test-bot"
 // by the bot, as the agent reports.
 func TestNodeAgentAndBot(t *testing.T) {
 	node := requireNode(t)
-	b, err := os.ReadFile("../gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	rules, err := examples.GateRules()
 	if err != nil {
 		t.Fatal(err)
 	}
