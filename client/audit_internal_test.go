@@ -510,7 +510,7 @@ func TestCheckChain(t *testing.T) {
 			if tc.trust != nil {
 				tr = *tc.trust
 			}
-			rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", tc.entries, tc.head, tc.dropped, tr)
+			rep := checkChain("refund", "r-1", "INTERLOCK_AUDIT", slices.Clone(tc.entries), tc.head, tc.dropped, tr)
 			var checks []string
 			for _, p := range rep.Problems {
 				checks = append(checks, p.Check)
