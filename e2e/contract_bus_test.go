@@ -1,4 +1,4 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
@@ -136,11 +136,11 @@ func notifyFlow() *engine.Flow {
 // way, against the JSON Schemas of docs/schema.
 func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
+	b, err := os.ReadFile("../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	rules, err := gate.Parse(b, "../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

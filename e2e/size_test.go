@@ -1,4 +1,4 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
@@ -70,11 +70,11 @@ func sizedCommand(t *testing.T, name, subject, flow, run, typ string, size int, 
 // within its stop context.
 func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
+	b, err := os.ReadFile("../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	rules, err := gate.Parse(b, "../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package interlock_test
+package e2e_test
 
 import (
 	"fmt"
@@ -22,11 +22,11 @@ func gateRig(t *testing.T) *rig {
 // rules are set).
 func gateRigWith(t *testing.T, cfg interlock.Config) *rig {
 	t.Helper()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
+	b, err := os.ReadFile("../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
+	rules, err := gate.Parse(b, "../examples/gate/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
