@@ -30,6 +30,9 @@
 //   - readme_test.go, readme_start_test.go: README.md's commands work as
 //     written, the walk replayed with the real nats CLI.
 //
-// Files the tests read are named relative to this directory
-// (../README.md, ../examples/gate/rules.yaml).
+// The rig the files share (a service on an embedded server, a client
+// connection, and readers of what a run published) is in rig_test.go;
+// each scenario's flows are in its own file. Files the tests read are
+// named relative to this directory (../README.md,
+// ../examples/gate/rules.yaml).
 package e2e
