@@ -1,4 +1,4 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
@@ -13,33 +13,9 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
-	"github.com/interlockhq/interlock/wire"
 )
-
-// newRigWith is newRig with a service configured by cfg (flows default to
-// booking, the secret to the test secret).
-func newRigWith(t *testing.T, cfg interlock.Config) *rig {
-	t.Helper()
-	if len(cfg.Flows) == 0 {
-		cfg.Flows = []*engine.Flow{booking.Flow()}
-	}
-	if cfg.Secret == nil {
-		cfg.Secret = natstest.Secret
-	}
-	srv := natstest.StartServer(t, "")
-	natstest.StartWith(t, srv, cfg)
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	return &rig{t: t, srv: srv, js: js, names: names}
-}
-
-func (r *rig) send(flow, verb, typ, run string, data any) string {
-	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.In(flow, verb), typ, run, data)
-}
 
 // TestReannounceAnswersARunWhoseInterruptedEventAgedOut keeps a run
 // answerable past the events stream's retention: the pending interrupt is

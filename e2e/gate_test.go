@@ -1,55 +1,12 @@
-package interlock_test
+package e2e_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
-	"github.com/interlockhq/interlock"
-	"github.com/interlockhq/interlock/engine"
-	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
-	"github.com/interlockhq/interlock/protocol"
 )
-
-func gateRig(t *testing.T) *rig {
-	t.Helper()
-	return gateRigWith(t, interlock.Config{})
-}
-
-// gateRigWith is gateRig with a service configured by cfg (flows and gate
-// rules are set).
-func gateRigWith(t *testing.T, cfg interlock.Config) *rig {
-	t.Helper()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.StartServer(t, "")
-	cfg.Flows, cfg.GateRules = []*engine.Flow{refund.Flow()}, rules
-	svc := natstest.StartWith(t, srv, cfg)
-	_, js := natstest.Connect(t, srv.ClientURL())
-	return &rig{t: t, srv: srv, js: js, names: svc.Names()}
-}
-
-func (r *rig) request(callID, tool string, args map[string]any) string {
-	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.GateRequest(), protocol.TypeToolRequest, "",
-		map[string]any{"callId": callID, "tool": tool, "args": args, "agent": "support-bot", "conversationId": "conv-1",
-			"origin": map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}})
-}
-
-func (r *rig) decided(callID string, n int) protocol.Decided {
-	r.t.Helper()
-	var d protocol.Decided
-	natstest.Last(r.t, r.wait("gate", callID, "decided", n), "decided").Decode(r.t, &d)
-	return d
-}
 
 func TestToolCallGateOverTheBus(t *testing.T) {
 	t.Parallel()

@@ -1,110 +1,18 @@
-package interlock_test
+package e2e_test
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
-	"github.com/interlockhq/interlock/wire"
 )
-
-// rig is a service on an embedded server, and a client connection.
-type rig struct {
-	t     *testing.T
-	srv   *bus.Server
-	js    jetstream.JetStream
-	names wire.Names
-}
-
-func newRig(t *testing.T, flows ...*engine.Flow) *rig {
-	t.Helper()
-	if len(flows) == 0 {
-		flows = []*engine.Flow{booking.Flow()}
-	}
-	srv := natstest.StartServer(t, "")
-	natstest.Start(t, srv, flows...)
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	return &rig{t: t, srv: srv, js: js, names: names}
-}
-
-func (r *rig) start(flow, run string, state map[string]any) string {
-	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.In(flow, "start"), protocol.TypeStart, run, map[string]any{"state": state})
-}
-
-func (r *rig) resume(flow, run string, data map[string]any) string {
-	r.t.Helper()
-	return natstest.Publish(r.t, r.js, r.names.In(flow, "resume"), protocol.TypeResume, run, data)
-}
-
-// wait reads the run's events until the n-th of kind.
-func (r *rig) wait(flow, run, kind string, n int) []natstest.Received {
-	r.t.Helper()
-	return natstest.WaitFor(r.t, r.js, r.names.EventStream(), r.names.Event(flow, run, ">"), natstest.Nth(kind, n))
-}
-
-// interrupt waits for the n-th interrupted event of a run and decodes it.
-func (r *rig) interrupt(flow, run string, n int) protocol.Interrupted {
-	r.t.Helper()
-	var in protocol.Interrupted
-	natstest.Last(r.t, r.wait(flow, run, "interrupted", n), "interrupted").Decode(r.t, &in)
-	return in
-}
-
-func (r *rig) refusal(flow, run string, n int) protocol.Refused {
-	r.t.Helper()
-	var ref protocol.Refused
-	natstest.Last(r.t, r.wait(flow, run, "refused", n), "refused").Decode(r.t, &ref)
-	return ref
-}
-
-func (r *rig) checkpoint(flow, run string) (*engine.Checkpoint, uint64) {
-	r.t.Helper()
-	kv, err := r.js.KeyValue(r.t.Context(), r.names.RunsBucket())
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	e, err := kv.Get(r.t.Context(), flow+"."+run)
-	if err != nil {
-		r.t.Fatalf("checkpoint %s.%s: %v", flow, run, err)
-	}
-	var cp engine.Checkpoint
-	if err := json.Unmarshal(e.Value(), &cp); err != nil {
-		r.t.Fatal(err)
-	}
-	return &cp, e.Revision()
-}
-
-func (r *rig) pending(flow, run string) bool {
-	r.t.Helper()
-	kv, err := r.js.KeyValue(r.t.Context(), r.names.PendingBucket())
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	_, err = kv.Get(r.t.Context(), flow+"."+run)
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return false
-	}
-	r.t.Fatal(err)
-	return false
-}
-
-func answer(in protocol.Interrupted, answers map[string]any) map[string]any {
-	return map[string]any{"resumeToken": in.ResumeToken, "answers": answers}
-}
 
 func TestBookingRunInterruptsAndResumesOverJetStream(t *testing.T) {
 	t.Parallel()

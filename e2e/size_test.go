@@ -1,11 +1,10 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -70,14 +68,7 @@ func sizedCommand(t *testing.T, name, subject, flow, run, typ string, size int, 
 // within its stop context.
 func TestCommandsOfEverySizeUpToTheServersLimitAreAnswered(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := exampleRules(t)
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), GateRules: rules})
 	nc, js := natstest.Connect(t, srv.ClientURL())

@@ -1,10 +1,9 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,7 +13,6 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/internal/schematest"
 	"github.com/interlockhq/interlock/protocol"
@@ -136,14 +134,7 @@ func notifyFlow() *engine.Flow {
 // way, against the JSON Schemas of docs/schema.
 func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse(b, "examples/gate/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := exampleRules(t)
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow(), refund.Flow(), notifyFlow()}, GateRules: rules})
 	_, js := natstest.Connect(t, srv.ClientURL())

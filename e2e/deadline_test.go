@@ -1,8 +1,7 @@
-package interlock_test
+package e2e_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -150,12 +149,4 @@ func TestAResumeRacingTheDeadlineExactlyOneWins(t *testing.T) {
 			t.Fatalf("run %s: completed %d, expired %d, refused %d: exactly one of the resume and the deadline must win", run, completed, expired, refused)
 		}
 	}
-}
-
-// expiresAt is an interrupt's deadline, or an error if it has none.
-func expiresAt(in protocol.Interrupted) (time.Time, error) {
-	if in.ExpiresAt == nil {
-		return time.Time{}, errors.New("no deadline")
-	}
-	return *in.ExpiresAt, nil
 }

@@ -1,4 +1,4 @@
-package interlock_test
+package e2e_test
 
 import (
 	"encoding/json"
@@ -15,7 +15,6 @@ import (
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
-	"github.com/interlockhq/interlock/wire"
 )
 
 func TestForgedAndUsedTokensAreRefused(t *testing.T) {
@@ -334,15 +333,6 @@ func TestSeveralWorkersShareTheWorkAndFinishEveryRun(t *testing.T) {
 
 func nowUTC() time.Time { return time.Now().UTC() }
 
-func mustNames(t *testing.T) wire.Names {
-	t.Helper()
-	n, err := wire.NewNames("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestInterruptedIsPublishedOnlyAfterCheckpointIndexAndAudit(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")
@@ -430,11 +420,4 @@ func TestStartWithoutSubjectGetsARunIDThatEveryEventCarries(t *testing.T) {
 	if cp, _ := r.checkpoint("booking", run); cp.Run != run {
 		t.Fatalf("checkpoint run %q", cp.Run)
 	}
-}
-
-// readyForTopics is a booking start state that fills every question, so
-// the run goes straight to the topics choice.
-func readyForTopics() map[string]any {
-	return map[string]any{"email": "a@b.c", "name": "A", "phone": "1", "level": "beginner",
-		"driver": map[string]any{"name": "B", "license": "L"}}
 }

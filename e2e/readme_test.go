@@ -1,6 +1,6 @@
 //go:build unix
 
-package interlock_test
+package e2e_test
 
 import (
 	"bufio"
@@ -45,7 +45,7 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package interlock_test
+package e2e_test
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 // to the next section.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestReadmeSaysWhatTheFirstRunCostsAndHowToBuildOnce(t *testing.T) {
 			t.Errorf("README's two commands offer %q, which nothing publishes", invented)
 		}
 	}
-	dockerfile, err := os.ReadFile("deploy/Dockerfile")
+	dockerfile, err := os.ReadFile("../deploy/Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,9 @@ func TestReadmeSaysWhatTheFirstRunCostsAndHowToBuildOnce(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), goBuild[1])
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, goBuild[2]).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, goBuild[2])
+	cmd.Dir = ".." // the README's commands run at the repository root
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("README: go build -o %s %s: %v\n%s", goBuild[1], goBuild[2], err, out)
 	}
 	if out, err := exec.CommandContext(t.Context(), bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "interlock ") {
@@ -94,7 +96,7 @@ func TestReadmeAndCISayTheRaceDetectorNeedsACCompiler(t *testing.T) {
 		}
 	}
 
-	ci, err := os.ReadFile(".ci/run")
+	ci, err := os.ReadFile("../.ci/run")
 	if err != nil {
 		t.Fatal(err)
 	}

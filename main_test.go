@@ -1,0 +1,10 @@
+package interlock_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that a stopped Service leaves no goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
