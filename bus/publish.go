@@ -52,8 +52,11 @@ func (p *Publisher) subject(m engine.Message) string {
 	case engine.AuditStream:
 		return p.names.Audit(m.Flow, m.Run)
 	case engine.ScheduleStream:
-		if s, ok := m.Data.(*protocol.Expire); ok {
+		switch s := m.Data.(type) {
+		case *protocol.Expire:
 			return p.names.Schedule(m.Flow, m.Run, s.RequestID)
+		case *protocol.Remind:
+			return p.names.Reminder(m.Flow, m.Run, s.RequestID, s.N)
 		}
 	}
 	return p.names.Event(m.Flow, m.Run, m.Kind)
@@ -91,6 +94,9 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 	case *protocol.Expire:
 		typ, ok = protocol.TypeExpire, true
 		data = &protocol.Expire{RequestID: d.RequestID, ExpiresAt: d.ExpiresAt.UTC(), Flow: d.Flow, Run: d.Run}
+	case *protocol.Remind:
+		typ, ok = protocol.TypeRemind, true
+		data = &protocol.Remind{RequestID: d.RequestID, At: d.At.UTC(), N: d.N, Flow: d.Flow, Run: d.Run}
 	case *protocol.NodeEvent:
 		typ, ok = protocol.TypeNodePrefix+m.Kind, true
 	}
@@ -106,9 +112,13 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
-	if s, ok := m.Data.(*protocol.Expire); ok {
+	switch s := m.Data.(type) {
+	case *protocol.Expire:
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))
-		msg.Header.Set(HeaderScheduleTarget, p.names.Due(m.Flow, "expire"))
+		msg.Header.Set(HeaderScheduleTarget, p.names.Due(m.Flow, protocol.VerbExpire))
+	case *protocol.Remind:
+		msg.Header.Set(HeaderSchedule, "@at "+s.At.UTC().Format(time.RFC3339))
+		msg.Header.Set(HeaderScheduleTarget, p.names.Due(m.Flow, protocol.VerbRemind))
 	}
 	return msg, slab, nil
 }

@@ -99,7 +99,7 @@ func Verbs(rules ToolRules) Table {
 			return r.Resume(ctx, engine.Resume{
 				Flow: flow, Run: ev.Subject(), Token: d.ResumeToken, RequestID: d.RequestID,
 				Answers: d.Answers, Selected: d.Selected, Decision: d.Decision, Edits: d.Edits,
-				Update: d.Update, Approver: d.Approver, Reason: d.Reason,
+				Update: d.Update, Approver: d.Approver, Reason: d.Reason, Message: d.Message,
 				ExpectedCheckpoint: d.ExpectedCheckpoint, IdempotencyKey: d.IdempotencyKey, Inbound: in,
 			})
 		}},
@@ -116,6 +116,20 @@ func Verbs(rules ToolRules) Table {
 				return engine.Outcome{}, err
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, By: d.By, Inbound: in})
+		}},
+		{Name: protocol.VerbAssign, Type: protocol.TypeAssign, NeedsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseAssign(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Assign(ctx, engine.Assign{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Op: d.Op, To: d.To, By: d.By, Reason: d.Reason, Inbound: in})
+		}},
+		{Name: protocol.VerbRemind, Type: protocol.TypeRemind, Due: true, NeedsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseRemind(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Remind(ctx, engine.Remind{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Inbound: in})
 		}},
 		{Name: protocol.VerbExpire, Type: protocol.TypeExpire, Due: true, NeedsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseExpire(ev.Data())

@@ -109,7 +109,7 @@ func TestTheTableTakesEachVerbOnlyWhereItComesFrom(t *testing.T) {
 			t.Errorf("Lookup(%s, %s, due %v) = %v, want %v", c.verb, c.flow, c.due, ok, c.ok)
 		}
 	}
-	if got := verbs.ClientVerbs(); got != "cancel|reannounce|resume|start" {
+	if got := verbs.ClientVerbs(); got != "assign|cancel|reannounce|resume|start" {
 		t.Errorf("ClientVerbs() = %q", got)
 	}
 	if v, _ := verbs.Lookup("request", engine.GateFlowName, false); v.Unsupported == "" {

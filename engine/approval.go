@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -24,6 +25,9 @@ const (
 	// VerdictReject never runs the action; the run takes the flow's reject
 	// route, if it declares one.
 	VerdictReject = protocol.VerdictReject
+	// VerdictRespond never runs the action either: the node gets the
+	// approver's Message instead (only where Decisions lists it).
+	VerdictRespond = protocol.VerdictRespond
 )
 
 // TimeoutActor is the approver named on a decision that a deadline's
@@ -48,6 +52,29 @@ type Approval struct {
 	// RejectReasonRequired makes a reject say why: a reject without a
 	// reason is refused invalid_answer, on every surface.
 	RejectReasonRequired bool
+	// Assignees are people named to decide, beside ApproverRole: a person
+	// may decide when they are an assignee or hold the role. Anyone who
+	// may decide may claim the approval (then only they may decide it),
+	// release it, or delegate it to a person or a role.
+	Assignees []string
+	// Requester names who asked for the action (an agent, a user): with a
+	// quorum's separation of duties, they may not vote on it.
+	Requester string
+	// Quorum, if set, takes several approvals before the action runs:
+	// Required distinct approvers, or for each role its count. Each
+	// approve or edit is a vote for the final args it would run with;
+	// votes for different args do not add up, and any reject ends the
+	// approval at once. The decision the node gets lists the votes.
+	Quorum *protocol.Quorum
+	// SeparationOfDuties, with a quorum, keeps the requester and anyone
+	// who voted from voting (again). Defaults to true with a quorum.
+	SeparationOfDuties *bool
+	// Reminders are durations before the deadline at which the people who
+	// may decide are reminded (a reminded event, which every channel
+	// passes on); RemindEvery reminds them every so often while it waits.
+	// The server schedules them as it does deadlines.
+	Reminders   []time.Duration
+	RemindEvery time.Duration
 	// Timeout, if set, is how long the approval may wait; OnTimeout says
 	// what happens then.
 	Timeout time.Duration
@@ -110,11 +137,14 @@ func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
 		}
 		return d, nil
 	}
-	in, err := newApproval(x.cp.Node, a.Action, a.Args, a.Reason, a.ApproverRole, a.Decisions, a.RejectReasonRequired)
+	in, err := newApproval(x.cp.Node, a)
 	if err != nil {
 		return Decision{}, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
 	}
 	if err := checkTimeout(KindApproval, a.Timeout, a.OnTimeout); err != nil {
+		return Decision{}, x.fail(fmt.Errorf("node %q: approval %q: %w", x.cp.Node, a.Action, err))
+	}
+	if err := checkReminders(a.Timeout, remindersOf(a.Reminders, a.RemindEvery)); err != nil {
 		return Decision{}, x.fail(fmt.Errorf("node %q: approval %q: %w", x.cp.Node, a.Action, err))
 	}
 	in.Index = i
@@ -136,9 +166,11 @@ func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
 			}
 			return d, nil
 		}
-		// Still pending (a re-run after a crash): ask the same again.
+		// Still pending (a re-run after a crash): ask the same again, as
+		// it stands (escalated, claimed, delegated, voted on).
 		in.ExpiresAt, in.OnTimeout, in.Escalations, in.Retired = cur.ExpiresAt, cur.OnTimeout, cur.Escalations, cur.Retired
-		in.ApproverRole = cur.ApproverRole
+		in.ApproverRole, in.Assignees, in.ClaimedBy, in.Votes, in.Superseded = cur.ApproverRole, cur.Assignees, cur.ClaimedBy, cur.Votes, cur.Superseded
+		in.RemindedAt = cur.RemindedAt
 	} else {
 		x.deadline(in, a.Timeout, a.OnTimeout)
 	}
@@ -174,43 +206,80 @@ func (x *exec) decided(d Decision) {
 }
 
 // newApproval checks an approval's declaration and returns its interrupt.
-func newApproval(node, action string, args any, reason, role string, decisions []Verdict, needReason bool) (*Interrupt, error) {
+func newApproval(node string, a Approval) (*Interrupt, error) {
+	action := a.Action
 	if action == "" {
 		return nil, errors.New("an approval needs an action (what is proposed, e.g. a tool name)")
 	}
-	if role != "" {
-		if err := CheckName("approver role", role); err != nil {
+	if a.ApproverRole != "" {
+		if err := CheckName("approver role", a.ApproverRole); err != nil {
 			return nil, fmt.Errorf("approval %q: %w", action, err)
 		}
 	}
-	raw, err := encodeValue("args", args)
+	raw, err := encodeValue("args", a.Args)
 	if err != nil {
 		return nil, fmt.Errorf("approval %q: %w", action, err)
 	}
-	if args == nil {
+	if a.Args == nil {
 		raw = json.RawMessage("{}")
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("approval %q: args must encode as a JSON object, not %s", action, jsonKind(raw))
 	}
+	decisions := a.Decisions
 	if len(decisions) == 0 {
 		decisions = protocol.Verdicts()
 	}
 	seen := map[Verdict]bool{}
 	for _, d := range decisions {
-		if !slices.Contains(protocol.Verdicts(), d) {
-			return nil, fmt.Errorf("approval %q: decision %q is not one of approve, edit, reject", action, d)
+		if !slices.Contains(protocol.AllVerdicts(), d) {
+			return nil, fmt.Errorf("approval %q: decision %q is not one of approve, edit, reject, respond", action, d)
 		}
 		if seen[d] {
 			return nil, fmt.Errorf("approval %q: decision %q is listed twice", action, d)
 		}
 		seen[d] = true
 	}
-	return &Interrupt{
-		Kind: KindApproval, Node: node, Action: action, Args: raw, Reason: reason,
-		ApproverRole: role, Decisions: slices.Clone(decisions), RejectReasonRequired: needReason,
-	}, nil
+	seenPerson := map[string]bool{}
+	for _, p := range a.Assignees {
+		if err := checkPerson(p); err != nil {
+			return nil, fmt.Errorf("approval %q: assignee: %w", action, err)
+		}
+		if seenPerson[p] {
+			return nil, fmt.Errorf("approval %q: assignee %q is listed twice", action, p)
+		}
+		seenPerson[p] = true
+	}
+	in := &Interrupt{
+		Kind: KindApproval, Node: node, Action: action, Args: raw, Reason: a.Reason,
+		ApproverRole: a.ApproverRole, Decisions: slices.Clone(decisions), RejectReasonRequired: a.RejectReasonRequired,
+		Assignees: slices.Clone(a.Assignees), Requester: a.Requester,
+	}
+	if a.Quorum != nil {
+		q := *a.Quorum
+		if err := q.Check(); err != nil {
+			return nil, fmt.Errorf("approval %q: %w", action, err)
+		}
+		in.Quorum = &q
+		in.SeparationOfDuties = a.SeparationOfDuties == nil || *a.SeparationOfDuties
+	}
+	in.Remind = remindersOf(a.Reminders, a.RemindEvery)
+	return in, nil
+}
+
+// checkPerson checks a person's name: free text of 1 to 128 bytes, with
+// no control characters.
+func checkPerson(p string) error {
+	if p == "" || len(p) > protocol.MaxNameLen {
+		return fmt.Errorf("a person's name is 1 to %d bytes, not %d", protocol.MaxNameLen, len(p))
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("person %q has a control character", protocol.Truncate(p, 40))
+		}
+	}
+	return nil
 }
 
 // approvalKind is the rules of an approval interrupt.
@@ -252,14 +321,85 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 			return err
 		}
 	}
+	if v == VerdictRespond {
+		d.Message = cmd.Message
+	}
+	if q := in.Quorum; q != nil {
+		switch v {
+		case VerdictApprove, VerdictEdit:
+			b, err := json.Marshal(d.Args)
+			if err != nil {
+				return err
+			}
+			digest, err := protocol.CanonicalHash(b)
+			if err != nil {
+				return err
+			}
+			vote := protocol.Vote{Approver: d.Approver, Verdict: v, Digest: digest, Edits: d.Edits, Reason: d.Reason, At: t.now}
+			if len(q.Roles) > 0 {
+				if vote.Role = voteRole(*q, in.Votes, digest, cmd.Roles); vote.Role == "" {
+					return fmt.Errorf("the quorum takes %s, and %s has no role it still needs for these args", quorumText(*q), d.Approver)
+				}
+			}
+			in.Votes = append(in.Votes, vote)
+			if !q.Met(in.Votes, digest) {
+				// A vote short of the quorum: recorded, and the approval
+				// asked again with a fresh token.
+				t.voted = &vote
+				return nil
+			}
+			for _, v := range in.Votes {
+				if v.Digest == digest {
+					d.Votes = append(d.Votes, v)
+				}
+			}
+		default:
+			// A reject vetoes; a respond answers instead: either ends the
+			// approval, with the votes cast before it.
+			d.Votes = slices.Clone(in.Votes)
+		}
+	}
 	in.Decision = d
 	return nil
+}
+
+// voteRole is the role of the quorum a vote by someone holding roles
+// counts for: the first of their roles the quorum still needs for the
+// args of digest, or "" when it needs none of them.
+func voteRole(q protocol.Quorum, votes []protocol.Vote, digest string, roles []string) string {
+	have := map[string]int{}
+	for _, v := range votes {
+		if v.Digest == digest {
+			have[v.Role]++
+		}
+	}
+	for _, rc := range q.Roles {
+		if slices.Contains(roles, rc.Role) && have[rc.Role] < rc.Count {
+			return rc.Role
+		}
+	}
+	return ""
+}
+
+// quorumText says what a quorum takes: "2 approvers", "1 legal and 1
+// finance".
+func quorumText(q protocol.Quorum) string {
+	if len(q.Roles) == 0 {
+		return fmt.Sprintf("%d approvers", q.Required)
+	}
+	parts := make([]string, len(q.Roles))
+	for i, rc := range q.Roles {
+		parts[i] = fmt.Sprintf("%d %s", rc.Count, rc.Role)
+	}
+	return strings.Join(parts, " and ")
 }
 
 func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	ev.Action, ev.Args, ev.Reason, ev.ApproverRole = in.Action, in.Args, in.Reason, in.ApproverRole
 	ev.Decisions, ev.Gate, ev.Error = in.Decisions, in.Gate, in.Error
 	ev.RejectReasonRequired = in.RejectReasonRequired
+	ev.Assignees, ev.ClaimedBy, ev.Requester = in.Assignees, in.ClaimedBy, in.Requester
+	ev.Quorum, ev.SeparationOfDuties, ev.Votes = in.Quorum, in.SeparationOfDuties, in.Votes
 }
 
 // approver names who decided a resume: its approver, else its source.

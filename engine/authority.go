@@ -130,7 +130,7 @@ func (t *txn) authorize(ctx context.Context, cmd Resume, in *Interrupt) (out Out
 		if cmd.Token == "" {
 			return refuse(cmd.RequestID, CodeTokenMismatch, "resumeToken is missing; copy it from the interrupted event")
 		}
-		if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) {
+		if !hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, in.RequestID))) && !r.supersededToken(cp, in, cmd) {
 			for _, old := range in.Retired {
 				if hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, old))) {
 					return refuse(cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s); answer the latest interrupted event", old, in.ApproverRole, in.RequestID)
@@ -139,7 +139,7 @@ func (t *txn) authorize(ctx context.Context, cmd Resume, in *Interrupt) (out Out
 			return refuse(cmd.RequestID, CodeTokenMismatch, "resumeToken does not match the pending interrupt (request %s); it may be from an earlier, used or re-announced interrupt", in.RequestID)
 		}
 	}
-	if cmd.RequestID != "" && cmd.RequestID != in.RequestID {
+	if cmd.RequestID != "" && cmd.RequestID != in.RequestID && !superseded(in, cmd) {
 		if slices.Contains(in.Retired, cmd.RequestID) {
 			return refuse(cmd.RequestID, CodeExpired, "request %s expired and was escalated to %s (request %s)", cmd.RequestID, in.ApproverRole, in.RequestID)
 		}
@@ -148,13 +148,50 @@ func (t *txn) authorize(ctx context.Context, cmd Resume, in *Interrupt) (out Out
 	if in.ExpiresAt != nil && !t.now.Before(*in.ExpiresAt) {
 		return refuse(cmd.RequestID, CodeExpired, "the interrupt expired at %s", in.ExpiresAt.Format(time.RFC3339))
 	}
-	if protocol.RoleRestricted(in.Kind) && in.ApproverRole != "" {
-		switch {
-		case cmd.RolesKnown && !slices.Contains(cmd.Roles, in.ApproverRole):
-			return refuse(cmd.RequestID, CodeForbidden, "deciding this approval takes approver role %s; the decision came with %s", in.ApproverRole, roleList(cmd.Roles))
-		case !cmd.RolesKnown && cmd.RoleRequired:
-			return refuse(cmd.RequestID, CodeForbidden, "approval decisions are taken only with an approver role: send it on <prefix>.in.%s.resume.%s, or through the HTTP API", cp.Flow, in.ApproverRole)
+	if !protocol.RoleRestricted(in.Kind) {
+		return Outcome{}, false, nil
+	}
+	who := cmd.approver()
+	if msg := mayDecide(in, who, cmd.Roles, cmd.RolesKnown, cmd.RoleRequired); msg != "" {
+		return refuse(cmd.RequestID, CodeForbidden, "%s", msg)
+	}
+	v := Verdict(cmd.Decision)
+	if in.Quorum != nil && (v == VerdictApprove || v == VerdictEdit) {
+		if in.SeparationOfDuties && in.Requester != "" && who == in.Requester {
+			return refuse(cmd.RequestID, CodeForbidden, "%s asked for %s and may not vote on it: the quorum separates duties", who, in.Action)
+		}
+		// With separation of duties each approver votes once; without,
+		// an approver may vote again only for other args (an edit), and
+		// counts once for any args.
+		for _, vote := range in.Votes {
+			if vote.Approver == who && (in.SeparationOfDuties || v == VerdictApprove) {
+				return refuse(cmd.RequestID, CodeForbidden, "%s voted on %s already (%s, at %s); each approver votes once", who, in.Action, vote.Verdict, vote.At.Format(time.RFC3339))
+			}
 		}
 	}
 	return Outcome{}, false, nil
+}
+
+// supersededToken reports whether cmd, a decision, carries the token of a
+// request of in that a vote superseded.
+func (r *Runner) supersededToken(cp *Checkpoint, in *Interrupt, cmd Resume) bool {
+	if in.Quorum == nil || cmd.Decision == "" {
+		return false
+	}
+	for _, old := range in.Superseded {
+		if hmac.Equal([]byte(cmd.Token), []byte(r.token(cp.Flow, cp.Run, old))) {
+			return true
+		}
+	}
+	return false
+}
+
+// superseded reports whether cmd, a decision, names a request of in that
+// a vote superseded, or carries its token: a vote racing the one that
+// asked again counts all the same.
+func superseded(in *Interrupt, cmd Resume) bool {
+	if in.Quorum == nil || cmd.Decision == "" {
+		return false
+	}
+	return slices.Contains(in.Superseded, cmd.RequestID)
 }

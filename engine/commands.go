@@ -43,6 +43,8 @@ type Resume struct {
 	Update    map[string]json.RawMessage
 	Approver  string
 	Reason    string
+	// Message is a respond's answer.
+	Message string
 	// ExpectedCheckpoint, if set, must equal the run's checkpoint.
 	ExpectedCheckpoint *uint64
 	IdempotencyKey     string
@@ -63,7 +65,7 @@ type Resume struct {
 
 // answer returns the part of the resume that answers the interrupt.
 func (cmd Resume) answer() protocol.Answer {
-	return protocol.Answer{Answers: cmd.Answers, Selected: cmd.Selected, Decision: cmd.Decision, Edits: cmd.Edits, Reason: cmd.Reason}
+	return protocol.Answer{Answers: cmd.Answers, Selected: cmd.Selected, Decision: cmd.Decision, Edits: cmd.Edits, Reason: cmd.Reason, Message: cmd.Message}
 }
 
 // Cancel cancels a waiting run.
@@ -198,6 +200,9 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 		if err := k.answer(t, in, cmd); err != nil {
 			return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "%v", err)
 		}
+		if t.voted != nil {
+			return r.vote(ctx, t, in, cmd)
+		}
 		if len(cmd.Update) > 0 {
 			if err := applyDoc(t.f, cp, cmd.Update); err != nil {
 				return t.refuse(ctx, cmd.RequestID, CodeInvalidAnswer, "update: %v", err)
@@ -300,7 +305,7 @@ func checkOrigin(origin json.RawMessage) error {
 // size is the size of what a resume brings.
 func (cmd Resume) size() int {
 	n := rawSize(cmd.Answers) + rawSize(cmd.Update) + rawSize(cmd.Edits) +
-		len(cmd.RequestID) + len(cmd.Decision) + len(cmd.Approver) + len(cmd.Reason)
+		len(cmd.RequestID) + len(cmd.Decision) + len(cmd.Approver) + len(cmd.Reason) + len(cmd.Message)
 	for _, s := range cmd.Selected {
 		n += len(s)
 	}

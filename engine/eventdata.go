@@ -23,6 +23,8 @@ func auditVerdict(v Verdict) string {
 		return protocol.ActionEdited
 	case VerdictReject:
 		return protocol.ActionRejected
+	case VerdictRespond:
+		return protocol.ActionResponded
 	}
 	return protocol.ActionApproved
 }
@@ -67,6 +69,18 @@ func stamp(d EventData, rev uint64, token string) EventData {
 		c := *e
 		c.Checkpoint = rev
 		return &c
+	case *protocol.Assigned:
+		c := *e
+		c.Checkpoint = rev
+		return &c
+	case *protocol.Voted:
+		c := *e
+		c.Checkpoint = rev
+		return &c
+	case *protocol.Reminded:
+		c := *e
+		c.Checkpoint = rev
+		return &c
 	}
 	return d
 }
@@ -78,6 +92,9 @@ func newEventData(stream Stream, kind string) (EventData, error) {
 	case AuditStream:
 		return &protocol.AuditRecord{}, nil
 	case ScheduleStream:
+		if kind == protocol.VerbRemind {
+			return &protocol.Remind{}, nil
+		}
 		return &protocol.Expire{}, nil
 	case FinishedStream:
 		return &protocol.Finished{}, nil
@@ -101,6 +118,12 @@ func newEventData(stream Stream, kind string) (EventData, error) {
 		return &protocol.Expired{}, nil
 	case protocol.EventDecided:
 		return &protocol.Decided{}, nil
+	case protocol.EventAssigned:
+		return &protocol.Assigned{}, nil
+	case protocol.EventVoted:
+		return &protocol.Voted{}, nil
+	case protocol.EventReminded:
+		return &protocol.Reminded{}, nil
 	}
 	if checkNodeKind(kind) == nil {
 		return &protocol.NodeEvent{}, nil

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Positions of a static gate.
@@ -36,6 +39,13 @@ type Gate struct {
 	Decisions []Verdict
 	// RejectReasonRequired makes a reject say why; see [Approval].
 	RejectReasonRequired bool
+	// Assignees, Quorum, SeparationOfDuties, Reminders and RemindEvery
+	// are as an [Approval]'s.
+	Assignees          []string
+	Quorum             *protocol.Quorum
+	SeparationOfDuties *bool
+	Reminders          []time.Duration
+	RemindEvery        time.Duration
 	// Timeout, if set, is how long the gate may wait; OnTimeout says what
 	// happens then (defaults to expiring the run).
 	Timeout   time.Duration
@@ -66,7 +76,13 @@ func (b *Builder[S]) gate(node, at string, g Gate) *Builder[S] {
 			b.errs = append(b.errs, fmt.Errorf("gate %s %q: field %q: gates show top-level state fields", at, node, f))
 		}
 	}
-	if _, err := newApproval(node, node, map[string]any{}, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired); err != nil {
+	if _, err := newApproval(node, g.approval(node, map[string]any{})); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("gate %s %q: %w", at, node, err))
+	}
+	if slices.Contains(g.Decisions, VerdictRespond) {
+		b.errs = append(b.errs, fmt.Errorf("gate %s %q: a gate declared on the flow takes no respond: no node would get the message; ask with Node.Approve", at, node))
+	}
+	if err := checkReminders(g.Timeout, remindersOf(g.Reminders, g.RemindEvery)); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("gate %s %q: %w", at, node, err))
 	}
 	if err := checkTimeout(KindApproval, g.Timeout, g.OnTimeout); err != nil {
@@ -74,6 +90,14 @@ func (b *Builder[S]) gate(node, at string, g Gate) *Builder[S] {
 	}
 	b.gates[key] = &g
 	return b
+}
+
+// approval is the gate's approval of node, proposing args.
+func (g *Gate) approval(node string, args any) Approval {
+	return Approval{Action: node, Args: args, Reason: g.Reason, ApproverRole: g.ApproverRole, Decisions: g.Decisions,
+		RejectReasonRequired: g.RejectReasonRequired, Assignees: g.Assignees, Quorum: g.Quorum,
+		SeparationOfDuties: g.SeparationOfDuties, Reminders: g.Reminders, RemindEvery: g.RemindEvery,
+		Timeout: g.Timeout, OnTimeout: g.OnTimeout}
 }
 
 // OnReject declares where the run goes when an approval of node is
@@ -108,7 +132,7 @@ func (t *txn) gateInterrupt(g *Gate, at string) (*Interrupt, error) {
 			args[f] = v
 		}
 	}
-	in, err := newApproval(cp.Node, cp.Node, args, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired)
+	in, err := newApproval(cp.Node, g.approval(cp.Node, args))
 	if err != nil {
 		return nil, err
 	}

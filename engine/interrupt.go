@@ -53,6 +53,25 @@ type Interrupt struct {
 	Decisions    []Verdict       `json:"decisions,omitempty"`
 	// RejectReasonRequired makes a reject say why.
 	RejectReasonRequired bool `json:"rejectReasonRequired,omitempty"`
+	// Assignees are the people named to decide an approval; ClaimedBy is
+	// who claimed it (only they may decide it then).
+	Assignees []string `json:"assignees,omitempty"`
+	ClaimedBy string   `json:"claimedBy,omitempty"`
+	// Requester is who asked for the action.
+	Requester string `json:"requester,omitempty"`
+	// Quorum, SeparationOfDuties and Votes: an approval that takes several
+	// approvers, and the votes cast so far.
+	Quorum             *protocol.Quorum `json:"quorum,omitempty"`
+	SeparationOfDuties bool             `json:"separationOfDuties,omitempty"`
+	Votes              []protocol.Vote  `json:"votes,omitempty"`
+	// Superseded are request ids this interrupt had before votes asked it
+	// again: a vote racing another one names a superseded request, and
+	// counts all the same.
+	Superseded []string `json:"superseded,omitempty"`
+	// Remind is when to remind the people who may answer; RemindedAt
+	// when the latest reminder fell due.
+	Remind     *Reminders `json:"remind,omitempty"`
+	RemindedAt *time.Time `json:"remindedAt,omitempty"`
 	// Gate is "before" or "after" for a static gate declared on the flow.
 	Gate string `json:"gate,omitempty"`
 	// Decision holds an approval's decision until the node takes it.
@@ -101,6 +120,55 @@ func kindOf(name string) (kind, bool) {
 func (in *Interrupt) asked() protocol.Asked {
 	return protocol.Asked{Kind: in.Kind, Fields: in.Fields, Options: in.Options, Multiple: in.Multiple,
 		Action: in.Action, Decisions: in.Decisions, Args: in.Args, RejectReasonRequired: in.RejectReasonRequired}
+}
+
+// Reminders say when to remind the people who may answer an interrupt:
+// at each duration Before its deadline, and Every so often while it
+// waits.
+type Reminders struct {
+	Before []time.Duration
+	Every  time.Duration
+}
+
+type remindersJSON struct {
+	Before []string `json:"before,omitempty"`
+	Every  string   `json:"every,omitempty"`
+}
+
+// MarshalJSON writes durations as strings ("15m0s").
+func (r Reminders) MarshalJSON() ([]byte, error) {
+	j := remindersJSON{}
+	for _, d := range r.Before {
+		j.Before = append(j.Before, d.String())
+	}
+	if r.Every > 0 {
+		j.Every = r.Every.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Reminders) UnmarshalJSON(b []byte) error {
+	var j remindersJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Reminders{}
+	for _, s := range j.Before {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("reminder %q: %w", s, err)
+		}
+		r.Before = append(r.Before, d)
+	}
+	if j.Every != "" {
+		d, err := time.ParseDuration(j.Every)
+		if err != nil {
+			return fmt.Errorf("reminder every %q: %w", j.Every, err)
+		}
+		r.Every = d
+	}
+	return nil
 }
 
 // interruptedEvent returns the data of the interrupted event announcing in.

@@ -136,6 +136,23 @@ func (in *Interrupt) appendJSON(w *jsonw.Writer) {
 	w.StrOmit(`,"approverRole":`, in.ApproverRole)
 	protocol.WriteVerdicts(w, in.Decisions)
 	w.BoolOmit(`,"rejectReasonRequired":`, in.RejectReasonRequired)
+	w.StrsOmit(`,"assignees":`, in.Assignees)
+	w.StrOmit(`,"claimedBy":`, in.ClaimedBy)
+	w.StrOmit(`,"requester":`, in.Requester)
+	if in.Quorum != nil {
+		w.Value(`,"quorum":`, in.Quorum)
+	}
+	w.BoolOmit(`,"separationOfDuties":`, in.SeparationOfDuties)
+	if len(in.Votes) > 0 {
+		w.Value(`,"votes":`, in.Votes)
+	}
+	w.StrsOmit(`,"superseded":`, in.Superseded)
+	if in.Remind != nil {
+		w.Value(`,"remind":`, in.Remind)
+	}
+	if in.RemindedAt != nil {
+		w.Time(`,"remindedAt":`, *in.RemindedAt)
+	}
 	w.StrOmit(`,"gate":`, in.Gate)
 	if in.Decision != nil {
 		w.Value(`,"decision":`, in.Decision)

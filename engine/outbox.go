@@ -118,7 +118,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 		p := &protocol.Pending{
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
-			ApproverRole: in.ApproverRole, Action: in.Action,
+			ApproverRole: in.ApproverRole, Action: in.Action, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy,
 		}
 		if err := r.cfg.Store.PutPending(ctx, p); err != nil {
 			return fmt.Errorf("engine: indexing pending run %s.%s: %w", cp.Flow, cp.Run, err)
@@ -209,6 +209,9 @@ func (r *Runner) refuseAnswer(ctx context.Context, t *txn, msg string) (Outcome,
 func (t *txn) interrupted(in *Interrupt) {
 	if in.ExpiresAt != nil {
 		t.add(ScheduleStream, "expire", &protocol.Expire{Flow: t.cp.Flow, Run: t.cp.Run, RequestID: in.RequestID, ExpiresAt: *in.ExpiresAt})
+	}
+	for i, at := range reminderTimes(in, t.now) {
+		t.add(ScheduleStream, "remind", &protocol.Remind{Flow: t.cp.Flow, Run: t.cp.Run, RequestID: in.RequestID, At: at, N: i + 1})
 	}
 	t.emit(protocol.EventInterrupted, interruptedEvent(t.cp, in))
 }

@@ -23,7 +23,10 @@ const (
 	ToolApproved = "approved"
 	ToolEdited   = "edited"
 	ToolRejected = "rejected"
-	ToolExpired  = "expired"
+	// ToolResponded: the approver answered the agent with a message
+	// instead; the call does not run.
+	ToolResponded = "responded"
+	ToolExpired   = "expired"
 )
 
 // ToolRequest asks whether an agent may run a tool call.
@@ -49,6 +52,9 @@ type GateRule struct {
 	ApproverRole string
 	Timeout      time.Duration
 	OnTimeout    Policy
+	// Decisions are the verdicts the approver may give (all but respond
+	// when empty); listing respond lets them answer the agent instead.
+	Decisions []Verdict
 }
 
 // gateState is the state of a gate run.
@@ -66,11 +72,12 @@ type gateState struct {
 }
 
 type gateRuleState struct {
-	Name         string  `json:"name,omitempty"`
-	Reason       string  `json:"reason"`
-	ApproverRole string  `json:"approverRole,omitempty"`
-	Timeout      string  `json:"timeout,omitempty"`
-	OnTimeout    *Policy `json:"onTimeout,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Reason       string    `json:"reason"`
+	ApproverRole string    `json:"approverRole,omitempty"`
+	Timeout      string    `json:"timeout,omitempty"`
+	OnTimeout    *Policy   `json:"onTimeout,omitempty"`
+	Decisions    []Verdict `json:"decisions,omitempty"`
 }
 
 // GateFlow returns the built-in gate flow. A worker that serves the tool
@@ -119,7 +126,7 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 		args[k] = v
 	}
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
-		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p})
+		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions, Requester: s.Agent})
 	if err != nil {
 		return err
 	}
@@ -133,6 +140,8 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 			return fmt.Errorf("engine: the edited args of call %s: %w", s.CallID, err)
 		}
 		ev.Decision, ev.Args = ToolEdited, args
+	case VerdictRespond:
+		ev.Decision, ev.Message = ToolResponded, d.Message
 	default:
 		ev.Decision = ToolRejected
 	}
@@ -177,7 +186,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	}
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
 		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
-		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole}}
+		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole, Decisions: req.Rule.Decisions}}
 	if state.Args == nil {
 		state.Args = map[string]json.RawMessage{}
 	}

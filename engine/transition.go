@@ -40,6 +40,10 @@ type txn struct {
 	asked time.Time
 	// actor names who sent the command, for refusals' audit records.
 	actor string
+	// voted is set when a resume cast a vote that did not yet complete
+	// its approval's quorum: the approval is asked again, and the run
+	// does not move on.
+	voted *protocol.Vote
 	// savedMid is set once the transition wrote the checkpoint mid-node.
 	savedMid bool
 	// pending is the interrupt the run waited on when it was loaded, and

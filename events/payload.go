@@ -79,6 +79,42 @@ func ParseExpire(data []byte) (protocol.Expire, error) {
 	return e, nil
 }
 
+// ParseRemind parses the data of a reminder the server published from a
+// schedule: requestId is required.
+func ParseRemind(data []byte) (protocol.Remind, error) {
+	var r protocol.Remind
+	if err := decodeStrict(data, &r, "remind"); err != nil {
+		return protocol.Remind{}, err
+	}
+	if r.RequestID == "" {
+		return protocol.Remind{}, &Error{Reason: ReasonInvalidPayload, Msg: "remind data needs requestId"}
+	}
+	return r, nil
+}
+
+// ParseAssign parses assign data: requestId and op are required, to with
+// a delegation.
+func ParseAssign(data []byte) (protocol.Assign, error) {
+	var a protocol.Assign
+	if isEmpty(data) {
+		return a, invalid("data", `is empty; an assign needs requestId and op (claim, release or delegate), such as {"requestId":"rq_...","op":"claim"}`)
+	}
+	if err := decodeStrict(data, &a, "assign"); err != nil {
+		return protocol.Assign{}, err
+	}
+	switch {
+	case a.RequestID == "":
+		return protocol.Assign{}, invalid("data.requestId", "is missing; name the pending request, from the interrupted event")
+	case a.Op != protocol.AssignClaim && a.Op != protocol.AssignRelease && a.Op != protocol.AssignDelegate:
+		return protocol.Assign{}, invalid("data.op", "is %q; use claim, release or delegate", a.Op)
+	case a.Op == protocol.AssignDelegate && a.To == "":
+		return protocol.Assign{}, invalid("data.to", "is missing; a delegation names a person, or a role as role:<name>")
+	case a.Op != protocol.AssignDelegate && a.To != "":
+		return protocol.Assign{}, invalid("data.to", "is taken only with op delegate")
+	}
+	return a, nil
+}
+
 // ParseCancel parses cancel data. Empty data is a cancel with no reason.
 func ParseCancel(data []byte) (protocol.Cancel, error) {
 	var c protocol.Cancel

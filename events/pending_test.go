@@ -21,6 +21,7 @@ func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 		Flow: "refund", Run: "r-42", Node: "approve", RequestID: "rq-1", Kind: "approval",
 		Checkpoint: 7, Fields: []string{"amount"}, Question: "Refund 400 EUR?",
 		ApproverRole: "finance", Action: "issue_refund", AskedAt: asked, ExpiresAt: &expires,
+		Assignees: []string{"ana", "role:legal"}, ClaimedBy: "ana",
 	}
 	v := reflect.ValueOf(written)
 	for i := range v.NumField() {

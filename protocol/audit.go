@@ -24,6 +24,18 @@ const (
 	ActionEscalated   = "escalated"
 	ActionCancelled   = "cancelled"
 	ActionReannounced = "reannounced"
+	// ActionClaimed, ActionReleased and ActionDelegated: who may decide
+	// an approval changed.
+	ActionClaimed   = "claimed"
+	ActionReleased  = "released"
+	ActionDelegated = "delegated"
+	// ActionVoted: a vote that did not yet complete an approval's quorum.
+	ActionVoted = "voted"
+	// ActionReminded: a pending interrupt's reminder fell due.
+	ActionReminded = "reminded"
+	// ActionResponded: an approver answered with a message instead of a
+	// verdict on the action.
+	ActionResponded = "responded"
 	// ActionRefused: a command on the run was refused. Refusals hang off
 	// the chain: see [AuditRecord.Side].
 	ActionRefused = "refused"

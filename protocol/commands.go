@@ -21,17 +21,19 @@ type Start struct {
 // Resume is the data of a resume command (io.interlock.run.resume). Only
 // the parts that fit the pending interrupt's kind are needed.
 type Resume struct {
-	ResumeToken        string                     `json:"resumeToken,omitempty"`
-	RequestID          string                     `json:"requestId,omitempty"`
-	Answers            map[string]json.RawMessage `json:"answers,omitempty"`
-	Selected           []string                   `json:"selected,omitempty"`
-	Decision           string                     `json:"decision,omitempty"`
-	Edits              map[string]json.RawMessage `json:"edits,omitempty"`
-	Update             map[string]json.RawMessage `json:"update,omitempty"`
-	Approver           string                     `json:"approver,omitempty"`
-	Reason             string                     `json:"reason,omitempty"`
-	ExpectedCheckpoint *uint64                    `json:"expectedCheckpoint,omitempty"`
-	IdempotencyKey     string                     `json:"idempotencyKey,omitempty"`
+	ResumeToken string                     `json:"resumeToken,omitempty"`
+	RequestID   string                     `json:"requestId,omitempty"`
+	Answers     map[string]json.RawMessage `json:"answers,omitempty"`
+	Selected    []string                   `json:"selected,omitempty"`
+	Decision    string                     `json:"decision,omitempty"`
+	Edits       map[string]json.RawMessage `json:"edits,omitempty"`
+	Update      map[string]json.RawMessage `json:"update,omitempty"`
+	Approver    string                     `json:"approver,omitempty"`
+	Reason      string                     `json:"reason,omitempty"`
+	// Message is a respond's answer to whoever asked (decision respond).
+	Message            string  `json:"message,omitempty"`
+	ExpectedCheckpoint *uint64 `json:"expectedCheckpoint,omitempty"`
+	IdempotencyKey     string  `json:"idempotencyKey,omitempty"`
 }
 
 // Cancel is the data of a cancel command (io.interlock.run.cancel).

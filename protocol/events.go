@@ -113,7 +113,9 @@ type Decided struct {
 	Approver string          `json:"approver,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
 	Rule     string          `json:"rule,omitempty"`
-	Origin   json.RawMessage `json:"origin,omitempty"`
+	// Message is a respond's answer to the agent (decision responded).
+	Message string          `json:"message,omitempty"`
+	Origin  json.RawMessage `json:"origin,omitempty"`
 }
 
 // NodeEvent is the data of an event a node emits, of type

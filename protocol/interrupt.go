@@ -80,6 +80,11 @@ type Decision struct {
 	RequestID string    `json:"requestId,omitempty"`
 	// Timeout is set when a deadline's policy decided.
 	Timeout bool `json:"timeout,omitempty"`
+	// Message is a respond's answer to whoever asked.
+	Message string `json:"message,omitempty"`
+	// Votes are the votes of an approval with a quorum: those that made
+	// it, or the votes cast before a reject vetoed it.
+	Votes []Vote `json:"votes,omitempty"`
 }
 
 // Approved reports whether the action may run (approved or edited).
@@ -113,11 +118,24 @@ type Interrupted struct {
 	ApproverRole string          `json:"approverRole,omitempty"`
 	Decisions    []Verdict       `json:"decisions,omitempty"`
 	// RejectReasonRequired is set when a reject must say why (a reason).
-	RejectReasonRequired bool            `json:"rejectReasonRequired,omitempty"`
-	Gate                 string          `json:"gate,omitempty"`
-	Error                string          `json:"error,omitempty"`
-	ExpiresAt            *time.Time      `json:"expiresAt,omitempty"`
-	Origin               json.RawMessage `json:"origin,omitempty"`
+	RejectReasonRequired bool   `json:"rejectReasonRequired,omitempty"`
+	Gate                 string `json:"gate,omitempty"`
+	Error                string `json:"error,omitempty"`
+	// Assignees are the people named to decide an approval, beside its
+	// approver role; ClaimedBy the one who claimed it, who alone may
+	// decide it then.
+	Assignees []string `json:"assignees,omitempty"`
+	ClaimedBy string   `json:"claimedBy,omitempty"`
+	// Requester is who asked for the approval; with a quorum's separation
+	// of duties, they may not vote.
+	Requester string `json:"requester,omitempty"`
+	// Quorum, SeparationOfDuties and Votes: an approval that takes several
+	// approvers, and the votes cast so far.
+	Quorum             *Quorum         `json:"quorum,omitempty"`
+	SeparationOfDuties bool            `json:"separationOfDuties,omitempty"`
+	Votes              []Vote          `json:"votes,omitempty"`
+	ExpiresAt          *time.Time      `json:"expiresAt,omitempty"`
+	Origin             json.RawMessage `json:"origin,omitempty"`
 }
 
 // Fields returns the fields a question interrupt asks for, in order.

@@ -111,6 +111,16 @@ func (e *Interrupted) AppendJSON(dst []byte) ([]byte, error) {
 	w.BoolOmit(`,"rejectReasonRequired":`, e.RejectReasonRequired)
 	w.StrOmit(`,"gate":`, e.Gate)
 	w.StrOmit(`,"error":`, e.Error)
+	w.StrsOmit(`,"assignees":`, e.Assignees)
+	w.StrOmit(`,"claimedBy":`, e.ClaimedBy)
+	w.StrOmit(`,"requester":`, e.Requester)
+	if e.Quorum != nil {
+		w.Value(`,"quorum":`, e.Quorum)
+	}
+	w.BoolOmit(`,"separationOfDuties":`, e.SeparationOfDuties)
+	if len(e.Votes) > 0 {
+		w.Value(`,"votes":`, e.Votes)
+	}
 	if e.ExpiresAt != nil {
 		w.Time(`,"expiresAt":`, *e.ExpiresAt)
 	}

@@ -74,11 +74,13 @@ type Answer struct {
 	// Reason is why, which a reject must say where the approval
 	// requires it.
 	Reason string
+	// Message is a respond's answer.
+	Message string
 }
 
 // Answer returns the part of the resume that answers the interrupt.
 func (r Resume) Answer() Answer {
-	return Answer{Answers: r.Answers, Selected: r.Selected, Decision: r.Decision, Edits: r.Edits, Reason: r.Reason}
+	return Answer{Answers: r.Answers, Selected: r.Selected, Decision: r.Decision, Edits: r.Edits, Reason: r.Reason, Message: r.Message}
 }
 
 // Check reports what is wrong with the shape of r as an answer to a: the
@@ -229,6 +231,12 @@ func checkApproval(a Asked, r Answer) error {
 	}
 	if v == VerdictReject && a.RejectReasonRequired && strings.TrimSpace(r.Reason) == "" {
 		return fmt.Errorf("a reject of %s needs a reason: send reason, saying why", a.Action)
+	}
+	if v == VerdictRespond && strings.TrimSpace(r.Message) == "" {
+		return fmt.Errorf("decision respond needs a message: send message, the answer for whoever asked for %s", a.Action)
+	}
+	if v != VerdictRespond && r.Message != "" {
+		return fmt.Errorf("message is taken only with decision respond; send decision respond, or leave message out to %s", v)
 	}
 	if v != VerdictEdit {
 		return nil

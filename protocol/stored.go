@@ -86,11 +86,21 @@ type CheckpointInterrupt struct {
 	ApproverRole string          `json:"approverRole,omitempty"`
 	Decisions    []Verdict       `json:"decisions,omitempty"`
 	// RejectReasonRequired is set when a reject must say why.
-	RejectReasonRequired bool       `json:"rejectReasonRequired,omitempty"`
-	Gate                 string     `json:"gate,omitempty"`
-	Error                string     `json:"error,omitempty"`
-	AskedAt              time.Time  `json:"askedAt"`
-	ExpiresAt            *time.Time `json:"expiresAt,omitempty"`
+	RejectReasonRequired bool   `json:"rejectReasonRequired,omitempty"`
+	Gate                 string `json:"gate,omitempty"`
+	Error                string `json:"error,omitempty"`
+	// Assignees, ClaimedBy, Requester, Quorum, SeparationOfDuties and
+	// Votes: who may decide an approval, and the votes cast so far.
+	Assignees          []string `json:"assignees,omitempty"`
+	ClaimedBy          string   `json:"claimedBy,omitempty"`
+	Requester          string   `json:"requester,omitempty"`
+	Quorum             *Quorum  `json:"quorum,omitempty"`
+	SeparationOfDuties bool     `json:"separationOfDuties,omitempty"`
+	Votes              []Vote   `json:"votes,omitempty"`
+	// RemindedAt is when the interrupt's latest reminder fell due.
+	RemindedAt *time.Time `json:"remindedAt,omitempty"`
+	AskedAt    time.Time  `json:"askedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the run's
@@ -108,6 +118,8 @@ func (cp Checkpoint) Interrupted() (ev Interrupted, ok bool) {
 		Question: in.Question, Options: in.Options,
 		Action: in.Action, Args: in.Args, Reason: in.Reason, ApproverRole: in.ApproverRole,
 		Decisions: in.Decisions, RejectReasonRequired: in.RejectReasonRequired, Gate: in.Gate, Error: in.Error, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
+		Assignees: in.Assignees, ClaimedBy: in.ClaimedBy, Requester: in.Requester, Quorum: in.Quorum,
+		SeparationOfDuties: in.SeparationOfDuties, Votes: in.Votes,
 	}
 	if in.Kind == KindChoice {
 		multiple := in.Multiple
@@ -165,6 +177,10 @@ type Pending struct {
 	Question string `json:"question,omitempty"`
 	// ApproverRole is who may decide an approval interrupt.
 	ApproverRole string `json:"approverRole,omitempty"`
+	// Assignees are the people named to decide it, ClaimedBy who claimed
+	// it: a queue of one's own ("mine") lists them.
+	Assignees []string `json:"assignees,omitempty"`
+	ClaimedBy string   `json:"claimedBy,omitempty"`
 	// Action is what an approval interrupt proposes (a tool name, or the
 	// node's name for a gate declared on the flow).
 	Action string `json:"action,omitempty"`
@@ -179,7 +195,8 @@ type Pending struct {
 // fields, and a choice only its question.
 func (p Pending) Interrupted() Interrupted {
 	ev := Interrupted{Flow: p.Flow, Run: p.Run, Node: p.Node, RequestID: p.RequestID, Checkpoint: p.Checkpoint,
-		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt}
+		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt,
+		Assignees: p.Assignees, ClaimedBy: p.ClaimedBy}
 	for _, f := range p.Fields {
 		ev.Questions = append(ev.Questions, Question{Field: f})
 	}

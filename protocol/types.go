@@ -23,13 +23,20 @@ const (
 	// EventDecided: a tool-call request was decided (subject
 	// <prefix>.ev.gate.<callId>.decided).
 	EventDecided = "decided"
+	// EventAssigned: a pending approval was claimed, released or
+	// delegated.
+	EventAssigned = "assigned"
+	// EventVoted: a vote did not yet complete an approval's quorum.
+	EventVoted = "voted"
+	// EventReminded: a pending interrupt's reminder fell due.
+	EventReminded = "reminded"
 )
 
 // Events returns every outbound event kind, in the order of the
 // protocol's subject table.
 func Events() []string {
 	return []string{EventStarted, EventInterrupted, EventResumed, EventCompleted, EventFailed,
-		EventCancelled, EventExpired, EventRefused, EventDecided}
+		EventCancelled, EventExpired, EventRefused, EventDecided, EventAssigned, EventVoted, EventReminded}
 }
 
 // Inbound verbs: the last token of an inbound subject
@@ -44,6 +51,10 @@ const (
 	VerbRequest = "request"
 	// VerbExpire is a deadline's, which only the server publishes.
 	VerbExpire = "expire"
+	// VerbAssign claims, releases or delegates a pending approval.
+	VerbAssign = "assign"
+	// VerbRemind is a reminder's, which only the server publishes.
+	VerbRemind = "remind"
 )
 
 // Inbound CloudEvent types: commands sent to Interlock.
@@ -59,6 +70,11 @@ const (
 	// with the server (a JetStream message schedule) when it publishes an
 	// interrupt with a deadline; clients do not send it.
 	TypeExpire = "io.interlock.run.expire"
+	// TypeAssign claims, releases or delegates a pending approval.
+	TypeAssign = "io.interlock.run.assign"
+	// TypeRemind reminds the people a pending interrupt waits on; the
+	// server publishes it from a schedule, as TypeExpire.
+	TypeRemind = "io.interlock.run.remind"
 )
 
 // Outbound CloudEvent types: what Interlock announces.
@@ -72,6 +88,9 @@ const (
 	TypeExpired     = "io.interlock.run.expired"
 	TypeRefused     = "io.interlock.resume.refused"
 	TypeToolDecided = "io.interlock.tool.decided"
+	TypeAssigned    = "io.interlock.run.assigned"
+	TypeVoted       = "io.interlock.run.voted"
+	TypeReminded    = "io.interlock.run.reminded"
 )
 
 // TypeNodePrefix begins the type of an event a node emits: a node's
@@ -114,6 +133,12 @@ func OutboundType(kind string) (string, bool) {
 		return TypeRefused, true
 	case EventDecided:
 		return TypeToolDecided, true
+	case EventAssigned:
+		return TypeAssigned, true
+	case EventVoted:
+		return TypeVoted, true
+	case EventReminded:
+		return TypeReminded, true
 	}
 	return "", false
 }
@@ -137,6 +162,10 @@ func InboundType(verb string) (string, bool) {
 		return TypeToolRequest, true
 	case VerbExpire:
 		return TypeExpire, true
+	case VerbAssign:
+		return TypeAssign, true
+	case VerbRemind:
+		return TypeRemind, true
 	}
 	return "", false
 }

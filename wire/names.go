@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -87,6 +88,13 @@ func (n Names) ScheduleStream() string { return n.upper() + "_SCHEDULES" }
 // server at its time to [Names.Due](flow, "expire").
 func (n Names) Schedule(flow, run, requestID string) string {
 	return n.Prefix + ".schedule." + flow + "." + run + "." + requestID
+}
+
+// Reminder is the subject of reminder n of one request of one run: a
+// JetStream message schedule the server publishes at its time to
+// [Names.Due](flow, "remind").
+func (n Names) Reminder(flow, run, requestID string, nth int) string {
+	return n.Schedule(flow, run, requestID) + ".r" + strconv.Itoa(nth)
 }
 
 // Due is the subject the server publishes a due schedule to:
