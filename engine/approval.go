@@ -58,6 +58,24 @@ type Approval struct {
 	// the message (the approval stays pending, with its token); any other
 	// error fails the run.
 	Validate func(ctx context.Context, args map[string]any) error
+
+	// Title says in one line what is proposed ("Refund $4,800.00 on
+	// order o-1"); surfaces show it in place of the action's name.
+	Title string
+	// Description says more, in Markdown, which surfaces render safely
+	// (no raw HTML, no scripts).
+	Description string
+	// Requester names who or what asked: an agent, a user.
+	Requester string
+	// ArgsSchema is a JSON Schema (draft 2020-12) of Args, as JSON: each
+	// property's title, description, enum, bounds and format, and display
+	// hints such as "x-interlock-display": "currency" (see
+	// [protocol.Arg]). Surfaces show and edit each argument by it, in the
+	// order of its properties; an edit whose final args do not fit it is
+	// refused invalid_answer naming the path ("/amount: must be <=
+	// 4800"), before Validate runs. A schema that does not compile fails
+	// the run.
+	ArgsSchema json.RawMessage
 }
 
 // Decision is the decision taken on an approval.
@@ -113,6 +131,9 @@ func (x *exec) approve(ctx context.Context, a Approval) (Decision, error) {
 	in, err := newApproval(x.cp.Node, a.Action, a.Args, a.Reason, a.ApproverRole, a.Decisions, a.RejectReasonRequired)
 	if err != nil {
 		return Decision{}, x.fail(fmt.Errorf("node %q: %w", x.cp.Node, err))
+	}
+	if err := in.setCard(card{Title: a.Title, Description: a.Description, Requester: a.Requester, ArgsSchema: a.ArgsSchema}); err != nil {
+		return Decision{}, x.fail(fmt.Errorf("node %q: approval %q: %w", x.cp.Node, a.Action, err))
 	}
 	if err := checkTimeout(KindApproval, a.Timeout, a.OnTimeout); err != nil {
 		return Decision{}, x.fail(fmt.Errorf("node %q: approval %q: %w", x.cp.Node, a.Action, err))
@@ -232,6 +253,9 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 		for k, val := range cmd.Edits {
 			final[k] = val
 		}
+		if err := in.checkArgs(final); err != nil {
+			return err
+		}
 		if in.Gate != "" {
 			trial := *t.cp
 			if err := applyDoc(t.f, &trial, cmd.Edits); err != nil {
@@ -260,6 +284,7 @@ func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	ev.Action, ev.Args, ev.Reason, ev.ApproverRole = in.Action, in.Args, in.Reason, in.ApproverRole
 	ev.Decisions, ev.Gate, ev.Error = in.Decisions, in.Gate, in.Error
 	ev.RejectReasonRequired = in.RejectReasonRequired
+	ev.Title, ev.Description, ev.Requester, ev.ArgsSchema = in.Title, in.Description, in.Requester, in.ArgsSchema
 }
 
 // approver names who decided a resume: its approver, else its source.

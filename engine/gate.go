@@ -42,6 +42,20 @@ type Gate struct {
 	OnTimeout Policy
 	// Validate, if set, checks the args after an edit; see [Approval].
 	Validate func(ctx context.Context, args map[string]any) error
+
+	// Title, Description, Requester and ArgsSchema (a JSON Schema of the
+	// state fields shown) say what the gate asks for the person who
+	// decides it; see [Approval]. A schema that does not compile fails
+	// the flow's Build.
+	Title       string
+	Description string
+	Requester   string
+	ArgsSchema  json.RawMessage
+}
+
+// card is what the gate says for the person who decides it.
+func (g *Gate) card() card {
+	return card{Title: g.Title, Description: g.Description, Requester: g.Requester, ArgsSchema: g.ArgsSchema}
 }
 
 // GateBefore declares a gate that pauses the run for approval before node
@@ -66,7 +80,9 @@ func (b *Builder[S]) gate(node, at string, g Gate) *Builder[S] {
 			b.errs = append(b.errs, fmt.Errorf("gate %s %q: field %q: gates show top-level state fields", at, node, f))
 		}
 	}
-	if _, err := newApproval(node, node, map[string]any{}, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired); err != nil {
+	if in, err := newApproval(node, node, map[string]any{}, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("gate %s %q: %w", at, node, err))
+	} else if err := in.setCard(g.card()); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("gate %s %q: %w", at, node, err))
 	}
 	if err := checkTimeout(KindApproval, g.Timeout, g.OnTimeout); err != nil {
@@ -110,6 +126,9 @@ func (t *txn) gateInterrupt(g *Gate, at string) (*Interrupt, error) {
 	}
 	in, err := newApproval(cp.Node, cp.Node, args, g.Reason, g.ApproverRole, g.Decisions, g.RejectReasonRequired)
 	if err != nil {
+		return nil, err
+	}
+	if err := in.setCard(g.card()); err != nil {
 		return nil, err
 	}
 	in.Gate, in.Index = at, -1

@@ -15,7 +15,7 @@ import (
 
 // GateFlowName is the name of the built-in flow that holds tool calls
 // waiting for approval: one run per call, whose run id is the call's id.
-const GateFlowName = "gate"
+const GateFlowName = protocol.GateFlow
 
 // Decisions of a tool-call gate's decided event.
 const (
@@ -49,6 +49,12 @@ type GateRule struct {
 	ApproverRole string
 	Timeout      time.Duration
 	OnTimeout    Policy
+	// Title and Description (Markdown) say what the call proposes, as
+	// the rule wrote them for this call's args; ArgsSchema is a JSON
+	// Schema of the args (see [Approval]). The requester is the call's
+	// agent.
+	Title, Description string
+	ArgsSchema         json.RawMessage
 }
 
 // gateState is the state of a gate run.
@@ -71,6 +77,9 @@ type gateRuleState struct {
 	ApproverRole string  `json:"approverRole,omitempty"`
 	Timeout      string  `json:"timeout,omitempty"`
 	OnTimeout    *Policy `json:"onTimeout,omitempty"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	ArgsSchema   json.RawMessage `json:"argsSchema,omitempty"`
 }
 
 // GateFlow returns the built-in gate flow. A worker that serves the tool
@@ -119,7 +128,8 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 		args[k] = v
 	}
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
-		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p})
+		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p,
+		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema})
 	if err != nil {
 		return err
 	}
@@ -177,7 +187,8 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	}
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
 		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
-		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole}}
+		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole,
+			Title: req.Rule.Title, Description: req.Rule.Description, ArgsSchema: req.Rule.ArgsSchema}}
 	if state.Args == nil {
 		state.Args = map[string]json.RawMessage{}
 	}

@@ -33,6 +33,10 @@ type Question struct {
 	// shown verbatim to the person. After a rejected answer it starts with
 	// "ERROR: <message>".
 	Context string `json:"context,omitempty"`
+	// Schema is a JSON Schema (draft 2020-12) the answer must fit, with
+	// the display hints of [Arg]; Interlock refuses an answer that does
+	// not, invalid_answer naming the path.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // Option is one option of a choice.
@@ -116,8 +120,17 @@ type Interrupted struct {
 	RejectReasonRequired bool            `json:"rejectReasonRequired,omitempty"`
 	Gate                 string          `json:"gate,omitempty"`
 	Error                string          `json:"error,omitempty"`
-	ExpiresAt            *time.Time      `json:"expiresAt,omitempty"`
-	Origin               json.RawMessage `json:"origin,omitempty"`
+	// Title (one line), Description (Markdown), Requester (who or what
+	// asked) and ArgsSchema (a JSON Schema of Args, with display hints):
+	// an approval a person can decide on (v1.1).
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Requester   string          `json:"requester,omitempty"`
+	ArgsSchema  json.RawMessage `json:"argsSchema,omitempty"`
+	ExpiresAt   *time.Time      `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy         `json:"onTimeout,omitempty"`
+	Origin    json.RawMessage `json:"origin,omitempty"`
 }
 
 // Fields returns the fields a question interrupt asks for, in order.
@@ -127,6 +140,18 @@ func (in Interrupted) Fields() []string {
 		fs = append(fs, q.Field)
 	}
 	return fs
+}
+
+// Heading is the interrupt's title, or for an approval without one
+// "Approve <action>?".
+func (in Interrupted) Heading() string {
+	switch {
+	case in.Title != "":
+		return in.Title
+	case in.Kind == KindApproval:
+		return "Approve " + in.Action + "?"
+	}
+	return ""
 }
 
 // IsMultiple reports whether a choice takes several options.

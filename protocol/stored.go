@@ -89,8 +89,16 @@ type CheckpointInterrupt struct {
 	RejectReasonRequired bool       `json:"rejectReasonRequired,omitempty"`
 	Gate                 string     `json:"gate,omitempty"`
 	Error                string     `json:"error,omitempty"`
-	AskedAt              time.Time  `json:"askedAt"`
-	ExpiresAt            *time.Time `json:"expiresAt,omitempty"`
+	// Title, Description, Requester and ArgsSchema describe an approval
+	// for the person who decides it (v1.1).
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Requester   string          `json:"requester,omitempty"`
+	ArgsSchema  json.RawMessage `json:"argsSchema,omitempty"`
+	AskedAt     time.Time       `json:"askedAt"`
+	ExpiresAt   *time.Time      `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy `json:"onTimeout,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the run's
@@ -108,6 +116,7 @@ func (cp Checkpoint) Interrupted() (ev Interrupted, ok bool) {
 		Question: in.Question, Options: in.Options,
 		Action: in.Action, Args: in.Args, Reason: in.Reason, ApproverRole: in.ApproverRole,
 		Decisions: in.Decisions, RejectReasonRequired: in.RejectReasonRequired, Gate: in.Gate, Error: in.Error, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
+		Title: in.Title, Description: in.Description, Requester: in.Requester, ArgsSchema: in.ArgsSchema, OnTimeout: in.OnTimeout,
 	}
 	if in.Kind == KindChoice {
 		multiple := in.Multiple
@@ -168,10 +177,17 @@ type Pending struct {
 	// Action is what an approval interrupt proposes (a tool name, or the
 	// node's name for a gate declared on the flow).
 	Action string `json:"action,omitempty"`
+	// Title is an approval's title, and Requester who or what asked.
+	Title     string `json:"title,omitempty"`
+	Requester string `json:"requester,omitempty"`
+	// KeyArgs are an approval's key arguments, formatted ([KeyArgs]).
+	KeyArgs []KeyArg `json:"keyArgs,omitempty"`
 	// AskedAt is when the interrupt was asked.
 	AskedAt time.Time `json:"askedAt"`
 	// ExpiresAt is when the interrupt expires, if it has a timeout.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy `json:"onTimeout,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the entry's
@@ -179,7 +195,8 @@ type Pending struct {
 // fields, and a choice only its question.
 func (p Pending) Interrupted() Interrupted {
 	ev := Interrupted{Flow: p.Flow, Run: p.Run, Node: p.Node, RequestID: p.RequestID, Checkpoint: p.Checkpoint,
-		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt}
+		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt,
+		Title: p.Title, Requester: p.Requester, OnTimeout: p.OnTimeout}
 	for _, f := range p.Fields {
 		ev.Questions = append(ev.Questions, Question{Field: f})
 	}
