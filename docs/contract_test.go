@@ -486,7 +486,7 @@ func TestEnumsMatchTheCode(t *testing.T) {
 			protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused)},
 		{"gate decisions", enum("decided.json", "/properties/decision"), sorted(engine.ToolAllowed, engine.ToolApproved,
 			engine.ToolEdited, engine.ToolRejected, engine.ToolExpired)},
-		{"timeout policies", enum("checkpoint.json", "/$defs/policy/properties/action"), sorted(string(engine.OnTimeoutExpire),
+		{"timeout policies", enum("defs.json", "/$defs/policy/properties/action"), sorted(string(engine.OnTimeoutExpire),
 			string(engine.OnTimeoutReject), string(engine.OnTimeoutApprove), string(engine.OnTimeoutEscalate))},
 	}
 	for _, tc := range cases {

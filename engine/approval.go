@@ -85,6 +85,22 @@ type Approval struct {
 	// the message (the approval stays pending, with its token); any other
 	// error fails the run.
 	Validate func(ctx context.Context, args map[string]any) error
+
+	// Title says in one line what is proposed ("Refund $4,800.00 on
+	// order o-1"); surfaces show it in place of the action's name.
+	Title string
+	// Description says more, in Markdown, which surfaces render safely
+	// (no raw HTML, no scripts).
+	Description string
+	// ArgsSchema is a JSON Schema (draft 2020-12) of Args, as JSON: each
+	// property's title, description, enum, bounds and format, and display
+	// hints such as "x-interlock-display": "currency" (see
+	// [protocol.Arg]). Surfaces show and edit each argument by it, in the
+	// order of its properties; an edit whose final args do not fit it is
+	// refused invalid_answer naming the path ("/amount: must be <=
+	// 4800"), before Validate runs. A schema that does not compile fails
+	// the run.
+	ArgsSchema json.RawMessage
 }
 
 // Decision is the decision taken on an approval.
@@ -265,6 +281,9 @@ func newApproval(node string, a Approval) (*Interrupt, error) {
 		in.SeparationOfDuties = a.SeparationOfDuties == nil || *a.SeparationOfDuties
 	}
 	in.Remind = remindersOf(a.Reminders, a.RemindEvery)
+	if err := in.setCard(card{Title: a.Title, Description: a.Description, Requester: a.Requester, ArgsSchema: a.ArgsSchema}); err != nil {
+		return nil, fmt.Errorf("approval %q: %w", action, err)
+	}
 	return in, nil
 }
 
@@ -300,6 +319,9 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 	if v == VerdictEdit {
 		for k, val := range cmd.Edits {
 			final[k] = val
+		}
+		if err := in.checkArgs(final); err != nil {
+			return err
 		}
 		if in.Gate != "" {
 			trial := *t.cp
@@ -400,6 +422,7 @@ func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 	ev.RejectReasonRequired = in.RejectReasonRequired
 	ev.Assignees, ev.ClaimedBy, ev.Requester = in.Assignees, in.ClaimedBy, in.Requester
 	ev.Quorum, ev.SeparationOfDuties, ev.Votes = in.Quorum, in.SeparationOfDuties, in.Votes
+	ev.Title, ev.Description, ev.ArgsSchema = in.Title, in.Description, in.ArgsSchema
 }
 
 // approver names who decided a resume: its approver, else its source.

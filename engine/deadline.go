@@ -80,6 +80,18 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// wire returns the policy as the protocol carries it, nil for nil.
+func (p *Policy) wire() *protocol.Policy {
+	if p == nil {
+		return nil
+	}
+	w := &protocol.Policy{Action: string(p.Action), ApproverRole: p.ApproverRole, Then: p.Then.wire()}
+	if p.Timeout > 0 {
+		w.Timeout = p.Timeout.String()
+	}
+	return w
+}
+
 func (p Policy) action() TimeoutAction {
 	if p.Action == "" {
 		return OnTimeoutExpire

@@ -52,6 +52,15 @@ type Gate struct {
 	OnTimeout Policy
 	// Validate, if set, checks the args after an edit; see [Approval].
 	Validate func(ctx context.Context, args map[string]any) error
+
+	// Title, Description, Requester and ArgsSchema (a JSON Schema of the
+	// state fields shown) say what the gate asks for the person who
+	// decides it; see [Approval]. A schema that does not compile fails
+	// the flow's Build.
+	Title       string
+	Description string
+	Requester   string
+	ArgsSchema  json.RawMessage
 }
 
 // GateBefore declares a gate that pauses the run for approval before node
@@ -97,6 +106,7 @@ func (g *Gate) approval(node string, args any) Approval {
 	return Approval{Action: node, Args: args, Reason: g.Reason, ApproverRole: g.ApproverRole, Decisions: g.Decisions,
 		RejectReasonRequired: g.RejectReasonRequired, Assignees: g.Assignees, Quorum: g.Quorum,
 		SeparationOfDuties: g.SeparationOfDuties, Reminders: g.Reminders, RemindEvery: g.RemindEvery,
+		Title: g.Title, Description: g.Description, Requester: g.Requester, ArgsSchema: g.ArgsSchema,
 		Timeout: g.Timeout, OnTimeout: g.OnTimeout}
 }
 

@@ -78,6 +78,11 @@ type Interrupt struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Error is why an approval is asked again (its edits were refused).
 	Error string `json:"error,omitempty"`
+	// Title, Description and ArgsSchema: what an approval says for the
+	// person who decides it.
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	ArgsSchema  json.RawMessage `json:"argsSchema,omitempty"`
 
 	AskedAt   time.Time  `json:"askedAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -179,6 +184,9 @@ func interruptedEvent(cp *Checkpoint, in *Interrupt) *protocol.Interrupted {
 	}
 	if k, ok := kindOf(in.Kind); ok {
 		k.describe(in, ev)
+	}
+	if in.ExpiresAt != nil {
+		ev.OnTimeout = in.OnTimeout.wire()
 	}
 	return ev
 }

@@ -158,6 +158,9 @@ func (in *Interrupt) appendJSON(w *jsonw.Writer) {
 		w.Value(`,"decision":`, in.Decision)
 	}
 	w.StrOmit(`,"error":`, in.Error)
+	w.StrOmit(`,"title":`, in.Title)
+	w.StrOmit(`,"description":`, in.Description)
+	w.RawOmit(`,"argsSchema":`, in.ArgsSchema)
 	w.Time(`,"askedAt":`, in.AskedAt)
 	if in.ExpiresAt != nil {
 		w.Time(`,"expiresAt":`, *in.ExpiresAt)
@@ -179,7 +182,7 @@ func wireQuestions(qs []Question) []protocol.Question {
 	}
 	out := make([]protocol.Question, len(qs))
 	for i, q := range qs {
-		out[i] = protocol.Question{Field: q.Field, Question: q.Question, Type: q.Type, Suggestions: q.Suggestions, Context: q.Context}
+		out[i] = protocol.Question{Field: q.Field, Question: q.Question, Type: q.Type, Suggestions: q.Suggestions, Context: q.Context, Schema: q.Schema}
 	}
 	return out
 }

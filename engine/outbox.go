@@ -119,6 +119,13 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
 			ApproverRole: in.ApproverRole, Action: in.Action, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy,
+			Title: in.Title, Requester: in.Requester,
+		}
+		if in.Kind == KindApproval {
+			p.KeyArgs = protocol.KeyArgs(in.Args, in.ArgsSchema)
+		}
+		if in.ExpiresAt != nil {
+			p.OnTimeout = in.OnTimeout.wire()
 		}
 		if err := r.cfg.Store.PutPending(ctx, p); err != nil {
 			return fmt.Errorf("engine: indexing pending run %s.%s: %w", cp.Flow, cp.Run, err)

@@ -29,6 +29,12 @@ type Question struct {
 	// shown verbatim to the person. After a rejected answer it starts with
 	// "ERROR: <message>".
 	Context string `json:"context,omitempty"`
+	// Schema, if set, is a JSON Schema (draft 2020-12) the answer must
+	// fit, as JSON: an answer that does not is refused invalid_answer
+	// naming the path ("/email: is not a valid email"), and a value from
+	// the start state that does not is cleared and its question asked
+	// with the error. Left empty, Type is the schema's type.
+	Schema json.RawMessage `json:"schema,omitempty"`
 	// Validate, if set, checks the answer once every field of the interrupt
 	// is filled, before the run advances.
 	Validate Validator `json:"-"`
@@ -87,6 +93,14 @@ func checkQuestions(qs Questions) error {
 		if q.Question == "" {
 			return fmt.Errorf("question %d (field %s): question text is empty", i, q.Field)
 		}
+		if len(q.Schema) > 0 {
+			if _, err := compileSchema(q.Schema); err != nil {
+				return fmt.Errorf("question %d (field %s): schema: %w", i, q.Field, err)
+			}
+			if t := protocol.SchemaType(q.Schema); t != "" && q.Type != "" && t != q.Type {
+				return fmt.Errorf("question %d (field %s): type %s, but the schema's type is %s", i, q.Field, q.Type, t)
+			}
+		}
 	}
 	return nil
 }
@@ -131,7 +145,14 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 	var missing []Question
 	qs.Questions = slices.Clone(qs.Questions)
 	for k := range qs.Questions {
-		if q := &qs.Questions[k]; q.Type == "" && x.flow.typeOf != nil {
+		q := &qs.Questions[k]
+		if len(q.Schema) > 0 {
+			q.Schema = compact(q.Schema)
+			if q.Type == "" {
+				q.Type = protocol.SchemaType(q.Schema)
+			}
+		}
+		if q.Type == "" && x.flow.typeOf != nil {
 			q.Type = x.flow.typeOf(q.Field)
 		}
 	}
@@ -156,6 +177,11 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 	extra := Update{}
 	var rejected []Question
 	for _, q := range qs.Questions {
+		if err := q.checkAnswer(values[q.Field]); err != nil {
+			q.Context = joinContext("ERROR: "+err.Error(), q.Context)
+			rejected = append(rejected, q)
+			continue
+		}
 		if q.Validate == nil {
 			continue
 		}
@@ -222,6 +248,13 @@ type questionKind struct{}
 // run when the node runs again, once every field is filled (rule 3).
 func (questionKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 	f, cp := t.f, t.cp
+	for _, q := range in.Questions {
+		if a, ok := cmd.Answers[q.Field]; ok {
+			if err := q.checkAnswer(a); err != nil {
+				return err
+			}
+		}
+	}
 	trial := cp.State.clone()
 	for _, field := range sortedKeys(cmd.Answers) {
 		if err := trial.set(field, cmd.Answers[field], Replace); err != nil {

@@ -15,7 +15,7 @@ import (
 
 // GateFlowName is the name of the built-in flow that holds tool calls
 // waiting for approval: one run per call, whose run id is the call's id.
-const GateFlowName = "gate"
+const GateFlowName = protocol.GateFlow
 
 // Decisions of a tool-call gate's decided event.
 const (
@@ -55,6 +55,12 @@ type GateRule struct {
 	// Decisions are the verdicts the approver may give (all but respond
 	// when empty); listing respond lets them answer the agent instead.
 	Decisions []Verdict
+	// Title and Description (Markdown) say what the call proposes, as
+	// the rule wrote them for this call's args; ArgsSchema is a JSON
+	// Schema of the args (see [Approval]). The requester is the call's
+	// agent.
+	Title, Description string
+	ArgsSchema         json.RawMessage
 }
 
 // gateState is the state of a gate run.
@@ -72,12 +78,15 @@ type gateState struct {
 }
 
 type gateRuleState struct {
-	Name         string    `json:"name,omitempty"`
-	Reason       string    `json:"reason"`
-	ApproverRole string    `json:"approverRole,omitempty"`
-	Timeout      string    `json:"timeout,omitempty"`
-	OnTimeout    *Policy   `json:"onTimeout,omitempty"`
-	Decisions    []Verdict `json:"decisions,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Reason       string          `json:"reason"`
+	ApproverRole string          `json:"approverRole,omitempty"`
+	Timeout      string          `json:"timeout,omitempty"`
+	OnTimeout    *Policy         `json:"onTimeout,omitempty"`
+	Decisions    []Verdict       `json:"decisions,omitempty"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	ArgsSchema   json.RawMessage `json:"argsSchema,omitempty"`
 }
 
 // GateFlow returns the built-in gate flow. A worker that serves the tool
@@ -126,7 +135,8 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 		args[k] = v
 	}
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
-		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions, Requester: s.Agent})
+		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions,
+		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema})
 	if err != nil {
 		return err
 	}
@@ -186,7 +196,8 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	}
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
 		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
-		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole, Decisions: req.Rule.Decisions}}
+		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole, Decisions: req.Rule.Decisions,
+			Title: req.Rule.Title, Description: req.Rule.Description, ArgsSchema: req.Rule.ArgsSchema}}
 	if state.Args == nil {
 		state.Args = map[string]json.RawMessage{}
 	}

@@ -21,7 +21,8 @@ func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 		Flow: "refund", Run: "r-42", Node: "approve", RequestID: "rq-1", Kind: "approval",
 		Checkpoint: 7, Fields: []string{"amount"}, Question: "Refund 400 EUR?",
 		ApproverRole: "finance", Action: "issue_refund", AskedAt: asked, ExpiresAt: &expires,
-		Assignees: []string{"ana", "role:legal"}, ClaimedBy: "ana",
+		Assignees: []string{"ana", "role:legal"}, ClaimedBy: "ana", Title: "Refund 400 EUR", Requester: "support-bot",
+		KeyArgs: []protocol.KeyArg{{Name: "amount", Title: "Amount", Text: "€400.00"}}, OnTimeout: &protocol.Policy{Action: "escalate", ApproverRole: "finance_lead", Timeout: "30m0s"},
 	}
 	v := reflect.ValueOf(written)
 	for i := range v.NumField() {

@@ -33,6 +33,10 @@ type Question struct {
 	// shown verbatim to the person. After a rejected answer it starts with
 	// "ERROR: <message>".
 	Context string `json:"context,omitempty"`
+	// Schema is a JSON Schema (draft 2020-12) the answer must fit, with
+	// the display hints of [Arg]; Interlock refuses an answer that does
+	// not, invalid_answer naming the path.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // Option is one option of a choice.
@@ -131,11 +135,19 @@ type Interrupted struct {
 	Requester string `json:"requester,omitempty"`
 	// Quorum, SeparationOfDuties and Votes: an approval that takes several
 	// approvers, and the votes cast so far.
-	Quorum             *Quorum         `json:"quorum,omitempty"`
-	SeparationOfDuties bool            `json:"separationOfDuties,omitempty"`
-	Votes              []Vote          `json:"votes,omitempty"`
-	ExpiresAt          *time.Time      `json:"expiresAt,omitempty"`
-	Origin             json.RawMessage `json:"origin,omitempty"`
+	Quorum             *Quorum `json:"quorum,omitempty"`
+	SeparationOfDuties bool    `json:"separationOfDuties,omitempty"`
+	Votes              []Vote  `json:"votes,omitempty"`
+	// Title (one line), Description (Markdown) and ArgsSchema (a JSON
+	// Schema of Args, with display hints): an approval a person can
+	// decide on (v1.1).
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	ArgsSchema  json.RawMessage `json:"argsSchema,omitempty"`
+	ExpiresAt   *time.Time      `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy         `json:"onTimeout,omitempty"`
+	Origin    json.RawMessage `json:"origin,omitempty"`
 }
 
 // Fields returns the fields a question interrupt asks for, in order.
@@ -145,6 +157,18 @@ func (in Interrupted) Fields() []string {
 		fs = append(fs, q.Field)
 	}
 	return fs
+}
+
+// Heading is the interrupt's title, or for an approval without one
+// "Approve <action>?".
+func (in Interrupted) Heading() string {
+	switch {
+	case in.Title != "":
+		return in.Title
+	case in.Kind == KindApproval:
+		return "Approve " + in.Action + "?"
+	}
+	return ""
 }
 
 // IsMultiple reports whether a choice takes several options.

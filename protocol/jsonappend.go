@@ -33,9 +33,36 @@ func WriteQuestions(w *jsonw.Writer, qs []Question) {
 		w.StrOmit(`,"type":`, q.Type)
 		w.StrsOmit(`,"suggestions":`, q.Suggestions)
 		w.StrOmit(`,"context":`, q.Context)
+		w.RawOmit(`,"schema":`, q.Schema)
 		w.Lit("}")
 	}
 	w.Lit("]")
+}
+
+// WritePolicy writes a deadline's policy, as an `,"onTimeout":` member,
+// unless it is nil.
+func WritePolicy(w *jsonw.Writer, p *Policy) {
+	if p == nil {
+		return
+	}
+	w.Lit(`,"onTimeout":`)
+	writePolicy(w, p)
+}
+
+func writePolicy(w *jsonw.Writer, p *Policy) {
+	w.Lit("{")
+	n := len(w.B)
+	w.StrOmit(`,"action":`, p.Action)
+	w.StrOmit(`,"approverRole":`, p.ApproverRole)
+	w.StrOmit(`,"timeout":`, p.Timeout)
+	if p.Then != nil {
+		w.Lit(`,"then":`)
+		writePolicy(w, p.Then)
+	}
+	if len(w.B) > n {
+		w.B = append(w.B[:n], w.B[n+1:]...) // the first member's comma
+	}
+	w.Lit("}")
 }
 
 // WriteOptions writes a choice's options, as a `,"options":` member,
@@ -121,9 +148,13 @@ func (e *Interrupted) AppendJSON(dst []byte) ([]byte, error) {
 	if len(e.Votes) > 0 {
 		w.Value(`,"votes":`, e.Votes)
 	}
+	w.StrOmit(`,"title":`, e.Title)
+	w.StrOmit(`,"description":`, e.Description)
+	w.RawOmit(`,"argsSchema":`, e.ArgsSchema)
 	if e.ExpiresAt != nil {
 		w.Time(`,"expiresAt":`, *e.ExpiresAt)
 	}
+	WritePolicy(&w, e.OnTimeout)
 	w.RawOmit(`,"origin":`, e.Origin)
 	w.Lit("}")
 	return w.B, w.Err

@@ -97,10 +97,17 @@ type CheckpointInterrupt struct {
 	Quorum             *Quorum  `json:"quorum,omitempty"`
 	SeparationOfDuties bool     `json:"separationOfDuties,omitempty"`
 	Votes              []Vote   `json:"votes,omitempty"`
+	// Title, Description and ArgsSchema describe an approval for the
+	// person who decides it (v1.1).
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	ArgsSchema  json.RawMessage `json:"argsSchema,omitempty"`
 	// RemindedAt is when the interrupt's latest reminder fell due.
 	RemindedAt *time.Time `json:"remindedAt,omitempty"`
 	AskedAt    time.Time  `json:"askedAt"`
 	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy `json:"onTimeout,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the run's
@@ -120,6 +127,7 @@ func (cp Checkpoint) Interrupted() (ev Interrupted, ok bool) {
 		Decisions: in.Decisions, RejectReasonRequired: in.RejectReasonRequired, Gate: in.Gate, Error: in.Error, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
 		Assignees: in.Assignees, ClaimedBy: in.ClaimedBy, Requester: in.Requester, Quorum: in.Quorum,
 		SeparationOfDuties: in.SeparationOfDuties, Votes: in.Votes,
+		Title: in.Title, Description: in.Description, ArgsSchema: in.ArgsSchema, OnTimeout: in.OnTimeout,
 	}
 	if in.Kind == KindChoice {
 		multiple := in.Multiple
@@ -184,10 +192,17 @@ type Pending struct {
 	// Action is what an approval interrupt proposes (a tool name, or the
 	// node's name for a gate declared on the flow).
 	Action string `json:"action,omitempty"`
+	// Title is an approval's title, and Requester who or what asked.
+	Title     string `json:"title,omitempty"`
+	Requester string `json:"requester,omitempty"`
+	// KeyArgs are an approval's key arguments, formatted ([KeyArgs]).
+	KeyArgs []KeyArg `json:"keyArgs,omitempty"`
 	// AskedAt is when the interrupt was asked.
 	AskedAt time.Time `json:"askedAt"`
 	// ExpiresAt is when the interrupt expires, if it has a timeout.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// OnTimeout is what happens at ExpiresAt.
+	OnTimeout *Policy `json:"onTimeout,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the entry's
@@ -196,7 +211,7 @@ type Pending struct {
 func (p Pending) Interrupted() Interrupted {
 	ev := Interrupted{Flow: p.Flow, Run: p.Run, Node: p.Node, RequestID: p.RequestID, Checkpoint: p.Checkpoint,
 		Kind: p.Kind, Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, ExpiresAt: p.ExpiresAt,
-		Assignees: p.Assignees, ClaimedBy: p.ClaimedBy}
+		Assignees: p.Assignees, ClaimedBy: p.ClaimedBy, Title: p.Title, Requester: p.Requester, OnTimeout: p.OnTimeout}
 	for _, f := range p.Fields {
 		ev.Questions = append(ev.Questions, Question{Field: f})
 	}
