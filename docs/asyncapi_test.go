@@ -269,6 +269,9 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"toolRequest":  n.GateRequest(),
 		"expire":       n.Due("{flow}", "expire"),
 		"schedule":     n.Schedule("{flow}", "{run}", "{requestId}"),
+		"assign":       n.In("{flow}", "assign"),
+		"remind":       n.Due("{flow}", "remind"),
+		"reminder":     n.Schedule("{flow}", "{run}", "{requestId}") + ".r{n}",
 		"decided":      n.Event("gate", "{callId}", protocol.EventDecided),
 		"nodeEvent":    n.Event("{flow}", "{run}", "{kind}"),
 		"audit":        n.Audit("{flow}", "{run}"),
@@ -290,7 +293,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 			t.Errorf("channel %s is not a subject the code knows; add it to this test", name)
 		}
 	}
-	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire"} {
+	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire", "assign", "remind"} {
 		typ, ok := protocol.InboundType(verb)
 		if !ok || !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s (%s)", typ, verb)
@@ -332,11 +335,12 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		}
 	}
 	for name := range channels {
-		if !used[name] && name != "expire" && name != "schedule" {
+		serverOnly := name == "expire" || name == "schedule" || name == "remind" || name == "reminder"
+		if !used[name] && !serverOnly {
 			t.Errorf("channel %s has no operation", name)
 		}
-		if used["expire"] || used["schedule"] {
-			t.Error("clients neither send nor receive deadlines")
+		if used[name] && serverOnly {
+			t.Errorf("channel %s has an operation: clients neither send nor receive deadlines and reminders", name)
 		}
 	}
 	// The streams and buckets documented are the ones provisioned.

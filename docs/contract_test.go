@@ -55,6 +55,8 @@ var bindings = map[string]binding{
 	"reannounce":     {types: typesOf(protocol.Reannounce{}), strict: noStrict, parse: parser(events.ParseReannounce)},
 	"tool-requested": {types: typesOf(protocol.ToolRequest{}), strict: noStrict, parse: parser(events.ParseToolRequest)},
 	"expire":         {types: typesOf(protocol.Expire{}), strict: typesOf(protocol.Expire{}), parse: parser(events.ParseExpire)},
+	"remind":         {types: typesOf(protocol.Remind{}), strict: typesOf(protocol.Remind{}), parse: parser(events.ParseRemind)},
+	"assign":         {types: typesOf(protocol.Assign{}), strict: noStrict, parse: parser(events.ParseAssign)},
 	"started":        {types: typesOf(protocol.Started{})},
 	"interrupted":    {types: typesOf(protocol.Interrupted{})},
 	"resumed":        {types: typesOf(protocol.Resumed{})},
@@ -64,6 +66,9 @@ var bindings = map[string]binding{
 	"expired":        {types: typesOf(protocol.Expired{})},
 	"refused":        {types: typesOf(protocol.Refused{})},
 	"decided":        {types: typesOf(protocol.Decided{})},
+	"assigned":       {types: typesOf(protocol.Assigned{})},
+	"voted":          {types: typesOf(protocol.Voted{})},
+	"reminded":       {types: typesOf(protocol.Reminded{})},
 	"node-event":     {types: typesOf(protocol.NodeEvent{})},
 	"audit-record": {
 		types: typesOf(protocol.AuditRecord{}),
@@ -318,7 +323,7 @@ func TestSchemasRefuseWhatTheDecodersRefuse(t *testing.T) {
 // Types with their own MarshalJSON (time.Time, engine.Policy) are leaves.
 func TestSchemasListEveryFieldOfTheGoTypes(t *testing.T) {
 	t.Parallel()
-	r := &resolver{t: t, docs: map[string]map[string]any{}}
+	r := &resolver{t: t, docs: map[string]map[string]any{}, seen: map[string]bool{}}
 	for _, e := range docs.Index() {
 		b, ok := bindings[e.Name]
 		if !ok {
@@ -331,6 +336,9 @@ func TestSchemasListEveryFieldOfTheGoTypes(t *testing.T) {
 type resolver struct {
 	t    *testing.T
 	docs map[string]map[string]any
+	// seen holds the schema nodes compared with each set of types, so
+	// that a recursive type (a policy's then) is compared once.
+	seen map[string]bool
 }
 
 func (r *resolver) doc(file string) map[string]any {
@@ -420,6 +428,11 @@ func (r *resolver) compare(path string, types []reflect.Type, file string, node 
 		items, _ := node["items"].(map[string]any)
 		file, node = r.resolve(file, items)
 	}
+	key := fmt.Sprintf("%s %p %v", file, node, types)
+	if r.seen[key] {
+		return
+	}
+	r.seen[key] = true
 	props, ok := node["properties"].(map[string]any)
 	if !ok {
 		r.t.Errorf("%s: the Go types %v are structs, but the schema (%s) lists no properties", path, types, file)
@@ -461,7 +474,7 @@ func (r *resolver) compare(path string, types []reflect.Type, file string, node 
 // TestEnumsMatchTheCode: the closed lists of the schemas are the code's.
 func TestEnumsMatchTheCode(t *testing.T) {
 	t.Parallel()
-	r := &resolver{t: t, docs: map[string]map[string]any{}}
+	r := &resolver{t: t, docs: map[string]map[string]any{}, seen: map[string]bool{}}
 	enum := func(file, pointer string) []string {
 		_, node := r.resolve(file, map[string]any{"$ref": file + "#" + pointer})
 		var out []string
@@ -479,13 +492,14 @@ func TestEnumsMatchTheCode(t *testing.T) {
 	}{
 		{"refusal codes", enum("defs.json", "/$defs/refusalCode"), sorted(codeStrings(protocol.Codes())...)},
 		{"interrupt kinds", enum("defs.json", "/$defs/kind"), sorted(protocol.KindQuestion, protocol.KindChoice, protocol.KindApproval)},
-		{"verdicts", enum("defs.json", "/$defs/verdict"), sorted(string(engine.VerdictApprove), string(engine.VerdictEdit), string(engine.VerdictReject))},
+		{"verdicts", enum("defs.json", "/$defs/verdict"), sorted(string(engine.VerdictApprove), string(engine.VerdictEdit), string(engine.VerdictReject), string(engine.VerdictRespond))},
 		{"statuses", enum("defs.json", "/$defs/status"), sorted(statusStrings(protocol.Statuses())...)},
 		{"audit actions", enum("audit-record.json", "/properties/action"), sorted(protocol.ActionStarted, protocol.ActionInterrupted,
 			protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited, protocol.ActionRejected, protocol.ActionExpired,
-			protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused)},
+			protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused,
+			protocol.ActionResponded, protocol.ActionVoted, protocol.ActionClaimed, protocol.ActionReleased, protocol.ActionDelegated, protocol.ActionReminded)},
 		{"gate decisions", enum("decided.json", "/properties/decision"), sorted(engine.ToolAllowed, engine.ToolApproved,
-			engine.ToolEdited, engine.ToolRejected, engine.ToolExpired)},
+			engine.ToolEdited, engine.ToolRejected, engine.ToolResponded, engine.ToolExpired)},
 		{"timeout policies", enum("defs.json", "/$defs/policy/properties/action"), sorted(string(engine.OnTimeoutExpire),
 			string(engine.OnTimeoutReject), string(engine.OnTimeoutApprove), string(engine.OnTimeoutEscalate))},
 	}
