@@ -31,7 +31,10 @@ fuzz: ## fuzz the decoders for 30 s each
 	$(GO) test ./events -run '^$$' -fuzz FuzzRedactTokens -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseToolRequest -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzParseExpire -fuzztime 30s
+	$(GO) test ./events -run '^$$' -fuzz FuzzParseRemind -fuzztime 30s
+	$(GO) test ./events -run '^$$' -fuzz FuzzParseAssign -fuzztime 30s
 	$(GO) test ./events -run '^$$' -fuzz FuzzDecodeAuditKeys -fuzztime 30s
+	$(GO) test ./protocol -run '^$$' -fuzz FuzzArgs -fuzztime 30s
 	$(GO) test ./gate -run '^$$' -fuzz FuzzParse -fuzztime 30s
 
 bench: ## throughput and latency against the raw JetStream floor

@@ -289,3 +289,33 @@ func FuzzParseExpire(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseRemind(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := events.ParseRemind(data)
+		if err == nil && r.RequestID == "" {
+			t.Fatalf("ParseRemind(%q) accepted data without requestId", data)
+		}
+	})
+}
+
+func FuzzParseAssign(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := events.ParseAssign(data)
+		if err != nil {
+			var e *events.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("ParseAssign(%q) = %T %v, want an *events.Error", data, err, err)
+			}
+			return
+		}
+		switch {
+		case a.RequestID == "":
+			t.Fatalf("ParseAssign(%q) accepted data without requestId", data)
+		case a.Op != protocol.AssignClaim && a.Op != protocol.AssignRelease && a.Op != protocol.AssignDelegate:
+			t.Fatalf("ParseAssign(%q) accepted op %q", data, a.Op)
+		case (a.Op == protocol.AssignDelegate) != (a.To != ""):
+			t.Fatalf("ParseAssign(%q) accepted op %q with to %q", data, a.Op, a.To)
+		}
+	})
+}
