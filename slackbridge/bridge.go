@@ -20,18 +20,21 @@ import (
 
 // Port is what the bridge needs of a running Interlock: a client of the
 // wire protocol, resumes vouched for on behalf of the Slack user it
-// mapped (the deployment's secret stays with the port), and the
+// mapped, and claims and releases the same way (the deployment's secret
+// stays with the port), and the
 // JetStream context and names to keep its consumer and its bucket.
 // *interlock.Service is one.
 type Port interface {
 	Client(source string) *client.Client
 	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
+	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, approver string, roles []string) (client.Event, error)
 	JetStream() jetstream.JetStream
 	Names() wire.Names
 }
 
 // Kinds are the events the bridge follows.
-var Kinds = []string{protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled}
+var Kinds = []string{protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled,
+	protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded}
 
 // Timeouts of the interactivity endpoint and of the follower.
 const (

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 const (
 	secret     = "8f742231b10e8888abcd99yyyzzz85a5"
 	supervisor = "UANN"
+	second     = "UCAT"
 	agent      = "UBOB"
 	stranger   = "UEVE"
 	channelSup = "CSUPERVISORS"
@@ -133,13 +134,14 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	srv := natstest.StartServer(t, "")
-	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow(), booking.Flow()), slack: newFakeSlack(t)}
+	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow(), booking.Flow(), payoutFlow(), contractFlow(), remindFlow()), slack: newFakeSlack(t)}
 	h.cfg = slackbridge.Config{
 		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/",
 		Channels:       map[string]string{refund.SupervisorRole: channelSup},
 		DefaultChannel: channelDef,
 		Users: map[string]slackbridge.User{
 			supervisor: {Name: "ann@example.com", Roles: []string{refund.SupervisorRole}},
+			second:     {Name: "cat@example.com", Roles: []string{refund.SupervisorRole}},
 			agent:      {Name: "bob@example.com", Roles: []string{"agent"}},
 		},
 	}
@@ -242,12 +244,23 @@ func click(user, action string, msg call) map[string]any {
 	}
 }
 
-// submit is a view_submission payload of the modal opened by views.open.
+// submit is a view_submission payload of the modal opened by views.open,
+// its inputs of text.
 func submit(user string, opened call, values map[string]string) map[string]any {
-	view, _ := opened.JSON["view"].(map[string]any)
 	state := map[string]any{}
 	for block, v := range values {
-		state[block] = map[string]any{"value": map[string]any{"type": "plain_text_input", "value": v}}
+		state[block] = map[string]any{"type": "plain_text_input", "value": v}
+	}
+	return submitState(user, opened, state)
+}
+
+// submitState is a view_submission payload with the state of each block's
+// input as Slack sends it.
+func submitState(user string, opened call, inputs map[string]any) map[string]any {
+	view, _ := opened.JSON["view"].(map[string]any)
+	state := map[string]any{}
+	for block, v := range inputs {
+		state[block] = map[string]any{"value": v}
 	}
 	return map[string]any{
 		"type": "view_submission", "user": map[string]any{"id": user},
@@ -362,7 +375,7 @@ func TestUnauthorisedClickRefusedWithEphemeral(t *testing.T) {
 		t.Fatalf("click: %d", resp.StatusCode)
 	}
 	eph := h.slack.wait(t, "chat.postEphemeral", 1)[0]
-	if eph.Form.Get("user") != agent || !strings.Contains(eph.Form.Get("text"), "not a supervisor") {
+	if eph.Form.Get("user") != agent || !strings.Contains(eph.Form.Get("text"), "takes approver role supervisor") {
 		t.Errorf("ephemeral to %s: %q", eph.Form.Get("user"), eph.Form.Get("text"))
 	}
 	// The engine refused and audited the attempt; nothing was decided.
@@ -400,27 +413,24 @@ func TestEditThroughModal(t *testing.T) {
 	if opened.JSON["trigger_id"] != "trig-"+supervisor {
 		t.Errorf("views.open trigger_id %v", opened.JSON["trigger_id"])
 	}
-	if v, _ := json.Marshal(opened.JSON["view"]); !strings.Contains(string(v), `\"amount\": 4800`) {
-		t.Errorf("the modal lacks the args as JSON: %s", v)
+	if in := modalInput(t, opened, "arg:amount"); in["type"] != "number_input" || in["initial_value"] != "4800" {
+		t.Errorf("the modal's amount input: %v", in)
 	}
 
-	for _, tc := range []struct{ args, want string }{
-		{`{"amount": `, "JSON object"},
-		{`{"amount": 9000}`, "a refund can only be lowered"},
-	} {
-		resp := h.send(submit(supervisor, opened, map[string]string{"args": tc.args}), time.Now(), secret)
-		var out struct {
-			ResponseAction string            `json:"response_action"`
-			Errors         map[string]string `json:"errors"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatalf("%s: %d %v", tc.args, resp.StatusCode, err)
-		}
-		if out.ResponseAction != "errors" || !strings.Contains(out.Errors["args"], tc.want) {
-			t.Errorf("%s: %+v, want an error on args saying %q", tc.args, out, tc.want)
-		}
+	// The flow's validator refuses a higher amount: the refusal is shown
+	// on the first argument's field, the flow's message whole.
+	resp := h.send(submit(supervisor, opened, map[string]string{"arg:amount": "9000"}), time.Now(), secret)
+	var out struct {
+		ResponseAction string            `json:"response_action"`
+		Errors         map[string]string `json:"errors"`
 	}
-	resp := h.send(submit(supervisor, opened, map[string]string{"args": `{"orderId": "o-1", "amount": 400}`, "reason": "partial"}), time.Now(), secret)
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	if out.ResponseAction != "errors" || !strings.Contains(out.Errors["arg:amount"], "a refund can only be lowered") {
+		t.Errorf("%+v, want an error on arg:amount saying a refund can only be lowered", out)
+	}
+	resp = h.send(submit(supervisor, opened, map[string]string{"arg:amount": "400", "arg:orderId": "o-1", "arg:currency": "USD", "reason": "partial"}), time.Now(), secret)
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || len(strings.TrimSpace(string(b))) != 0 {
 		t.Fatalf("submission: %d %s, want 200 and no body (the modal closes)", resp.StatusCode, b)
 	}
@@ -430,7 +440,7 @@ func TestEditThroughModal(t *testing.T) {
 		t.Errorf("edited by %q", rec.By)
 	}
 	up := h.slack.wait(t, "chat.update", 1)[0]
-	if b := up.Form.Get("blocks"); !strings.Contains(b, "Approved with edits by *ann@example.com*") || !strings.Contains(b, "400") {
+	if b := up.Form.Get("blocks"); !strings.Contains(b, "Approved with edits by *ann@example.com*") || !strings.Contains(b, `{\"amount\":400}`) {
 		t.Errorf("updated message: %s", b)
 	}
 }

@@ -10,8 +10,12 @@
 //     restart neither posts a message twice nor misses one, and keeps the
 //     channel and ts of each posted message in its own KV bucket (with a
 //     TTL, [Config.Keep]) to update it later.
-//   - An approval is posted with Approve, Edit (a modal with the args as
-//     JSON) and Reject; a question with Answer (a modal of its fields); a
+//   - An approval is posted as its card: title, description (Markdown
+//     made safe mrkdwn), args as fields, requester, assignees, claimant,
+//     votes, deadline and its consequence; with Approve, Edit (a modal of
+//     one typed input per argument), Reject, Respond, and Claim or
+//     Release. assigned and voted redraw it; reminded posts in its
+//     thread. A question is posted with Answer (a modal of its fields); a
 //     choice with Choose. It goes to the thread the run's origin names
 //     (origin.slack.channel and threadTs), else to the channel of its
 //     approver role ([Config.Channels]), else to [Config.DefaultChannel].

@@ -1,10 +1,13 @@
 package slackbridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,26 +103,56 @@ func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error 
 		if err := json.Unmarshal(ev.Data(), &r); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
-		return b.settle(ctx, r.Flow, r.Run, r.RequestID, resumedOutcome(r, at))
+		return b.settle(ctx, r.Flow, r.Run, r.RequestID, func(rec record) string {
+			var votes []protocol.Vote
+			if rec.In != nil {
+				votes = rec.In.Votes
+			}
+			return resumedOutcome(r, votes, at)
+		})
 	case protocol.EventExpired:
 		var x protocol.Expired
 		if err := json.Unmarshal(ev.Data(), &x); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
-		return b.settle(ctx, x.Flow, x.Run, x.RequestID, ":hourglass: Expired: no decision by the deadline · "+slackDate(at))
+		return b.settle(ctx, x.Flow, x.Run, x.RequestID, func(record) string {
+			return ":hourglass: Expired: no decision by the deadline · " + slackDate(at)
+		})
 	case protocol.EventCancelled:
 		var c protocol.Cancelled
 		if err := json.Unmarshal(ev.Data(), &c); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
-		return b.settle(ctx, c.Flow, c.Run, "", cancelledOutcome(c, at))
+		return b.settle(ctx, c.Flow, c.Run, "", func(record) string { return cancelledOutcome(c, at) })
+	case protocol.EventAssigned:
+		var a protocol.Assigned
+		if err := json.Unmarshal(ev.Data(), &a); err != nil {
+			return fmt.Errorf("decoding %s: %w", kind, err)
+		}
+		return b.change(ctx, a.Flow, a.Run, a.RequestID, func(in *protocol.Interrupted) {
+			in.Assignees, in.ClaimedBy, in.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
+		})
+	case protocol.EventVoted:
+		var v protocol.Voted
+		if err := json.Unmarshal(ev.Data(), &v); err != nil {
+			return fmt.Errorf("decoding %s: %w", kind, err)
+		}
+		return b.change(ctx, v.Flow, v.Run, v.RequestID, func(in *protocol.Interrupted) { in.Votes = v.Votes })
+	case protocol.EventReminded:
+		var r protocol.Reminded
+		if err := json.Unmarshal(ev.Data(), &r); err != nil {
+			return fmt.Errorf("decoding %s: %w", kind, err)
+		}
+		return b.remind(ctx, r, ev.ID())
 	}
 	return nil
 }
 
 // post posts an interrupt, once: a message already posted for its request
-// (an event delivered again after a restart) is left alone. A message of
-// an earlier request of the run (escalated, or asked again) is closed.
+// (an event delivered again after a restart) is left alone. An approval
+// asked again after a vote short of its quorum keeps its message, now
+// with the new request. A message of an earlier request of the run
+// (escalated, or asked again) is closed.
 func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time) error {
 	key := recordKey(in.Flow, in.Run)
 	rec, rev, err := b.store.get(ctx, key)
@@ -129,10 +162,22 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 	if rev != 0 && rec.RequestID == in.RequestID {
 		return nil
 	}
+	in.ResumeToken = ""
+	conv, err := b.conversation(ctx, in)
+	if err != nil {
+		return err
+	}
+	if rev != 0 && !rec.Closed && askedAgainAfterVote(rec, in) {
+		if err := b.redraw(ctx, rec, in, conv); err != nil {
+			return err
+		}
+		rec.RequestID, rec.In, rec.Conv = in.RequestID, &in, conv
+		return b.store.put(ctx, key, rec, rev)
+	}
 	if rev != 0 && !rec.Closed {
 		outcome := ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(at)
 		if protocol.RoleRestricted(in.Kind) && rec.Role != "" && in.ApproverRole != rec.Role {
-			outcome = fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", esc(in.ApproverRole), slackDate(at))
+			outcome = fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", safe(in.ApproverRole), slackDate(at))
 		}
 		if err := b.update(ctx, rec, outcome); err != nil {
 			return err
@@ -144,9 +189,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 			Msg("slack bridge: no channel for this interrupt (map its approver role, set a default channel, or start the run with origin.slack)")
 		return nil
 	}
-	r := ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, Why: in.RejectReasonRequired}
-	text := bodyText(in)
-	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), false), slack.MsgOptionBlocks(openBlocks(in, text, r)...)}
+	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, conv, refOf(in))...)}
 	if thread != "" {
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
@@ -155,30 +198,160 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 		return fmt.Errorf("posting to %s (chat.postMessage): %w", channel, err)
 	}
 	next := record{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole,
-		Channel: ch, TS: ts, Thread: thread, Body: text}
+		Channel: ch, TS: ts, Thread: thread, In: &in, Conv: conv}
 	return b.store.put(ctx, key, next, rev)
+}
+
+// askedAgainAfterVote reports whether in is the approval of rec's
+// message asked again after a vote: the same node and role, with votes.
+func askedAgainAfterVote(rec record, in protocol.Interrupted) bool {
+	return rec.In != nil && len(in.Votes) > 0 && rec.Kind == in.Kind && rec.In.Node == in.Node && rec.Role == in.ApproverRole
+}
+
+// refOf is the ref of an interrupt's buttons.
+func refOf(in protocol.Interrupted) ref {
+	return ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, Why: in.RejectReasonRequired}
+}
+
+// conversation is the conversation behind a gate run's call, its last
+// messages, or nil for another run.
+func (b *Bridge) conversation(ctx context.Context, in protocol.Interrupted) (*talk, error) {
+	if in.Flow != protocol.GateFlow {
+		return nil, nil
+	}
+	cp, err := b.port.Client("/slack").Checkpoint(ctx, in.Flow, in.Run)
+	if err != nil {
+		return nil, fmt.Errorf("reading the conversation of %s %s: %w", in.Flow, in.Run, err)
+	}
+	c, ok := cp.Conversation()
+	if !ok {
+		return nil, nil
+	}
+	t := &talk{ID: c.ID, Agent: c.Agent, Messages: c.Messages}
+	if n := len(c.Messages); n > maxConversation {
+		t.Messages, t.Earlier = c.Messages[n-maxConversation:], n-maxConversation
+	}
+	return t, nil
+}
+
+// change applies an assigned or voted event to the open message of
+// request requestID, and shows it again.
+func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply func(in *protocol.Interrupted)) error {
+	key := recordKey(flow, run)
+	rec, rev, err := b.store.get(ctx, key)
+	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != requestID {
+		return err
+	}
+	apply(rec.In)
+	rec.Role = rec.In.ApproverRole
+	if err := b.redraw(ctx, rec, *rec.In, rec.Conv); err != nil {
+		return err
+	}
+	return b.store.put(ctx, key, rec, rev)
+}
+
+// redraw rewrites an open message to show in.
+func (b *Bridge) redraw(ctx context.Context, rec record, in protocol.Interrupted, conv *talk) error {
+	_, _, _, err := b.api.UpdateMessageContext(ctx, rec.Channel, rec.TS,
+		slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, conv, refOf(in))...))
+	if err != nil {
+		return fmt.Errorf("updating message %s in %s (chat.update): %w", rec.TS, rec.Channel, err)
+	}
+	return nil
+}
+
+// remind posts a reminder in the thread of the message of the request,
+// once per reminded event (id), mentioning who it waits on.
+func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) error {
+	key := recordKey(r.Flow, r.Run)
+	rec, rev, err := b.store.get(ctx, key)
+	if err != nil || rev == 0 || rec.Closed || rec.RequestID != r.RequestID || rec.Reminded == id {
+		return err
+	}
+	heading := "this request"
+	var consequence string
+	if rec.In != nil {
+		heading = "*" + safe(oneLine(rec.In.Heading())) + "*"
+		consequence = rec.In.OnTimeout.Consequence()
+	}
+	msg := ":alarm_clock: " + b.mentions(r) + ": " + heading + " still waits on you"
+	if r.ExpiresAt != nil {
+		msg += " · decide by " + slackDate(*r.ExpiresAt)
+		if consequence != "" {
+			msg += ", " + safe(consequence)
+		}
+	}
+	thread := cmp.Or(rec.Thread, rec.TS)
+	_, _, err = b.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(msg, false), slack.MsgOptionTS(thread),
+		slack.MsgOptionBlocks(section(msg)))
+	if err != nil {
+		return fmt.Errorf("posting a reminder in %s (chat.postMessage): %w", rec.Channel, err)
+	}
+	rec.Reminded = id
+	return b.store.put(ctx, key, rec, rev)
+}
+
+// mentions names who a reminder is for: the claimant, else the
+// assignees, else the holders of the approver role, each mentioned when
+// the configuration maps them to a Slack user, by name otherwise.
+func (b *Bridge) mentions(r protocol.Reminded) string {
+	people := r.Assignees
+	if r.ClaimedBy != "" {
+		people = []string{r.ClaimedBy}
+	}
+	var out []string
+	for _, p := range people {
+		out = append(out, b.mention(p))
+	}
+	if len(out) == 0 && r.ApproverRole != "" {
+		for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
+			if slices.Contains(b.cfg.Users[id].Roles, r.ApproverRole) {
+				out = append(out, "<@"+id+">")
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, "whoever holds the *"+safe(r.ApproverRole)+"* role")
+		}
+	}
+	if len(out) == 0 {
+		return "Reminder"
+	}
+	return strings.Join(out, " ")
+}
+
+// mention is a person in a message: a mention of their Slack user when
+// the configuration maps one to them (the ids are checked, so a mention
+// holds nothing else), else their name.
+func (b *Bridge) mention(person string) string {
+	for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
+		if b.cfg.Users[id].Name == person {
+			return "<@" + id + ">"
+		}
+	}
+	return "*" + safe(person) + "*"
 }
 
 // settle closes the message of a request that has been decided, answered,
 // expired or cancelled: requestID "" closes whatever is open for the run.
-func (b *Bridge) settle(ctx context.Context, flow, run, requestID, outcome string) error {
+func (b *Bridge) settle(ctx context.Context, flow, run, requestID string, outcome func(rec record) string) error {
 	key := recordKey(flow, run)
 	rec, rev, err := b.store.get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || (requestID != "" && rec.RequestID != requestID) {
 		return err
 	}
-	if err := b.update(ctx, rec, outcome); err != nil {
+	out := outcome(rec)
+	if err := b.update(ctx, rec, out); err != nil {
 		return err
 	}
 	rec.Closed = true
-	rec.Outcome = outcome
+	rec.Outcome = out
 	return b.store.put(ctx, key, rec, rev)
 }
 
 // update rewrites a posted message as closed with outcome: no buttons.
 func (b *Bridge) update(ctx context.Context, rec record, outcome string) error {
 	_, _, _, err := b.api.UpdateMessageContext(ctx, rec.Channel, rec.TS,
-		slack.MsgOptionText(stripMarkup(outcome), false), slack.MsgOptionBlocks(closedBlocks(rec.Body, outcome)...))
+		slack.MsgOptionText(stripMarkup(outcome), true), slack.MsgOptionBlocks(closedBlocks(rec, outcome)...))
 	if err != nil {
 		return fmt.Errorf("updating message %s in %s (chat.update): %w", rec.TS, rec.Channel, err)
 	}

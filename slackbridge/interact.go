@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -85,7 +87,7 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 	}
 	a := cb.ActionCallback.BlockActions[0]
 	switch a.ActionID {
-	case actionApprove, actionReject, actionEdit, actionAnswer, actionChoose:
+	case actionApprove, actionReject, actionEdit, actionAnswer, actionChoose, actionRespond, actionClaim, actionRelease:
 	default:
 		return
 	}
@@ -103,16 +105,17 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 		return
 	}
 	switch {
-	case a.ActionID == actionReject && r.Why:
-		// The approval takes a reason: ask for it.
-		if !slices.Contains(u.Roles, r.Role) && r.Role != "" {
-			b.ephemeral(ctx, cb, notRole(r.Role))
-			return
+	case a.ActionID == actionClaim, a.ActionID == actionRelease:
+		op := protocol.AssignClaim
+		if a.ActionID == actionRelease {
+			op = protocol.AssignRelease
 		}
-		if _, err := b.api.OpenViewContext(ctx, cb.TriggerID, rejectView(r)); err != nil {
-			log.Warn().Err(err).Msg("slack bridge: opening a modal (views.open)")
+		ev, err := b.port.AssignAs(ctx, b.client(u), r.Flow, r.Run, protocol.Assign{RequestID: r.RequestID, Op: op}, u.Name, u.Roles)
+		if _, msg := b.refusal(r, ev, err); msg != "" {
+			log.Info().Str("approver", u.Name).Msg("slack bridge: " + op + " refused")
+			b.ephemeral(ctx, cb, msg)
 		}
-	case a.ActionID == actionApprove, a.ActionID == actionReject:
+	case a.ActionID == actionApprove, a.ActionID == actionReject && !r.Why:
 		decision := protocol.VerdictApprove
 		if a.ActionID == actionReject {
 			decision = protocol.VerdictReject
@@ -120,15 +123,13 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 		res := protocol.Resume{RequestID: r.RequestID, Decision: string(decision),
 			IdempotencyKey: idempotencyKey(cb.User.ID, a.ActionTs, r.RequestID)}
 		ev, err := b.resume(ctx, r, res, u)
-		if msg := b.refusalText(r, ev, err); msg != "" {
+		if _, msg := b.refusal(r, ev, err); msg != "" {
 			log.Info().Str("approver", u.Name).Msg("slack bridge: decision refused")
 			b.ephemeral(ctx, cb, msg)
 		}
 	default:
-		if protocol.RoleRestricted(r.Kind) && !slices.Contains(u.Roles, r.Role) {
-			b.ephemeral(ctx, cb, notRole(r.Role))
-			return
-		}
+		// A modal: opened only on the pending request, for someone who
+		// may answer it (the engine decides again on submission).
 		cp, err := b.port.Client("/slack").Checkpoint(ctx, r.Flow, r.Run)
 		if err != nil {
 			log.Warn().Err(err).Msg("slack bridge: reading the run for a modal")
@@ -136,14 +137,24 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 			return
 		}
 		in := cp.Interrupt
-		if cp.Status != "waiting" || in == nil || in.RequestID != r.RequestID {
+		if cp.Status != protocol.StatusWaiting || in == nil || in.RequestID != r.RequestID {
 			b.ephemeral(ctx, cb, "This request is no longer waiting: it was decided, answered, asked again or it expired.")
 			return
 		}
+		if protocol.RoleRestricted(in.Kind) {
+			if msg := mayDecide(in, u); msg != "" {
+				b.ephemeral(ctx, cb, msg)
+				return
+			}
+		}
 		var view slack.ModalViewRequest
 		switch a.ActionID {
+		case actionReject:
+			view = rejectView(r)
 		case actionEdit:
-			view = editView(r, in.Args)
+			view = editView(r, in.Args, in.ArgsSchema)
+		case actionRespond:
+			view = respondView(r)
 		case actionAnswer:
 			view = answerView(r, in.Questions)
 		default:
@@ -155,11 +166,45 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 	}
 }
 
+// mayDecide says why u may not decide the approval in, or "" when they
+// may: the same rule as the engine's, checked before a modal opens so
+// that nobody fills one in for nothing. The engine checks again.
+func mayDecide(in *protocol.CheckpointInterrupt, u User) string {
+	switch {
+	case in.ClaimedBy != "":
+		if in.ClaimedBy == u.Name {
+			return ""
+		}
+		return "This approval is claimed by " + in.ClaimedBy + ": only they may decide it, until they release it."
+	case slices.Contains(in.Assignees, u.Name):
+		return ""
+	case in.ApproverRole != "" && slices.Contains(u.Roles, in.ApproverRole):
+		return ""
+	}
+	quorumRoles := in.Quorum != nil && len(in.Quorum.Roles) > 0
+	if quorumRoles {
+		for _, rc := range in.Quorum.Roles {
+			if slices.Contains(u.Roles, rc.Role) {
+				return ""
+			}
+		}
+	}
+	switch {
+	case in.ApproverRole == "" && len(in.Assignees) == 0 && !quorumRoles:
+		return ""
+	case len(in.Assignees) > 0 && in.ApproverRole != "":
+		return fmt.Sprintf("Only %s, or someone holding the %s role, may decide this approval.", strings.Join(in.Assignees, ", "), in.ApproverRole)
+	case len(in.Assignees) > 0:
+		return fmt.Sprintf("Only %s may decide this approval.", strings.Join(in.Assignees, ", "))
+	}
+	return notRole(in.ApproverRole)
+}
+
 // viewSubmission handles a modal's submission; a non-nil answer keeps the
 // modal open with errors next to the fields.
 func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallback) *slack.ViewSubmissionResponse {
 	switch cb.View.CallbackID {
-	case viewEdit, viewReject, viewAnswer, viewChoose:
+	case viewEdit, viewReject, viewAnswer, viewChoose, viewRespond:
 	default:
 		return nil
 	}
@@ -172,24 +217,44 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 	if cb.View.State != nil {
 		values = cb.View.State.Values
 	}
-	field := blockArgs
+	field := blockReason
+	// fieldOf is the block an engine's invalid_answer goes to.
+	fieldOf := func(string) string { return field }
 	u, ok := b.user(cb.User.ID)
 	res := protocol.Resume{RequestID: r.RequestID, IdempotencyKey: idempotencyKey(cb.User.ID, cb.View.ID+cb.View.Hash, r.RequestID)}
 	switch cb.View.CallbackID {
 	case viewEdit:
-		var edits map[string]json.RawMessage
-		text := values[blockArgs][inputElement].Value
-		if err := json.Unmarshal([]byte(text), &edits); err != nil || edits == nil {
-			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockArgs: "Give a JSON object of the arguments, such as {\"amount\": 400}."})
+		cp, err := b.port.Client("/slack").Checkpoint(ctx, r.Flow, r.Run)
+		if err != nil || cp.Interrupt == nil || cp.Interrupt.RequestID != r.RequestID {
+			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockReason: "This request is no longer waiting: it was decided, answered, asked again or it expired."})
+		}
+		args := protocol.Args(cp.Interrupt.Args, cp.Interrupt.ArgsSchema)
+		edits, errs := readEdits(args, values)
+		if len(errs) > 0 {
+			return slack.NewErrorsViewSubmissionResponse(errs)
 		}
 		res.Decision, res.Edits = string(protocol.VerdictEdit), edits
+		if len(edits) == 0 {
+			// Nothing changed: an approval as proposed.
+			res.Decision = string(protocol.VerdictApprove)
+		}
 		res.Reason = strings.TrimSpace(values[blockReason][inputElement].Value)
+		if len(args) > 0 {
+			field = argPfx + args[0].Name
+		}
+		fieldOf = func(msg string) string { return argBlockOf(msg, args, field) }
 	case viewReject:
-		field = blockReason
 		res.Decision = string(protocol.VerdictReject)
 		res.Reason = strings.TrimSpace(values[blockReason][inputElement].Value)
 		if res.Reason == "" {
 			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockReason: "Say why you reject it: this approval takes a reason."})
+		}
+	case viewRespond:
+		field = blockMessage
+		res.Decision = string(protocol.VerdictRespond)
+		res.Message = strings.TrimSpace(values[blockMessage][inputElement].Value)
+		if res.Message == "" {
+			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockMessage: "Write the message the agent gets instead of a decision."})
 		}
 	case viewAnswer:
 		// Each answer is read by the one rule of typed text, by its
@@ -233,50 +298,151 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 		return slack.NewErrorsViewSubmissionResponse(map[string]string{field: "You are not set up to answer Interlock's requests: ask an admin to add your Slack user id (" + cb.User.ID + ")."})
 	}
 	ev, err := b.resume(ctx, r, res, u)
-	if msg := b.refusalText(r, ev, err); msg != "" {
-		return slack.NewErrorsViewSubmissionResponse(map[string]string{field: truncate(msg, 1900)})
+	if refused, msg := b.refusal(r, ev, err); msg != "" {
+		block := field
+		if refused != nil && refused.Code == protocol.CodeInvalidAnswer {
+			block = fieldOf(refused.Message)
+		}
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{block: truncate(msg, 1900)})
 	}
 	return nil
+}
+
+// readEdits reads the edit modal's inputs, each by its argument's type,
+// into the edits of the arguments changed; errs are by block.
+func readEdits(args []protocol.Arg, values map[string]map[string]slack.BlockAction) (map[string]json.RawMessage, map[string]string) {
+	edits := map[string]json.RawMessage{}
+	errs := map[string]string{}
+	for _, a := range args {
+		block := argPfx + a.Name
+		v, given := values[block][inputElement]
+		if !given {
+			continue
+		}
+		raw, present, err := readArg(a, v)
+		switch {
+		case err != nil:
+			errs[block] = truncate(err.Error(), 1900)
+		case present && !protocol.SameJSON(raw, a.Value):
+			edits[a.Name] = raw
+		}
+	}
+	return edits, errs
+}
+
+// readArg reads one argument's input as argInput wrote it; present is
+// false for an input left empty, which leaves the argument as it is.
+func readArg(a protocol.Arg, v slack.BlockAction) (raw json.RawMessage, present bool, err error) {
+	switch {
+	case len(a.Enum) > 0:
+		if v.SelectedOption.Value == "" {
+			return nil, false, nil
+		}
+		if !json.Valid([]byte(v.SelectedOption.Value)) {
+			return nil, false, fmt.Errorf("pick one of the listed values")
+		}
+		return json.RawMessage(v.SelectedOption.Value), true, nil
+	case a.Type == protocol.JSONBoolean:
+		for _, o := range v.SelectedOptions {
+			if o.Value == "true" {
+				return json.RawMessage("true"), true, nil
+			}
+		}
+		return json.RawMessage("false"), true, nil
+	case a.Type == protocol.JSONString:
+		if v.Value == "" && protocol.JSONTypeOf(a.Value) != protocol.JSONString {
+			return nil, false, nil
+		}
+		raw, err := protocol.Value(v.Value, protocol.JSONString)
+		return raw, err == nil, err
+	}
+	t := strings.TrimSpace(v.Value)
+	if t == "" {
+		return nil, false, nil
+	}
+	if a.Type == "" || !a.Scalar() {
+		if !json.Valid([]byte(t)) {
+			return nil, false, fmt.Errorf("this is not JSON: write it as JSON, such as %s", truncate(a.Input(), 80))
+		}
+		return json.RawMessage(t), true, nil
+	}
+	raw, err = protocol.Value(t, a.Type)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s", capitalise(err.Error()))
+	}
+	return raw, true, nil
+}
+
+// argBlockOf is the block of the argument an engine's invalid_answer
+// names by its JSON path ("/amount: must be <= 4800"), else fallback.
+func argBlockOf(msg string, args []protocol.Arg, fallback string) string {
+	p, ok := strings.CutPrefix(msg, "/")
+	if !ok {
+		return fallback
+	}
+	name, _, _ := strings.Cut(p, ":")
+	name, _, _ = strings.Cut(name, "/")
+	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+	for _, a := range args {
+		if a.Name == name {
+			return argPfx + name
+		}
+	}
+	return fallback
+}
+
+// client is the wire client of the Slack user mapped to u.
+func (b *Bridge) client(u User) *client.Client {
+	return b.port.Client("/slack/" + url.PathEscape(u.Name)).As(u.Name).WithWait(b.cfg.ResponseWait)
 }
 
 // resume sends a decision or an answer vouched for the mapped user: the
 // engine checks the role, applies it, refuses it, and audits either way.
 func (b *Bridge) resume(ctx context.Context, r ref, res protocol.Resume, u User) (client.Event, error) {
-	c := b.port.Client("/slack/" + url.PathEscape(u.Name)).As(u.Name).WithWait(b.cfg.ResponseWait)
-	return b.port.ResumeAs(ctx, c, r.Flow, r.Run, res, u.Name, u.Roles)
+	return b.port.ResumeAs(ctx, b.client(u), r.Flow, r.Run, res, u.Name, u.Roles)
 }
 
-// refusalText is what to tell the person when their resume did not apply,
-// or "" when it did (or is queued: the message is updated when it
-// applies).
-func (b *Bridge) refusalText(r ref, ev client.Event, err error) string {
+// refusal is what to tell the person when their command did not apply,
+// with the engine's refusal when it refused; "" when it applied (or is
+// queued: the message is updated when it applies).
+func (b *Bridge) refusal(r ref, ev client.Event, err error) (*protocol.Refused, string) {
 	var refused *client.RefusedError
 	switch {
 	case errors.Is(err, client.ErrNoAnswer), errors.Is(err, context.DeadlineExceeded):
-		return ""
+		return nil, ""
 	case errors.As(err, &refused):
-		return refusedText(r, refused.Refused)
+		return &refused.Refused, refusedText(refused.Refused)
 	case err != nil:
-		b.log.Warn().Err(err).Str("flow", r.Flow).Str("run", r.Run).Msg("slack bridge: sending a resume")
-		return "Interlock could not be reached; try again in a moment."
+		b.log.Warn().Err(err).Str("flow", r.Flow).Str("run", r.Run).Msg("slack bridge: sending a command")
+		return nil, "Interlock could not be reached; try again in a moment."
 	case ev.Kind == protocol.EventRefused:
 		var ref protocol.Refused
 		if ev.Decode(&ref) != nil {
-			return "Interlock refused this."
+			return nil, "Interlock refused this."
 		}
-		return refusedText(r, ref)
+		return &ref, refusedText(ref)
 	}
-	return ""
+	return nil, ""
 }
 
-func refusedText(r ref, ref protocol.Refused) string {
+// refusedText says a refusal for the person: the engine's own message,
+// which names what was wrong (the claimant of a claimed approval, the
+// role it takes, the argument that does not fit).
+func refusedText(ref protocol.Refused) string {
 	switch ref.Code {
-	case protocol.CodeForbidden:
-		return notRole(r.Role)
 	case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeUnknownRun:
 		return "This request is no longer waiting: " + ref.Message
 	}
-	return ref.Message
+	return capitalise(strings.TrimSuffix(ref.Message, ".")) + "."
+}
+
+// capitalise starts s with a capital letter.
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 func notRole(role string) string {

@@ -8,7 +8,7 @@ import (
 
 func TestEveryInterruptKindHasAView(t *testing.T) {
 	for _, k := range protocol.Kinds() {
-		if v, ok := kindViews[k]; !ok || v.body == nil || v.fallback == nil || v.buttons == nil {
+		if v, ok := kindViews[k]; !ok || v.blocks == nil || v.fallback == nil || v.buttons == nil {
 			t.Errorf("kind %s has no complete view in kinds.go: the bridge cannot post it", k)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // record is what the bridge keeps of a run's message, under recordKey.
@@ -19,11 +21,20 @@ type record struct {
 	Channel   string `json:"channel"`
 	TS        string `json:"ts"`
 	Thread    string `json:"thread,omitempty"`
-	// Body is the message's text without its buttons, to show again
-	// when it is closed.
-	Body    string `json:"body"`
-	Closed  bool   `json:"closed,omitempty"`
-	Outcome string `json:"outcome,omitempty"`
+	// In is the interrupt the message shows (without its token), as the
+	// assigned and voted events since have changed it; Conv is the
+	// conversation it shows, for a gate run. Both show it again when it
+	// changes or is closed.
+	In   *protocol.Interrupted `json:"in,omitempty"`
+	Conv *talk                 `json:"conv,omitempty"`
+	// Body is the message's text of a record kept by an earlier version,
+	// without In: it is shown again when the message is closed.
+	Body string `json:"body,omitempty"`
+	// Reminded is the id of the last reminded event posted in the
+	// message's thread, so that one delivered again is not.
+	Reminded string `json:"reminded,omitempty"`
+	Closed   bool   `json:"closed,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
 }
 
 func recordKey(flow, run string) string { return flow + "." + run }
