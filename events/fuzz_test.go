@@ -167,7 +167,7 @@ func FuzzParseResume(f *testing.F) {
 			}
 		}
 		switch r.Decision {
-		case "", "approve", "edit", "reject":
+		case "", "approve", "edit", "reject", "respond":
 		default:
 			t.Fatalf("accepted decision %q", r.Decision)
 		}
