@@ -268,11 +268,14 @@ func (c *counters) action(a string) string {
 	return a
 }
 
-// transition counts the events of an accepted transition. A command
-// answers at most one interrupt, so an outcome holds at most one resumed
-// or expired event of its own. An expire command either ends the run
-// (expired), decides an approval as its policy says (resumed), or
-// escalates it (interrupted, with neither).
+// transition counts the events of an accepted transition: interrupts
+// asked, votes, reminders, assignments, decisions, expiries, escalations
+// and the time to decision. A command answers at most one interrupt, so an
+// outcome holds at most one resumed or expired event of its own. An
+// expire command either ends the run (expired), decides an approval as
+// its policy says (resumed), or escalates it (interrupted, with neither).
+// A vote short of its quorum holds a voted event and the approval asked
+// again; the vote that meets it, the resumed event of the decision.
 func (c *counters) transition(verb, flow string, out engine.Outcome) {
 	var resumed *protocol.Resumed
 	var expired *protocol.Expired
