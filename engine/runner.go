@@ -150,6 +150,10 @@ type Outcome struct {
 	// Action is what the approval the command answered proposed (its
 	// [Approval].Action); empty when it answered no approval.
 	Action string
+	// Quorum is set when the approval the command answered takes a quorum
+	// ([Approval].Quorum): an approve or edit that decided it was the
+	// vote that completed the quorum.
+	Quorum bool
 	// Refused is set when the command was refused; the refused event has
 	// been published.
 	Refused *Refusal

@@ -281,7 +281,7 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 		CreatedAt: t.cp.CreatedAt, AskedAt: t.asked,
 	}
 	if !t.asked.IsZero() && t.pending != nil {
-		out.Action = t.pending.Action
+		out.Action, out.Quorum = t.pending.Action, t.pending.Quorum != nil
 	}
 	for _, m := range t.cp.Outbox {
 		if m.Stream == EventStream {

@@ -158,10 +158,10 @@ func ParseResume(data []byte) (protocol.Resume, error) {
 		}
 		r.Selected = ids
 	}
-	switch r.Decision {
-	case "", "approve", "edit", "reject", "respond":
+	switch protocol.Verdict(r.Decision) {
+	case "", protocol.VerdictApprove, protocol.VerdictEdit, protocol.VerdictReject, protocol.VerdictRespond:
 	default:
-		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject, respond (where the approval lists it)", r.Decision)
+		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject, respond", r.Decision)
 	}
 	for k := range r.Answers {
 		if k == "" {

@@ -166,3 +166,70 @@ func TestAlertRulesQueryTheServicesMetrics(t *testing.T) {
 		}
 	}
 }
+
+// groupedBy finds the labels of the by clauses of a PromQL expression.
+var groupedBy = regexp.MustCompile(`\bby \(([^)]*)\)`)
+
+func TestDashboardShowsApprovalsByFlowAndTool(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../deploy/grafana/interlock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("deploy/grafana/interlock.json: %v", err)
+	}
+	hasTool := false
+	for _, v := range d.Templating.List {
+		hasTool = hasTool || v.Name == "action" && strings.Contains(v.Definition, ", action)")
+	}
+	if !hasTool {
+		t.Error("the dashboard has no variable action listing the tools (label_values(..., action))")
+	}
+	// Each graph: a query of metric holding also, grouped by flow and
+	// action and filtered by the tool variable.
+	cases := []struct{ graph, metric, also string }{
+		{"interrupt rate", "interlock_interrupts_total", "rate("},
+		{"time to decision p50", "interlock_time_to_decision_seconds_bucket", "histogram_quantile(0.5,"},
+		{"time to decision p90", "interlock_time_to_decision_seconds_bucket", "histogram_quantile(0.9,"},
+		{"approval rate", "interlock_decisions_total", `outcome=~"approved|edited"`},
+		{"resume success rate", "interlock_resumes_total", `result=~"accepted|duplicate"`},
+		{"votes", "interlock_votes_total", "quorum"},
+		{"reminders", "interlock_reminders_total", "rate("},
+		{"reassignments", "interlock_assignments_total", "op"},
+	}
+	for _, c := range cases {
+		found := false
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				if !strings.Contains(tg.Expr, c.metric) || !strings.Contains(tg.Expr, c.also) || !strings.Contains(tg.Expr, `action=~"$action"`) {
+					continue
+				}
+				by := groupedBy.FindAllStringSubmatch(tg.Expr, -1)
+				grouped := len(by) > 0
+				for _, m := range by {
+					labels := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
+					grouped = grouped && slices.Contains(labels, "flow") && slices.Contains(labels, "action")
+				}
+				found = found || grouped
+			}
+		}
+		if !found {
+			t.Errorf("no panel shows the %s by flow and tool: a query of %s with %s, by (flow, action, ...), filtered action=~\"$action\"", c.graph, c.metric, c.also)
+		}
+	}
+}
+
+func TestOperationsDocListsEveryMetric(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range knownMetrics(t) {
+		if !strings.Contains(string(b), "| `"+name+"` |") {
+			t.Errorf("docs/operations.md has no row for %s in its table of metrics", name)
+		}
+	}
+}

@@ -4,8 +4,10 @@
 // Its numbers come from three places:
 //
 //   - the workers: [Service.Observe] hears what became of every inbound
-//     message (decisions, refusals, dead letters, expiries, escalations,
-//     how long handling took) and counts it in this process;
+//     message (interrupts asked, decisions, votes, reminders, claims and
+//     delegations, refusals, dead letters, expiries, escalations, how long
+//     handling took) and counts it in this process, by flow and by the
+//     approval's action (the tool, for the tool-call gate);
 //   - the pending index (the <prefix>_pending bucket): the service loads
 //     it at start and watches it, so the pending interrupts by flow, kind
 //     and approver role, and the age of the oldest, are right from the

@@ -49,6 +49,13 @@ func newRig(t *testing.T, srv *bus.Server) *rig {
 // on srv (a new server if nil).
 func newRigWith(t *testing.T, srv *bus.Server, m *metrics.Service) *rig {
 	t.Helper()
+	return startRig(t, srv, m, interlock.Config{Flows: []*engine.Flow{refund.Flow()}})
+}
+
+// startRig starts a rig running cfg's flows and gate rules, with the
+// metrics service m (a new one if nil) on srv (a new server if nil).
+func startRig(t *testing.T, srv *bus.Server, m *metrics.Service, cfg interlock.Config) *rig {
+	t.Helper()
 	if srv == nil {
 		srv = natstest.StartServer(t, "")
 	}
@@ -58,10 +65,8 @@ func newRigWith(t *testing.T, srv *bus.Server, m *metrics.Service) *rig {
 			t.Fatal(err)
 		}
 	}
-	svc := natstest.StartWith(t, srv, interlock.Config{
-		Flows: []*engine.Flow{refund.Flow()}, Secret: natstest.Secret,
-		Observe: m.Observe, Services: []interlock.Background{m},
-	})
+	cfg.Secret, cfg.Observe, cfg.Services = natstest.Secret, m.Observe, []interlock.Background{m}
+	svc := natstest.StartWith(t, srv, cfg)
 	nc, js := natstest.Connect(t, srv.ClientURL())
 	return &rig{t: t, srv: srv, svc: svc, m: m, c: client.New(nc, js, wire.Names{}, "/metrics-test", 0), js: js}
 }
@@ -69,12 +74,18 @@ func newRigWith(t *testing.T, srv *bus.Server, m *metrics.Service) *rig {
 // start starts a refund run and returns the interrupt it waits on.
 func (r *rig) start(run string, state map[string]any) protocol.Interrupted {
 	r.t.Helper()
+	return r.startFlow(refund.Name, run, state)
+}
+
+// startFlow starts a run of flow and returns the interrupt it waits on.
+func (r *rig) startFlow(flow, run string, state map[string]any) protocol.Interrupted {
+	r.t.Helper()
 	doc := map[string]json.RawMessage{}
 	for k, v := range state {
 		b, _ := json.Marshal(v)
 		doc[k] = b
 	}
-	ev, err := r.c.Start(r.t.Context(), refund.Name, run, doc, nil)
+	ev, err := r.c.Start(r.t.Context(), flow, run, doc, nil)
 	if err != nil || ev.Kind != protocol.EventInterrupted {
 		r.t.Fatalf("starting %s: %v (event %q)", run, err, ev.Kind)
 	}
@@ -85,12 +96,20 @@ func (r *rig) start(run string, state map[string]any) protocol.Interrupted {
 	return in
 }
 
-// resume sends a resume and returns the event it settles on.
+// resume sends a resume to a refund run and returns the event it
+// settles on.
 func (r *rig) resume(run string, res protocol.Resume) client.Event {
 	r.t.Helper()
-	ev, err := r.c.Resume(r.t.Context(), refund.Name, run, res)
+	return r.resumeFlow(refund.Name, run, res)
+}
+
+// resumeFlow sends a resume to a run of flow and returns the event it
+// settles on.
+func (r *rig) resumeFlow(flow, run string, res protocol.Resume) client.Event {
+	r.t.Helper()
+	ev, err := r.c.Resume(r.t.Context(), flow, run, res)
 	if err != nil {
-		r.t.Fatalf("resuming %s: %v", run, err)
+		r.t.Fatalf("resuming %s.%s: %v", flow, run, err)
 	}
 	return ev
 }
@@ -230,6 +249,39 @@ func eventually(t *testing.T, addr, what string, cond func(families) bool) famil
 			t.Fatalf("after %s, still not %s", natstest.Wait, what)
 		case <-tick.C:
 		}
+	}
+}
+
+// settle scrapes until every series has its value, or natstest.Wait
+// passed, and checks them on the last scrape, which it returns.
+func settle(t *testing.T, addr string, want []series) families {
+	t.Helper()
+	deadline := time.After(natstest.Wait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		f := scrape(t, addr)
+		if all(want)(f) {
+			return f
+		}
+		select {
+		case <-deadline:
+			f.want(t, want)
+			t.FailNow()
+		case <-tick.C:
+		}
+	}
+}
+
+// all returns a condition: every series has its value.
+func all(cases []series) func(families) bool {
+	return func(f families) bool {
+		for _, c := range cases {
+			if !is(c.name, c.want, c.labels...)(f) {
+				return false
+			}
+		}
+		return true
 	}
 }
 

@@ -108,8 +108,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: *cfg.Logger, reg: prometheus.NewRegistry(), names: wire.Names{Prefix: wire.DefaultPrefix}}
 	flows := &flowSet{names: map[string]bool{}}
-	s.counts = newCounters(time.Now, flows)
 	s.pending = newPendingIndex(time.Now, flows)
+	s.counts = newCounters(time.Now, flows, s.pending.action)
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -26,12 +26,25 @@ const (
 	byRule     = "rule"
 )
 
+// Values of the votes' quorum label: whether the vote completed its
+// approval's quorum.
+const (
+	quorumMet   = "met"
+	quorumShort = "short"
+)
+
 // otherLabel stands for a value past a label's bound.
 const otherLabel = "other"
 
 // verbs are the verbs of inbound subjects; any other verb is counted as
 // otherLabel, since a subject's verb is whatever its sender wrote.
-var verbs = map[string]bool{"start": true, "resume": true, "cancel": true, "reannounce": true, "expire": true, "request": true}
+var verbs = map[string]bool{
+	protocol.VerbStart: true, protocol.VerbResume: true, protocol.VerbCancel: true, protocol.VerbReannounce: true,
+	protocol.VerbExpire: true, protocol.VerbRequest: true, protocol.VerbAssign: true, protocol.VerbRemind: true,
+}
+
+// assignOps are the values of the assignments' op label.
+var assignOps = map[string]bool{protocol.AssignClaim: true, protocol.AssignRelease: true, protocol.AssignDelegate: true}
 
 // Buckets of the histograms, in seconds.
 var (
@@ -49,6 +62,14 @@ type counters struct {
 	resumes     *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	transitions *prometheus.HistogramVec
+	interrupts  *prometheus.CounterVec
+	votes       *prometheus.CounterVec
+	reminders   *prometheus.CounterVec
+	assignments *prometheus.CounterVec
+
+	// pendingAction is the action of the approval a run waits on, from
+	// the pending index; "" when it waits on none.
+	pendingAction func(flow, run string) string
 
 	// flows are the flows known to run here: only these name a flow in a
 	// label, since a refused command's flow is whatever its sender wrote.
@@ -80,18 +101,18 @@ func (f *flowSet) has(name string) bool {
 	return f.names[name]
 }
 
-func newCounters(now func() time.Time, flows *flowSet) *counters {
+func newCounters(now func() time.Time, flows *flowSet, pendingAction func(flow, run string) string) *counters {
 	return &counters{
-		now: now,
+		now: now, pendingAction: pendingAction,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_decisions_total",
-			Help: "Approvals and tool calls decided, by flow, action (tool), outcome (approved, edited, rejected, expired, allowed) and who decided (approver, timeout, rule).",
+			Help: "Approvals and tool calls decided, by flow, action (tool), outcome (approved, edited, rejected, responded, expired, allowed) and who decided (approver, timeout, rule).",
 		}, []string{"flow", "action", "outcome", "by"}),
 		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "interlock_time_to_decision_seconds",
-			Help:    "Time from an interrupt being asked to its answer (verb resume) or its deadline's policy acting (verb expire), by flow and interrupt kind.",
+			Help:    "Time from an interrupt being asked to its answer (verb resume) or its deadline's policy acting (verb expire), by flow, action (tool) and interrupt kind.",
 			Buckets: decisionBuckets,
-		}, []string{"flow", "kind", "verb"}),
+		}, []string{"flow", "action", "kind", "verb"}),
 		expiries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_expiries_total",
 			Help: "Runs ended expired because an interrupt's deadline passed, by flow.",
@@ -102,8 +123,8 @@ func newCounters(now func() time.Time, flows *flowSet) *counters {
 		}, []string{"flow"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_resumes_total",
-			Help: "Resume commands handled, by flow, result (accepted, duplicate, refused, dead_lettered) and refusal code.",
-		}, []string{"flow", "result", "code"}),
+			Help: "Resume commands handled, by flow, action (tool) of the approval answered, result (accepted, duplicate, refused, dead_lettered) and refusal code.",
+		}, []string{"flow", "action", "result", "code"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_dead_letters_total",
 			Help: "Inbound messages copied to the dead-letter stream, by reason.",
@@ -113,13 +134,32 @@ func newCounters(now func() time.Time, flows *flowSet) *counters {
 			Help:    "Time a worker took to handle an inbound message, by the verb of its subject.",
 			Buckets: transitionBuckets,
 		}, []string{"verb"}),
+		interrupts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_interrupts_total",
+			Help: "Interrupts asked by a run that started or took an answer, by flow, action (tool) and interrupt kind; the same interrupt asked again (reannounced, voted on, escalated) is not counted.",
+		}, []string{"flow", "action", "kind"}),
+		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_votes_total",
+			Help: "Votes (approve or edit) cast on approvals that take a quorum, by flow, action (tool) and whether the vote completed the quorum (met) or more are needed (short).",
+		}, []string{"flow", "action", "quorum"}),
+		reminders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_reminders_total",
+			Help: "Reminders sent to the people who may answer a pending interrupt, by flow, action (tool) and interrupt kind.",
+		}, []string{"flow", "action", "kind"}),
+		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_assignments_total",
+			Help: "Pending approvals claimed, released or delegated, by flow, action (tool) and op (claim, release, delegate).",
+		}, []string{"flow", "action", "op"}),
 		flows:   flows,
 		actions: map[string]bool{},
 	}
 }
 
 func (c *counters) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.decisions, c.waited, c.expiries, c.escalations, c.resumes, c.deadLetters, c.transitions}
+	return []prometheus.Collector{
+		c.decisions, c.waited, c.expiries, c.escalations, c.resumes, c.deadLetters, c.transitions,
+		c.interrupts, c.votes, c.reminders, c.assignments,
+	}
 }
 
 // Describe implements [prometheus.Collector].
@@ -152,7 +192,7 @@ func (c *counters) observe(o bus.Observation) {
 		c.deadLetters.WithLabelValues(out.DeadLetter).Inc()
 	}
 	flow := c.flow(out)
-	if verb == "resume" {
+	if verb == protocol.VerbResume {
 		result, code := resultAccepted, ""
 		switch {
 		case out.Refused != nil:
@@ -162,7 +202,7 @@ func (c *counters) observe(o bus.Observation) {
 		case out.Duplicate:
 			result = resultDuplicate
 		}
-		c.resumes.WithLabelValues(flow, result, code).Inc()
+		c.resumes.WithLabelValues(flow, c.action(c.answered(flow, out)), result, code).Inc()
 	}
 	if out.Duplicate || out.Refused != nil || out.DeadLetter != "" {
 		return
@@ -182,8 +222,40 @@ func (c *counters) flow(out engine.Outcome) string {
 	return ""
 }
 
+// answered is the action of the approval a resume answered: the
+// outcome's; for a vote short of its quorum, the approval asked again's;
+// for a resume refused, repeated or dead-lettered, the one the run waits
+// on in the pending index. flow is the outcome's flow label: a flow not
+// known to run here names no action.
+func (c *counters) answered(flow string, out engine.Outcome) string {
+	if flow == "" {
+		return ""
+	}
+	if !out.AskedAt.IsZero() {
+		return out.Action
+	}
+	voted := false
+	for _, m := range out.Events {
+		switch d := m.Data.(type) {
+		case *protocol.Voted:
+			voted = true
+		case *protocol.Interrupted:
+			if voted {
+				return d.Action
+			}
+		}
+	}
+	if out.Refused == nil && !out.Duplicate && out.DeadLetter == "" {
+		return ""
+	}
+	return c.pendingAction(flow, out.Run)
+}
+
 // action bounds the values of the action label.
 func (c *counters) action(a string) string {
+	if a == "" {
+		return ""
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.actions[a] {
@@ -196,28 +268,57 @@ func (c *counters) action(a string) string {
 	return a
 }
 
-// transition counts the events of an accepted transition. A command
-// answers at most one interrupt, so an outcome holds at most one resumed
-// or expired event of its own. An expire command either ends the run
-// (expired), decides an approval as its policy says (resumed), or
-// escalates it (interrupted, with neither).
+// transition counts the events of an accepted transition: interrupts
+// asked, votes, reminders, assignments, decisions, expiries, escalations
+// and the time to decision. A command answers at most one interrupt, so an
+// outcome holds at most one resumed or expired event of its own. An
+// expire command either ends the run (expired), decides an approval as
+// its policy says (resumed), or escalates it (interrupted, with neither).
+// A vote short of its quorum holds a voted event and the approval asked
+// again; the vote that meets it, the resumed event of the decision.
 func (c *counters) transition(verb, flow string, out engine.Outcome) {
 	var resumed *protocol.Resumed
 	var expired *protocol.Expired
-	var asked *protocol.Interrupted
-	decided := false
+	var asked []*protocol.Interrupted
+	decided, moved, voted := false, false, false
 	for _, m := range out.Events {
 		switch d := m.Data.(type) {
 		case *protocol.Decided:
 			decided = true
 			c.decided(verb, d)
+		case *protocol.Started:
+			moved = true
 		case *protocol.Resumed:
-			resumed = d
+			resumed, moved = d, true
 		case *protocol.Expired:
 			expired = d
 		case *protocol.Interrupted:
-			asked = d
+			asked = append(asked, d)
+		case *protocol.Voted:
+			voted = true
+		case *protocol.Reminded:
+			c.reminders.WithLabelValues(flow, c.action(out.Action), d.Kind).Inc()
+		case *protocol.Assigned:
+			op := d.Op
+			if !assignOps[op] {
+				op = otherLabel
+			}
+			c.assignments.WithLabelValues(flow, c.action(out.Action), op).Inc()
 		}
+	}
+	// A run that started or took an answer asks anew; an interrupt asked
+	// again without either (reannounced, voted on, escalated) is the same.
+	if moved {
+		for _, in := range asked {
+			c.interrupts.WithLabelValues(flow, c.action(in.Action), in.Kind).Inc()
+		}
+	}
+	if voted && len(asked) > 0 {
+		c.votes.WithLabelValues(flow, c.action(asked[0].Action), quorumShort).Inc()
+	}
+	if resumed != nil && out.Quorum && verb == protocol.VerbResume &&
+		(engine.Verdict(resumed.Decision) == engine.VerdictApprove || engine.Verdict(resumed.Decision) == engine.VerdictEdit) {
+		c.votes.WithLabelValues(flow, c.action(out.Action), quorumMet).Inc()
 	}
 	kind := ""
 	switch {
@@ -236,12 +337,12 @@ func (c *counters) transition(verb, flow string, out engine.Outcome) {
 		if expired.Kind == protocol.KindApproval && !decided {
 			c.decisions.WithLabelValues(flow, c.action(out.Action), engine.ToolExpired, byTimeout).Inc()
 		}
-	case verb == "expire" && asked != nil:
-		kind = asked.Kind
+	case verb == protocol.VerbExpire && len(asked) > 0:
+		kind = asked[0].Kind
 		c.escalations.WithLabelValues(flow).Inc()
 	}
-	if kind != "" && (verb == "resume" || verb == "expire") && !out.AskedAt.IsZero() {
-		c.waited.WithLabelValues(flow, kind, verb).Observe(max(c.now().Sub(out.AskedAt), 0).Seconds())
+	if kind != "" && (verb == protocol.VerbResume || verb == protocol.VerbExpire) && !out.AskedAt.IsZero() {
+		c.waited.WithLabelValues(flow, c.action(out.Action), kind, verb).Observe(max(c.now().Sub(out.AskedAt), 0).Seconds())
 	}
 }
 
@@ -249,7 +350,7 @@ func (c *counters) transition(verb, flow string, out engine.Outcome) {
 // decision taken before (a repeat of a call approved, say) counts nothing:
 // only "allowed" is decided by a request itself.
 func (c *counters) decided(verb string, d *protocol.Decided) {
-	if verb == "request" && d.Decision != engine.ToolAllowed {
+	if verb == protocol.VerbRequest && d.Decision != engine.ToolAllowed {
 		return
 	}
 	by := byApprover
@@ -272,6 +373,8 @@ func verdictOutcome(decision string) string {
 		return engine.ToolEdited
 	case engine.VerdictReject:
 		return engine.ToolRejected
+	case engine.VerdictRespond:
+		return engine.ToolResponded
 	}
 	return otherLabel
 }

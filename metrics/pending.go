@@ -40,6 +40,9 @@ type pendingLabels struct{ flow, kind, role string }
 // with its label strings shared.
 type pendingEntry struct {
 	labels pendingLabels
+	// action is what the approval proposes: not a label of the pending
+	// gauges, but of a refused resume's count.
+	action string
 	// asked and expires are Unix nanoseconds; expires is 0 without a deadline.
 	asked, expires int64
 }
@@ -160,6 +163,7 @@ func (p *pendingIndex) apply(entries map[string]pendingEntry, e jetstream.KeyVal
 	p.flows.add(doc.Flow)
 	entry := pendingEntry{
 		labels: pendingLabels{flow: p.intern(doc.Flow), kind: p.intern(doc.Kind), role: p.intern(doc.ApproverRole)},
+		action: p.intern(doc.Action),
 		asked:  doc.AskedAt.UnixNano(),
 	}
 	if doc.ExpiresAt != nil {
@@ -167,6 +171,14 @@ func (p *pendingIndex) apply(entries map[string]pendingEntry, e jetstream.KeyVal
 	}
 	entries[strings.Clone(key)] = entry
 	p.seen[entry.labels] = true
+}
+
+// action is the action of the approval run waits on in flow, "" when it
+// waits on none.
+func (p *pendingIndex) action(flow, run string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entries[flow+"."+run].action
 }
 
 // intern returns the index's copy of s. The caller holds p.mu.
