@@ -217,8 +217,8 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 			By: cmd.approver(), Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.Trusted}
 		if d := in.Decision; d != nil {
 			action = auditVerdict(d.Verdict)
-			ev.Decision, ev.Approver, ev.Reason = string(d.Verdict), d.Approver, d.Reason
-			rec.Reason, rec.ApproverRole = d.Reason, in.ApproverRole
+			ev.Decision, ev.Approver, ev.Reason, ev.Message = string(d.Verdict), d.Approver, d.Reason, d.Message
+			rec.Reason, rec.Message, rec.ApproverRole = d.Reason, d.Message, in.ApproverRole
 			rec.Approval = &protocol.AuditApproval{Action: in.Action, Args: in.Args}
 			if d.Verdict == VerdictEdit {
 				edits, _ := json.Marshal(cmd.Edits)

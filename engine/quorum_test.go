@@ -358,8 +358,17 @@ func TestRespondGivesTheNodeTheMessageAndTheActionDoesNotRun(t *testing.T) {
 		t.Fatalf("state = %v", s)
 	}
 	recs := h.Audit(run)
-	if last := recs[len(recs)-1]; last.Action != protocol.ActionResponded || last.By != "ana" {
+	if last := recs[len(recs)-1]; last.Action != protocol.ActionResponded || last.By != "ana" || last.Message != "Ask the customer for the order number first." {
 		t.Fatalf("last audit record = %+v", last)
+	}
+	var resumed []*protocol.Resumed
+	for _, m := range h.Publisher.Messages(run) {
+		if r, ok := m.Data.(*protocol.Resumed); ok {
+			resumed = append(resumed, r)
+		}
+	}
+	if len(resumed) != 1 || resumed[0].Decision != "respond" || resumed[0].Message != "Ask the customer for the order number first." {
+		t.Fatalf("resumed events = %+v", resumed)
 	}
 }
 

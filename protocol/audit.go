@@ -73,6 +73,8 @@ type AuditRecord struct {
 	// Reason is a decision's or cancel's reason, an approval's reason on
 	// its interrupt, and a refusal's message.
 	Reason string `json:"reason,omitempty"`
+	// Message is a respond's answer.
+	Message string `json:"message,omitempty"`
 	// Replaces is the request id a reannounce or an escalation replaced.
 	Replaces string `json:"replaces,omitempty"`
 	// ApproverRole is the role an approval is (or was) waiting on;

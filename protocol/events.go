@@ -26,7 +26,9 @@ type Resumed struct {
 	Approver string          `json:"approver,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
 	Edits    json.RawMessage `json:"edits,omitempty"`
-	Origin   json.RawMessage `json:"origin,omitempty"`
+	// Message is a respond's answer.
+	Message string          `json:"message,omitempty"`
+	Origin  json.RawMessage `json:"origin,omitempty"`
 }
 
 // Completed is the data of a completed event: the final state.

@@ -176,6 +176,7 @@ func (e *Resumed) AppendJSON(dst []byte) ([]byte, error) {
 	w.StrOmit(`,"approver":`, e.Approver)
 	w.StrOmit(`,"reason":`, e.Reason)
 	w.RawOmit(`,"edits":`, e.Edits)
+	w.StrOmit(`,"message":`, e.Message)
 	w.RawOmit(`,"origin":`, e.Origin)
 	w.Lit("}")
 	return w.B, w.Err
@@ -218,6 +219,7 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 	w.StrOmit(`,"kind":`, e.Kind)
 	w.BoolOmit(`,"trusted":`, e.Trusted)
 	w.StrOmit(`,"reason":`, e.Reason)
+	w.StrOmit(`,"message":`, e.Message)
 	w.StrOmit(`,"replaces":`, e.Replaces)
 	w.StrOmit(`,"approverRole":`, e.ApproverRole)
 	w.StrOmit(`,"escalatedFrom":`, e.EscalatedFrom)
@@ -290,6 +292,7 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	w.Str(`,"flow":`, e.Flow)
 	w.StrOmit(`,"kid":`, e.Kid)
 	w.StrOmit(`,"kind":`, e.Kind)
+	w.StrOmit(`,"message":`, e.Message)
 	w.StrOmit(`,"node":`, e.Node)
 	if o := e.Outcome; o != nil {
 		w.Lit(`,"outcome":`)
