@@ -45,8 +45,10 @@ const (
 	second     = "UCAT"
 	agent      = "UBOB"
 	stranger   = "UEVE"
+	lawyer     = "UDAN"
 	channelSup = "CSUPERVISORS"
 	channelDef = "CGENERAL"
+	channelLaw = "CLEGAL"
 )
 
 // call is one Web API call the fake received.
@@ -54,6 +56,8 @@ type call struct {
 	Method string
 	Form   url.Values
 	JSON   map[string]any
+	// TS is the ts the fake answered a chat.postMessage with.
+	TS string
 }
 
 // fakeSlack plays the Web API methods the bridge calls.
@@ -82,9 +86,12 @@ func (f *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
 		c.Form = r.PostForm
 	}
 	f.mu.Lock()
-	f.calls = append(f.calls, c)
 	f.ts++
 	ts := fmt.Sprintf("1700000000.%06d", f.ts)
+	if method == "chat.postMessage" {
+		c.TS = ts
+	}
+	f.calls = append(f.calls, c)
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch method {
@@ -134,15 +141,16 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	srv := natstest.StartServer(t, "")
-	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow(), booking.Flow(), payoutFlow(), contractFlow(), remindFlow()), slack: newFakeSlack(t)}
+	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow(), booking.Flow(), payoutFlow(), contractFlow(), remindFlow(), handoverFlow()), slack: newFakeSlack(t)}
 	h.cfg = slackbridge.Config{
 		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/",
-		Channels:       map[string]string{refund.SupervisorRole: channelSup},
+		Channels:       map[string]string{refund.SupervisorRole: channelSup, "legal": channelLaw},
 		DefaultChannel: channelDef,
 		Users: map[string]slackbridge.User{
 			supervisor: {Name: "ann@example.com", Roles: []string{refund.SupervisorRole}},
 			second:     {Name: "cat@example.com", Roles: []string{refund.SupervisorRole}},
 			agent:      {Name: "bob@example.com", Roles: []string{"agent"}},
+			lawyer:     {Name: "dan@example.com", Roles: []string{"legal"}},
 		},
 	}
 	h.start()

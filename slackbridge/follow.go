@@ -129,9 +129,7 @@ func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error 
 		if err := json.Unmarshal(ev.Data(), &a); err != nil {
 			return fmt.Errorf("decoding %s: %w", kind, err)
 		}
-		return b.change(ctx, a.Flow, a.Run, a.RequestID, func(in *protocol.Interrupted) {
-			in.Assignees, in.ClaimedBy, in.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
-		})
+		return b.assigned(ctx, a)
 	case protocol.EventVoted:
 		var v protocol.Voted
 		if err := json.Unmarshal(ev.Data(), &v); err != nil {
@@ -168,10 +166,10 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 		return err
 	}
 	if rev != 0 && !rec.Closed && askedAgainAfterVote(rec, in) {
-		if err := b.redraw(ctx, rec, in, conv); err != nil {
+		rec.RequestID, rec.In, rec.Conv = in.RequestID, &in, conv
+		if err := b.redraw(ctx, rec, rec.messages()); err != nil {
 			return err
 		}
-		rec.RequestID, rec.In, rec.Conv = in.RequestID, &in, conv
 		return b.store.put(ctx, key, rec, rev)
 	}
 	if rev != 0 && !rec.Closed {
@@ -189,7 +187,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 			Msg("slack bridge: no channel for this interrupt (map its approver role, set a default channel, or start the run with origin.slack)")
 		return nil
 	}
-	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, conv, refOf(in))...)}
+	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, card{conv: conv}, refOf(in))...)}
 	if thread != "" {
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
@@ -234,8 +232,8 @@ func (b *Bridge) conversation(ctx context.Context, in protocol.Interrupted) (*ta
 	return t, nil
 }
 
-// change applies an assigned or voted event to the open message of
-// request requestID, and shows it again.
+// change applies a voted event to the open message of request
+// requestID, and shows it again.
 func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply func(in *protocol.Interrupted)) error {
 	key := recordKey(flow, run)
 	rec, rev, err := b.store.get(ctx, key)
@@ -243,19 +241,59 @@ func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply 
 		return err
 	}
 	apply(rec.In)
-	rec.Role = rec.In.ApproverRole
-	if err := b.redraw(ctx, rec, *rec.In, rec.Conv); err != nil {
+	if err := b.redraw(ctx, rec, rec.messages()); err != nil {
 		return err
 	}
 	return b.store.put(ctx, key, rec, rev)
 }
 
-// redraw rewrites an open message to show in.
-func (b *Bridge) redraw(ctx context.Context, rec record, in protocol.Interrupted, conv *talk) error {
-	_, _, _, err := b.api.UpdateMessageContext(ctx, rec.Channel, rec.TS,
-		slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, conv, refOf(in))...))
-	if err != nil {
-		return fmt.Errorf("updating message %s in %s (chat.update): %w", rec.TS, rec.Channel, err)
+// assigned applies an assigned event to the open message of its request
+// and shows it again, saying who delegated it to whom. A delegation to a
+// role that has a channel of its own also posts the card there, once,
+// for the role's holders to see; the copy is updated with the message.
+func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
+	key := recordKey(a.Flow, a.Run)
+	rec, rev, err := b.store.get(ctx, key)
+	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != a.RequestID {
+		return err
+	}
+	rec.In.Assignees, rec.In.ClaimedBy, rec.In.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
+	rec.Role = a.ApproverRole
+	d := delegationOf(a)
+	if d != nil {
+		rec.Delegated = d
+	}
+	others := rec.messages()
+	if ch := b.cfg.Channels[a.ApproverRole]; d != nil && len(a.Assignees) == 0 && ch != "" && !rec.postedIn(ch) {
+		in := *rec.In
+		ch, ts, err := b.api.PostMessageContext(ctx, ch, slack.MsgOptionText(fallbackText(in), true),
+			slack.MsgOptionBlocks(openBlocks(in, rec.card(), refOf(in))...))
+		if err != nil {
+			return fmt.Errorf("posting the delegated approval to %s (chat.postMessage): %w", ch, err)
+		}
+		rec.Copies = append(rec.Copies, posted{Channel: ch, TS: ts})
+		// Recorded at once, so that the event delivered again (a failed
+		// update below) does not post it twice.
+		if err := b.store.put(ctx, key, rec, rev); err != nil {
+			return err
+		}
+		return b.redraw(ctx, rec, others)
+	}
+	if err := b.redraw(ctx, rec, others); err != nil {
+		return err
+	}
+	return b.store.put(ctx, key, rec, rev)
+}
+
+// redraw rewrites the open messages msgs of rec to show its interrupt.
+func (b *Bridge) redraw(ctx context.Context, rec record, msgs []posted) error {
+	in := *rec.In
+	for _, m := range msgs {
+		_, _, _, err := b.api.UpdateMessageContext(ctx, m.Channel, m.TS,
+			slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, rec.card(), refOf(in))...))
+		if err != nil {
+			return fmt.Errorf("updating message %s in %s (chat.update): %w", m.TS, m.Channel, err)
+		}
 	}
 	return nil
 }
@@ -281,11 +319,17 @@ func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) err
 			msg += ", " + safe(consequence)
 		}
 	}
-	thread := cmp.Or(rec.Thread, rec.TS)
-	_, _, err = b.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(msg, false), slack.MsgOptionTS(thread),
+	channel, thread := rec.Channel, cmp.Or(rec.Thread, rec.TS)
+	for _, c := range rec.Copies {
+		// Where the approval's role now has its copy of the card.
+		if c.Channel == b.cfg.Channels[r.ApproverRole] {
+			channel, thread = c.Channel, c.TS
+		}
+	}
+	_, _, err = b.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg, false), slack.MsgOptionTS(thread),
 		slack.MsgOptionBlocks(section(msg)))
 	if err != nil {
-		return fmt.Errorf("posting a reminder in %s (chat.postMessage): %w", rec.Channel, err)
+		return fmt.Errorf("posting a reminder in %s (chat.postMessage): %w", channel, err)
 	}
 	rec.Reminded = id
 	return b.store.put(ctx, key, rec, rev)
@@ -348,12 +392,15 @@ func (b *Bridge) settle(ctx context.Context, flow, run, requestID string, outcom
 	return b.store.put(ctx, key, rec, rev)
 }
 
-// update rewrites a posted message as closed with outcome: no buttons.
+// update rewrites a posted message, and its copies, as closed with
+// outcome: no buttons.
 func (b *Bridge) update(ctx context.Context, rec record, outcome string) error {
-	_, _, _, err := b.api.UpdateMessageContext(ctx, rec.Channel, rec.TS,
-		slack.MsgOptionText(stripMarkup(outcome), true), slack.MsgOptionBlocks(closedBlocks(rec, outcome)...))
-	if err != nil {
-		return fmt.Errorf("updating message %s in %s (chat.update): %w", rec.TS, rec.Channel, err)
+	for _, m := range rec.messages() {
+		_, _, _, err := b.api.UpdateMessageContext(ctx, m.Channel, m.TS,
+			slack.MsgOptionText(stripMarkup(outcome), true), slack.MsgOptionBlocks(closedBlocks(rec, outcome)...))
+		if err != nil {
+			return fmt.Errorf("updating message %s in %s (chat.update): %w", m.TS, m.Channel, err)
+		}
 	}
 	return nil
 }

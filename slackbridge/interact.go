@@ -87,7 +87,7 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 	}
 	a := cb.ActionCallback.BlockActions[0]
 	switch a.ActionID {
-	case actionApprove, actionReject, actionEdit, actionAnswer, actionChoose, actionRespond, actionClaim, actionRelease:
+	case actionApprove, actionReject, actionEdit, actionAnswer, actionChoose, actionRespond, actionClaim, actionRelease, actionDelegate:
 	default:
 		return
 	}
@@ -155,6 +155,11 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 			view = editView(r, in.Args, in.ArgsSchema)
 		case actionRespond:
 			view = respondView(r)
+		case actionDelegate:
+			if !protocol.RoleRestricted(in.Kind) {
+				return
+			}
+			view = delegateView(r, b.roles())
 		case actionAnswer:
 			view = answerView(r, in.Questions)
 		default:
@@ -204,7 +209,7 @@ func mayDecide(in *protocol.CheckpointInterrupt, u User) string {
 // modal open with errors next to the fields.
 func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallback) *slack.ViewSubmissionResponse {
 	switch cb.View.CallbackID {
-	case viewEdit, viewReject, viewAnswer, viewChoose, viewRespond:
+	case viewEdit, viewReject, viewAnswer, viewChoose, viewRespond, viewDelegate:
 	default:
 		return nil
 	}
@@ -216,6 +221,9 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 	values := map[string]map[string]slack.BlockAction{}
 	if cb.View.State != nil {
 		values = cb.View.State.Values
+	}
+	if cb.View.CallbackID == viewDelegate {
+		return b.delegate(ctx, cb, r, values)
 	}
 	field := blockReason
 	// fieldOf is the block an engine's invalid_answer goes to.
@@ -306,6 +314,61 @@ func (b *Bridge) viewSubmission(ctx context.Context, cb slack.InteractionCallbac
 		return slack.NewErrorsViewSubmissionResponse(map[string]string{block: truncate(msg, 1900)})
 	}
 	return nil
+}
+
+// delegate sends the delegation of the Delegate modal: to the person the
+// chosen Slack user is, or to the chosen role; errors keep the modal
+// open, next to the field they are about.
+func (b *Bridge) delegate(ctx context.Context, cb slack.InteractionCallback, r ref, values map[string]map[string]slack.BlockAction) *slack.ViewSubmissionResponse {
+	person := values[blockPerson][inputElement].SelectedUser
+	role := values[blockRole][inputElement].SelectedOption.Value
+	field, to := blockPerson, ""
+	switch {
+	case person != "" && role != "":
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{blockPerson: "Pick a person or a role, not both."})
+	case person != "":
+		d, ok := b.user(person)
+		if !ok {
+			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockPerson: "This Slack user (" + truncate(person, 64) +
+				") is not configured in the Slack bridge's users, so Interlock does not know who they are: ask an admin to add them, or pick another person or a role."})
+		}
+		to = d.Name
+	case role != "":
+		field = blockRole
+		if !slices.Contains(b.roles(), role) {
+			return slack.NewErrorsViewSubmissionResponse(map[string]string{blockRole: "Pick one of the listed roles."})
+		}
+		to = protocol.RolePrefix + role
+	default:
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{blockPerson: "Pick the person or the role to delegate this approval to."})
+	}
+	u, ok := b.user(cb.User.ID)
+	if !ok {
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{field: "You are not set up to answer Interlock's requests: ask an admin to add your Slack user id (" + cb.User.ID + ")."})
+	}
+	a := protocol.Assign{RequestID: r.RequestID, Op: protocol.AssignDelegate, To: to,
+		Reason: strings.TrimSpace(values[blockReason][inputElement].Value)}
+	ev, err := b.port.AssignAs(ctx, b.client(u), r.Flow, r.Run, a, u.Name, u.Roles)
+	if _, msg := b.refusal(r, ev, err); msg != "" {
+		b.log.Info().Str("flow", r.Flow).Str("run", r.Run).Str("request_id", r.RequestID).Str("approver", u.Name).
+			Msg("slack bridge: delegate refused")
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{field: truncate(msg, 1900)})
+	}
+	return nil
+}
+
+// roles are the approver roles the configuration knows, sorted: those
+// with a channel and those its users hold.
+func (b *Bridge) roles() []string {
+	var out []string
+	for role := range b.cfg.Channels {
+		out = append(out, role)
+	}
+	for _, u := range b.cfg.Users {
+		out = append(out, u.Roles...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // readEdits reads the edit modal's inputs, each by its argument's type,

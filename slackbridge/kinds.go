@@ -31,6 +31,8 @@ type card struct {
 	where string
 	// conv is the conversation behind the call, if any.
 	conv *talk
+	// delegated is the approval's last delegation, if any.
+	delegated *delegation
 }
 
 // kindViews are the views of the kinds.
@@ -94,9 +96,10 @@ func choiceButtons(_ protocol.Interrupted, value string) []slack.BlockElement {
 
 // approvalBlocks show an approval as the inbox's card does: its title
 // (else its action), why, the description, each argument by its title
-// and formatted value, who asked, who may decide and who claimed it, the
-// votes of a quorum, the deadline and what happens then, and for a gate
-// run the last messages of the conversation behind the call.
+// and formatted value, who asked, who may decide, who delegated it last
+// and who claimed it, the votes of a quorum, the deadline and what
+// happens then, and for a gate run the last messages of the conversation
+// behind the call.
 func approvalBlocks(in protocol.Interrupted, c card) []slack.Block {
 	var head strings.Builder
 	fmt.Fprintf(&head, "*%s* %s", safe(oneLine(in.Heading())), c.where)
@@ -124,6 +127,9 @@ func approvalBlocks(in protocol.Interrupted, c card) []slack.Block {
 	if len(in.Assignees) > 0 {
 		facts = append(facts, "Assigned to "+names(in.Assignees))
 	}
+	if c.delegated != nil {
+		facts = append(facts, c.delegated.text())
+	}
 	if in.ClaimedBy != "" {
 		facts = append(facts, ":lock: Claimed by *"+safe(in.ClaimedBy)+"*: only they may decide it until they release it")
 	}
@@ -149,7 +155,8 @@ func approvalFallback(in protocol.Interrupted) string {
 }
 
 // approvalButtons are Approve, Edit, Reject and Respond as the approval's
-// decisions list them, and Claim, or Release once it is claimed.
+// decisions list them, Claim, or Release once it is claimed, and
+// Delegate.
 func approvalButtons(in protocol.Interrupted, value string) []slack.BlockElement {
 	decisions := in.Decisions
 	if len(decisions) == 0 {
@@ -173,5 +180,5 @@ func approvalButtons(in protocol.Interrupted, value string) []slack.BlockElement
 	} else {
 		buttons = append(buttons, slack.NewButtonBlockElement(actionRelease, value, plain("Release")))
 	}
-	return buttons
+	return append(buttons, slack.NewButtonBlockElement(actionDelegate, value, plain("Delegate…")))
 }

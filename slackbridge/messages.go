@@ -17,20 +17,22 @@ import (
 
 // Action and callback ids of the bridge's buttons and modals.
 const (
-	actionApprove = "interlock_approve"
-	actionReject  = "interlock_reject"
-	actionEdit    = "interlock_edit"
-	actionAnswer  = "interlock_answer"
-	actionChoose  = "interlock_choose"
-	actionRespond = "interlock_respond"
-	actionClaim   = "interlock_claim"
-	actionRelease = "interlock_release"
+	actionApprove  = "interlock_approve"
+	actionReject   = "interlock_reject"
+	actionEdit     = "interlock_edit"
+	actionAnswer   = "interlock_answer"
+	actionChoose   = "interlock_choose"
+	actionRespond  = "interlock_respond"
+	actionClaim    = "interlock_claim"
+	actionRelease  = "interlock_release"
+	actionDelegate = "interlock_delegate"
 
-	viewEdit    = "interlock_edit"
-	viewReject  = "interlock_reject"
-	viewAnswer  = "interlock_answer"
-	viewChoose  = "interlock_choose"
-	viewRespond = "interlock_respond"
+	viewEdit     = "interlock_edit"
+	viewReject   = "interlock_reject"
+	viewAnswer   = "interlock_answer"
+	viewChoose   = "interlock_choose"
+	viewRespond  = "interlock_respond"
+	viewDelegate = "interlock_delegate"
 
 	// Blocks of the messages.
 	blockActions      = "interlock_actions"
@@ -42,6 +44,8 @@ const (
 
 	// Blocks and elements of the modals.
 	blockReason  = "reason"
+	blockPerson  = "delegate_person"
+	blockRole    = "delegate_role"
 	blockMessage = "message"
 	blockChoice  = "choice"
 	questionPfx  = "q:"
@@ -116,9 +120,11 @@ func prettyArgs(args json.RawMessage) string {
 // where names a run in a message.
 func where(flow, run string) string { return fmt.Sprintf("(%s · %s)", esc(flow), esc(run)) }
 
-// bodyBlocks are the blocks of an interrupt, without its buttons.
-func bodyBlocks(in protocol.Interrupted, conv *talk) []slack.Block {
-	return viewOf(in.Kind).blocks(in, card{where: where(in.Flow, in.Run), conv: conv})
+// bodyBlocks are the blocks of an interrupt, without its buttons; c
+// need not name where the run is.
+func bodyBlocks(in protocol.Interrupted, c card) []slack.Block {
+	c.where = where(in.Flow, in.Run)
+	return viewOf(in.Kind).blocks(in, c)
 }
 
 // fallbackText is the notification text of an interrupt, plain.
@@ -194,6 +200,9 @@ func votesText(q *protocol.Quorum, votes []protocol.Vote) string {
 	}
 	return s
 }
+
+// maxQuote bounds the message of a respond a settled message quotes.
+const maxQuote = 1000
 
 // maxConversation and maxMessage bound the conversation a message shows.
 const (
@@ -298,8 +307,8 @@ func argValue(a protocol.Arg) string {
 }
 
 // openBlocks are the blocks of an interrupt waiting for someone.
-func openBlocks(in protocol.Interrupted, conv *talk, r ref) []slack.Block {
-	blocks := bodyBlocks(in, conv)
+func openBlocks(in protocol.Interrupted, c card, r ref) []slack.Block {
+	blocks := bodyBlocks(in, c)
 	if buttons := viewOf(in.Kind).buttons(in, r.encode()); len(buttons) > 0 {
 		blocks = append(blocks, slack.NewActionBlock(blockActions, buttons...))
 	}
@@ -311,7 +320,7 @@ func openBlocks(in protocol.Interrupted, conv *talk, r ref) []slack.Block {
 func closedBlocks(rec record, outcome string) []slack.Block {
 	var blocks []slack.Block
 	if rec.In != nil {
-		blocks = bodyBlocks(*rec.In, rec.Conv)
+		blocks = bodyBlocks(*rec.In, rec.card())
 	} else {
 		blocks = []slack.Block{section(rec.Body)}
 	}
@@ -337,7 +346,12 @@ func resumedOutcome(r protocol.Resumed, votes []protocol.Vote, at time.Time) str
 	case protocol.VerdictReject:
 		s = ":x: Rejected" + by
 	case protocol.VerdictRespond:
-		s = ":speech_balloon: Responded" + by + " instead of deciding"
+		s = ":speech_balloon: Responded" + by
+		if m := strings.TrimSpace(r.Message); m != "" {
+			s += ": “" + safe(truncate(m, maxQuote)) + "”"
+		} else {
+			s += " instead of deciding"
+		}
 	default:
 		s = ":white_check_mark: Answered" + by
 	}
@@ -517,5 +531,75 @@ func chooseView(in ref, question string, options []protocol.Option, multiple boo
 		Type: slack.VTModal, CallbackID: viewChoose, PrivateMetadata: in.encode(),
 		Title: plain("Choose"), Submit: plain("Send"), Close: plain("Cancel"),
 		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewInputBlock(blockChoice, plain(truncate(question, 1900)), nil, el)}},
+	}
+}
+
+// delegation is the last delegation of an approval, as its message says
+// it: to a person or a role (role:<name>), by whom and why.
+type delegation struct {
+	To     string `json:"to"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// delegationOf is the delegation an assigned event of op delegate made,
+// or nil for another op: to the one assignee it left, else to the role.
+func delegationOf(a protocol.Assigned) *delegation {
+	if a.Op != protocol.AssignDelegate {
+		return nil
+	}
+	to := protocol.RolePrefix + a.ApproverRole
+	if len(a.Assignees) > 0 {
+		to = strings.Join(a.Assignees, ", ")
+	}
+	return &delegation{To: to, By: a.By, Reason: a.Reason}
+}
+
+// text says the delegation: "Delegated to *ben* by *ana* (reason)".
+func (d delegation) text() string {
+	s := ":arrow_right: Delegated to "
+	if role, ok := strings.CutPrefix(d.To, protocol.RolePrefix); ok {
+		s += "the *" + safe(role) + "* role"
+	} else {
+		s += "*" + safe(d.To) + "*"
+	}
+	if d.By != "" {
+		s += " by *" + safe(d.By) + "*"
+	}
+	if d.Reason != "" {
+		s += " (" + safe(truncate(d.Reason, 300)) + ")"
+	}
+	return s
+}
+
+// maxRoleOptions is how many options Slack takes in a static select.
+const maxRoleOptions = 100
+
+// delegateView is the modal of a Delegate button: a person (a Slack
+// user, whom the configuration maps to a name) or a role of those the
+// configuration knows, and an optional reason.
+func delegateView(in ref, roles []string) slack.ModalViewRequest {
+	person := slack.NewOptionsSelectBlockElement(slack.OptTypeUser, plain("Pick a person"), inputElement)
+	blocks := []slack.Block{
+		slack.NewInputBlock(blockPerson, plain("To a person"), plain("They become the approval's only assignee."), person).WithOptional(true),
+	}
+	if len(roles) > maxRoleOptions {
+		roles = roles[:maxRoleOptions]
+	}
+	if len(roles) > 0 {
+		opts := make([]*slack.OptionBlockObject, len(roles))
+		for i, r := range roles {
+			opts[i] = slack.NewOptionBlockObject(r, plain(truncate(r, 75)), nil)
+		}
+		role := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, plain("Pick a role"), inputElement, opts...)
+		blocks = append(blocks, slack.NewInputBlock(blockRole, plain("Or to a role"),
+			plain("Whoever holds the role may decide it; its assignees are cleared."), role).WithOptional(true))
+	}
+	reason := slack.NewPlainTextInputBlockElement(nil, inputElement)
+	blocks = append(blocks, slack.NewInputBlock(blockReason, plain("Reason"), nil, reason).WithOptional(true))
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: viewDelegate, PrivateMetadata: in.encode(),
+		Title: plain("Delegate"), Submit: plain("Delegate"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: blocks},
 	}
 }

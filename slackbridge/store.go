@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,6 +28,12 @@ type record struct {
 	// changes or is closed.
 	In   *protocol.Interrupted `json:"in,omitempty"`
 	Conv *talk                 `json:"conv,omitempty"`
+	// Delegated is the approval's last delegation, which the message
+	// shows until it is settled.
+	Delegated *delegation `json:"delegated,omitempty"`
+	// Copies are the card posted again in the channel of a role the
+	// approval was delegated to; each is updated with the message.
+	Copies []posted `json:"copies,omitempty"`
 	// Body is the message's text of a record kept by an earlier version,
 	// without In: it is shown again when the message is closed.
 	Body string `json:"body,omitempty"`
@@ -36,6 +43,25 @@ type record struct {
 	Closed   bool   `json:"closed,omitempty"`
 	Outcome  string `json:"outcome,omitempty"`
 }
+
+// posted is a message the bridge posted: its channel and ts.
+type posted struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}
+
+// messages are the record's message and its copies.
+func (r record) messages() []posted {
+	return append([]posted{{Channel: r.Channel, TS: r.TS}}, r.Copies...)
+}
+
+// postedIn reports whether the record has a message in channel.
+func (r record) postedIn(channel string) bool {
+	return slices.ContainsFunc(r.messages(), func(p posted) bool { return p.Channel == channel })
+}
+
+// card is what the record's message shows beside its interrupt.
+func (r record) card() card { return card{conv: r.Conv, delegated: r.Delegated} }
 
 func recordKey(flow, run string) string { return flow + "." + run }
 
