@@ -13,9 +13,10 @@
 //   - An approval is posted as its card: title, description (Markdown
 //     made safe mrkdwn), args as fields, requester, assignees, claimant,
 //     votes, deadline and its consequence; with Approve, Edit (a modal of
-//     one typed input per argument), Reject, Respond, and Claim or
-//     Release. assigned and voted redraw it; reminded posts in its
-//     thread. A question is posted with Answer (a modal of its fields); a
+//     one typed input per argument), Reject, Respond, Claim or Release,
+//     and Delegate… (a mapped Slack user or a known role). assigned and
+//     voted redraw it, and a delegation to a role with a channel posts
+//     it there too; reminded posts in its thread. A question is posted with Answer (a modal of its fields); a
 //     choice with Choose. It goes to the thread the run's origin names
 //     (origin.slack.channel and threadTs), else to the channel of its
 //     approver role ([Config.Channels]), else to [Config.DefaultChannel].
