@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -126,9 +127,28 @@ func notifyFlow() *engine.Flow {
 		}).Start("draft").MustBuild()
 }
 
+// approvalsFlow asks for a contract's approval by two people, with a
+// reminder a second after it is asked, and lets them respond instead.
+func approvalsFlow() *engine.Flow {
+	return engine.NewFlow[map[string]any]("contract").
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Approve(ctx, engine.Approval{
+				Action: "send_contract", Args: map[string]any{"value": 12000, "customer": "Acme"},
+				Title: "Send Acme's contract worth $12,000.00", Description: "Renewal with a **10%** discount.", Requester: "sales-bot",
+				ArgsSchema: json.RawMessage(`{"type":"object","properties":{"value":{"type":"number","title":"Value","x-interlock-display":"currency","x-interlock-key":true}}}`),
+				Decisions:  []engine.Verdict{engine.VerdictApprove, engine.VerdictEdit, engine.VerdictReject, engine.VerdictRespond},
+				Assignees:  []string{"ana", "ben"}, Quorum: &protocol.Quorum{Required: 2},
+				Timeout: time.Minute, Reminders: []time.Duration{59 * time.Second},
+			})
+			return err
+		}).Start("review").MustBuild()
+}
+
 // TestWhatInterlockPublishesMatchesTheContract runs a booking run, refund
 // approvals (an edit, a rejection, an escalation that expires), a cancel,
-// a reannounce, refusals, a node event and tool-call gate decisions over
+// a reannounce, refusals, a node event, tool-call gate decisions, and an
+// approval by two people (a reminder, a claim, a release, a delegation,
+// votes, a respond) over
 // the real bus, and validates every event and audit record read back from
 // the streams, and the checkpoint documents and pending entries along the
 // way, against the JSON Schemas of docs/schema.
@@ -136,7 +156,7 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	t.Parallel()
 	rules := exampleRules(t)
 	srv := natstest.StartServer(t, "")
-	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow(), refund.Flow(), notifyFlow()}, GateRules: rules})
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow(), refund.Flow(), notifyFlow(), approvalsFlow()}, GateRules: rules})
 	_, js := natstest.Connect(t, srv.ClientURL())
 	r := &contractRig{rig: &rig{t: t, srv: srv, js: js, names: svc.Names()}, set: schematest.Load(t), checked: map[string]int{}}
 	origin := map[string]any{"slack": map[string]any{"channel": "C1", "threadTs": "171.2"}}
@@ -214,6 +234,40 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	r.wait("refund", "r-expire", "expired", 1)
 	r.documents("refund", "r-expire")
 
+	// An approval by two people: a reminder, a claim and its release, a
+	// delegation to a role, a vote short of the quorum, the vote that
+	// meets it; and a respond.
+	r.send("start", "contract", "r-quorum", nil)
+	in = r.interrupt("contract", "r-quorum", 1)
+	r.documents("contract", "r-quorum")
+	r.wait("contract", "r-quorum", "reminded", 1)
+	assign := func(op, by, to string) {
+		t.Helper()
+		data := map[string]any{"requestId": in.RequestID, "op": op, "by": by}
+		if to != "" {
+			data["to"] = to
+		}
+		r.send("assign", "contract", "r-quorum", data)
+	}
+	assign("claim", "ana", "")
+	r.wait("contract", "r-quorum", "assigned", 1)
+	r.documents("contract", "r-quorum")
+	assign("release", "ana", "")
+	r.wait("contract", "r-quorum", "assigned", 2)
+	assign("delegate", "ana", "role:legal")
+	r.wait("contract", "r-quorum", "assigned", 3)
+	r.send("resume", "contract", "r-quorum", with(token(in), "decision", "approve", "approver", "ana"))
+	r.wait("contract", "r-quorum", "voted", 1)
+	in = r.interrupt("contract", "r-quorum", 2)
+	r.documents("contract", "r-quorum")
+	r.send("resume", "contract", "r-quorum", with(token(in), "decision", "approve", "approver", "ben"))
+	r.wait("contract", "r-quorum", "completed", 1)
+	r.documents("contract", "r-quorum")
+	r.send("start", "contract", "r-respond", nil)
+	in = r.interrupt("contract", "r-respond", 1)
+	r.send("resume", "contract", "r-respond", with(token(in), "decision", "respond", "approver", "ana", "message", "Ask legal about the discount first."))
+	r.wait("contract", "r-respond", "completed", 1)
+
 	// A node event, and a run that fails.
 	r.send("start", "notify", "r-notify", nil)
 	r.wait("notify", "r-notify", "completed", 1)
@@ -268,7 +322,8 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	for _, action := range []string{
 		protocol.ActionStarted, protocol.ActionInterrupted, protocol.ActionAnswered, protocol.ActionApproved,
 		protocol.ActionEdited, protocol.ActionRejected, protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled,
-		protocol.ActionReannounced, protocol.ActionRefused,
+		protocol.ActionReannounced, protocol.ActionRefused, protocol.ActionReminded, protocol.ActionClaimed, protocol.ActionReleased,
+		protocol.ActionDelegated, protocol.ActionVoted, protocol.ActionResponded,
 	} {
 		if types[protocol.AuditType(action)] == 0 {
 			t.Errorf("the runs wrote no %s audit record", action)

@@ -87,12 +87,12 @@ func TestSchemaPrintsTheBuiltInContract(t *testing.T) {
 	}
 }
 
-// TestBinaryCarriesNoSchemaValidator: the validator the contract's tests
-// use (santhosh-tekuri/jsonschema, through internal/schematest) stays out
-// of the interlock binary. The MCP SDK's own schema package
-// (google/jsonschema-go), which derives and checks its tools' schemas, is
-// part of `interlock mcp`.
-func TestBinaryCarriesNoSchemaValidator(t *testing.T) {
+// TestBinaryCarriesNoContractTestHelpers: the contract's test helpers
+// (internal/schematest) stay out of the interlock binary. The engine's
+// validator of approvals' argsSchema and questions' schema
+// (santhosh-tekuri/jsonschema) is part of it, as is the MCP SDK's own
+// schema package (google/jsonschema-go) for `interlock mcp`.
+func TestBinaryCarriesNoContractTestHelpers(t *testing.T) {
 	t.Parallel()
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
 	if err != nil {
@@ -103,7 +103,7 @@ func TestBinaryCarriesNoSchemaValidator(t *testing.T) {
 		t.Fatalf("go list -deps listed only %q", deps)
 	}
 	for _, dep := range deps {
-		if strings.Contains(dep, "santhosh-tekuri/jsonschema") || strings.HasSuffix(dep, "/schematest") {
+		if strings.HasSuffix(dep, "/schematest") || strings.HasSuffix(dep, "/natstest") {
 			t.Errorf("the interlock binary depends on %s", dep)
 		}
 	}
