@@ -29,17 +29,17 @@
 //
 // A rule may also say what the approver reads and who decides:
 //
-//	    title: Refund {{args.amount}} {{args.currency}} on order {{args.orderId}}
-//	    description: |               # Markdown
-//	      Refunds over $500 need a supervisor. You may lower the amount.
-//	    argsSchema:                   # a JSON Schema (2020-12) of args, YAML or JSON
-//	      type: object
-//	      properties:
-//	        amount: {type: number, title: Amount, x-interlock-display: currency}
-//	    decisions: [approve, edit, reject, respond]
-//	    assignees: [ann@example.com]
-//	    quorum: {required: 2}         # or [{role: legal, count: 1}, {role: finance, count: 1}]
-//	    reminders: [10m, 2m]          # before timeout
+//	title: Refund {{args.amount}} {{args.currency}} on order {{args.orderId}}
+//	description: |               # Markdown
+//	  Refunds over $500 need a supervisor. You may lower the amount.
+//	argsSchema:                   # a JSON Schema (2020-12) of args, YAML or JSON
+//	  type: object
+//	  properties:
+//	    amount: {type: number, title: Amount, x-interlock-display: currency}
+//	decisions: [approve, edit, reject, respond]
+//	assignees: [ann@example.com]
+//	quorum: {required: 2}         # or [{role: legal, count: 1}, {role: finance, count: 1}]
+//	reminders: [10m, 2m]          # before timeout
 //
 // Title and description are filled with the call's values by [Rule.Card]:
 // a placeholder is {{args.<name>}} (dots reach into objects),
