@@ -406,7 +406,8 @@ func TestEditThroughModal(t *testing.T) {
 
 	for _, tc := range []struct{ args, want string }{
 		{`{"amount": `, "JSON object"},
-		{`{"amount": 9000}`, "a refund can only be lowered"},
+		{`{"amount": 9000}`, "/amount: must be <= 4800"},
+		{`{"orderId": "o-2", "amount": 400}`, "orderId cannot be changed"},
 	} {
 		resp := h.send(submit(supervisor, opened, map[string]string{"args": tc.args}), time.Now(), secret)
 		var out struct {
