@@ -178,8 +178,10 @@ func TestAReminderFiresFromItsScheduleAndNoneForAnAnsweredRequest(t *testing.T) 
 
 	// The answered request's reminder has fired and been handled once no
 	// schedule or due command of it is left: it published nothing.
+	answeredAt, _ := expiresAt(answered)
 	natstest.Eventually(t, "the answered request's reminder handled", func() bool {
-		return scheduled(t, r.js, r.names, r.names.Schedule("contract", "r-answered", answered.RequestID)+".>") == 0 &&
+		return time.Now().After(answeredAt.Add(-2*time.Second)) &&
+			scheduled(t, r.js, r.names, r.names.Schedule("contract", "r-answered", answered.RequestID)+".>") == 0 &&
 			scheduled(t, r.js, r.names, r.names.Due("contract", "remind")) == 0
 	})
 	evs := natstest.Read(t, r.js, r.names.EventStream(), r.names.Event("contract", "r-answered", ">"))
