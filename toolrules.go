@@ -1,9 +1,11 @@
 package interlock
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/rs/zerolog"
 
@@ -35,17 +37,32 @@ func (t *toolRules) Rule(ctx context.Context, req protocol.ToolRequest) *engine.
 	if len(req.Context) > 0 {
 		_ = json.Unmarshal(req.Context, &gctx)
 	}
-	m := t.live.Match(ctx, gate.Request{CallID: req.CallID, Tool: req.Tool, Args: args,
-		ConversationID: req.ConversationID, Agent: req.Agent, Context: gctx})
+	greq := gate.Request{CallID: req.CallID, Tool: req.Tool, Args: args,
+		ConversationID: req.ConversationID, Agent: req.Agent, Context: gctx}
+	m := t.live.Match(ctx, greq)
 	if m.Err != nil {
 		t.log.Error().Err(m.Err).Str("call_id", req.CallID).Str("tool", req.Tool).Msg("gate rule failed to evaluate; the call needs approval")
 	}
 	if m.Rule == nil {
 		return nil
 	}
-	r := m.Rule
+	return gateRule(m.Rule, greq)
+}
+
+// gateRule is what rule r asks of the call req: the engine's gate rule,
+// with the title and description filled with the call's values.
+func gateRule(r *gate.Rule, req gate.Request) *engine.GateRule {
+	title, description := r.Card(req)
+	var q *protocol.Quorum
+	if r.Quorum != nil {
+		c := *r.Quorum
+		c.Roles = slices.Clone(r.Quorum.Roles)
+		q = &c
+	}
 	return &engine.GateRule{Name: r.Name, Reason: r.Reason, ApproverRole: r.ApproverRole, Timeout: r.Timeout,
-		OnTimeout: policyOf(r.OnTimeout, r.Escalate)}
+		OnTimeout: policyOf(r.OnTimeout, r.Escalate), Decisions: slices.Clone(r.Decisions),
+		Title: title, Description: description, ArgsSchema: bytes.Clone(r.ArgsSchema),
+		Assignees: slices.Clone(r.Assignees), Quorum: q, Reminders: slices.Clone(r.Reminders)}
 }
 
 // policyOf turns a rule's timeout action, and its escalations, into the

@@ -127,9 +127,9 @@ func TestEditsTheValidatorRefusesLeaveTheApprovalPendingWithItsToken(t *testing.
 	run := startRefund(t, h, 4800)
 	before := h.Interrupt(run)
 	rev := h.Checkpoint(run).Seq
-	out := h.Decide(run, "edit", map[string]any{"amount": 9000}, "sam", "")
-	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "can only be lowered") {
-		t.Fatalf("outcome = %+v, want invalid_answer naming the limit", out)
+	out := h.Decide(run, "edit", map[string]any{"orderId": "o-2"}, "sam", "")
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "orderId cannot be changed") {
+		t.Fatalf("outcome = %+v, want invalid_answer saying the order cannot change", out)
 	}
 	if h.Checkpoint(run).Seq != rev {
 		t.Fatal("a refused edit wrote the checkpoint")

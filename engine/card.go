@@ -42,15 +42,27 @@ func (in *Interrupt) setCard(c card) error {
 		return errors.New("the title, description and requester must be UTF-8 text")
 	}
 	if len(c.ArgsSchema) > 0 {
-		if _, err := compileSchema(c.ArgsSchema); err != nil {
+		if err := CheckArgsSchema(c.ArgsSchema); err != nil {
 			return fmt.Errorf("argsSchema: %w", err)
-		}
-		if t := protocol.SchemaType(c.ArgsSchema); t != "" && t != protocol.JSONObject {
-			return fmt.Errorf("argsSchema: the args are a JSON object, but the schema's type is %s", t)
 		}
 		c.ArgsSchema = compact(c.ArgsSchema)
 	}
 	in.Title, in.Description, in.Requester, in.ArgsSchema = strings.TrimSpace(c.Title), c.Description, strings.TrimSpace(c.Requester), c.ArgsSchema
+	return nil
+}
+
+// CheckArgsSchema reports what is wrong with an approval's argsSchema, as
+// an approval declaring it would: a schema that is not JSON Schema (draft
+// 2020-12), larger than 64 KiB, or not of an object is an error that says
+// so. Rule sets call it when they load, so that a rule's schema never
+// fails a run later.
+func CheckArgsSchema(schema json.RawMessage) error {
+	if _, err := compileSchema(schema); err != nil {
+		return err
+	}
+	if t := protocol.SchemaType(schema); t != "" && t != protocol.JSONObject {
+		return fmt.Errorf("the args are a JSON object, but the schema's type is %s", t)
+	}
 	return nil
 }
 

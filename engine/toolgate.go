@@ -61,6 +61,13 @@ type GateRule struct {
 	// agent.
 	Title, Description string
 	ArgsSchema         json.RawMessage
+	// Assignees, Quorum and Reminders are the approval's (see
+	// [Approval]): people named to decide beside ApproverRole, the
+	// approvals the call takes (the agent may not vote), and how long
+	// before the deadline the people who may decide are reminded.
+	Assignees []string
+	Quorum    *protocol.Quorum
+	Reminders []time.Duration
 }
 
 // gateState is the state of a gate run.
@@ -78,15 +85,18 @@ type gateState struct {
 }
 
 type gateRuleState struct {
-	Name         string          `json:"name,omitempty"`
-	Reason       string          `json:"reason"`
-	ApproverRole string          `json:"approverRole,omitempty"`
-	Timeout      string          `json:"timeout,omitempty"`
-	OnTimeout    *Policy         `json:"onTimeout,omitempty"`
-	Decisions    []Verdict       `json:"decisions,omitempty"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	ArgsSchema   json.RawMessage `json:"argsSchema,omitempty"`
+	Name         string           `json:"name,omitempty"`
+	Reason       string           `json:"reason"`
+	ApproverRole string           `json:"approverRole,omitempty"`
+	Timeout      string           `json:"timeout,omitempty"`
+	OnTimeout    *Policy          `json:"onTimeout,omitempty"`
+	Decisions    []Verdict        `json:"decisions,omitempty"`
+	Title        string           `json:"title,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	ArgsSchema   json.RawMessage  `json:"argsSchema,omitempty"`
+	Assignees    []string         `json:"assignees,omitempty"`
+	Quorum       *protocol.Quorum `json:"quorum,omitempty"`
+	Reminders    []string         `json:"reminders,omitempty"`
 }
 
 // GateFlow returns the built-in gate flow. A worker that serves the tool
@@ -130,13 +140,22 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	if s.Rule.OnTimeout != nil {
 		p = *s.Rule.OnTimeout
 	}
+	var reminders []time.Duration
+	for _, r := range s.Rule.Reminders {
+		d, err := time.ParseDuration(r)
+		if err != nil {
+			return fmt.Errorf("gate rule %q: reminders: %w", s.Rule.Name, err)
+		}
+		reminders = append(reminders, d)
+	}
 	args := map[string]json.RawMessage{}
 	for k, v := range s.Args {
 		args[k] = v
 	}
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
 		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions,
-		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema})
+		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema,
+		Assignees: s.Rule.Assignees, Quorum: s.Rule.Quorum, Reminders: reminders})
 	if err != nil {
 		return err
 	}
@@ -197,7 +216,11 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
 		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
 		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole, Decisions: req.Rule.Decisions,
-			Title: req.Rule.Title, Description: req.Rule.Description, ArgsSchema: req.Rule.ArgsSchema}}
+			Title: req.Rule.Title, Description: req.Rule.Description, ArgsSchema: req.Rule.ArgsSchema,
+			Assignees: req.Rule.Assignees, Quorum: req.Rule.Quorum}}
+	for _, d := range req.Rule.Reminders {
+		state.Rule.Reminders = append(state.Rule.Reminders, d.String())
+	}
 	if state.Args == nil {
 		state.Args = map[string]json.RawMessage{}
 	}

@@ -114,3 +114,34 @@ func decodeArgs(raw json.RawMessage) map[string]any {
 	_ = json.Unmarshal(raw, &m)
 	return m
 }
+
+func TestAGateRulesAssigneesQuorumAndRemindersHoldTheCall(t *testing.T) {
+	h := enginetest.New(t, engine.GateFlow())
+	rule := &engine.GateRule{Name: "huge-refund", Reason: "over $10,000", ApproverRole: "supervisor", Timeout: 30 * time.Minute,
+		Assignees: []string{"ann@example.com"}, Quorum: &protocol.Quorum{Required: 2}, Reminders: []time.Duration{10 * time.Minute}}
+	request(t, h, "req-1", "call-q", 12000, rule)
+	cp := h.Checkpoint("call-q")
+	in := cp.Interrupt
+	if in == nil || len(in.Assignees) != 1 || in.Quorum == nil || in.Quorum.Required != 2 || in.Requester != "support-bot" ||
+		in.Remind == nil || len(in.Remind.Before) != 1 || in.Remind.Before[0] != 10*time.Minute {
+		t.Fatalf("gate interrupt = %+v, want the rule's assignee, quorum of two, the agent as requester and a reminder", in)
+	}
+	decide := func(who string) engine.Outcome {
+		return h.Resume("call-q", engine.Resume{Flow: engine.GateFlowName, Decision: "approve", Approver: who, Roles: []string{"supervisor"}, RolesKnown: true})
+	}
+	if out := decide("support-bot"); out.Refused == nil || out.Refused.Code != protocol.CodeForbidden {
+		t.Fatalf("the agent's own vote = %+v, want forbidden", out.Refused)
+	}
+	if out := decide("sam"); out.Refused != nil {
+		t.Fatalf("sam's vote: %+v", out.Refused)
+	}
+	if d := decided(t, h, "call-q"); len(d) != 0 {
+		t.Fatalf("decided after one vote of two: %+v", d)
+	}
+	if out := decide("ann@example.com"); out.Refused != nil {
+		t.Fatalf("ann's vote: %+v", out.Refused)
+	}
+	if d := decided(t, h, "call-q"); len(d) != 1 || d[0].Decision != engine.ToolApproved {
+		t.Fatalf("decided = %+v, want approved once both voted", d)
+	}
+}

@@ -27,6 +27,29 @@
 // `rules: []` is a valid rule set that allows every call; an empty file is
 // refused, so that a truncated file does not open the gate.
 //
+// A rule may also say what the approver reads and who decides:
+//
+//	title: Refund {{args.amount}} {{args.currency}} on order {{args.orderId}}
+//	description: |               # Markdown
+//	  Refunds over $500 need a supervisor. You may lower the amount.
+//	argsSchema:                   # a JSON Schema (2020-12) of args, YAML or JSON
+//	  type: object
+//	  properties:
+//	    amount: {type: number, title: Amount, x-interlock-display: currency}
+//	decisions: [approve, edit, reject, respond]
+//	assignees: [ann@example.com]
+//	quorum: {required: 2}         # or [{role: legal, count: 1}, {role: finance, count: 1}]
+//	reminders: [10m, 2m]          # before timeout
+//
+// Title and description are filled with the call's values by [Rule.Card]:
+// a placeholder is {{args.<name>}} (dots reach into objects),
+// {{context.<name>}}, {{tool}}, {{agent}} or {{conversationId}}, nothing
+// else; a value the call lacks reads (none), and in the description a
+// value's Markdown characters are escaped. A placeholder that is not
+// closed or names nothing of the call, a schema that does not compile, an
+// unknown decision, a quorum of one and a reminder that does not fit the
+// timeout are refused when the rule set loads.
+//
 // [Parse] reads a rule set strictly: an unknown or misspelt field, a
 // repeated field or name, a YAML alias, a second document, a malformed or
 // negative duration, onTimeout without timeout, escalate without

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/interlockhq/interlock/gate"
 )
@@ -35,6 +36,10 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("rule %+v is incomplete", r)
 			}
 			for _, args := range []map[string]any{nil, {"amount": 600.0, "value": "x", "items": []any{1.0, "a"}}} {
+				title, desc := r.Card(gate.Request{Tool: r.Tool, Args: args, Context: args})
+				if strings.ContainsAny(title, "\r\n") || len(title) > gate.MaxTitle || len(desc) > gate.MaxDescription || !utf8.ValidString(title+desc) {
+					t.Fatalf("rule %s filled a title of %d bytes %q and a description of %d bytes", r.Name, len(title), title, len(desc))
+				}
 				m := rs.Match(t.Context(), gate.Request{Tool: r.Tool, Args: args, Context: args})
 				if m.Rule == nil && r.When == "" {
 					t.Fatalf("rule %s without when did not fire", r.Name)

@@ -82,8 +82,9 @@ func (e *Error) Error() string {
 
 // Field names, as written in YAML.
 var (
-	topFields        = []string{"rules"}
-	ruleFields       = []string{"name", "tool", "when", "reason", "approverRole", "timeout", "onTimeout", "escalate"}
+	topFields  = []string{"rules"}
+	ruleFields = []string{"name", "tool", "when", "reason", "approverRole", "timeout", "onTimeout", "escalate",
+		"title", "description", "argsSchema", "decisions", "assignees", "quorum", "reminders"}
 	escalationFields = []string{"approverRole", "timeout", "onTimeout", "escalate"}
 )
 
@@ -342,6 +343,7 @@ func (p *parser) rule(idx int, n *yaml.Node) *Rule {
 	r.Reason = reason
 	r.ApproverRole = p.role(fs, n.Line, a, "")
 	r.Timeout, r.OnTimeout, r.Escalate = p.deadline(fs, n.Line, 0, a, "")
+	p.card(r, fs, a)
 
 	when, whenLine, _ := p.text(fs, "when", a, "")
 	r.When = when

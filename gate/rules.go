@@ -3,10 +3,14 @@ package gate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"cel.dev/cel-go/cel"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Request is a tool call an agent asks about: the data of an
@@ -94,8 +98,31 @@ type Rule struct {
 	// Escalate is where the approval goes next, set exactly when
 	// OnTimeout is Escalate.
 	Escalate *Escalation
+	// Title (one line) and Description (Markdown) say what the call
+	// proposes, for the approver, as written in the rule: placeholders
+	// such as {{args.amount}}, {{context.tier}} or {{tool}} stand for the
+	// call's values, which [Rule.Card] fills in. Empty: surfaces show the
+	// tool's name and Reason.
+	Title, Description string
+	// ArgsSchema is a JSON Schema (draft 2020-12) of the call's args, as
+	// JSON: surfaces show and edit each argument by it, and an edit that
+	// does not fit it is refused. Empty when the rule has none.
+	ArgsSchema json.RawMessage
+	// Decisions are the verdicts the approver may give, among approve,
+	// edit, reject and respond (answering the agent with a message
+	// instead). Defaults to approve, edit and reject.
+	Decisions []protocol.Verdict
+	// Assignees are people named to decide beside ApproverRole.
+	Assignees []string
+	// Quorum, if set, is the approvals the call takes before it runs;
+	// the agent that asks may not vote.
+	Quorum *protocol.Quorum
+	// Reminders are how long before the deadline the people who may
+	// decide are reminded, each shorter than Timeout.
+	Reminders []time.Duration
 
-	program cel.Program // nil when When is empty
+	program            cel.Program // nil when When is empty
+	title, description template
 }
 
 // RuleSet is a compiled rule set, made by [Parse]. It is immutable and
@@ -124,6 +151,15 @@ func (s *RuleSet) Rules() []Rule {
 	out := make([]Rule, len(s.rules))
 	for i, r := range s.rules {
 		r.Escalate = r.Escalate.clone()
+		r.ArgsSchema = bytes.Clone(r.ArgsSchema)
+		r.Decisions = slices.Clone(r.Decisions)
+		r.Assignees = slices.Clone(r.Assignees)
+		r.Reminders = slices.Clone(r.Reminders)
+		if r.Quorum != nil {
+			q := *r.Quorum
+			q.Roles = slices.Clone(q.Roles)
+			r.Quorum = &q
+		}
 		out[i] = r
 	}
 	return out

@@ -159,7 +159,7 @@ func TestBrowser(t *testing.T) {
 		until(`document.querySelector("#args-diff ins")?.textContent === "1200"`),
 		chromedp.Click(chromedp.CSS("form[data-edit] button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS("#args-error")),
-		until(`document.getElementById("args-error")?.textContent.includes("a refund can only be lowered")`),
+		until(`document.getElementById("args-error")?.textContent.includes("/amount: must be <= 900")`),
 	)
 	step(t, ctx, "approve an edit",
 		chromedp.SetValue(chromedp.CSS("#args"), `{"amount": 400, "currency": "USD", "orderId": "o-1"}`),

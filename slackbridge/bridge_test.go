@@ -425,8 +425,8 @@ func TestEditThroughModal(t *testing.T) {
 		t.Errorf("the modal's amount input: %v", in)
 	}
 
-	// The flow's validator refuses a higher amount: the refusal is shown
-	// on the first argument's field, the flow's message whole.
+	// The args schema refuses a higher amount: the refusal is shown on
+	// the amount's field, the engine's message whole.
 	resp := h.send(submit(supervisor, opened, map[string]string{"arg:amount": "9000"}), time.Now(), secret)
 	var out struct {
 		ResponseAction string            `json:"response_action"`
@@ -435,8 +435,8 @@ func TestEditThroughModal(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("%d %v", resp.StatusCode, err)
 	}
-	if out.ResponseAction != "errors" || !strings.Contains(out.Errors["arg:amount"], "a refund can only be lowered") {
-		t.Errorf("%+v, want an error on arg:amount saying a refund can only be lowered", out)
+	if out.ResponseAction != "errors" || !strings.Contains(out.Errors["arg:amount"], "/amount: must be <= 4800") {
+		t.Errorf("%+v, want an error on arg:amount saying /amount: must be <= 4800", out)
 	}
 	resp = h.send(submit(supervisor, opened, map[string]string{"arg:amount": "400", "arg:orderId": "o-1", "arg:currency": "USD", "reason": "partial"}), time.Now(), secret)
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || len(strings.TrimSpace(string(b))) != 0 {

@@ -135,9 +135,9 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 
-	// An edit above the amount asked for: the validator refuses it.
+	// An edit above the amount asked for: the args schema refuses it.
 	_, errOut, err := run(t, url, "answer", "refund", "r-a", "--edit", "amount=9000", "--approver", "sam")
-	if codeOf(err) != exitRefused || !strings.Contains(errOut, "refused (invalid_answer)") || !strings.Contains(errOut, "can only be lowered") {
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "refused (invalid_answer)") || !strings.Contains(errOut, "/amount: must be <= 4800") {
 		t.Fatalf("edit above the amount: exit %d (%v) %q", codeOf(err), err, errOut)
 	}
 	out, errOut, err = run(t, url, "answer", "refund", "r-a", "--edit", "amount=400", "--approver", "sam", "--reason", "partial refund")
@@ -161,7 +161,7 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 	}
 	for s, want := range map[string][]string{
 		"edited":          {" sam ", "review", "approval", `issue_refund {"amount":4800,"currency":"","orderId":"o-1"} → {"amount":400,"currency":"","orderId":"o-1"}`, "reason: partial refund", "→ completed"},
-		"refused":         {"invalid_answer: ", "can only be lowered", "- "},
+		"refused":         {"invalid_answer: ", "/amount: must be <= 4800", "- "},
 		"for role":        {"interrupted", `issue_refund {"amount":4800`, "for role supervisor", "deadline "},
 		"verify_identity": {"question"},
 	} {

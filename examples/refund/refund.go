@@ -1,19 +1,26 @@
 // Package refund is Interlock's approval example: a support agent's refund
 // that pauses for a supervisor when it is large. It shows a question with a
-// validator, an inline approval with a deadline that escalates, an edit
-// checked by the action's validator, a reject route, and the refund itself
-// as a step that runs once however often the node runs.
+// validator, an inline approval with a deadline that escalates, reminders
+// before it, a title, a Markdown description and an args schema for the
+// people who decide, a second approver from finance for the largest
+// refunds, an edit checked by the schema and the action's validator, a
+// reject route, and the refund itself as a step that runs once however
+// often the node runs.
 package refund
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Name is the flow's name.
@@ -21,6 +28,25 @@ const Name = "refund"
 
 // Threshold is the amount above which a refund needs a supervisor.
 const Threshold = 500
+
+// SecondApproverThreshold is the amount above which a refund needs a
+// second approver, from finance.
+const SecondApproverThreshold = 10000
+
+// DefaultRequester is who asked for the refund when the start state does
+// not say (requestedBy).
+const DefaultRequester = "support-agent"
+
+// DefaultCurrency is the currency of a refund whose state names none.
+const DefaultCurrency = "USD"
+
+// FirstReminder and LastReminder are how long before the approval's
+// deadline the people who may decide are reminded; a reminder that does
+// not fit the deadline is left out.
+const (
+	FirstReminder = 10 * time.Minute
+	LastReminder  = 2 * time.Minute
+)
 
 // DefaultApprovalTimeout is how long each approval waits when the start
 // state does not say (approvalTimeoutSeconds).
@@ -40,6 +66,10 @@ type State struct {
 	Currency string  `json:"currency,omitempty"`
 	Customer string  `json:"customer,omitempty"`
 	Last4    string  `json:"last4,omitempty"`
+	// RequestedBy is who asked for the refund (an agent, a person); with
+	// a second approver they may not approve it themselves.
+	// DefaultRequester when absent.
+	RequestedBy string `json:"requestedBy,omitempty"`
 	// Refund is set once the refund is issued.
 	Refund *Refund `json:"refund,omitempty"`
 	// Outcome is "refunded" or "rejected".
@@ -103,13 +133,22 @@ func review(ctx context.Context, n *engine.Node[State]) error {
 	if s.ApprovalTimeoutSeconds > 0 {
 		timeout = time.Duration(s.ApprovalTimeoutSeconds) * time.Second
 	}
-	_, err := n.Approve(ctx, engine.Approval{
+	schema, err := argsSchema(s)
+	if err != nil {
+		return err
+	}
+	a := engine.Approval{
 		Action:       "issue_refund",
 		Args:         map[string]any{"orderId": s.OrderID, "amount": s.Amount, "currency": s.Currency},
 		Reason:       fmt.Sprintf("Refund exceeds $%d threshold. Supervisor review required.", Threshold),
+		Title:        title(s),
+		Description:  description(s),
+		Requester:    cmp.Or(s.RequestedBy, DefaultRequester),
+		ArgsSchema:   schema,
 		ApproverRole: SupervisorRole,
 		// A supervisor who rejects a refund says why, on every surface.
 		RejectReasonRequired: true,
+		Reminders:            remindersWithin(timeout),
 		Timeout:              timeout,
 		OnTimeout:            engine.Escalate(FinanceLeadRole, timeout, engine.Policy{Action: engine.OnTimeoutExpire}),
 		Validate: func(_ context.Context, args map[string]any) error {
@@ -125,8 +164,85 @@ func review(ctx context.Context, n *engine.Node[State]) error {
 			}
 			return nil
 		},
-	})
+	}
+	if s.Amount > SecondApproverThreshold {
+		// Four eyes from two functions: the support supervisor vouches
+		// for the customer's case and a finance lead for the money, as a
+		// finance team's payment controls expect for large outflows. Two
+		// supervisors would be two people of the team that asks, and
+		// would leave finance out of the refunds that matter most. The
+		// separation of duties (the default with a quorum) keeps the
+		// requester, and a second vote by the same person, out.
+		a.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{
+			{Role: SupervisorRole, Count: 1},
+			{Role: FinanceLeadRole, Count: 1},
+		}}
+	}
+	_, err = n.Approve(ctx, a)
 	return err
+}
+
+// title says the refund in one line: "Refund $4,800.00 to Ann on order o-1".
+func title(s State) string {
+	to := ""
+	if s.Customer != "" {
+		to = " to " + s.Customer
+	}
+	return fmt.Sprintf("Refund %s%s on order %s", protocol.FormatMoney(s.Amount, cmp.Or(s.Currency, DefaultCurrency)), to, s.OrderID)
+}
+
+// description says, in Markdown, why the refund waits for a person.
+func description(s State) string {
+	d := fmt.Sprintf("Refunds over **%s** need a supervisor's approval before the money goes back to the customer.",
+		protocol.FormatMoney(Threshold, DefaultCurrency))
+	if s.Amount > SecondApproverThreshold {
+		d += fmt.Sprintf(" Over **%s** a finance lead approves too, and whoever asked for the refund cannot approve it.",
+			protocol.FormatMoney(SecondApproverThreshold, DefaultCurrency))
+	}
+	return d + "\n\nYou may lower the amount, not raise it; reject with a reason to refuse the refund."
+}
+
+// argsSchema describes the refund's args: the order and amount are what a
+// queue shows; the amount may be lowered, never raised.
+func argsSchema(s State) (json.RawMessage, error) {
+	amount := map[string]any{"type": "number", "title": "Amount", "exclusiveMinimum": 0, "maximum": s.Amount,
+		protocol.KeywordDisplay: protocol.DisplayCurrency, protocol.KeywordKey: true}
+	if s.Currency == "" {
+		amount[protocol.KeywordCurrency] = DefaultCurrency
+	}
+	// The properties are written in the order surfaces show them.
+	var b bytes.Buffer
+	b.WriteString(`{"type":"object","required":["orderId","amount"],"properties":{`)
+	for i, p := range []struct {
+		name   string
+		schema map[string]any
+	}{
+		{"orderId", map[string]any{"type": "string", "title": "Order", protocol.KeywordKey: true}},
+		{"amount", amount},
+		{"currency", map[string]any{"type": "string", "title": "Currency"}},
+	} {
+		raw, err := json.Marshal(p.schema)
+		if err != nil {
+			return nil, fmt.Errorf("refund: the args schema of order %s: %w", s.OrderID, err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:%s", p.name, raw)
+	}
+	b.WriteString("}}")
+	return b.Bytes(), nil
+}
+
+// remindersWithin returns the reminders that fit an approval of timeout.
+func remindersWithin(timeout time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, d := range []time.Duration{FirstReminder, LastReminder} {
+		if d < timeout {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func issueRefund(ctx context.Context, n *engine.Node[State]) error {
