@@ -322,7 +322,7 @@ func TestApprovalPostedInOriginThreadAndApproved(t *testing.T) {
 		t.Errorf("thread_ts %q, want the origin's 171.2", got)
 	}
 	blocks := msg.Form.Get("blocks")
-	for _, want := range []string{"issue_refund", "4800", "Supervisor review required", "supervisor", "Decide by", "interlock_approve", "interlock_edit", "interlock_reject"} {
+	for _, want := range []string{"issue_refund", "$4,800.00", "Supervisor review required", "supervisor", "Decide by", "interlock_approve", "interlock_edit", "interlock_reject"} {
 		if !strings.Contains(blocks, want) {
 			t.Errorf("the message lacks %q: %s", want, blocks)
 		}
