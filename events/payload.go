@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -158,10 +159,8 @@ func ParseResume(data []byte) (protocol.Resume, error) {
 		}
 		r.Selected = ids
 	}
-	switch r.Decision {
-	case "", "approve", "edit", "reject":
-	default:
-		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject", r.Decision)
+	if r.Decision != "" && !slices.Contains(protocol.AllVerdicts(), protocol.Verdict(r.Decision)) {
+		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject, respond (respond where the approval lists it, with a message)", r.Decision)
 	}
 	for k := range r.Answers {
 		if k == "" {
