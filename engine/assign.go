@@ -110,12 +110,16 @@ func (cmd Assign) roles() ([]string, bool) {
 // mayDecide says why who (holding roles, when known) may not decide the
 // approval in, or "" when they may: its claimant alone once it is claimed;
 // otherwise an assignee, or someone holding its role. Without known
-// roles, a name is taken at its word unless the deployment requires
-// roles.
+// roles, a name (a claimant's, an assignee's) is taken at its word unless
+// the deployment requires roles.
 func mayDecide(in *Interrupt, who string, roles []string, known, required bool) string {
 	if in.ClaimedBy != "" {
 		if who != in.ClaimedBy {
 			return fmt.Sprintf("request %s is claimed by %s: only they may decide it, until they release it", in.RequestID, in.ClaimedBy)
+		}
+		if !known && required {
+			// The name is the sender's word alone: anyone may type it.
+			return fmt.Sprintf("request %s is claimed by %s, and where approver roles are required a claimant is known only through a service that vouches for them (the HTTP API, the inbox, the Slack bridge) or a role subject", in.RequestID, in.ClaimedBy)
 		}
 		return ""
 	}
