@@ -1,6 +1,6 @@
 // Package client speaks Interlock's protocol from Go: it publishes start,
-// resume and cancel CloudEvents to the inbound subjects, waits for the event
-// that settles them, and reads checkpoints, the pending index and the
+// resume, assign and cancel CloudEvents to the inbound subjects, waits for
+// the event that settles them, and reads checkpoints, the pending index and the
 // audit stream, whose records [Client.VerifyAudit] checks: their
 // signatures by the deployment's audit key, and their hash chain. The
 // `interlock` command's client subcommands are built on it; a Go bot or
