@@ -43,6 +43,18 @@ func (s *Server) assignRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidPayload, fmt.Sprintf("by is the authenticated caller, %s; leave it out", c.Name)))
 		return
 	}
+	_, named := fields["requestId"]
+	if !named {
+		// Checked as the protocol's assign; the pending request is named
+		// below.
+		fields["requestId"] = json.RawMessage(`"pending"`)
+	}
+	data, _ := json.Marshal(fields)
+	a, err := events.ParseAssign(data)
+	if err != nil {
+		writeProblem(w, newProblem(CodeInvalidPayload, bodyError(err)))
+		return
+	}
 	cl := s.client(c, wait)
 	// Name the request pending now, so that an assign that loses a race to
 	// a decision is refused rather than applied to the interrupt that
@@ -62,18 +74,12 @@ func (s *Server) assignRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, p)
 		return
 	}
-	if _, named := fields["requestId"]; !named {
-		fields["requestId"], _ = json.Marshal(cp.Interrupt.RequestID)
+	if !named {
+		a.RequestID = cp.Interrupt.RequestID
 	}
 	roles := c.Roles
 	if c.AllRoles && cp.Interrupt.ApproverRole != "" {
 		roles = []string{cp.Interrupt.ApproverRole}
-	}
-	data, _ := json.Marshal(fields)
-	a, err := events.ParseAssign(data)
-	if err != nil {
-		writeProblem(w, newProblem(CodeInvalidPayload, bodyError(err)))
-		return
 	}
 	ev, err := s.port.AssignAs(r.Context(), cl, flow, run, a, c.Name, roles)
 	s.answer(w, flow, run, ev, err)

@@ -186,6 +186,10 @@ func TestAssignBodiesTheAPIRefuses(t *testing.T) {
 			t.Errorf("%s: %+v, want invalid_payload saying %q", c.body, p, c.says)
 		}
 	}
+	// A bad body is said before the run is read.
+	if p := sam.must(http.StatusBadRequest, "POST", "/v1/runs/refund/r-none/assign", `{"op":"grab"}`).problem(t); !strings.Contains(p.Detail, "claim, release or delegate") {
+		t.Fatalf("a bad body on a run that does not exist = %+v", p)
+	}
 	// A request that is no longer pending: a lost race.
 	if p := sam.must(http.StatusConflict, "POST", "/v1/runs/refund/r-5/assign", map[string]any{"op": "claim", "requestId": "rq_gone"}).problem(t); p.Code != "token_mismatch" {
 		t.Fatalf("an old request = %+v", p)
