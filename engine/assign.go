@@ -51,6 +51,11 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
 		}
 		roles, known := cmd.roles()
+		if !known && cmd.Authority.RoleRequired {
+			// An assign has no role subject: a name without a vouch is
+			// anyone's to type.
+			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "where approver roles are required, an approval is claimed, released or delegated only by a person a service of the deployment vouches for: send it through the HTTP API (POST /v1/runs/%s/%s/assign), the inbox or Slack", cp.Flow, cp.Run)
+		}
 		if msg := mayDecide(in, who, roles, known, cmd.Authority.RoleRequired); msg != "" {
 			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "%s", msg)
 		}

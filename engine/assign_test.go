@@ -23,10 +23,14 @@ func TestWhereRolesAreRequiredAClaimantIsNotTakenAtTheirWord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, out, protocol.CodeForbidden, "claimed by ana, and where approver roles are required")
+	wantRefused(t, out, protocol.CodeForbidden, "only by a person a service of the deployment vouches for: send it through the HTTP API")
 	if in := h.Checkpoint(run).Interrupt; in.ClaimedBy != "ana" {
 		t.Fatalf("claimedBy = %q after a refused release", in.ClaimedBy)
 	}
+	// Nor is a decision that names the claimant on a token alone.
+	out = h.Resume(run, engine.Resume{Decision: "approve", Approver: "ana",
+		Inbound: engine.Inbound{EventID: "typed-ana-approve", Source: "/test", Authority: engine.Authority{RoleRequired: true}}})
+	wantRefused(t, out, protocol.CodeForbidden, "claimed by ana, and where approver roles are required")
 	// With her role known, the claimant decides.
 	wantAccepted(t, vote(t, h, run, "ana", "approve", nil, "legal"))
 	h.WantStatus(run, engine.Completed)
