@@ -397,12 +397,12 @@ func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run stri
 	return c.ResumeAs(ctx, flow, run, r, s.secret, approver, roles)
 }
 
-// AssignAs claims, releases or delegates a pending approval on behalf
-// of a caller the service has authenticated, vouched for with the
-// deployment's secret: the engine checks that approver, holding roles,
-// may decide the approval, and audits them by name.
-func (s *Service) AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, approver string, roles []string) (client.Event, error) {
-	return c.AssignAs(ctx, flow, run, a, s.secret, approver, roles)
+// AssignAs claims, releases or delegates a pending approval on behalf of
+// a caller the service has authenticated, vouched for with the
+// deployment's secret: the assigned event and the audit record name by,
+// and the engine checks that by, holding roles, may decide the approval.
+func (s *Service) AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error) {
+	return c.AssignAs(ctx, flow, run, a, s.secret, by, roles)
 }
 
 // Attach starts b, a service that stands on this one (an HTTP API built

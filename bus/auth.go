@@ -258,7 +258,8 @@ func Roles(n wire.Names) []Role {
 		{User: "agent", About: []string{
 			"An agent service: start runs, answer them, cancel them, ask the tool-call",
 			"gate; read the events of runs (live, and the last of a subject with a",
-			"direct get) and checkpoints (nats kv get).",
+			"direct get) and checkpoints (nats kv get). Never assign an approval: who",
+			"decides is for people to settle, through a service that vouches for them.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: agentPub},
 			Subscribe: &server.SubjectPermission{Allow: sub("agent", n.Prefix+".ev.>")},
@@ -268,7 +269,9 @@ func Roles(n wire.Names) []Role {
 			"approvals for the supervisor role only (" + n.Prefix + ".in.<flow>.resume.supervisor:",
 			"with authorization configured, Interlock takes approval decisions only on",
 			"role subjects); read events, checkpoints, the pending index and the",
-			"finished-runs index, a page at a time by batched direct get.",
+			"finished-runs index, a page at a time by batched direct get. Claims,",
+			"releases and delegations go through the HTTP API, which vouches for the",
+			"person: an assign has no role subject.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: botPub},
 			Subscribe: &server.SubjectPermission{Allow: sub("bot", n.Prefix+".ev.>")},
@@ -484,7 +487,10 @@ func DeployAuthConfig(n wire.Names) string {
 	b.WriteString("\n")
 	w("Interlock's workers (`interlock serve`): everything on Interlock's streams",
 		"and buckets, the keys included, but deleting a stream. Their replies use",
-		"the inbox prefix "+WorkerInboxPrefix(n)+".")
+		"the inbox prefix "+WorkerInboxPrefix(n)+". The HTTP API, the inbox and the Slack",
+		"bridge run in `interlock serve` on this user: they, and the admin, alone",
+		"claim, release and delegate approvals ("+n.Prefix+".in.<flow>.assign), vouched for",
+		"the person each authenticated.")
 	writeVar(&b, "WORKERS_PERMS", workersPermissions(n))
 	w("An administrator: manages streams and buckets (the only user who may",
 		"delete or reconfigure them), changes the live configuration, reads",

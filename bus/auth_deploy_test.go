@@ -490,6 +490,77 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 	}
 }
 
+// TestAssignsAreSentOnlyByTheServicesThatVouch checks who may claim,
+// release and delegate an approval under the deploy configuration: NATS
+// refuses the assign subject to the agent, the bot and the operator; the
+// service (as the HTTP API, the inbox and the Slack bridge do) assigns
+// vouched for the person it authenticated, and Interlock checks that
+// person's roles; a name sent without a vouch is not taken at its word.
+func TestAssignsAreSentOnlyByTheServicesThatVouch(t *testing.T) {
+	tlsFiles, pw := deployEnv(t)
+	n, _ := wire.NewNames("")
+	svc, err := interlock.Start(t.Context(), interlock.Config{
+		Flows: []*engine.Flow{legalFlow()}, Instance: "test", Concurrency: 4, RequireRoles: true,
+		Embedded: &bus.ServerConfig{
+			ConfigFile: "../deploy/nats-server.conf", DataDir: t.TempDir(), Host: "127.0.0.1", Port: -1, LazyFsync: true,
+			WorkersPassword: os.Getenv("INTERLOCK_WORKERS_PASSWORD"),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.WithoutCancel(t.Context())) })
+	as := func(name string) (*user, *client.Client) {
+		u := connectUser(t, name, svc.URL(), nats.UserInfo(name, pw[name]), nats.RootCAs(tlsFiles.CA))
+		return u, client.New(u.nc, u.js, n, "/test/"+name, natstest.Wait)
+	}
+	_, ac := as("agent")
+	if _, err := ac.Start(t.Context(), "contract", "r-assign", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	in := lastInterruptOf(t, ac, "contract", "r-assign")
+	subject := n.In("contract", "assign")
+	for _, name := range []string{"agent", "bot", "operator"} {
+		u, _ := as(name)
+		u.denied(t, "assign an approval", subject, publish(u.js, subject))
+	}
+
+	http := svc.Client("/http")
+	ev, err := svc.AssignAs(t.Context(), http, "contract", "r-assign", protocol.Assign{Op: protocol.AssignClaim}, "mallory", []string{"sales"})
+	var ref protocol.Refused
+	if err != nil || ev.Kind != protocol.EventRefused || ev.Decode(&ref) != nil || ref.Code != protocol.CodeForbidden {
+		t.Fatalf("a vouched claim without the role: %s %+v %v", ev.Kind, ref, err)
+	}
+	ev, err = svc.AssignAs(t.Context(), http, "contract", "r-assign", protocol.Assign{Op: protocol.AssignClaim, Reason: "mine"}, "lena@example.com", []string{"legal"})
+	var a protocol.Assigned
+	if err != nil || ev.Kind != protocol.EventAssigned || ev.Decode(&a) != nil || a.ClaimedBy != "lena@example.com" {
+		t.Fatalf("a vouched claim with the role: %s %+v %v", ev.Kind, a, err)
+	}
+	// The admin may publish an assign, but a name without a vouch is not
+	// taken at its word where roles are required.
+	_, admin := as("admin")
+	for _, op := range []string{protocol.AssignRelease, protocol.AssignClaim} {
+		ev, err = admin.Assign(t.Context(), "contract", "r-assign", protocol.Assign{RequestID: in.RequestID, Op: op, By: "lena@example.com"})
+		if err != nil || ev.Kind != protocol.EventRefused || ev.Decode(&ref) != nil || ref.Code != protocol.CodeForbidden {
+			t.Fatalf("an unvouched %s naming the claimant: %s %+v %v", op, ev.Kind, ref, err)
+		}
+	}
+	_, oc := as("operator")
+	recs, err := oc.Audit(t.Context(), "contract", "r-assign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims []string
+	for _, r := range recs {
+		if r.Action == protocol.ActionClaimed {
+			claims = append(claims, fmt.Sprintf("%s trusted=%v", r.By, r.Trusted))
+		}
+	}
+	if strings.Join(claims, ",") != "lena@example.com trusted=true" {
+		t.Fatalf("claims audited: %v", claims)
+	}
+}
+
 // TestDeployClusterConfigsFormACluster runs three Interlock services, each
 // embedding a node of deploy/cluster/ (its routes moved to loopback ports),
 // started at once as three `interlock serve --nats-config` would be: they

@@ -189,6 +189,11 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 					ev, err := c.Cancel(ctx, "q", in.Run, "test")
 					return settled(ev, err, protocol.EventCancelled)
 				}, nil},
+				"assign": {n.In("sup", "assign"), func(ctx context.Context) error {
+					in := waiting("sup")
+					ev, err := c.Assign(ctx, "sup", in.Run, protocol.Assign{RequestID: in.RequestID, Op: protocol.AssignClaim, By: "ana"})
+					return settled(ev, err, protocol.EventAssigned)
+				}, nil},
 				"reannounce": {n.In("q", "reannounce"), func(ctx context.Context) error {
 					in := waiting("q")
 					ev, err := c.Reannounce(ctx, "q", in.Run, "test")

@@ -1,6 +1,6 @@
 // Package client speaks Interlock's protocol from Go: it publishes start,
-// resume and cancel CloudEvents to the inbound subjects, waits for the event
-// that settles them, and reads checkpoints, the pending index and the
+// resume, assign and cancel CloudEvents to the inbound subjects, waits for
+// the event that settles them, and reads checkpoints, the pending index and the
 // audit stream, whose records [Client.VerifyAudit] checks: their
 // signatures by the deployment's audit key, and their hash chain. The
 // `interlock` command's client subcommands are built on it; a Go bot or
@@ -110,8 +110,13 @@ type Event struct {
 // Decode decodes the event's data into v.
 func (e Event) Decode(v any) error { return json.Unmarshal(e.Event.Data(), v) }
 
-// settles reports whether an event of kind ends the wait for a command.
-func settles(kind string) bool {
+// settles reports whether an event of kind ends the wait for a command
+// of verb: an assign is settled by assigned or refused, every other
+// command by the event that says where the run now stands.
+func settles(verb, kind string) bool {
+	if verb == protocol.VerbAssign {
+		return kind == protocol.EventAssigned || kind == protocol.EventRefused
+	}
 	switch kind {
 	case protocol.EventInterrupted, protocol.EventCompleted, protocol.EventFailed, protocol.EventCancelled,
 		protocol.EventExpired, protocol.EventRefused, protocol.EventAssigned:
@@ -228,7 +233,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 		}
 		if ok {
 			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
-			if !settles(kind) {
+			if !settles(verb, kind) {
 				continue
 			}
 			out, err := events.Decode(m.header, m.data)

@@ -51,6 +51,11 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
 		}
 		roles, known := cmd.roles()
+		if !known && cmd.Authority.RoleRequired {
+			// An assign has no role subject: a name without a vouch is
+			// anyone's to type.
+			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "where approver roles are required, an approval is claimed, released or delegated only by a person a service of the deployment vouches for: send it through the HTTP API (POST /v1/runs/%s/%s/assign), the inbox or Slack", cp.Flow, cp.Run)
+		}
 		if msg := mayDecide(in, who, roles, known, cmd.Authority.RoleRequired); msg != "" {
 			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "%s", msg)
 		}
@@ -110,12 +115,16 @@ func (cmd Assign) roles() ([]string, bool) {
 // mayDecide says why who (holding roles, when known) may not decide the
 // approval in, or "" when they may: its claimant alone once it is claimed;
 // otherwise an assignee, or someone holding its role. Without known
-// roles, a name is taken at its word unless the deployment requires
-// roles.
+// roles, a name (a claimant's, an assignee's) is taken at its word unless
+// the deployment requires roles.
 func mayDecide(in *Interrupt, who string, roles []string, known, required bool) string {
 	if in.ClaimedBy != "" {
 		if who != in.ClaimedBy {
 			return fmt.Sprintf("request %s is claimed by %s: only they may decide it, until they release it", in.RequestID, in.ClaimedBy)
+		}
+		if !known && required {
+			// The name is the sender's word alone: anyone may type it.
+			return fmt.Sprintf("request %s is claimed by %s, and where approver roles are required a claimant is known only through a service that vouches for them (the HTTP API, the inbox, the Slack bridge) or a role subject", in.RequestID, in.ClaimedBy)
 		}
 		return ""
 	}

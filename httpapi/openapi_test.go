@@ -145,6 +145,22 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		{"POST /v1/runs/{flow}/{run}/cancel", 404, func() response { return local.do("POST", "/v1/runs/booking/o-none/cancel", nil) }},
 		{"POST /v1/runs/{flow}/{run}/cancel", 409, func() response { return local.do("POST", "/v1/runs/booking/o-done/cancel", nil) }},
 
+		{"POST /v1/runs/{flow}/{run}/assign", 202, func() response { return sam.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim"}`) }},
+		{"POST /v1/runs/{flow}/{run}/assign", 400, func() response {
+			return sam.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim","by":"mallory"}`)
+		}},
+		{"POST /v1/runs/{flow}/{run}/assign", 401, func() response { return secured.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim"}`) }},
+		{"POST /v1/runs/{flow}/{run}/assign", 403, func() response { return bob.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim"}`) }},
+		{"POST /v1/runs/{flow}/{run}/assign", 404, func() response { return local.do("POST", "/v1/runs/refund/o-none/assign", `{"op":"claim"}`) }},
+		{"POST /v1/runs/{flow}/{run}/assign", 409, func() response { return local.do("POST", "/v1/runs/booking/o-done/assign", `{"op":"claim"}`) }},
+		{"POST /v1/runs/{flow}/{run}/assign", 410, func() response {
+			natstest.Eventually(t, "o-late expires", func() bool { return local.run("refund", "o-late").Status == "expired" })
+			return local.do("POST", "/v1/runs/refund/o-late/assign", `{"op":"claim"}`)
+		}},
+		{"POST /v1/runs/{flow}/{run}/assign", 413, func() response {
+			return local.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim","reason":"`+pad+`"}`)
+		}},
+
 		{"POST /v1/gate/requests", 200, func() response {
 			return local.do("POST", "/v1/gate/requests", `{"callId":"o-call-1","tool":"issue_refund","args":{"amount":20}}`)
 		}},

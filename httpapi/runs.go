@@ -39,7 +39,8 @@ type Accepted struct {
 	Flow string `json:"flow"`
 	Run  string `json:"run"`
 	// Outcome is the kind of Event (interrupted, completed, failed,
-	// cancelled, expired), or OutcomeQueued or OutcomeRepeat.
+	// cancelled, expired; assigned for an assign), or OutcomeQueued or
+	// OutcomeRepeat.
 	Outcome string `json:"outcome"`
 	// Event is the CloudEvent that settled the command, resume tokens
 	// redacted.

@@ -59,6 +59,8 @@ type Port interface {
 	Client(source string) *client.Client
 	// ResumeAs sends r with c on behalf of approver, holding roles.
 	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
+	// AssignAs sends a with c on behalf of by, holding roles.
+	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error)
 }
 
 // Config configures a [Server].
@@ -171,6 +173,7 @@ func New(port Port, cfg Config) (*Server, error) {
 		{method: "POST", path: "/v1/runs/{flow}", handle: s.startRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/resume", handle: s.resumeRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/cancel", handle: s.cancelRun},
+		{method: "POST", path: "/v1/runs/{flow}/{run}/assign", handle: s.assignRun},
 		{method: "POST", path: "/v1/gate/requests", handle: s.requestTool},
 		{method: "GET", path: "/v1/events", handle: s.watchEvents},
 		{method: "GET", path: "/v1/openapi.json", handle: serveOpenAPI, public: true},

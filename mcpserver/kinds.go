@@ -24,8 +24,8 @@ var kindViews = map[string]kindView{
 		answer: "answer with selected, the ids of the options chosen, and nothing else",
 	},
 	protocol.KindApproval: {
-		next:   "Show the user the proposed action and its args, and ask for a decision; then call continue_flow with decision approve, edit (with edits) or reject (with a reason).",
-		answer: "send decision approve, edit (with edits, the args to change) or reject (with a reason), not stateUpdates or selected",
+		next:   "Show the user the proposed action and its args, and ask for a decision; then call continue_flow with decision approve, edit (with edits) or reject (with a reason), or, where decisions list it, respond (with message, the user's answer in place of a decision).",
+		answer: "send decision approve, edit (with edits, the args to change), reject (with a reason) or, where the approval lists it, respond (with message), not stateUpdates or selected",
 	},
 }
 

@@ -276,7 +276,7 @@ func TestEveryToolHasDescribedInputAndOutputSchemas(t *testing.T) {
 			continue
 		}
 		props := tool.InputSchema.(map[string]any)["properties"].(map[string]any)
-		if got := mustJSON(t, props["decision"].(map[string]any)["enum"]); got != `["approve","edit","reject"]` {
+		if got := mustJSON(t, props["decision"].(map[string]any)["enum"]); got != `["approve","edit","reject","respond"]` {
 			t.Errorf("continue_flow's decision enumerates %s", got)
 		}
 	}

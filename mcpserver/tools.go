@@ -32,9 +32,9 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "continue_flow",
 		Description: "Answer the interrupt a run waits on: stateUpdates for a question, selected for a choice, " +
-			"decision (with edits or reason) for an approval. Returns the run's status as start_flow does; " +
+			"decision (with edits or reason, or respond with message where the approval lists it) for an approval. Returns the run's status as start_flow does; " +
 			"a rejected answer comes back as the same question with hiddenContext starting ERROR:.",
-		InputSchema:  schemaFor[ContinueInput](enums{"decision": {"approve", "edit", "reject"}}),
+		InputSchema:  schemaFor[ContinueInput](enums{"decision": anys(verdicts(protocol.AllVerdicts()))}),
 		OutputSchema: schemaFor[RunResult](enums{"status": runStatuses}),
 	}, s.continueFlow)
 	mcp.AddTool(s.mcp, &mcp.Tool{
@@ -66,7 +66,7 @@ func (s *Server) addTools() {
 // The values of the outputs' enumerations.
 var (
 	runStatuses = []any{StatusInterrupt, StatusCompleted, StatusFailed, StatusExpired, StatusCancelled}
-	decisions   = []any{DecisionAllowed, DecisionPending, DecisionApproved, DecisionEdited, DecisionRejected, DecisionExpired}
+	decisions   = []any{DecisionAllowed, DecisionPending, DecisionApproved, DecisionEdited, DecisionRejected, DecisionResponded, DecisionExpired}
 )
 
 // enums are the values a schema's top-level properties may take.
@@ -148,7 +148,7 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 	if in.RequestID != "" && in.RequestID != pending.RequestID {
 		return nil, RunResult{}, fmt.Errorf("run %s of flow %s no longer waits on request %s but on %s (it was answered meanwhile); get_run shows what it asks now", in.Run, in.Flow, in.RequestID, pending.RequestID)
 	}
-	r := protocol.Resume{RequestID: pending.RequestID, Selected: in.Selected, Decision: in.Decision, Reason: in.Reason}
+	r := protocol.Resume{RequestID: pending.RequestID, Selected: in.Selected, Decision: in.Decision, Reason: in.Reason, Message: in.Message}
 	if err := checkAnswer(pending.Asked(), in); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -199,7 +199,7 @@ func checkAnswer(asked protocol.Asked, in ContinueInput) error {
 	if err != nil {
 		return err
 	}
-	a := protocol.Answer{Answers: answers, Selected: in.Selected, Decision: in.Decision, Edits: edits}
+	a := protocol.Answer{Answers: answers, Selected: in.Selected, Decision: in.Decision, Edits: edits, Reason: in.Reason, Message: in.Message}
 	if err := spec.Check(asked, a); err != nil {
 		return fmt.Errorf("the run waits on %s: %v. To answer it, %s; then call continue_flow again", spec.Noun, err, viewOf(asked.Kind).answer)
 	}
@@ -349,7 +349,7 @@ const pendingNext = "Do not call the tool yet: a person must decide. Tell the us
 
 // decided is the output of a gate's decision.
 func decided(d protocol.Decided) (ToolDecision, error) {
-	out := ToolDecision{CallID: d.CallID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
+	out := ToolDecision{CallID: d.CallID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Message: d.Message, Rule: d.Rule}
 	switch d.Decision {
 	case DecisionAllowed, DecisionApproved:
 		out.Next = "Call the tool with your arguments."
@@ -359,6 +359,8 @@ func decided(d protocol.Decided) (ToolDecision, error) {
 		if out.Args, err = object(d.Args); err != nil {
 			return ToolDecision{}, fmt.Errorf("reading the edited args of call %s: %w", d.CallID, err)
 		}
+	case DecisionResponded:
+		out.Next = "Do not call the tool. The approver answered you instead of deciding: read message, and act on it (tell the user, or change your plan and ask again with a new callId)."
 	default:
 		out.Next = "Do not call the tool. Tell the user it was " + d.Decision + "."
 	}

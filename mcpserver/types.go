@@ -34,9 +34,10 @@ type ContinueInput struct {
 	RequestID    string         `json:"requestId,omitempty" jsonschema:"the requestId of the interrupt you are answering; when given, an answer that arrives after the run has moved on is refused instead of answering the next interrupt"`
 	StateUpdates map[string]any `json:"stateUpdates,omitempty" jsonschema:"for a question interrupt: the answers, keyed by the questions' field names (such as email or driver.name); answer some or all of the fields asked"`
 	Selected     []string       `json:"selected,omitempty" jsonschema:"for a choice interrupt: the ids of the options chosen (exactly one unless the choice is multiple)"`
-	Decision     string         `json:"decision,omitempty" jsonschema:"for an approval interrupt: approve, edit or reject (one of the interrupt's decisions)"`
+	Decision     string         `json:"decision,omitempty" jsonschema:"for an approval interrupt: approve, edit, reject or respond (one of the interrupt's decisions)"`
 	Edits        map[string]any `json:"edits,omitempty" jsonschema:"with decision edit: the args to change, merged over the proposed args key by key"`
 	Reason       string         `json:"reason,omitempty" jsonschema:"with a decision: why, for the audit record"`
+	Message      string         `json:"message,omitempty" jsonschema:"with decision respond, and only then: the user's answer to whoever proposed the action, in place of a decision (the action does not run)"`
 }
 
 // RunRef names a run, the input of get_run.
@@ -84,7 +85,7 @@ type Interrupt struct {
 	Args         map[string]any `json:"args,omitempty" jsonschema:"for an approval: the action's proposed arguments"`
 	Reason       string         `json:"reason,omitempty" jsonschema:"for an approval: why it needs approval"`
 	ApproverRole string         `json:"approverRole,omitempty" jsonschema:"for an approval: the role that may decide it"`
-	Decisions    []string       `json:"decisions,omitempty" jsonschema:"for an approval: the decisions allowed, among approve, edit and reject"`
+	Decisions    []string       `json:"decisions,omitempty" jsonschema:"for an approval: the decisions allowed, among approve, edit, reject and respond"`
 	Error        string         `json:"error,omitempty" jsonschema:"for an approval asked again: why the previous decision was not applied"`
 	ExpiresAt    string         `json:"expiresAt,omitempty" jsonschema:"when the interrupt expires (RFC 3339), if it has a deadline"`
 }
@@ -166,16 +167,20 @@ const (
 	DecisionApproved = "approved"
 	DecisionEdited   = "edited"
 	DecisionRejected = "rejected"
-	DecisionExpired  = "expired"
+	// DecisionResponded: the approver answered the agent with a message
+	// instead of deciding; the call does not run.
+	DecisionResponded = "responded"
+	DecisionExpired   = "expired"
 )
 
 // ToolDecision is the output of request_tool_approval and get_decision.
 type ToolDecision struct {
 	CallID    string         `json:"callId" jsonschema:"the call's id, for get_decision"`
-	Decision  string         `json:"decision" jsonschema:"allowed, approved or edited: call the tool (with args when edited); rejected or expired: do not call it; pending: a person must decide first, ask again later with get_decision"`
+	Decision  string         `json:"decision" jsonschema:"allowed, approved or edited: call the tool (with args when edited); rejected or expired: do not call it; responded: do not call it, and read message, the approver's answer to you; pending: a person must decide first, ask again later with get_decision"`
 	Args      map[string]any `json:"args,omitempty" jsonschema:"when edited: the arguments to call the tool with, instead of yours"`
 	Approver  string         `json:"approver,omitempty" jsonschema:"who decided"`
 	Reason    string         `json:"reason,omitempty" jsonschema:"why they decided so"`
+	Message   string         `json:"message,omitempty" jsonschema:"when responded: the approver's answer to you, in place of a decision"`
 	Rule      string         `json:"rule,omitempty" jsonschema:"the gate rule that stopped the call"`
 	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"when pending: the approval the call waits on (for you to tell the user; you cannot decide it)"`
 	Next      string         `json:"next" jsonschema:"what to do now"`

@@ -17,14 +17,17 @@ import (
 // answerSynopsis is the usage line of answer: answers to a question or
 // choice, or a decision on an approval.
 const answerSynopsis = `answer <flow> <run> [field=value ...] [--select ID ...]
-       interlock answer <flow> <run> --approve | --reject | --edit field=value ... [--reason TEXT] [--approver NAME]`
+       interlock answer <flow> <run> --approve | --reject | --edit field=value ... [--reason TEXT] [--approver NAME]
+       interlock answer <flow> <run> --respond --message TEXT`
 
 func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		selected, edits     listFlag
 		approve, reject     bool
+		respond             bool
 		answersJSON, update string
 		approver, reason    string
+		message             string
 		token, key, role    string
 		expect              int64
 		r                   protocol.Resume
@@ -36,6 +39,8 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.StringVar(&answersJSON, "answers", "", "answers as a JSON `object`")
 		fs.BoolVar(&approve, "approve", false, "approve the pending approval: its action runs with the proposed args")
 		fs.BoolVar(&reject, "reject", false, "reject the pending approval: its action never runs (give --reason to say why)")
+		fs.BoolVar(&respond, "respond", false, "neither approve nor reject, but answer whoever asked with --message: the action does not run (only where the approval lists respond)")
+		fs.StringVar(&message, "message", "", "with --respond: the `text` for whoever asked (the agent, or the node that waits)")
 		fs.Var(&edits, "edit", "approve with the arg changed: `field=value` (JSON if it parses, else a string; a string when the proposed arg is one) or field:=JSON; repeat for several")
 		fs.StringVar(&update, "update", "", "state update as a JSON `object`, merged through the flow's reducers")
 		fs.StringVar(&approver, "approver", "", "`name` of who answers or decides, for the audit record (default: --as)")
@@ -48,10 +53,16 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := checkFlowRun(pos); err != nil {
 			return err
 		}
-		r = protocol.Resume{Selected: selected, Approver: approver, Reason: reason, IdempotencyKey: key, ResumeToken: token}
+		r = protocol.Resume{Selected: selected, Approver: approver, Reason: reason, Message: message, IdempotencyKey: key, ResumeToken: token}
 		var err error
-		if r.Decision, err = decisionOf(approve, reject, edits); err != nil {
+		if r.Decision, err = decisionOf(approve, reject, respond, edits); err != nil {
 			return err
+		}
+		switch {
+		case respond && strings.TrimSpace(message) == "":
+			return usageOf("answer", "--respond needs --message TEXT, the answer for whoever asked: interlock answer %s %s --respond --message \"...\"", pos[0], pos[1])
+		case !respond && message != "":
+			return usageOf("answer", "--message goes with --respond, which answers whoever asked instead of deciding; to say why you approve or reject, use --reason")
 		}
 		if r.Decision != "" && (len(pos) > 2 || answersJSON != "" || len(selected) > 0) {
 			return usageOf("answer", "--%s decides an approval, while field=value answers, --answers and --select answer a question or choice: give one or the other", r.Decision)
@@ -78,7 +89,7 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			r.ExpectedCheckpoint = &n
 		}
 		if len(r.Answers) == 0 && len(answerArgs) == 0 && len(r.Selected) == 0 && len(r.Update) == 0 && r.Decision == "" {
-			return usageOf("answer", "nothing to send: give field=value answers or --select ID, or decide an approval with --approve, --reject or --edit field=value: interlock answer %s %s field=value ...", pos[0], pos[1])
+			return usageOf("answer", "nothing to send: give field=value answers or --select ID, or decide an approval with --approve, --reject, --edit field=value or --respond --message TEXT: interlock answer %s %s field=value ...", pos[0], pos[1])
 		}
 		return nil
 	})
@@ -135,13 +146,16 @@ func answerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // decisionOf returns the decision the flags of answer give: "" for none,
 // or a usage error when more than one is given.
-func decisionOf(approve, reject bool, edits []string) (string, error) {
+func decisionOf(approve, reject, respond bool, edits []string) (string, error) {
 	var given []string
 	if approve {
 		given = append(given, "--approve")
 	}
 	if reject {
 		given = append(given, "--reject")
+	}
+	if respond {
+		given = append(given, "--respond")
 	}
 	if len(edits) > 0 {
 		given = append(given, "--edit")
@@ -150,9 +164,9 @@ func decisionOf(approve, reject bool, edits []string) (string, error) {
 	case 0:
 		return "", nil
 	case 1:
-		return map[string]string{"--approve": "approve", "--reject": "reject", "--edit": "edit"}[given[0]], nil
+		return map[string]string{"--approve": "approve", "--reject": "reject", "--respond": "respond", "--edit": "edit"}[given[0]], nil
 	}
-	return "", usageOf("answer", "give one decision, not %s: --approve, --reject or --edit field=value (repeat --edit to change several args)", strings.Join(given, " and "))
+	return "", usageOf("answer", "give one decision, not %s: --approve, --reject, --respond --message TEXT or --edit field=value (repeat --edit to change several args)", strings.Join(given, " and "))
 }
 
 // typedValues reads the field=value answers and --edit values by the one

@@ -1,77 +1,76 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// assignment is a field=value or a field:=JSON argument.
-type assignment struct {
-	field, text string
-	// json is set for field:=JSON: text is sent as is.
-	json bool
-}
+// assignSynopsis is the usage line of assign.
+const assignSynopsis = `assign claim|release|delegate <flow> <run> [--to PERSON|role:NAME] [--reason TEXT] [--request-id ID]`
 
-// valueRule is the one rule for field=value, said where a value was read
-// otherwise than meant.
-const valueRule = "field=value sends a value typed as the field's type when Interlock knows it, else a value that is JSON (900, true, null) as that JSON and anything else as a string; field:=JSON says the type outright: amount:=900 is a number, zip:='\"01234\"' a string"
-
-// parseAssignments splits field=value and field:=JSON arguments; what
-// names them in errors ("argument", "--edit").
-func parseAssignments(what string, args []string) ([]assignment, error) {
-	var out []assignment
-	for _, a := range args {
-		if k, v, ok := strings.Cut(a, ":="); ok && k != "" && !strings.Contains(k, "=") {
-			if !json.Valid([]byte(v)) {
-				return nil, usagef("%s %s: the value after := must be JSON, such as %s:=900 or %s:='\"text\"' (use %s=value to let the field's type decide)", what, a, k, k, k)
+func assignCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		a  protocol.Assign
+		op string
+	)
+	cf, c, pos, closeFn, err := clientCommand(ctx, "assign", assignSynopsis, stderr, args, 3, func(fs *flag.FlagSet) {
+		fs.StringVar(&a.To, "to", "", "with delegate: the `person` (or role, as role:NAME) who may decide the approval from now on")
+		fs.StringVar(&a.Reason, "reason", "", "why, for the audit record and the assigned event")
+		fs.StringVar(&a.RequestID, "request-id", "", "the pending request's `id` (default: the one the run waits on now)")
+	}, func(pos []string) error {
+		op = pos[0]
+		switch op {
+		case protocol.AssignClaim, protocol.AssignRelease:
+			if a.To != "" {
+				return usageOf("assign", "--to names whom a delegation hands the approval to; %s takes none: interlock assign %s %s %s", op, op, pos[1], pos[2])
 			}
-			out = append(out, assignment{field: k, text: v, json: true})
-			continue
+		case protocol.AssignDelegate:
+			if strings.TrimSpace(a.To) == "" {
+				return usageOf("assign", "delegate needs --to: a person, or a role as role:NAME: interlock assign delegate %s %s --to ann@example.com", pos[1], pos[2])
+			}
+		default:
+			return usageOf("assign", "%q is not claim, release or delegate: interlock %s", op, assignSynopsis)
 		}
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return nil, usagef("%s %q is not field=value or field:=JSON", what, a)
-		}
-		out = append(out, assignment{field: k, text: v})
+		return checkFlowRun(pos[1:])
+	})
+	if err != nil {
+		return helpOK(err)
 	}
-	return out, nil
+	defer closeFn()
+	flow, run := pos[1], pos[2]
+	a.Op = op
+	ev, err := c.Assign(ctx, flow, run, a)
+	if err != nil {
+		return err
+	}
+	if ev.Kind != protocol.EventAssigned || cf.json {
+		return printOutcome(stdout, stderr, cf.json, flow, ev)
+	}
+	var d protocol.Assigned
+	if err := ev.Decode(&d); err != nil {
+		return err
+	}
+	printAssigned(stdout, d)
+	return nil
 }
 
-// values reads assignments by the one rule of [protocol.Value], the type
-// of each field given by typeOf ("" when unknown).
-func values(what string, as []assignment, typeOf func(field string) string) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	for _, a := range as {
-		if a.json {
-			out[a.field] = json.RawMessage(a.text)
-			continue
-		}
-		v, err := protocol.Value(a.text, typeOf(a.field))
-		if err != nil {
-			return nil, usagef("%s %s=%s: %s is a %s: %v", what, a.field, a.text, a.field, typeOf(a.field), err)
-		}
-		out[a.field] = v
+// printAssigned says who may now decide an approval after an assign.
+func printAssigned(w io.Writer, d protocol.Assigned) {
+	did := map[string]string{protocol.AssignClaim: "claimed", protocol.AssignRelease: "released", protocol.AssignDelegate: "delegated"}[d.Op]
+	fmt.Fprintf(w, "request %s of run %s of %s %s by %s\n", d.RequestID, d.Run, d.Flow, did, d.By)
+	switch {
+	case d.ClaimedBy != "":
+		fmt.Fprintf(w, "  only %s may decide it, until they release it\n", d.ClaimedBy)
+	case len(d.Assignees) > 0 && d.ApproverRole != "":
+		fmt.Fprintf(w, "  %s, or anyone with role %s, may decide it\n", strings.Join(d.Assignees, ", "), d.ApproverRole)
+	case len(d.Assignees) > 0:
+		fmt.Fprintf(w, "  %s may decide it\n", strings.Join(d.Assignees, ", "))
+	case d.ApproverRole != "":
+		fmt.Fprintf(w, "  anyone with role %s may decide it\n", d.ApproverRole)
 	}
-	return out, nil
-}
-
-// unknownTypes is the typeOf of fields whose types are not known.
-func unknownTypes(string) string { return "" }
-
-// hintValueRule says the rule of field=value after a refusal that says a
-// value does not fit the state: a value was read as other than meant.
-func hintValueRule(w io.Writer, ev client.Event) {
-	if ev.Kind != protocol.EventRefused {
-		return
-	}
-	var ref protocol.Refused
-	if ev.Decode(&ref) != nil || !strings.Contains(ref.Message, "does not fit") {
-		return
-	}
-	fmt.Fprintf(w, "hint: %s\n", valueRule)
 }

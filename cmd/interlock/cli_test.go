@@ -39,12 +39,22 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"answer", "booking", "r-1", "just-a-word"}, `argument "just-a-word" is not field=value or field:=JSON`},
 		{[]string{"answer", "booking", "r-1", "n:={bad json"}, "the value after := must be JSON"},
 		{[]string{"answer", "booking", "r 1", "a=b"}, `run name "r 1" has ' '`},
-		{[]string{"answer", "refund", "r-1", "--approve", "--reject"}, "give one decision, not --approve and --reject: --approve, --reject or --edit field=value"},
+		{[]string{"answer", "refund", "r-1", "--approve", "--reject"}, "give one decision, not --approve and --reject: --approve, --reject, --respond --message TEXT or --edit field=value"},
 		{[]string{"answer", "refund", "r-1", "--reject", "--edit", "amount=4"}, "give one decision, not --reject and --edit"},
 		{[]string{"answer", "refund", "r-1", "--approve", "last4=1234"}, "--approve decides an approval, while field=value answers, --answers and --select answer a question or choice"},
 		{[]string{"answer", "refund", "r-1", "--reject", "--select", "x"}, "--reject decides an approval"},
 		{[]string{"answer", "refund", "r-1", "--edit", "amount"}, `--edit "amount" is not field=value or field:=JSON`},
 		{[]string{"answer", "refund", "r-1", "--edit", "amount:=four"}, "the value after := must be JSON"},
+		{[]string{"answer", "refund", "r-1", "--respond"}, "--respond needs --message TEXT, the answer for whoever asked"},
+		{[]string{"answer", "refund", "r-1", "--approve", "--message", "hi"}, "--message goes with --respond"},
+		{[]string{"answer", "refund", "r-1", "--approve", "--respond", "--message", "hi"}, "give one decision, not --approve and --respond"},
+		{[]string{"assign"}, "assign needs an op, a flow and a run: interlock assign claim|release|delegate <flow> <run>"},
+		{[]string{"assign", "claim", "refund"}, "assign needs an op, a flow and a run"},
+		{[]string{"assign", "claim", "refund", "r-1", "x"}, `assign takes an op, a flow and a run, but was also given "x"`},
+		{[]string{"assign", "grab", "refund", "r-1"}, `"grab" is not claim, release or delegate`},
+		{[]string{"assign", "delegate", "refund", "r-1"}, "delegate needs --to: a person, or a role as role:NAME"},
+		{[]string{"assign", "claim", "refund", "r-1", "--to", "bob"}, "claim takes none"},
+		{[]string{"assign", "release", "refund", "r 1"}, `run name "r 1" has ' '`},
 		{[]string{"audit"}, "audit needs a flow and a run: interlock audit <flow> <run>"},
 		{[]string{"audit", "refund"}, "audit needs a flow and a run"},
 		{[]string{"audit", "refund", "r-1", "x"}, `audit takes a flow and a run, but was also given "x"`},
@@ -142,7 +152,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "mcp"} {
+	for _, cmd := range []string{"serve", "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"} {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}, {"--json", cmd, "-h"}} {
 			var stdout, stderr bytes.Buffer
 			if err := Run(t.Context(), args, &stdout, &stderr); err != nil {
@@ -171,8 +181,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
 		"tracing.go":     {"serve"},
-		"clientflags.go": {"start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit"},
-		"natscontext.go": {"start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "mcp"},
+		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},
+		"natscontext.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"},
 		"mcp.go":         {"mcp"},
 	}
 	files, err := filepath.Glob("*.go")

@@ -100,6 +100,13 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(pos) < 2 {
 			return usageOf(name, "answer needs a flow and a run: interlock answer <flow> <run> field=value ...")
 		}
+	case "assign":
+		if len(pos) < 3 {
+			return usageOf(name, "assign needs an op, a flow and a run: interlock %s", assignSynopsis)
+		}
+		if len(pos) > 3 {
+			return usageOf(name, "assign takes an op, a flow and a run, but was also given %s: interlock %s", quoteAll(pos[3:]), assignSynopsis)
+		}
 	case "show", "cancel", "reannounce", "events":
 		if len(pos) < 2 {
 			return usageOf(name, "%s needs a flow and a run: interlock %s <flow> <run>", name, name)

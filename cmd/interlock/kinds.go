@@ -156,6 +156,12 @@ func approvalShow(w io.Writer, in protocol.Interrupted) {
 	if len(in.Decisions) > 0 {
 		fmt.Fprintf(w, "  decisions: %s\n", protocol.VerdictList(in.Decisions))
 	}
+	if len(in.Assignees) > 0 {
+		fmt.Fprintf(w, "  assignees: %s\n", strings.Join(in.Assignees, ", "))
+	}
+	if in.ClaimedBy != "" {
+		fmt.Fprintf(w, "  claimed by %s: only they may decide it until they release it\n", in.ClaimedBy)
+	}
 	if in.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", in.Error)
 	}
@@ -166,6 +172,7 @@ func approvalAnswers(in protocol.Interrupted) []string {
 		protocol.VerdictApprove: "--approve",
 		protocol.VerdictReject:  "--reject --reason TEXT",
 		protocol.VerdictEdit:    "--edit FIELD=VALUE",
+		protocol.VerdictRespond: "--respond --message TEXT",
 	}
 	if keys := argNames(in.Args); len(keys) > 0 {
 		decide[protocol.VerdictEdit] = "--edit " + keys[0] + "=..."

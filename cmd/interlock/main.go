@@ -8,6 +8,7 @@
 //	interlock events booking r-42        show a run's events
 //	interlock answer booking r-42 email=ann@example.com
 //	interlock answer refund r-7 --edit amount=400 --reason "partial refund"
+//	interlock assign claim refund r-7   claim a pending approval: only you may decide it
 //	interlock cancel booking r-42
 //	interlock audit refund r-7           show a run's audit history
 //	interlock audit verify refund r-7    check its signatures and hash chain

@@ -119,6 +119,12 @@ Usage:
                                                   answer a run's pending question or choice
   interlock answer  <flow> <run> --approve | --reject [--reason TEXT] | --edit field=value ...
                                                   decide a run's pending approval
+  interlock answer  <flow> <run> --respond --message TEXT
+                                                  answer whoever asked instead, where the approval
+                                                  lists respond (the action does not run)
+  interlock assign  claim|release|delegate <flow> <run> [--to PERSON|role:NAME]
+                                                  claim a pending approval (then only you may decide
+                                                  it), release it, or hand it to a person or role
   interlock cancel  <flow> <run>                  cancel a waiting run
   interlock reannounce <flow> <run>               announce a waiting run's interrupt again,
                                                   with a fresh token (the old one is retired)
@@ -159,7 +165,7 @@ Exit codes:
 func globalBool(name string) bool {
 	name, _, _ = strings.Cut(name, "=")
 	switch name {
-	case "json", "lazy-fsync", "insecure-no-auth", "approve", "reject", "http-insecure-public":
+	case "json", "lazy-fsync", "insecure-no-auth", "approve", "reject", "respond", "http-insecure-public":
 		return true
 	}
 	return false
@@ -213,6 +219,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return answerCmd(ctx, rest, stdout, stderr)
 	case "cancel":
 		return cancelCmd(ctx, rest, stdout, stderr)
+	case "assign":
+		return assignCmd(ctx, rest, stdout, stderr)
 	case "reannounce":
 		return reannounceCmd(ctx, rest, stdout, stderr)
 	case "audit":
@@ -431,7 +439,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_MCP_HTTP  default of --http
   INTERLOCK_MCP_APPROVER  default of --approver
 `
-	case "start", "answer", "show", "cancel", "pending", "runs", "reannounce", "audit", "gate":
+	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

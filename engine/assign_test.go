@@ -1,0 +1,37 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// TestWhereRolesAreRequiredAClaimantIsNotTakenAtTheirWord checks that an
+// assign or a decision that only names the claimant, with no vouch and no
+// role subject behind the name, is refused where the deployment requires
+// approver roles: anyone could type the name.
+func TestWhereRolesAreRequiredAClaimantIsNotTakenAtTheirWord(t *testing.T) {
+	h := enginetest.New(t, contractFlow(engine.Approval{ApproverRole: "legal"}))
+	run := h.Start(map[string]any{"value": 12000})
+	wantAccepted(t, assign(t, h, run, "ana", protocol.AssignClaim, ""))
+
+	out, err := h.Runner.Assign(t.Context(), engine.Assign{Flow: "contract", Run: run, RequestID: h.Interrupt(run).RequestID,
+		Op: protocol.AssignRelease, By: "ana", Inbound: engine.Inbound{EventID: "typed-ana", Source: "/test",
+			Authority: engine.Authority{RoleRequired: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, out, protocol.CodeForbidden, "only by a person a service of the deployment vouches for: send it through the HTTP API")
+	if in := h.Checkpoint(run).Interrupt; in.ClaimedBy != "ana" {
+		t.Fatalf("claimedBy = %q after a refused release", in.ClaimedBy)
+	}
+	// Nor is a decision that names the claimant on a token alone.
+	out = h.Resume(run, engine.Resume{Decision: "approve", Approver: "ana",
+		Inbound: engine.Inbound{EventID: "typed-ana-approve", Source: "/test", Authority: engine.Authority{RoleRequired: true}}})
+	wantRefused(t, out, protocol.CodeForbidden, "claimed by ana, and where approver roles are required")
+	// With her role known, the claimant decides.
+	wantAccepted(t, vote(t, h, run, "ana", "approve", nil, "legal"))
+	h.WantStatus(run, engine.Completed)
+}
