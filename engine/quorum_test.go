@@ -453,3 +453,16 @@ func TestRemindersThatDoNotFitTheDeadlineFailTheNode(t *testing.T) {
 		})
 	}
 }
+
+func TestAClaimantsVoteReleasesTheClaimForTheOthersTheQuorumTakes(t *testing.T) {
+	h := enginetest.New(t, contractFlow(twoApprovers()))
+	run := h.Start(map[string]any{"value": 12000})
+	wantAccepted(t, assign(t, h, run, "ana", protocol.AssignClaim, ""))
+	wantRefused(t, vote(t, h, run, "ben", "approve", nil), protocol.CodeForbidden, "claimed by ana")
+	wantAccepted(t, vote(t, h, run, "ana", "approve", nil))
+	if in := h.Interrupt(run); in.ClaimedBy != "" {
+		t.Fatalf("after the claimant's vote the approval is claimed by %q", in.ClaimedBy)
+	}
+	wantAccepted(t, vote(t, h, run, "ben", "approve", nil))
+	h.WantStatus(run, engine.Completed)
+}

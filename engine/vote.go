@@ -10,7 +10,8 @@ import (
 // vote records a vote that did not yet complete its approval's quorum:
 // the voted event, the audit record, and the approval asked again with a
 // fresh request id and token, the request voted on kept as superseded so
-// that a vote racing this one still counts.
+// that a vote racing this one still counts. A claimant's vote releases
+// the claim, so that the others the quorum takes may vote.
 func (r *Runner) vote(ctx context.Context, t *txn, in *Interrupt, cmd Resume) (Outcome, error) {
 	cp, v := t.cp, *t.voted
 	previous := in.RequestID
@@ -19,6 +20,10 @@ func (r *Runner) vote(ctx context.Context, t *txn, in *Interrupt, cmd Resume) (O
 		in.Superseded = slices.Clone(in.Superseded[n-maxSuperseded:])
 	}
 	in.RequestID = newRequestID()
+	if in.ClaimedBy == v.Approver {
+		// The claimant has voted: the others the quorum takes may now.
+		in.ClaimedBy = ""
+	}
 	t.input += cmd.size()
 	t.begin(cmd.Traceparent, protocol.ActionVoted)
 	t.emit(protocol.EventVoted, &protocol.Voted{Flow: cp.Flow, Run: cp.Run, RequestID: previous, Approver: v.Approver,
