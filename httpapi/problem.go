@@ -103,7 +103,7 @@ var titles = map[string]string{
 	codeUnknownRun:       "No such run",
 	codeUnknownFlow:      "No such flow",
 	codeInvalidAnswer:    "The answer does not fit the interrupt",
-	codeForbidden:        "Forbidden: the approval takes another role",
+	codeForbidden:        "Forbidden: the caller may not decide this approval",
 	codeRunExists:        "The run exists",
 	codeUnsupported:      "Not served by this deployment",
 }
