@@ -397,6 +397,13 @@ func (s *Service) ResumeAs(ctx context.Context, c *client.Client, flow, run stri
 	return c.ResumeAs(ctx, flow, run, r, s.secret, approver, roles)
 }
 
+// AssignAs claims, releases or delegates a pending approval with c on
+// behalf of by, holding roles: a caller a surface authenticated, as
+// ResumeAs decides for one.
+func (s *Service) AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error) {
+	return c.AssignAs(ctx, flow, run, a, s.secret, by, roles)
+}
+
 // Attach starts b, a service that stands on this one (an HTTP API built
 // on its Client and ResumeAs), and stops it with the service: before the
 // workers and every service started earlier. b is not attached when its

@@ -114,7 +114,7 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Event.Data(), v) }
 func settles(kind string) bool {
 	switch kind {
 	case protocol.EventInterrupted, protocol.EventCompleted, protocol.EventFailed, protocol.EventCancelled,
-		protocol.EventExpired, protocol.EventRefused:
+		protocol.EventExpired, protocol.EventRefused, protocol.EventAssigned:
 		return true
 	}
 	return false
