@@ -159,9 +159,9 @@ func ParseResume(data []byte) (protocol.Resume, error) {
 		r.Selected = ids
 	}
 	switch r.Decision {
-	case "", "approve", "edit", "reject":
+	case "", "approve", "edit", "reject", "respond":
 	default:
-		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject", r.Decision)
+		return protocol.Resume{}, invalid("data.decision", "is %q; use one of approve, edit, reject, respond", r.Decision)
 	}
 	for k := range r.Answers {
 		if k == "" {

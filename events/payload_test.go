@@ -172,6 +172,7 @@ func TestParseResume(t *testing.T) {
 		{name: "decision approve", data: `{"decision":"approve"}`, wantDecision: "approve"},
 		{name: "decision edit", data: `{"decision":"edit","edits":{"amount":1}}`, wantDecision: "edit"},
 		{name: "decision reject", data: `{"decision":"reject","reason":"no"}`, wantDecision: "reject"},
+		{name: "decision respond", data: `{"decision":"respond","message":"Ask for the receipt first."}`, wantDecision: "respond"},
 		{name: "expectedCheckpoint zero", data: `{"expectedCheckpoint":0}`, wantExpected: new(uint64(0))},
 		{name: "expectedCheckpoint large", data: `{"expectedCheckpoint":18446744073709551615}`, wantExpected: new(uint64(18446744073709551615))},
 		{name: "expectedCheckpoint null", data: `{"expectedCheckpoint":null}`},
