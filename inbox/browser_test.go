@@ -62,7 +62,9 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
-		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body ? document.body.innerText : ''"))
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		html, _ := chromedp.Run(pctx, chromedp.Evaluate[string]("document.body ? document.body.innerText : ''"))
 		t.Fatalf("%s: %v\npage:\n%s", what, err, html)
 	}
 }
@@ -79,14 +81,14 @@ func setField(sel, value string) chromedp.Action[chromedp.Void] {
 }
 
 // until waits for a JavaScript predicate to hold. A poll that begins as
-// the page navigates loses its JavaScript context; it is started again on
-// the new page.
+// the page navigates loses its JavaScript context (or its target); it is
+// started again on the new page.
 func until(expr string) chromedp.Action[chromedp.Void] {
 	poll := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(stepTimeout))
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		for {
 			v, err := poll(ctx, t)
-			if err == nil || !strings.Contains(err.Error(), "Cannot find context") || ctx.Err() != nil {
+			if err == nil || !strings.Contains(err.Error(), "Cannot find context") && !strings.Contains(err.Error(), "navigated or closed") || ctx.Err() != nil {
 				return v, err
 			}
 		}
