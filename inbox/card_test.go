@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -285,5 +287,40 @@ func TestTheAssignFormIsRefusedWithoutItsCSRFToken(t *testing.T) {
 	}
 	if code, out := s.api("ana", "GET", "/v1/runs/refund/r-1", nil); code != http.StatusOK || strings.Contains(string(out), "claimedBy") {
 		t.Fatalf("after the refused forms the run is %d %s, want unclaimed", code, out)
+	}
+}
+
+func TestAGateRunsCardShowsTheConversationThatLedToTheCall(t *testing.T) {
+	t.Parallel()
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSiteWith(t, nil, interlock.Config{Flows: []*engine.Flow{cardFlow()}, GateRules: rules})
+	long := "Here is the whole story. " + strings.Repeat("The parcel never came and the courier says it was delivered. ", 12)
+	msgs, _ := json.Marshal([]map[string]any{
+		{"role": "user", "content": "I was charged twice for order o-9, <b>please</b> refund one."},
+		{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "Let me check the charges."}}},
+		{"role": "user", "content": long},
+	})
+	req := protocol.ToolRequest{CallID: "call-9", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-9",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("900"), "orderId": json.RawMessage(`"o-9"`)}, Messages: msgs}
+	if _, err := s.svc.Client("/test").AskTool(t.Context(), req, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, page := s.visitor().do("GET", "/runs/gate/call-9", nil)
+	for _, want := range []string{
+		`<h2 id="conversation-h">The conversation that led here</h2>`,
+		`Agent <strong>support-bot</strong> · conversation <code>conv-9</code>`,
+		`<p class="text">I was charged twice for order o-9, &lt;b&gt;please&lt;/b&gt; refund one.</p>`,
+		`<li class="message from-assistant">`, `<p class="text">Let me check the charges.</p>`,
+		`<details><summary>Here is the whole story. The parcel never came`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the gate run's page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("page:\n%s", page)
 	}
 }
