@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 )
 
 // emit adds a run event to the transition's outbox.
@@ -119,10 +120,16 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
 			ApproverRole: in.ApproverRole, Action: in.Action, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy,
-			Title: in.Title, Requester: in.Requester,
+			Title: in.Title, Requester: in.Requester, RemindedAt: in.RemindedAt,
 		}
 		if in.Kind == KindApproval {
 			p.KeyArgs = protocol.KeyArgs(in.Args, in.ArgsSchema)
+			p.Quorum = in.Quorum
+			for _, v := range in.Votes {
+				if !slices.Contains(p.Voters, v.Approver) {
+					p.Voters = append(p.Voters, v.Approver)
+				}
+			}
 		}
 		if in.ExpiresAt != nil {
 			p.OnTimeout = in.OnTimeout.wire()

@@ -423,6 +423,23 @@ func TestAReminderOfThePendingRequestIsPublished(t *testing.T) {
 	if h.Checkpoint(run).Interrupt.RemindedAt == nil {
 		t.Fatal("the checkpoint does not say when the interrupt was reminded")
 	}
+	if p := h.Store.Pending(); len(p) != 1 || p[0].RemindedAt == nil {
+		t.Fatalf("the pending index entry does not say when it was reminded: %+v", p)
+	}
+}
+
+// TestThePendingEntryOfAQuorumSaysWhoHasVoted: a queue row says "1 of 2
+// approvals" from the pending index alone.
+func TestThePendingEntryOfAQuorumSaysWhoHasVoted(t *testing.T) {
+	h := enginetest.New(t, contractFlow(twoApprovers()))
+	run := h.Start(map[string]any{"value": 12000})
+	if p := h.Store.Pending(); len(p) != 1 || p[0].Quorum == nil || p[0].Quorum.Total() != 2 || len(p[0].Voters) != 0 {
+		t.Fatalf("pending entry before any vote = %+v", p)
+	}
+	wantAccepted(t, vote(t, h, run, "ana", "approve", nil))
+	if p := h.Store.Pending(); len(p) != 1 || strings.Join(p[0].Voters, ",") != "ana" {
+		t.Fatalf("pending entry after ana's vote = %+v", p)
+	}
 }
 
 func TestAReminderOfAnAnsweredRequestDoesNothing(t *testing.T) {

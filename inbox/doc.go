@@ -16,12 +16,19 @@
 // browser keeps in an HttpOnly, SameSite=Strict cookie (Secure on TLS);
 // every form carries a CSRF token derived from it. Without one, the local
 // user needs no sign-in. The queue lists the pending interrupts the caller
-// may act on (approvals of roles they hold; every question and choice),
-// oldest first, and updates itself from a server-sent event stream. The
+// may act on (approvals they are assigned, or of roles they hold; every
+// question and choice), oldest first, each approval saying what it
+// proposes, who has it and how far its votes are, with views of the
+// caller's own (Mine) and of their roles (My roles); it updates itself
+// from a server-sent event stream. The
 // done view (/done) lists the runs that finished, newest first, each with
 // how it ended, a page at a time, leaving out as the queue does the runs
 // that ended at an approval of a role the caller does not hold. A run's
-// page shows its pending interrupt with forms to answer or decide,
+// page shows its pending interrupt with forms to answer or decide (an
+// approval as a card: its title, its description rendered from Markdown
+// safely, each argument by its schema, edited in a field of its type,
+// the votes so far, and forms to claim, release, delegate and respond),
 // and its events and audit records. Answers and decisions go through the
-// Port's ResumeAs, vouched for the caller, exactly as the API's resume.
+// [Port]'s ResumeAs, claims and delegations through its AssignAs, vouched
+// for the caller, exactly as the API's resume.
 package inbox

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // Defaults of [Config].
@@ -65,10 +67,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Port is what the inbox stands on: the HTTP API's [httpapi.Port], and
+// claiming, releasing and delegating approvals for a caller it
+// authenticated. The *interlock.Service is one.
+type Port interface {
+	httpapi.Port
+	// AssignAs sends a with c on behalf of by, holding roles.
+	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error)
+}
+
 // Inbox is the web inbox: pages for people to answer questions and
-// decide approvals, standing on an [httpapi.Port].
+// decide approvals, standing on a [Port].
 type Inbox struct {
-	port  httpapi.Port
+	port  Port
 	cfg   Config
 	log   zerolog.Logger
 	pages map[string]*template.Template
@@ -84,7 +95,7 @@ type Mux interface {
 }
 
 // New returns an inbox on port.
-func New(port httpapi.Port, cfg Config) (*Inbox, error) {
+func New(port Port, cfg Config) (*Inbox, error) {
 	if port == nil {
 		return nil, errors.New("inbox: New needs a Port, such as the *interlock.Service")
 	}
@@ -93,7 +104,7 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 	in.csrfKey = make([]byte, 32)
 	_, _ = rand.Read(in.csrfKey)
 	var err error
-	if in.pages, err = pages(); err != nil {
+	if in.pages, err = pages(newMarkdown()); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -101,11 +112,11 @@ func New(port httpapi.Port, cfg Config) (*Inbox, error) {
 
 // pages parses the inbox's pages, each with the layout and the kinds'
 // parts.
-func pages() (map[string]*template.Template, error) {
+func pages(md *markdown) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, page := range []string{"queue", "done", "run", "login", "error"} {
 		t := template.New(page)
-		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t)}).
+		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t), "markdown": md.render}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -116,7 +127,9 @@ func pages() (map[string]*template.Template, error) {
 }
 
 // Register mounts the inbox's pages on m: the queue at /, the runs that
-// finished at /done, a run at /runs/{flow}/{run}, signing in at /login,
+// finished at /done, a run at /runs/{flow}/{run} (its forms post there,
+// and claims, releases and delegations to /runs/{flow}/{run}/assign),
+// signing in at /login,
 // the live stream at /stream and the assets under /assets/.
 func (in *Inbox) Register(m Mux) {
 	assets, _ := fs.Sub(assetFS, "assets")
@@ -124,6 +137,7 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("GET /done", in.signedIn(in.done))
 	m.Handle("GET /runs/{flow}/{run}", in.signedIn(in.runPage))
 	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
+	m.Handle("POST /runs/{flow}/{run}/assign", in.signedIn(in.assign))
 	m.Handle("GET /stream", in.signedIn(in.stream))
 	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
 	m.Handle("POST /login", http.HandlerFunc(in.login))
@@ -140,6 +154,57 @@ type session struct {
 // holds reports whether the caller may decide an approval for role.
 func (s session) holds(role string) bool {
 	return s.AllRoles || slices.Contains(s.Roles, role)
+}
+
+// holdsAny reports whether the caller holds the approval's role or one
+// of its quorum's roles.
+func (s session) holdsAny(role string, q *protocol.Quorum) bool {
+	if role != "" && s.holds(role) {
+		return true
+	}
+	if q != nil {
+		for _, rc := range q.Roles {
+			if s.holds(rc.Role) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayAct reports whether the caller may decide, claim or delegate an
+// approval: its claimant alone once claimed; else an assignee, or a
+// holder of its role or of a role of its quorum. It asks what the
+// engine decides, to show the forms; the engine decides.
+func (s session) mayAct(role string, q *protocol.Quorum, assignees []string, claimedBy string) bool {
+	switch {
+	case claimedBy != "":
+		return claimedBy == s.Name
+	case slices.Contains(assignees, s.Name):
+		return true
+	case role == "" && len(assignees) == 0 && (q == nil || len(q.Roles) == 0):
+		return true
+	}
+	return s.holdsAny(role, q)
+}
+
+// rolesFor are the roles a vouch for the caller names on an approval of
+// role and quorum q: the caller's own, or for the local user who holds
+// every role, the approval's.
+func (s session) rolesFor(role string, q *protocol.Quorum) []string {
+	if !s.AllRoles {
+		return s.Roles
+	}
+	var out []string
+	if role != "" {
+		out = append(out, role)
+	}
+	if q != nil {
+		for _, rc := range q.Roles {
+			out = append(out, rc.Role)
+		}
+	}
+	return out
 }
 
 // caller authenticates a request by its cookie.

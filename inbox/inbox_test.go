@@ -48,8 +48,15 @@ func startSite(t testing.TB, callers map[string][]string) *site {
 // startSiteOf is startSite serving flows.
 func startSiteOf(t testing.TB, callers map[string][]string, flows ...*engine.Flow) *site {
 	t.Helper()
+	return startSiteWith(t, callers, interlock.Config{Flows: flows})
+}
+
+// startSiteWith is startSite with a service of cfg.
+func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Config) *site {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
-	svc := natstest.StartWith(t, srv, interlock.Config{Flows: flows, Secret: natstest.Secret})
+	cfg.Secret = natstest.Secret
+	svc := natstest.StartWith(t, srv, cfg)
 	st := &site{t: t, svc: svc, tokens: map[string]string{}}
 	var auth *httpapi.AuthFile
 	if callers != nil {

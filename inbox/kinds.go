@@ -2,10 +2,14 @@ package inbox
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -94,7 +98,14 @@ func readChoice(r *http.Request, iv *interruptView, res *protocol.Resume) string
 }
 
 func approvalSummary(d protocol.Interrupted) string {
-	return fmt.Sprintf("asks %s to approve %s", d.ApproverRole, d.Action)
+	what := d.Action
+	if d.Title != "" {
+		what = "“" + d.Title + "”"
+	}
+	if d.ApproverRole == "" {
+		return "asks to approve " + what
+	}
+	return fmt.Sprintf("asks %s to approve %s", d.ApproverRole, what)
 }
 
 func prepareApproval(iv *interruptView) {
@@ -102,10 +113,142 @@ func prepareApproval(iv *interruptView) {
 	if len(iv.Allowed) == 0 {
 		iv.Allowed = protocol.Verdicts()
 	}
-	if iv.ArgsJSON == "" {
-		iv.ArgsJSON = indent(iv.Args)
-	}
+	iv.Heading = cmp.Or(iv.Title, iv.Action)
 	_ = json.Unmarshal(iv.Args, &iv.Proposal)
+	// An edit refused by the schema names the argument's path.
+	if msg := iv.Errors["args"]; strings.HasPrefix(msg, "/") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(msg, "/"), ":")
+		name, _, _ = strings.Cut(name, "/")
+		if _, ok := iv.Proposal[name]; ok && iv.Errors["arg."+name] == "" {
+			iv.Errors["arg."+name] = msg
+		}
+	}
+	iv.Fields = nil
+	for _, a := range protocol.Args(iv.Args, iv.ArgsSchema) {
+		f := argField{Arg: a, Name: "arg." + a.Name, ID: "arg-" + a.Name, Control: control(a), Input: a.Input(), Error: iv.Errors["arg."+a.Name]}
+		if sent, ok := iv.Values[f.Name]; ok {
+			f.Input = sent
+		}
+		switch f.Control {
+		case "checkbox":
+			f.Checked = f.Input == "true"
+		case "json":
+			if _, ok := iv.Values[f.Name]; !ok {
+				f.Input = indent(a.Value)
+			}
+		case "number":
+			f.Min, f.Max, f.Step = bound(a.Minimum, a.ExclusiveMinimum), bound(a.Maximum, a.ExclusiveMaximum), "any"
+			switch {
+			case a.MultipleOf != nil:
+				f.Step = strconv.FormatFloat(*a.MultipleOf, 'f', -1, 64)
+			case a.Type == protocol.JSONInteger:
+				f.Step = "1"
+			case a.Display == protocol.DisplayCurrency:
+				f.Step = "0.01"
+			}
+		case "select":
+			if _, ok := iv.Values[f.Name]; !ok {
+				f.Input = compact(a.Value)
+			}
+		}
+		iv.Fields = append(iv.Fields, f)
+	}
+	if iv.CheckpointInterrupt.Quorum != nil {
+		iv.Tally = tally(iv.CheckpointInterrupt)
+	}
+}
+
+// bound is a number field's min or max: the schema's bound, or its
+// exclusive one.
+func bound(inclusive, exclusive *float64) string {
+	switch {
+	case inclusive != nil:
+		return strconv.FormatFloat(*inclusive, 'f', -1, 64)
+	case exclusive != nil:
+		return strconv.FormatFloat(*exclusive, 'f', -1, 64)
+	}
+	return ""
+}
+
+// control is the kind of form field that edits an argument.
+func control(a protocol.Arg) string {
+	switch {
+	case len(a.Enum) > 0:
+		return "select"
+	case a.Type == protocol.JSONBoolean:
+		return "checkbox"
+	case a.Type == protocol.JSONNumber || a.Type == protocol.JSONInteger:
+		return "number"
+	case a.Type == protocol.JSONObject || a.Type == protocol.JSONArray:
+		return "json"
+	case a.Type != protocol.JSONString && a.Type != "":
+		return "json"
+	}
+	switch a.Display {
+	case protocol.DisplayEmail:
+		return "email"
+	case protocol.DisplayURL:
+		return "url"
+	case protocol.DisplayMarkdown:
+		return "textarea"
+	}
+	if (a.MaxLength != nil && *a.MaxLength > 200) || len(a.Input()) > 80 || strings.Contains(a.Input(), "\n") {
+		return "textarea"
+	}
+	return "text"
+}
+
+// tally says where an approval's quorum stands, and who may still vote.
+func tally(in protocol.CheckpointInterrupt) *quorumView {
+	q := in.Quorum
+	t := &quorumView{Required: q.Total(), Votes: in.Votes}
+	voters := []string{}
+	per := map[string]int{}
+	for _, v := range in.Votes {
+		if !slices.Contains(voters, v.Approver) {
+			voters = append(voters, v.Approver)
+			per[v.Role]++
+		}
+	}
+	t.Voters = len(voters)
+	var need []string
+	if len(q.Roles) > 0 {
+		for _, rc := range q.Roles {
+			if n := rc.Count - per[rc.Role]; n > 0 {
+				need = append(need, fmt.Sprintf("%d more holding %s", n, rc.Role))
+			}
+		}
+	} else if n := q.Required - t.Voters; n > 0 {
+		who := []string{}
+		if len(in.Assignees) > 0 {
+			who = append(who, strings.Join(in.Assignees, ", "))
+		}
+		if in.ApproverRole != "" {
+			who = append(who, "anyone holding "+in.ApproverRole)
+		}
+		s := fmt.Sprintf("%d more approver", n)
+		if n > 1 {
+			s += "s"
+		}
+		if len(who) > 0 {
+			s += ": " + strings.Join(who, " or ")
+		}
+		need = append(need, s)
+	}
+	if len(need) == 0 {
+		return t
+	}
+	t.Still = strings.Join(need, "; ")
+	if in.SeparationOfDuties {
+		not := slices.Clone(voters)
+		if in.Requester != "" {
+			not = append([]string{in.Requester}, not...)
+		}
+		if len(not) > 0 {
+			t.Still += " (not " + strings.Join(not, " or ") + ": each person votes once, and the requester not at all)"
+		}
+	}
+	return t
 }
 
 func readApproval(r *http.Request, iv *interruptView, res *protocol.Resume) string {
@@ -115,26 +258,76 @@ func readApproval(r *http.Request, iv *interruptView, res *protocol.Resume) stri
 	switch protocol.Verdict(res.Decision) {
 	case protocol.VerdictApprove:
 	case protocol.VerdictEdit:
-		args := r.PostFormValue("args")
-		iv.ArgsJSON = args
-		edits, msg := editsOf(iv.Args, args)
-		if msg != "" {
-			iv.Errors["args"] = msg
-		}
-		res.Edits = edits
+		res.Edits = readEdits(r, iv)
 	case protocol.VerdictReject:
 		if iv.RejectReasonRequired && res.Reason == "" {
 			iv.Errors["reason.reject"] = "Say why you reject it: this approval takes a reason, which is recorded and sent back."
 		}
+	case protocol.VerdictRespond:
+		res.Reason = ""
+		res.Message = strings.TrimSpace(r.PostFormValue("message"))
+		iv.Values["message"] = res.Message
+		if res.Message == "" {
+			iv.Errors["message"] = "Write the message to send back."
+		}
 	default:
-		iv.Errors[""] = "Choose approve, edit or reject."
+		iv.Errors[""] = "Choose approve, edit, reject or respond."
 	}
 	return "decision"
 }
 
+// readEdits reads the edit form's fields, one per argument, by each
+// argument's type, and returns the arguments that differ from the
+// proposal; what cannot be read is noted beside its field.
+func readEdits(r *http.Request, iv *interruptView) map[string]json.RawMessage {
+	edits := map[string]json.RawMessage{}
+	for _, a := range protocol.Args(iv.Args, iv.ArgsSchema) {
+		name := "arg." + a.Name
+		text := r.PostFormValue(name)
+		var v json.RawMessage
+		var err error
+		switch control(a) {
+		case "checkbox":
+			text = strconv.FormatBool(text != "")
+			v = json.RawMessage(text)
+		case "json", "select":
+			text = strings.TrimSpace(text)
+			if !json.Valid([]byte(text)) {
+				err = errors.New("is not JSON, such as " + compact(a.Value))
+			} else {
+				v = json.RawMessage(text)
+			}
+		default:
+			v, err = protocol.Value(text, a.Type)
+		}
+		iv.Values[name] = text
+		if err != nil {
+			iv.Errors[name] = a.Title + " " + strings.TrimPrefix(err.Error(), "protocol: ") + "."
+			continue
+		}
+		if !protocol.SameJSON(v, a.Value) {
+			edits[a.Name] = v
+		}
+	}
+	for k := range iv.Errors {
+		if strings.HasPrefix(k, "arg.") {
+			iv.Errors["args"] = "Some arguments cannot be read: see beside each."
+			return nil
+		}
+	}
+	if len(edits) == 0 {
+		iv.Errors["args"] = "Nothing was changed: change an argument, or approve as proposed."
+		return nil
+	}
+	return edits
+}
+
 func approvalField(res protocol.Resume) string {
-	if res.Decision == string(protocol.VerdictEdit) {
+	switch protocol.Verdict(res.Decision) {
+	case protocol.VerdictEdit:
 		return "args"
+	case protocol.VerdictRespond:
+		return "message"
 	}
 	return "reason." + res.Decision
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestEveryInterruptKindHasAView(t *testing.T) {
-	pages, err := pages()
+	pages, err := pages(newMarkdown())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -16,9 +18,21 @@ import (
 // maxQueue is the most interrupts the queue shows.
 const maxQueue = 500
 
+// Views of the queue: every interrupt the caller may act on, those
+// assigned to or claimed by the caller, and the approvals of the
+// caller's roles.
+const (
+	viewAll   = ""
+	viewMine  = "mine"
+	viewRoles = "roles"
+)
+
 // queueView is the data of the queue.
 type queueView struct {
 	Flow, Role string
+	// View is viewAll, viewMine or viewRoles; Tabs link to each.
+	View string
+	Tabs []tab
 	// Flows and Roles are the choices of the filters.
 	Flows, Roles []string
 	Items        []queueItem
@@ -31,12 +45,28 @@ type queueView struct {
 	Error           string
 }
 
+// tab is one view of the queue, as a link.
+type tab struct {
+	Label, Href string
+	Current     bool
+}
+
 // queueItem is one pending interrupt in the queue.
 type queueItem struct {
 	protocol.Pending
 	Age, Left string
 	// Overdue is set when the deadline has passed.
 	Overdue bool
+	// Proposal says what an approval proposes: its title, else its
+	// action.
+	Proposal string
+	// Consequence says what happens at the deadline.
+	Consequence string
+	// Votes says how far a quorum is ("1 of 2 approvals").
+	Votes string
+	// Mine is set when the interrupt is assigned to or claimed by the
+	// caller.
+	Mine bool
 }
 
 // queue answers GET /: the pending interrupts the caller may act on,
@@ -44,8 +74,11 @@ type queueItem struct {
 // alone, which the page fetches when the stream says something changed.
 func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	v := queueView{Flow: q.Get("flow"), Role: q.Get("role")}
+	v := queueView{Flow: q.Get("flow"), Role: q.Get("role"), View: q.Get("view")}
 	status := http.StatusOK
+	if v.View != viewAll && v.View != viewMine && v.View != viewRoles {
+		v.Error, v.View, status = "No such view: "+v.View+". Pick All, Mine or My roles.", viewAll, http.StatusBadRequest
+	}
 	if v.Flow != "" {
 		if err := protocol.CheckName("flow", v.Flow); err != nil {
 			v.Error, v.Flow, status = strings.TrimPrefix(err.Error(), "client: "), "", http.StatusBadRequest
@@ -66,6 +99,20 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	if v.Role != "" {
 		params = append(params, "role="+v.Role)
+	}
+	for _, t := range []struct{ label, view string }{{"All", viewAll}, {"Mine", viewMine}, {"My roles", viewRoles}} {
+		ps := params
+		if t.view != viewAll {
+			ps = append(slices.Clip(ps), "view="+t.view)
+		}
+		href := "/"
+		if len(ps) > 0 {
+			href += "?" + strings.Join(ps, "&")
+		}
+		v.Tabs = append(v.Tabs, tab{Label: t.label, Href: href, Current: t.view == v.View})
+	}
+	if v.View != viewAll {
+		params = append(params, "view="+v.View)
 	}
 	v.Partial = "/?" + strings.Join(append(params, "partial=1"), "&")
 	v.Stream = "/stream"
@@ -94,25 +141,50 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 		}
 		for _, p := range pg.Items {
 			flows[p.Flow] = true
-			if protocol.RoleRestricted(p.Kind) {
-				if !s.holds(p.ApproverRole) {
+			restricted := protocol.RoleRestricted(p.Kind)
+			mine := p.ClaimedBy == s.Name || p.ClaimedBy == "" && slices.Contains(p.Assignees, s.Name)
+			if restricted {
+				// Claimed by someone else, it stays in the queue of those
+				// who could decide it, marked as claimed.
+				if !mine && !s.mayAct(p.ApproverRole, p.Quorum, p.Assignees, "") {
 					v.Hidden++
 					continue
 				}
-				roles[p.ApproverRole] = true
+				if p.ApproverRole != "" {
+					roles[p.ApproverRole] = true
+				}
+				if p.Quorum != nil {
+					for _, rc := range p.Quorum.Roles {
+						roles[rc.Role] = true
+					}
+				}
 			}
-			if v.Role != "" && p.ApproverRole != v.Role {
+			if v.Role != "" && p.ApproverRole != v.Role && !quorumHas(p.Quorum, v.Role) {
 				continue
+			}
+			switch v.View {
+			case viewMine:
+				if !mine {
+					continue
+				}
+			case viewRoles:
+				if !restricted || !s.holdsAny(p.ApproverRole, p.Quorum) {
+					continue
+				}
 			}
 			if len(v.Items) == maxQueue {
 				v.More = true
 				continue
 			}
-			it := queueItem{Pending: p, Age: duration(now.Sub(p.AskedAt))}
+			it := queueItem{Pending: p, Age: duration(now.Sub(p.AskedAt)), Proposal: cmp.Or(p.Title, p.Action), Mine: mine}
 			if p.ExpiresAt != nil {
 				left := p.ExpiresAt.Sub(now)
 				it.Overdue = left <= 0
 				it.Left = duration(left)
+				it.Consequence = p.OnTimeout.Consequence()
+			}
+			if p.Quorum != nil {
+				it.Votes = fmt.Sprintf("%d of %d approvals", len(p.Voters), p.Quorum.Total())
 			}
 			v.Items = append(v.Items, it)
 		}
@@ -123,6 +195,14 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 	}
 	v.Flows, v.Roles = sortedKeys(flows, v.Flow), sortedKeys(roles, v.Role)
 	return nil
+}
+
+// quorumHas reports whether a quorum counts approvers of role.
+func quorumHas(q *protocol.Quorum, role string) bool {
+	if q == nil {
+		return false
+	}
+	return slices.ContainsFunc(q.Roles, func(rc protocol.RoleCount) bool { return rc.Role == role })
 }
 
 func sortedKeys(m map[string]bool, also string) []string {
@@ -161,5 +241,6 @@ var funcs = template.FuncMap{
 	"errorText": func(ctx string) string {
 		return strings.TrimSpace(strings.TrimPrefix(ctx, "ERROR:"))
 	},
-	"isError": func(ctx string) bool { return strings.HasPrefix(ctx, "ERROR:") },
+	"isError":     func(ctx string) bool { return strings.HasPrefix(ctx, "ERROR:") },
+	"compactJSON": func(raw json.RawMessage) string { return compact(raw) },
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -33,7 +32,27 @@ type runView struct {
 	Audit            []protocol.AuditRecord
 	MoreEvents       bool
 	Partial, Stream  string
+	// Conversation is what led a gate run's agent to ask.
+	Conversation *conversationView
 }
+
+// conversationView is a gate run's conversation, as the page shows it.
+type conversationView struct {
+	protocol.Conversation
+	// Messages are its messages, long ones folded.
+	Messages []messageView
+}
+
+// messageView is one message of a conversation.
+type messageView struct {
+	protocol.Message
+	// Fold is set for a long message, shown folded after Lead.
+	Fold bool
+	Lead string
+}
+
+// foldAt is the length past which a message is folded.
+const foldAt = 360
 
 // interruptView is the pending interrupt and its forms.
 type interruptView struct {
@@ -56,6 +75,49 @@ type interruptView struct {
 	Left     string
 	Overdue  bool
 	Proposal map[string]json.RawMessage
+	// Heading says what an approval proposes: its title, else its
+	// action. Fields are its arguments, shown and edited by their
+	// schema.
+	Heading string
+	Fields  []argField
+	// Consequence says what happens at the deadline.
+	Consequence string
+	// MayClaim is set when the caller may claim the approval; Mine when
+	// they have claimed it.
+	MayClaim, Mine bool
+	// Tally is set for an approval that takes several approvers.
+	Tally *quorumView
+	// Reminded is when the latest reminder fell due.
+	Reminded *time.Time
+}
+
+// argField is an argument of an approval, with its form's field.
+type argField struct {
+	protocol.Arg
+	// ID and Name are the form field's; Control is the field's HTML
+	// kind: number, select, checkbox, email, url, datetime, textarea,
+	// json or text.
+	ID, Name, Control string
+	// Input is the field's text: the proposal's, or what was sent back.
+	Input string
+	// Checked is a checkbox's state.
+	Checked bool
+	// Min, Max and Step are a number field's attributes.
+	Min, Max, Step string
+	// Error is the edit's error of this argument.
+	Error string
+}
+
+// quorumView is where a quorum stands.
+type quorumView struct {
+	Required int
+	Votes    []protocol.Vote
+	// Voters counts the distinct approvers so far.
+	Voters int
+	// Still says who may still vote.
+	Still string
+	// Voted is set when the caller has voted.
+	Voted bool
 }
 
 // eventView is one event of a run's history.
@@ -88,6 +150,12 @@ func (in *Inbox) runPage(w http.ResponseWriter, r *http.Request, s session) {
 		v.Notice = "Your answer was sent."
 	case "decision":
 		v.Notice = "Your decision was sent."
+	case "claim":
+		v.Notice = "You claimed it: only you may decide it now, until you release it."
+	case "release":
+		v.Notice = "You released it: anyone who may decide it can claim it."
+	case "delegate":
+		v.Notice = "You handed it on."
 	case "queued":
 		v.Notice = "Sent. Interlock has not taken it yet; this page shows it once it has."
 	}
@@ -113,16 +181,35 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 			iv = &interruptView{}
 		}
 		iv.CheckpointInterrupt = *cp.Interrupt
-		iv.MayDecide = !protocol.RoleRestricted(cp.Interrupt.Kind) || s.holds(cp.Interrupt.ApproverRole)
+		ci := cp.Interrupt
+		iv.MayDecide = !protocol.RoleRestricted(ci.Kind) || s.mayAct(ci.ApproverRole, ci.Quorum, ci.Assignees, ci.ClaimedBy)
+		iv.Mine = ci.ClaimedBy != "" && ci.ClaimedBy == s.Name
+		iv.MayClaim = protocol.RoleRestricted(ci.Kind) && ci.ClaimedBy == "" && iv.MayDecide
 		iv.Key = randomKey()
-		if cp.Interrupt.ExpiresAt != nil {
-			left := time.Until(*cp.Interrupt.ExpiresAt)
+		if ci.ExpiresAt != nil {
+			left := time.Until(*ci.ExpiresAt)
 			iv.Left, iv.Overdue = duration(left), left <= 0
+			iv.Consequence = ci.OnTimeout.Consequence()
 		}
+		iv.Reminded = ci.RemindedAt
 		viewOf(iv.Kind).prepare(iv)
+		if iv.Tally != nil {
+			iv.Tally.Voted = slices.ContainsFunc(ci.Votes, func(v protocol.Vote) bool { return v.Approver == s.Name })
+		}
 		v.In = iv
 	} else {
 		v.In = nil
+	}
+	if c, ok := cp.Conversation(); ok {
+		cv := &conversationView{Conversation: c}
+		for _, m := range c.Messages {
+			mv := messageView{Message: m}
+			if len(m.Text) > foldAt {
+				mv.Fold, mv.Lead = true, protocol.Truncate(m.Text, 120)
+			}
+			cv.Messages = append(cv.Messages, mv)
+		}
+		v.Conversation = cv
 	}
 	v.Partial = fmt.Sprintf("/runs/%s/%s?partial=1", flow, run)
 	v.Stream = fmt.Sprintf("/stream?flow=%s&run=%s", flow, run)
@@ -170,6 +257,30 @@ func (in *Inbox) history(r *http.Request, cl *client.Client, v *runView) error {
 			if len(d.Edits) > 0 {
 				e.Diff = diff(proposals[d.RequestID], d.Edits)
 			}
+		case protocol.EventVoted:
+			var d protocol.Voted
+			_ = json.Unmarshal(ev.Event.Data(), &d)
+			e.Summary = fmt.Sprintf("%s voted to approve (%d of %d)", d.Approver, len(d.Votes), d.Required)
+		case protocol.EventAssigned:
+			var d protocol.Assigned
+			_ = json.Unmarshal(ev.Event.Data(), &d)
+			switch d.Op {
+			case protocol.AssignClaim:
+				e.Summary = "claimed by " + d.By
+			case protocol.AssignRelease:
+				e.Summary = "released by " + d.By
+			default:
+				to := d.ApproverRole
+				if len(d.Assignees) > 0 {
+					to = strings.Join(d.Assignees, ", ")
+				}
+				e.Summary = fmt.Sprintf("delegated by %s to %s", d.By, to)
+			}
+			if d.Reason != "" {
+				e.Summary += ": " + d.Reason
+			}
+		case protocol.EventReminded:
+			e.Summary = "reminded the people who may decide"
 		case protocol.EventCompleted:
 			e.Summary = "completed"
 		default:
@@ -304,10 +415,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
 		return
 	}
-	roles := s.Roles
-	if s.AllRoles && cp.Interrupt.ApproverRole != "" {
-		roles = []string{cp.Interrupt.ApproverRole}
-	}
+	roles := s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum)
 	ev, err := in.port.ResumeAs(r.Context(), cl, flow, run, res, s.Name, roles)
 	var ref protocol.Refused
 	var rerr *client.RefusedError
@@ -356,44 +464,6 @@ func validKey(k string) bool {
 	}
 	_, err := hex.DecodeString(k[len("inbox-"):])
 	return err == nil
-}
-
-// editsOf reads an edited args object and returns the arguments that
-// differ from the proposal, or a message for the person.
-func editsOf(proposal json.RawMessage, text string) (map[string]json.RawMessage, string) {
-	var p, e map[string]json.RawMessage
-	_ = json.Unmarshal(proposal, &p)
-	dec := json.NewDecoder(strings.NewReader(text))
-	if err := dec.Decode(&e); err != nil || e == nil || dec.More() {
-		msg := "The arguments must be one JSON object, such as {\"amount\": 400}"
-		if err != nil {
-			msg += ": " + err.Error()
-		}
-		return nil, msg + "."
-	}
-	if err := events.CheckDuplicateKeys([]byte(text)); err != nil {
-		return nil, err.Error()
-	}
-	edits := map[string]json.RawMessage{}
-	for k, v := range e {
-		if compact(v) != compact(p[k]) {
-			edits[k] = v
-		}
-	}
-	var missing []string
-	for k := range p {
-		if _, ok := e[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return nil, "Keep every argument; missing: " + strings.Join(missing, ", ") + "."
-	}
-	if len(edits) == 0 {
-		return nil, "Nothing was changed: change an argument, or approve as proposed."
-	}
-	return edits, ""
 }
 
 // settled are the audit actions that settle a request.

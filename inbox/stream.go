@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,12 +30,15 @@ type change struct {
 }
 
 // stream answers GET /stream?flow=&run=: server-sent events, one per
-// interrupt that comes, is decided, expires or is cancelled, and per run
-// that completes. A browser's EventSource reconnects with Last-Event-ID
+// interrupt that comes, is claimed, voted on, reminded, decided, expires
+// or is cancelled, and per run that completes. A browser's EventSource reconnects with Last-Event-ID
 // and misses nothing the events stream still holds.
 func (in *Inbox) stream(w http.ResponseWriter, r *http.Request, s session) {
 	v := r.URL.Query()
-	q := client.WatchQuery{Flow: v.Get("flow"), Run: v.Get("run"), Kinds: httpapi.StreamKinds}
+	// Beside what the API streams, a claim, a vote and a reminder change
+	// what the queue and a run's page show.
+	kinds := append(slices.Clone(httpapi.StreamKinds), protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded)
+	q := client.WatchQuery{Flow: v.Get("flow"), Run: v.Get("run"), Kinds: kinds}
 	for _, n := range [][2]string{{"flow", q.Flow}, {"run", q.Run}} {
 		if n[1] == "" {
 			continue

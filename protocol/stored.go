@@ -197,6 +197,13 @@ type Pending struct {
 	Requester string `json:"requester,omitempty"`
 	// KeyArgs are an approval's key arguments, formatted ([KeyArgs]).
 	KeyArgs []KeyArg `json:"keyArgs,omitempty"`
+	// Quorum is how many must approve an approval, and Voters who has
+	// approved it so far (each once): a queue says "1 of 2 approvals",
+	// and lists it for the holders of a quorum's roles.
+	Quorum *Quorum  `json:"quorum,omitempty"`
+	Voters []string `json:"voters,omitempty"`
+	// RemindedAt is when the interrupt's latest reminder fell due.
+	RemindedAt *time.Time `json:"remindedAt,omitempty"`
 	// AskedAt is when the interrupt was asked.
 	AskedAt time.Time `json:"askedAt"`
 	// ExpiresAt is when the interrupt expires, if it has a timeout.

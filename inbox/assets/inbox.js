@@ -1,5 +1,6 @@
 // The inbox's small script: live updates from the server's event stream,
-// suggestion chips, and a JSON check with a diff for edited arguments.
+// suggestion chips, times in the reader's time zone, and the edit form's
+// check with a diff of the edited arguments.
 // The pages work without it (reload to see changes).
 (function () {
   "use strict";
@@ -42,37 +43,67 @@
     if (input) { input.value = b.dataset.value; input.focus(); }
   });
 
-  // Edited arguments: check the JSON as it is typed, and show what
-  // differs from the proposal.
-  var args = document.getElementById("args");
-  if (args) {
-    var err = document.getElementById("args-error");
+  // Times: each <time data-local> is written in UTC by the server and
+  // shown here in the reader's own time zone, the UTC text kept as its
+  // title.
+  function localTimes(root) {
+    root.querySelectorAll("time[data-local]").forEach(function (t) {
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      if (!t.title) t.title = t.textContent;
+      t.textContent = d.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+    });
+  }
+  localTimes(document);
+  new MutationObserver(function (ms) {
+    ms.forEach(function (m) { m.addedNodes.forEach(function (n) { if (n.querySelectorAll) localTimes(n); }); });
+  }).observe(document.body, { childList: true, subtree: true });
+
+  // The edit form: one field per argument. Mark the fields changed from
+  // the proposal, check JSON fields as they are typed, and list the
+  // edits.
+  var form = document.querySelector("form[data-edit]");
+  if (form) {
     var out = document.getElementById("args-diff");
-    var proposal = {};
-    try { proposal = JSON.parse(args.dataset.proposal || "{}"); } catch (e) {}
-    var check = function () {
-      var v;
-      try {
-        v = JSON.parse(args.value);
-        if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Error("the arguments must be a JSON object");
-      } catch (e) {
-        args.setCustomValidity("Not valid JSON: " + e.message);
-        args.setAttribute("aria-invalid", "true");
-        err.textContent = "Not valid JSON: " + e.message;
-        err.hidden = false;
-        out.textContent = "";
-        return;
+    var fields = form.querySelectorAll("[data-was]");
+    var valueOf = function (f) { return f.type === "checkbox" ? String(f.checked) : f.value; };
+    var same = function (f) {
+      var a = valueOf(f), b = f.dataset.was;
+      if (f.hasAttribute("data-json") || f.tagName === "SELECT") {
+        try { return JSON.stringify(JSON.parse(a)) === JSON.stringify(JSON.parse(b)); } catch (e) { return false; }
       }
-      args.setCustomValidity("");
-      args.removeAttribute("aria-invalid");
-      err.hidden = true;
+      if (f.type === "number" && a !== "" && b !== "") return Number(a) === Number(b);
+      return a === b;
+    };
+    var label = function (f) {
+      var l = form.querySelector('label[for="' + f.id + '"]');
+      return l ? l.textContent.trim() : f.name;
+    };
+    var shown = function (f, v) {
+      if (f.tagName === "SELECT") {
+        for (var i = 0; i < f.options.length; i++) if (f.options[i].value === v) return f.options[i].textContent;
+      }
+      if (f.type === "checkbox") return v === "true" ? "yes" : "no";
+      return v;
+    };
+    var check = function () {
       var rows = [];
-      Object.keys(Object.assign({}, proposal, v)).sort().forEach(function (k) {
-        var a = JSON.stringify(proposal[k]), b = JSON.stringify(v[k]);
-        if (a !== b) rows.push([k, a === undefined ? "(none)" : a, b === undefined ? "(removed)" : b]);
+      fields.forEach(function (f) {
+        var err = document.getElementById(f.id + "-error");
+        if (f.hasAttribute("data-json")) {
+          try { JSON.parse(f.value); f.setCustomValidity(""); if (err && err.dataset.live) { err.hidden = true; err.textContent = ""; } f.removeAttribute("aria-invalid"); }
+          catch (e) {
+            f.setCustomValidity("Not valid JSON: " + e.message);
+            f.setAttribute("aria-invalid", "true");
+            if (err) { err.dataset.live = "1"; err.textContent = "Not valid JSON: " + e.message; err.hidden = false; }
+          }
+        }
+        var changed = !same(f);
+        f.classList.toggle("changed-field", changed);
+        if (changed) rows.push([label(f), shown(f, f.dataset.was), shown(f, valueOf(f))]);
       });
       out.textContent = "";
-      if (!rows.length) { out.textContent = "No change from the proposal."; return; }
+      if (!rows.length) return;
       var t = document.createElement("table");
       t.className = "diff";
       t.innerHTML = "<caption>Your edits</caption><thead><tr><th scope=col>Argument</th><th scope=col>Proposed</th><th scope=col>Edited</th></tr></thead>";
@@ -87,6 +118,8 @@
       t.appendChild(body);
       out.appendChild(t);
     };
-    args.addEventListener("input", check);
+    form.addEventListener("input", check);
+    form.addEventListener("change", check);
+    check();
   }
 })();

@@ -1,0 +1,90 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// assign answers POST /runs/{flow}/{run}/assign: a claim, a release or a
+// delegation of the approval the page showed, sent on the caller's
+// behalf. Interlock decides whether the caller may; a refusal is shown
+// on the run's page with Interlock's reason.
+func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
+	flow, run, ok := in.names(w, r, s)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		in.errorPage(w, r, s, http.StatusBadRequest, "The form did not arrive whole", "Send it again.")
+		return
+	}
+	if !in.checkCSRF(r, s) {
+		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
+		return
+	}
+	requestID := r.PostFormValue("requestId")
+	cl := in.client(s)
+	cp, err := cl.Checkpoint(r.Context(), flow, run)
+	if err != nil {
+		in.fail(w, r, s, err)
+		return
+	}
+	if !cp.Waiting() || cp.Interrupt.RequestID != requestID {
+		in.conflict(w, r, s, cl, flow, run, requestID)
+		return
+	}
+	a := protocol.Assign{RequestID: requestID, Op: r.PostFormValue("op"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
+	switch a.Op {
+	case protocol.AssignClaim, protocol.AssignRelease:
+	case protocol.AssignDelegate:
+		to := strings.TrimSpace(r.PostFormValue("to"))
+		iv.Values["to"], iv.Values["toKind"], iv.Values["reason.delegate"] = to, r.PostFormValue("toKind"), a.Reason
+		switch {
+		case to == "":
+			iv.Errors["to"] = "Name the person, or the role, to hand this approval to."
+		case r.PostFormValue("toKind") == "role" && !strings.HasPrefix(to, protocol.RolePrefix):
+			to = protocol.RolePrefix + to
+		}
+		a.To = to
+	default:
+		iv.Errors[""] = "Choose claim, release or delegate."
+	}
+	if len(iv.Errors) > 0 {
+		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
+		return
+	}
+	_, err = in.port.AssignAs(r.Context(), cl, flow, run, a, s.Name, s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum))
+	var rerr *client.RefusedError
+	switch {
+	case err == nil:
+		http.Redirect(w, r, fmt.Sprintf("/runs/%s/%s?sent=%s", flow, run, a.Op), http.StatusSeeOther)
+	case errors.Is(err, client.ErrNoAnswer):
+		http.Redirect(w, r, fmt.Sprintf("/runs/%s/%s?sent=queued", flow, run), http.StatusSeeOther)
+	case errors.As(err, &rerr):
+		ref := rerr.Refused
+		switch ref.Code {
+		case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeStaleCheckpoint:
+			in.conflict(w, r, s, cl, flow, run, requestID)
+		case protocol.CodeForbidden:
+			in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
+		case protocol.CodeInvalidPayload:
+			if a.Op == protocol.AssignDelegate {
+				iv.Errors["to"] = ref.Message
+				in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
+				return
+			}
+			in.showRun(w, r, s, flow, run, http.StatusBadRequest, runView{Conflict: ref.Message})
+		default:
+			in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
+		}
+	default:
+		in.fail(w, r, s, err)
+	}
+}

@@ -1,0 +1,367 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// as starts a browser of its own (its own cookies) signed in as name.
+func as(t *testing.T, s *site, name string) context.Context {
+	t.Helper()
+	ctx := startBrowser(t)
+	signIn(t, ctx, s, name)
+	return ctx
+}
+
+// signIn signs in as name on the tab of ctx.
+func signIn(t *testing.T, ctx context.Context, s *site, name string) {
+	t.Helper()
+	step(t, ctx, "sign in as "+name,
+		chromedp.Navigate(s.base+"/login"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SetValue(chromedp.CSS("#token"), s.tokens[name]),
+		chromedp.Submit(chromedp.CSS("#token")),
+		until(fmt.Sprintf(`document.querySelector(".who strong")?.textContent === %q`, name)),
+	)
+}
+
+// axeScript returns axe-core's script, installed from the npm registry
+// with the versions testdata/axe/package-lock.json pins. Without npm the
+// test skips, but fails under CI=true, where .ci/run installs it.
+func axeScript(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join("testdata", "axe")
+	file := filepath.Join(dir, "node_modules", "axe-core", "axe.min.js")
+	if _, err := os.Stat(file); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("no npm to install axe-core: install the npm package (.ci/run does)")
+			}
+			t.Skip("no npm on PATH to install axe-core")
+		}
+		cmd := exec.CommandContext(t.Context(), npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// violation is a serious or critical finding of axe-core.
+type violation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// checkAxe runs axe-core on the page of ctx and fails on any serious or
+// critical violation.
+func checkAxe(t *testing.T, ctx context.Context, script, what string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	if _, err := chromedp.Run(sctx, chromedp.Evaluate[chromedp.Void](script)); err != nil {
+		t.Fatalf("%s: injecting axe-core: %v", what, err)
+	}
+	vs, err := chromedp.Run(sctx, chromedp.Evaluate[[]violation](`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+		.filter(v => v.impact === "serious" || v.impact === "critical")
+		.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + ": " + n.html.slice(0, 160))})))`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: running axe-core: %v", what, err)
+	}
+	for _, v := range vs {
+		t.Errorf("%s: axe-core %s (%s): %s\n\t%s", what, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n\t"))
+	}
+}
+
+// noSideScroll fails when the page of ctx is wider than width.
+func noSideScroll(t *testing.T, ctx context.Context, width int, what string) {
+	t.Helper()
+	w, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w > width {
+		wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`[...document.querySelectorAll("body *")]
+			.filter(e => e.getBoundingClientRect().right > %d).slice(0, 8)
+			.map(e => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className).join(", ")`, width)))
+		t.Errorf("%s is %d px wide at a %d px viewport, so it scrolls sideways; wider than the viewport: %s", what, w, width, wide)
+	}
+}
+
+// TestBrowserTwoPersonApprovalWithAClaim: two people of the finance role
+// decide a refund that takes both. Ana claims it, which keeps Ben's
+// forms away, and votes; released, Ana claims it again while Ben's page
+// is open, and Ben's vote is refused naming her; Ben claims it once she
+// releases it, and his vote completes it. The queue says who claimed it,
+// the votes so far and that it was reminded. With
+// INTERLOCK_UPDATE_SCREENSHOTS=1 it saves the inbox's screenshots.
+func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1042", map[string]any{"orderId": "o-1042", "amount": 4800, "approvers": 2, "remindSoon": true})
+	s.startCard("ana", "r-1043", map[string]any{"orderId": "o-1043", "amount": 780, "assignees": []string{"ben"}, "customer": "lee@example.com"})
+	s.startCard("ana", "r-1044", map[string]any{"orderId": "o-1044", "amount": 1250.5, "customer": "kim@example.com"})
+	ana := as(t, s, "ana")
+
+	step(t, ana, "see the queue say what is proposed",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1042"]`)),
+		until(`document.querySelector('.item[data-run="r-1042"] .row-title').textContent === "Refund $4,800.00 on order o-1042"`),
+		until(`document.querySelector('.item[data-run="r-1042"] .votes').textContent === "0 of 2 approvals"`),
+		until(`document.querySelector('.item[data-run="r-1042"] .deadline').textContent.includes("then it goes to finance_lead")`),
+		until(`document.querySelector('.item[data-run="r-1043"] .assigned').textContent === "for ben"`),
+	)
+	// The reminder falls due two seconds after the ask.
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		code, out := s.api("ana", "GET", "/v1/runs/refund/r-1042", nil)
+		if code == http.StatusOK && strings.Contains(string(out), `"remindedAt"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r-1042 was not reminded within %s: %d %s", stepTimeout, code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	step(t, ana, "see it marked reminded",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1042"] .reminded`)),
+	)
+	step(t, ana, "open the card",
+		chromedp.Click(chromedp.CSS(`a[href="/runs/refund/r-1042"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#tally")),
+		until(`document.querySelector("#ask").textContent === "Refund $4,800.00 on order o-1042"`),
+		until(`document.querySelector(".description strong")?.textContent === "charged twice"`),
+		until(`[...document.querySelectorAll("#proposal div")].some(d => d.querySelector("dt").textContent === "Amount" && d.querySelector("dd").textContent.trim() === "$4,800.00")`),
+		until(`document.querySelector("#deadline .consequence").textContent === "then it goes to finance_lead"`),
+		until(`document.querySelector(".requester").textContent === "support-bot"`),
+		// Times are the reader's own, the UTC text kept as their title.
+		until(`[...document.querySelectorAll("time[data-local]")].every(t => t.title.endsWith("UTC") && !t.textContent.includes("UTC"))`),
+		until(`document.querySelector("#tally").textContent.includes("0 of 2 approvals")`),
+		until(`document.querySelector("#tally .still").textContent.includes("not support-bot")`),
+	)
+	step(t, ana, "claim it",
+		chromedp.Click(chromedp.CSS("#claim")),
+		until(`document.querySelector("#claimed")?.textContent === "by ana (you)"`),
+		until(`document.body.innerText.includes("You claimed it")`),
+	)
+	ben := as(t, s, "ben")
+	step(t, ben, "see it claimed, with no forms",
+		chromedp.Navigate(s.base+"/runs/refund/r-1042"),
+		chromedp.WaitVisible(chromedp.CSS("#tally")),
+		until(`document.querySelector(".conflict").textContent.includes("ana has claimed this approval")`),
+		until(`!document.querySelector("button.approve") && !document.querySelector("#claim")`),
+	)
+	step(t, ana, "vote and release",
+		chromedp.Click(chromedp.CSS("button.approve")),
+		until(`document.querySelector("#tally")?.textContent.includes("1 of 2 approvals")`),
+		until(`document.querySelector("#tally .votes").textContent.includes("ana approved")`),
+		until(`!document.querySelector("button.approve")`), // her vote is in
+		chromedp.Click(chromedp.CSS("#release")),
+		until(`document.querySelector("#claimed")?.textContent === "no one yet"`),
+	)
+	step(t, ben, "load the page with its forms",
+		chromedp.Navigate(s.base+"/runs/refund/r-1042"),
+		chromedp.WaitVisible(chromedp.CSS("button.approve")),
+	)
+	step(t, ana, "claim it again while Ben's page is open",
+		chromedp.Click(chromedp.CSS("#claim")),
+		until(`document.querySelector("#claimed")?.textContent === "by ana (you)"`),
+	)
+	step(t, ben, "see Interlock refuse a vote while Ana holds the claim",
+		chromedp.Click(chromedp.CSS("button.approve")),
+		chromedp.WaitVisible(chromedp.CSS("#conflict")),
+		until(`document.querySelector("#conflict").textContent.includes("claimed by ana")`),
+	)
+	step(t, ana, "release it", chromedp.Click(chromedp.CSS("#release")), until(`document.querySelector("#claimed")?.textContent === "no one yet"`))
+	step(t, ben, "claim it",
+		chromedp.Navigate(s.base+"/runs/refund/r-1042"),
+		chromedp.WaitVisible(chromedp.CSS("#claim")),
+		chromedp.Click(chromedp.CSS("#claim")),
+		until(`document.querySelector("#claimed")?.textContent === "by ben (you)"`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector(".notice")?.remove()`),
+	)
+	screenshot(t, ben, "inbox-approval.png")
+	step(t, ana, "see Ben's claim and Ana's vote in the queue",
+		chromedp.Navigate(s.base+"/"),
+		until(`document.querySelector('.item[data-run="r-1042"] .claimed')?.textContent === "claimed by ben"`),
+		until(`document.querySelector('.item[data-run="r-1042"] .votes').textContent === "1 of 2 approvals"`),
+	)
+	screenshot(t, ana, "inbox-queue.png")
+	step(t, ben, "complete it with the second vote",
+		chromedp.Click(chromedp.CSS("button.approve")),
+		chromedp.WaitVisible(chromedp.CSS(`.outcome[data-status="completed"]`)),
+		until(`document.body.innerText.includes("approve by ben")`),
+	)
+	if code, out := s.api("ana", "GET", "/v1/runs/refund/r-1042", nil); code != http.StatusOK || !strings.Contains(string(out), `"paid":4800`) {
+		t.Fatalf("the refund after two votes: %d %s", code, out)
+	}
+	if code, out := s.api("ana", "POST", "/v1/runs/refund/r-1044/resume", map[string]any{"decision": "reject", "reason": "duplicate of o-1042"}); code != http.StatusAccepted {
+		t.Fatalf("reject r-1044 = %d %s", code, out)
+	}
+	if code, out := s.api("ben", "POST", "/v1/runs/refund/r-1043/resume", map[string]any{"decision": "approve"}); code != http.StatusAccepted {
+		t.Fatalf("approve r-1043 = %d %s", code, out)
+	}
+	step(t, ana, "see them done",
+		chromedp.Navigate(s.base+"/done"),
+		until(`[...document.querySelectorAll("#done tr.item")].map(tr => tr.dataset.run).join(",") === "r-1043,r-1044,r-1042"`),
+	)
+	screenshot(t, ana, "inbox-done.png")
+}
+
+// TestBrowserDelegateRespondAndAHostileDescription: Ana hands a refund
+// to Ben, who finds it among his own and hands it to a role he does not
+// hold; Ana answers another with a message instead of a decision; a
+// description written to run script shows as harmless text.
+func TestBrowserDelegateRespondAndAHostileDescription(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1", map[string]any{"orderId": "o-1", "amount": 900})
+	s.startCard("ana", "r-2", map[string]any{"orderId": "o-2", "amount": 600})
+	s.startCard("ana", "r-evil", map[string]any{"orderId": "o-3", "amount": 700, "description": hostileDescription})
+	ana := as(t, s, "ana")
+
+	step(t, ana, "delegate to a person",
+		chromedp.Navigate(s.base+"/runs/refund/r-1"),
+		chromedp.WaitVisible(chromedp.CSS(".delegate summary")),
+		chromedp.Click(chromedp.CSS(".delegate summary")),
+		chromedp.WaitVisible(chromedp.CSS("#delegate-to")),
+		chromedp.Click(chromedp.CSS(`input[name="toKind"][value="person"]`)),
+		chromedp.SendKeys(chromedp.CSS("#delegate-to"), "ben"),
+		chromedp.SendKeys(chromedp.CSS("#delegate-reason"), "Ben handled the ticket"),
+		chromedp.Submit(chromedp.CSS("#delegate-to")),
+		until(`document.body.innerText.includes("You handed it on")`),
+		until(`[...document.querySelectorAll(".people div")].some(d => d.textContent.includes("Assigned to") && d.textContent.includes("ben"))`),
+		until(`document.body.innerText.includes("delegated by ana to ben: Ben handled the ticket")`),
+	)
+	ben := as(t, s, "ben")
+	step(t, ben, "find it among his own",
+		chromedp.Navigate(s.base+"/?view=mine"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1"]`)),
+		until(`document.querySelectorAll(".item").length === 1`),
+		until(`document.querySelector('.tabs a[aria-current="page"]').textContent === "Mine"`),
+	)
+	step(t, ben, "delegate to a role",
+		chromedp.Click(chromedp.CSS(`a[href="/runs/refund/r-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".delegate summary")),
+		chromedp.Click(chromedp.CSS(".delegate summary")),
+		chromedp.Click(chromedp.CSS(`input[name="toKind"][value="role"]`)),
+		chromedp.SendKeys(chromedp.CSS("#delegate-to"), "finance_lead"),
+		chromedp.Submit(chromedp.CSS("#delegate-to")),
+		until(`document.body.innerText.includes("You handed it on")`),
+		until(`[...document.querySelectorAll(".people div")].some(d => d.textContent.includes("Role") && d.textContent.includes("finance_lead"))`),
+		until(`document.querySelector(".conflict")?.textContent.includes("the role finance_lead, which you do not hold")`),
+		until(`!document.querySelector("button.approve")`),
+	)
+	step(t, ben, "see a bad delegation refused beside its field",
+		chromedp.Navigate(s.base+"/runs/refund/r-2"),
+		chromedp.WaitVisible(chromedp.CSS(".delegate summary")),
+		chromedp.Click(chromedp.CSS(".delegate summary")),
+		chromedp.Click(chromedp.CSS(`input[name="toKind"][value="role"]`)),
+		chromedp.SendKeys(chromedp.CSS("#delegate-to"), "no such role!"),
+		chromedp.Submit(chromedp.CSS("#delegate-to")),
+		chromedp.WaitVisible(chromedp.CSS("#delegate-to-error")),
+		until(`document.querySelector("#delegate-to").value === "no such role!"`),
+	)
+
+	step(t, ana, "respond instead of deciding",
+		chromedp.Navigate(s.base+"/runs/refund/r-2"),
+		chromedp.WaitVisible(chromedp.CSS("#message")),
+		chromedp.Click(chromedp.CSS("form[data-respond] button")),
+		chromedp.WaitVisible(chromedp.CSS("#message-error")),
+		chromedp.SendKeys(chromedp.CSS("#message"), "Ask the customer for the receipt first."),
+		chromedp.Click(chromedp.CSS("form[data-respond] button")),
+		chromedp.WaitVisible(chromedp.CSS(`.outcome[data-status="completed"]`)),
+		until(`document.body.innerText.includes("review: respond by ana")`),
+	)
+	if code, out := s.api("ana", "GET", "/v1/runs/refund/r-2", nil); code != http.StatusOK ||
+		!strings.Contains(string(out), `"message":"Ask the customer for the receipt first."`) || strings.Contains(string(out), `"paid"`) {
+		t.Fatalf("after the response the run is %d %s, want the message and no refund", code, out)
+	}
+
+	step(t, ana, "see a hostile description do nothing",
+		chromedp.Navigate(s.base+"/runs/refund/r-evil"),
+		chromedp.WaitVisible(chromedp.CSS(".description")),
+		until(`document.querySelector(".description strong")?.textContent === "now"`),
+		until(`document.body.dataset.pwned === undefined`),
+		until(`document.querySelectorAll(".description script, .description iframe, .description div, .description [style]").length === 0`),
+		until(`[...document.querySelectorAll("main *")].every(e => ![...e.attributes].some(a => a.name.startsWith("on")))`),
+		until(`[...document.querySelectorAll(".description a")].every(a => a.protocol === "https:")`),
+		until(`[...document.querySelectorAll(".description img")].every(i => !i.getAttribute("src")?.startsWith("javascript"))`),
+	)
+	// Clicking each link the description kept runs nothing either.
+	step(t, ana, "click the description's links",
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll(".description a").forEach(a => { a.target = ""; a.addEventListener("click", e => e.preventDefault()); a.click(); })`),
+		until(`document.body.dataset.pwned === undefined`),
+	)
+}
+
+// TestBrowserAtPhoneWidthWithNoSideScrollAndNoSeriousAxeViolations: at
+// 390 px the queue, an approval card with every part and the done view
+// fit the screen; axe-core finds nothing serious or critical on them, nor
+// on the sign-in page.
+func TestBrowserAtPhoneWidthWithNoSideScrollAndNoSeriousAxeViolations(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1042", map[string]any{"orderId": "o-1042-with-a-long-unbroken-reference-number-0123456789", "amount": 4800, "approvers": 2,
+		"customer": "a.very.long.address.of.a.customer@subdomain.example.com"})
+	s.startCard("ana", "r-1043", map[string]any{"orderId": "o-1043", "amount": 780, "assignees": []string{"ben"}})
+	s.startCard("ana", "r-1044", map[string]any{"orderId": "o-1044", "amount": 90})
+	if code, out := s.api("ana", "POST", "/v1/runs/refund/r-1044/resume", map[string]any{"decision": "reject", "reason": "duplicate"}); code != http.StatusAccepted {
+		t.Fatalf("reject r-1044 = %d %s", code, out)
+	}
+	script := axeScript(t)
+	browser := startBrowser(t)
+	step(t, browser, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	step(t, browser, "the sign-in page", chromedp.Navigate(s.base+"/login"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	noSideScroll(t, browser, 390, "the sign-in page")
+	checkAxe(t, browser, script, "the sign-in page")
+	signIn(t, browser, s, "ana")
+
+	step(t, browser, "the queue",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1043"]`)),
+	)
+	noSideScroll(t, browser, 390, "the queue")
+	checkAxe(t, browser, script, "the queue")
+
+	step(t, browser, "an approval card, its delegation open and an edit refused",
+		chromedp.Navigate(s.base+"/runs/refund/r-1042"),
+		chromedp.WaitVisible(chromedp.CSS("#claim")),
+		chromedp.Click(chromedp.CSS("#claim")),
+		until(`document.querySelector("#claimed")?.textContent === "by ana (you)"`),
+		setField("#arg-amount", "20000"),
+		// The field's max stops the browser from sending it; past that,
+		// Interlock refuses it naming the argument.
+		until(`!document.querySelector("#arg-amount").checkValidity()`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("form[data-edit]").noValidate = true`),
+		chromedp.Click(chromedp.CSS("form[data-edit] button[type=submit]")),
+		until(`document.querySelector("#arg-amount-error:not([hidden])")?.textContent.includes("/amount")`),
+		chromedp.Click(chromedp.CSS(".delegate summary")),
+		chromedp.WaitVisible(chromedp.CSS("#delegate-to")),
+	)
+	noSideScroll(t, browser, 390, "the approval page")
+	checkAxe(t, browser, script, "the approval page")
+
+	step(t, browser, "the done view",
+		chromedp.Navigate(s.base+"/done"),
+		chromedp.WaitVisible(chromedp.CSS(`#done tr[data-run="r-1044"]`)),
+	)
+	noSideScroll(t, browser, 390, "the done view")
+	checkAxe(t, browser, script, "the done view")
+}

@@ -1,0 +1,326 @@
+package inbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// cardSchema describes the args of the card flow's approval.
+const cardSchema = `{"type": "object", "required": ["orderId", "amount"],
+ "properties": {
+  "amount": {"type": "number", "title": "Amount", "minimum": 0.01, "maximum": 10000, "x-interlock-display": "currency", "x-interlock-key": true},
+  "currency": {"type": "string", "title": "Currency", "enum": ["USD", "EUR"]},
+  "orderId": {"type": "string", "title": "Order", "x-interlock-key": true},
+  "customer": {"type": "string", "title": "Customer", "format": "email", "x-interlock-key": true},
+  "expedite": {"type": "boolean", "title": "Pay out today"},
+  "note": {"type": "string", "title": "Note to the customer", "x-interlock-display": "markdown"}}}`
+
+// cardState is the state of the card flow: what to ask, and what the
+// node got.
+type cardState struct {
+	OrderID     string   `json:"orderId"`
+	Amount      float64  `json:"amount"`
+	Customer    string   `json:"customer,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Approvers   int      `json:"approvers,omitempty"`
+	Assignees   []string `json:"assignees,omitempty"`
+	// RemindSoon reminds two seconds after asking.
+	RemindSoon bool `json:"remindSoon,omitempty"`
+
+	Verdict  string  `json:"verdict,omitempty"`
+	Message  string  `json:"message,omitempty"`
+	Approver string  `json:"approver,omitempty"`
+	Paid     float64 `json:"paid,omitempty"`
+}
+
+// cardFlow is a refund of its own (the example refund flow changes on its
+// own): one approval of the finance role with a title, a Markdown
+// description, an args schema, a requester, a deadline that escalates to
+// finance_lead, and the four decisions; a quorum of the state's approvers.
+func cardFlow() *engine.Flow {
+	return engine.NewFlow[cardState]("refund").
+		Node("review", func(ctx context.Context, n *engine.Node[cardState]) error {
+			s := n.State()
+			a := engine.Approval{
+				Action:       "issue_refund",
+				Title:        fmt.Sprintf("Refund %s on order %s", protocol.FormatMoney(s.Amount, "USD"), s.OrderID),
+				Description:  s.Description,
+				Requester:    "support-bot",
+				Reason:       "Refunds over $500 need finance.",
+				ApproverRole: "finance",
+				Assignees:    s.Assignees,
+				Decisions:    []engine.Verdict{"approve", "edit", "reject", "respond"},
+				Args: map[string]any{"orderId": s.OrderID, "amount": s.Amount, "currency": "USD", "customer": s.Customer,
+					"expedite": false, "note": "We are sorry for the **double charge**."},
+				ArgsSchema: json.RawMessage(cardSchema),
+				Timeout:    time.Hour,
+				OnTimeout:  engine.Escalate("finance_lead", time.Hour, engine.Policy{}),
+			}
+			if s.Description == "" {
+				a.Description = "The customer was **charged twice** for order " + s.OrderID + ".\n\n" +
+					"- first charge: captured\n- second charge: captured a minute later\n\nSee [the ticket](https://support.example/tickets/4821)."
+			}
+			if s.Approvers > 1 {
+				a.Quorum = &protocol.Quorum{Required: s.Approvers}
+			}
+			if s.RemindSoon {
+				a.Reminders = []time.Duration{time.Hour - 2*time.Second}
+			}
+			d, err := n.Approve(ctx, a)
+			if err != nil {
+				return err
+			}
+			u := engine.Update{"verdict": string(d.Verdict), "message": d.Message, "approver": d.Approver}
+			if d.Approved() {
+				u["paid"] = d.Args["amount"]
+			}
+			return n.Update(u)
+		}).
+		Start("review").MustBuild()
+}
+
+// startCard starts a run of the card flow as caller.
+func (s *site) startCard(caller, run string, state map[string]any) {
+	s.t.Helper()
+	if _, ok := state["customer"]; !ok {
+		state["customer"] = "dana@example.com"
+	}
+	if code, out := s.api(caller, "POST", "/v1/runs/refund", map[string]any{"run": run, "state": state}); code != http.StatusAccepted {
+		s.t.Fatalf("start %s = %d %s", run, code, out)
+	}
+}
+
+// hostileDescription tries every way Markdown has to run script or put
+// raw HTML in a page.
+const hostileDescription = "Refund **now**.\n\n" +
+	"<script>document.body.dataset.pwned = 'script'</script>\n\n" +
+	`<img src="x" onerror="document.body.dataset.pwned = 'onerror'">` + "\n\n" +
+	"[open the ticket](javascript:document.body.dataset.pwned='link')\n\n" +
+	`<div style="position:fixed;inset:0" onclick="document.body.dataset.pwned='div'">raw html</div>` + "\n\n" +
+	`<iframe src="https://evil.example/"></iframe>` + "\n\n" +
+	"![pixel](javascript:alert(1)) and <a href=\"https://evil.example/\" onmouseover=\"alert(2)\">a raw link</a>"
+
+func TestAHostileDescriptionRendersAsTextWithNoScriptHandlerOrRawHTML(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-evil", map[string]any{"orderId": "o-1", "amount": 900, "description": hostileDescription})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	code, page := ana.do("GET", "/runs/refund/r-evil", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET the run = %d\n%s", code, page)
+	}
+	start := strings.Index(page, `<div class="description">`)
+	if start < 0 {
+		t.Fatalf("no description on the page:\n%s", page)
+	}
+	desc := page[start+len(`<div class="description">`):]
+	desc = desc[:strings.Index(desc, "</div>\n")]
+	if !strings.Contains(desc, "<strong>now</strong>") {
+		t.Fatalf("the description's Markdown is not rendered: %s", desc)
+	}
+	for _, bad := range []string{"<script", "onerror", "javascript:", "onclick", "onmouseover", "<iframe", "<div", "style="} {
+		if strings.Contains(strings.ToLower(desc), bad) {
+			t.Errorf("the rendered description holds %q:\n%s", bad, desc)
+		}
+	}
+}
+
+func TestAnEditIsMadeInAFieldOfEachArgumentsType(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, nil, cardFlow())
+	s.startCard("", "r-1", map[string]any{"orderId": "o-1", "amount": 4800})
+	local := s.visitor()
+	_, page := local.do("GET", "/runs/refund/r-1", nil)
+	for _, want := range []string{
+		`id="arg-amount" name="arg.amount" type="number" inputmode="decimal" value="4800" data-was="4800" min="0.01" max="10000" step="0.01"`,
+		`<select id="arg-currency" name="arg.currency"`,
+		`<option value="&#34;EUR&#34;">EUR</option>`,
+		`id="arg-customer" name="arg.customer" type="email" value="dana@example.com"`,
+		`id="arg-expedite" name="arg.expedite" type="checkbox" value="true"`,
+		`<textarea id="arg-note" name="arg.note"`,
+		`<dt>Amount</dt><dd><span class="money">$4,800.00</span>`,
+		`<span class="consequence">then it goes to finance_lead</span>`,
+		`Requested by <strong class="requester">support-bot</strong>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the approval page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("page:\n%s", page)
+	}
+
+	edit := func(amount, customer string) (int, string) {
+		form := hidden(page)
+		form.Set("decision", "edit")
+		form.Set("arg.amount", amount)
+		form.Set("arg.currency", `"USD"`)
+		form.Set("arg.orderId", "o-1")
+		form.Set("arg.customer", customer)
+		form.Set("arg.note", "We are sorry for the **double charge**.")
+		return local.do("POST", "/runs/refund/r-1", form)
+	}
+	// The engine checks the edit against the schema; its message names the
+	// argument and is shown beside its field, the values kept.
+	code, out := edit("20000", "dana@example.com")
+	if code != http.StatusUnprocessableEntity || !strings.Contains(out, `id="arg-amount-error" role="alert">/amount: must be &lt;= 10000</p>`) ||
+		!strings.Contains(out, `id="arg-amount" name="arg.amount" type="number" inputmode="decimal" value="20000"`) {
+		t.Fatalf("an edit above the schema's maximum = %d\n%s", code, out)
+	}
+	// A value that is not of the argument's type is said before sending.
+	if code, out = edit("lots", "dana@example.com"); code != http.StatusUnprocessableEntity || !strings.Contains(out, `id="arg-amount-error" role="alert">Amount `) {
+		t.Fatalf("an amount that is not a number = %d\n%s", code, out)
+	}
+	if code, out = edit("4800", "dana@example.com"); code != http.StatusUnprocessableEntity || !strings.Contains(out, "Nothing was changed") {
+		t.Fatalf("an edit that changes nothing = %d\n%s", code, out)
+	}
+	if code, out = edit("400", "dana@example.com"); code != http.StatusOK || !strings.Contains(out, `data-status="completed"`) {
+		t.Fatalf("an edit within the schema = %d\n%s", code, out)
+	}
+	if code, out := s.api("", "GET", "/v1/runs/refund/r-1", nil); code != http.StatusOK || !strings.Contains(string(out), `"paid":400`) {
+		t.Fatalf("after the edit the run is %d %s, want paid 400", code, out)
+	}
+}
+
+func TestTheQueueSaysWhatIsProposedAndFiltersMineAndMyRoles(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}, "cat": nil}, cardFlow())
+	s.startCard("ana", "r-team", map[string]any{"orderId": "o-7", "amount": 4800, "approvers": 2})
+	s.startCard("ana", "r-cat", map[string]any{"orderId": "o-8", "amount": 950, "assignees": []string{"cat"}})
+
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	_, page := ana.do("GET", "/", nil)
+	for _, want := range []string{
+		`>Refund $4,800.00 on order o-7</a>`, `<dt>Amount</dt><dd>$4,800.00</dd>`, `<dt>Customer</dt><dd>dana@example.com</dd>`,
+		`from support-bot`, `<span class="consequence">, then it goes to finance_lead</span>`, `0 of 2 approvals`, `for cat`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("ana's queue lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("ana's queue:\n%s", page)
+	}
+	rows := func(v *browserless, path string) string {
+		t.Helper()
+		code, page := v.do("GET", path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s = %d\n%s", path, code, page)
+		}
+		var runs []string
+		for _, part := range strings.Split(page, `class="item`)[1:] {
+			i := strings.Index(part, `data-run="`) + len(`data-run="`)
+			runs = append(runs, part[i:i+strings.Index(part[i:], `"`)])
+		}
+		return strings.Join(runs, ",")
+	}
+	if got := rows(ana, "/?view=mine"); got != "" {
+		t.Fatalf("ana's own before a claim: %q", got)
+	}
+	if got := rows(ana, "/?view=roles"); got != "r-team,r-cat" {
+		t.Fatalf("ana's roles: %q", got)
+	}
+	// Ana claims the team's refund with the page's form.
+	_, page = ana.do("GET", "/runs/refund/r-team", nil)
+	form := hidden(page)
+	form.Set("op", "claim")
+	if code, out := ana.do("POST", "/runs/refund/r-team/assign", form); code != http.StatusOK || !strings.Contains(out, "You claimed it") ||
+		!strings.Contains(out, `id="claimed">by <strong>ana</strong> (you)`) {
+		t.Fatalf("ana's claim = %d\n%s", code, out)
+	}
+	if got := rows(ana, "/?view=mine"); got != "r-team" {
+		t.Fatalf("ana's own after her claim: %q", got)
+	}
+
+	ben := s.visitor()
+	ben.do("POST", "/login", url.Values{"token": {s.tokens["ben"]}, "next": {"/"}})
+	if _, page = ben.do("GET", "/", nil); !strings.Contains(page, "claimed by ana") {
+		t.Fatalf("ben's queue does not say ana claimed it:\n%s", page)
+	}
+	// Cat holds no role: she sees what is assigned to her, and nothing
+	// else.
+	cat := s.visitor()
+	cat.do("POST", "/login", url.Values{"token": {s.tokens["cat"]}, "next": {"/"}})
+	if got := rows(cat, "/"); got != "r-cat" {
+		t.Fatalf("cat's queue: %q", got)
+	}
+	if got := rows(cat, "/?view=mine"); got != "r-cat" {
+		t.Fatalf("cat's own: %q", got)
+	}
+	if got := rows(cat, "/?view=roles"); got != "" {
+		t.Fatalf("cat's roles: %q", got)
+	}
+	if code, out := cat.do("GET", "/?view=everything", nil); code != http.StatusBadRequest || !strings.Contains(out, "No such view: everything") {
+		t.Fatalf("an unknown view = %d\n%s", code, out)
+	}
+}
+
+func TestTheAssignFormIsRefusedWithoutItsCSRFToken(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1", map[string]any{"orderId": "o-1", "amount": 900})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	_, page := ana.do("GET", "/runs/refund/r-1", nil)
+	form := hidden(page)
+	form.Set("op", "claim")
+	form.Set("csrf", "forged")
+	if code, out := ana.do("POST", "/runs/refund/r-1/assign", form); code != http.StatusForbidden || !strings.Contains(out, "The form has expired") {
+		t.Fatalf("a claim with a forged CSRF token = %d\n%s", code, out)
+	}
+	form.Del("csrf")
+	if code, _ := ana.do("POST", "/runs/refund/r-1/assign", form); code != http.StatusForbidden {
+		t.Fatalf("a claim without a CSRF token = %d", code)
+	}
+	if code, out := s.api("ana", "GET", "/v1/runs/refund/r-1", nil); code != http.StatusOK || strings.Contains(string(out), "claimedBy") {
+		t.Fatalf("after the refused forms the run is %d %s, want unclaimed", code, out)
+	}
+}
+
+func TestAGateRunsCardShowsTheConversationThatLedToTheCall(t *testing.T) {
+	t.Parallel()
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSiteWith(t, nil, interlock.Config{Flows: []*engine.Flow{cardFlow()}, GateRules: rules})
+	long := "Here is the whole story. " + strings.Repeat("The parcel never came and the courier says it was delivered. ", 12)
+	msgs, _ := json.Marshal([]map[string]any{
+		{"role": "user", "content": "I was charged twice for order o-9, <b>please</b> refund one."},
+		{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "Let me check the charges."}}},
+		{"role": "user", "content": long},
+	})
+	req := protocol.ToolRequest{CallID: "call-9", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-9",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("900"), "orderId": json.RawMessage(`"o-9"`)}, Messages: msgs}
+	if _, err := s.svc.Client("/test").AskTool(t.Context(), req, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, page := s.visitor().do("GET", "/runs/gate/call-9", nil)
+	for _, want := range []string{
+		`<h2 id="conversation-h">The conversation that led here</h2>`,
+		`Agent <strong>support-bot</strong> · conversation <code>conv-9</code>`,
+		`<p class="text">I was charged twice for order o-9, &lt;b&gt;please&lt;/b&gt; refund one.</p>`,
+		`<li class="message from-assistant">`, `<p class="text">Let me check the charges.</p>`,
+		`<details><summary>Here is the whole story. The parcel never came`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the gate run's page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("page:\n%s", page)
+	}
+}
