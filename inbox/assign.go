@@ -60,7 +60,15 @@ func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
 		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
 		return
 	}
-	_, err = in.port.AssignAs(r.Context(), cl, flow, run, a, s.Name, s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum))
+	ev, err := in.port.AssignAs(r.Context(), cl, flow, run, a, s.Name, s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum))
+	if err == nil && ev.Kind == protocol.EventRefused {
+		var ref protocol.Refused
+		if derr := ev.Decode(&ref); derr != nil {
+			err = derr
+		} else {
+			err = &client.RefusedError{Refused: ref, What: a.Op + " of " + flow + " " + run}
+		}
+	}
 	var rerr *client.RefusedError
 	switch {
 	case err == nil:
