@@ -201,3 +201,39 @@ func TestResumeCarriesTheMessageOfARespond(t *testing.T) {
 		t.Fatalf("state %s: %v", cp.State, err)
 	}
 }
+
+// TestTheAuditOfClaimsDelegationsAndARespondVerifies: the verifier
+// vouches for every record of the approvals' new actions, and a surface
+// reading the vouched history sees them.
+func TestTheAuditOfClaimsDelegationsAndARespondVerifies(t *testing.T) {
+	t.Parallel()
+	c := newContractClient(t)
+	ctx := t.Context()
+	in := startContract(t, c, "r-6")
+	ana := c.As("ana")
+	assigned(t)(ana.Assign(ctx, "contract", "r-6", protocol.Assign{Op: protocol.AssignClaim}))
+	assigned(t)(ana.Assign(ctx, "contract", "r-6", protocol.Assign{Op: protocol.AssignRelease}))
+	assigned(t)(ana.Assign(ctx, "contract", "r-6", protocol.Assign{Op: protocol.AssignDelegate, To: "ben"}))
+	ev, err := c.As("ben").Resume(ctx, "contract", "r-6", protocol.Resume{ResumeToken: in.ResumeToken, Decision: "respond", Message: "Use the 2026 template."})
+	if err != nil || ev.Kind != protocol.EventCompleted {
+		t.Fatalf("respond: %q, %v", ev.Kind, err)
+	}
+	report, err := c.VerifyAudit(ctx, "contract", "r-6")
+	if err != nil || !report.Intact {
+		t.Fatalf("audit of r-6: %+v, %v", report, err)
+	}
+	recs, err := c.VouchedAudit(ctx, "contract", "r-6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs {
+		actions = append(actions, r.Action+"/"+r.By)
+	}
+	if got := strings.Join(actions, ","); got != "started//test,interrupted/interlock/test,claimed/ana,released/ana,delegated/ana,responded/ben" {
+		t.Fatalf("vouched history = %s", got)
+	}
+	if last := recs[len(recs)-1]; last.Message != "Use the 2026 template." {
+		t.Fatalf("the responded record's message = %q", last.Message)
+	}
+}

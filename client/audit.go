@@ -763,10 +763,7 @@ func checkSignature(rec *protocol.AuditRecord, sum string, tr trust, where strin
 // malformed says how a record is not shaped as Interlock writes one.
 func malformed(rec *protocol.AuditRecord) []string {
 	var out []string
-	switch rec.Action {
-	case protocol.ActionStarted, protocol.ActionInterrupted, protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited,
-		protocol.ActionRejected, protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced, protocol.ActionRefused:
-	default:
+	if !slices.Contains(protocol.AuditActions(), rec.Action) {
 		out = append(out, fmt.Sprintf("its action %q is none of Interlock's", rec.Action))
 	}
 	if rec.At.IsZero() {

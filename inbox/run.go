@@ -469,6 +469,7 @@ func validKey(k string) bool {
 // settled are the audit actions that settle a request.
 var settled = []string{
 	protocol.ActionAnswered, protocol.ActionApproved, protocol.ActionEdited, protocol.ActionRejected,
+	protocol.ActionResponded, protocol.ActionVoted,
 	protocol.ActionExpired, protocol.ActionEscalated, protocol.ActionCancelled, protocol.ActionReannounced,
 }
 

@@ -41,6 +41,14 @@ const (
 	ActionRefused = "refused"
 )
 
+// AuditActions returns every action an audit record may have, in the
+// order of a run's life.
+func AuditActions() []string {
+	return []string{ActionStarted, ActionInterrupted, ActionAnswered, ActionApproved, ActionEdited, ActionRejected,
+		ActionResponded, ActionVoted, ActionClaimed, ActionReleased, ActionDelegated, ActionReminded,
+		ActionExpired, ActionEscalated, ActionCancelled, ActionReannounced, ActionRefused}
+}
+
 // AuditRecord is one record of the audit stream (subject
 // <prefix>.audit.<flow>.<run>), the data of an io.interlock.audit.<action>
 // event: what happened to a run, who did it, and where the run ended up.
