@@ -236,4 +236,7 @@ func TestTheAuditOfClaimsDelegationsAndARespondVerifies(t *testing.T) {
 	if last := recs[len(recs)-1]; last.Message != "Use the 2026 template." {
 		t.Fatalf("the responded record's message = %q", last.Message)
 	}
+	if d := recs[len(recs)-2]; d.To != "ben" {
+		t.Fatalf("the delegated record says it went to %q, want ben", d.To)
+	}
 }

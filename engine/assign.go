@@ -59,7 +59,7 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 		if msg := mayDecide(in, who, roles, known, cmd.Authority.RoleRequired); msg != "" {
 			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "%s", msg)
 		}
-		action, op := "", cmd.Op
+		action, op, to := "", cmd.Op, ""
 		switch op {
 		case protocol.AssignClaim:
 			if in.ClaimedBy == who {
@@ -72,7 +72,7 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 			}
 			in.ClaimedBy, action = "", protocol.ActionReleased
 		case protocol.AssignDelegate:
-			to := strings.TrimSpace(cmd.To)
+			to = strings.TrimSpace(cmd.To)
 			if role, ok := strings.CutPrefix(to, protocol.RolePrefix); ok {
 				if err := CheckName("approver role", role); err != nil {
 					return t.refuse(ctx, cmd.RequestID, CodeInvalidPayload, "to: %v", err)
@@ -94,7 +94,7 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 		t.emit(protocol.EventAssigned, &protocol.Assigned{Flow: cp.Flow, Run: cp.Run, RequestID: in.RequestID, Op: op, By: who,
 			Reason: cmd.Reason, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy, ApproverRole: in.ApproverRole, Origin: cp.Origin})
 		t.audit(&protocol.AuditRecord{Action: action, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-			By: who, Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.trusted, Reason: cmd.Reason, ApproverRole: in.ApproverRole,
+			By: who, Source: cmd.Source, EventID: cmd.EventID, Trusted: cmd.trusted, Reason: cmd.Reason, ApproverRole: in.ApproverRole, To: to,
 			Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 		return r.commit(ctx, t)
 	})

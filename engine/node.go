@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -241,10 +242,5 @@ func checkNodeKind(kind string) error {
 }
 
 func reservedKind(kind string) bool {
-	switch kind {
-	case protocol.EventStarted, protocol.EventInterrupted, protocol.EventResumed, protocol.EventCompleted, protocol.EventFailed,
-		protocol.EventCancelled, protocol.EventExpired, protocol.EventRefused, protocol.EventDecided:
-		return true
-	}
-	return false
+	return slices.Contains(protocol.Events(), kind)
 }

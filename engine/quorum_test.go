@@ -483,3 +483,20 @@ func TestAClaimantsVoteReleasesTheClaimForTheOthersTheQuorumTakes(t *testing.T) 
 	wantAccepted(t, vote(t, h, run, "ben", "approve", nil))
 	h.WantStatus(run, engine.Completed)
 }
+
+func TestANodeMayNotEmitTheApprovalsEventKinds(t *testing.T) {
+	for _, kind := range []string{protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded, protocol.EventDecided} {
+		t.Run(kind, func(t *testing.T) {
+			f := engine.NewFlow[map[string]any]("forger").
+				Node("emit", func(_ context.Context, n *engine.Node[map[string]any]) error {
+					return n.Emit(kind, map[string]any{"approver": "ceo"})
+				}).Start("emit").MustBuild()
+			h := enginetest.New(t, f)
+			run := h.Start(nil)
+			h.WantStatus(run, engine.Failed)
+			if cp := h.Checkpoint(run); !strings.Contains(cp.Error, "is one of the protocol's") {
+				t.Fatalf("error = %q", cp.Error)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 var StreamKinds = []string{
 	protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired,
 	protocol.EventCancelled, protocol.EventCompleted, protocol.EventDecided,
+	protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded,
 }
 
 // Timing of an event stream.

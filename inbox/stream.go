@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +36,7 @@ func (in *Inbox) stream(w http.ResponseWriter, r *http.Request, s session) {
 	v := r.URL.Query()
 	// Beside what the API streams, a claim, a vote and a reminder change
 	// what the queue and a run's page show.
-	kinds := append(slices.Clone(httpapi.StreamKinds), protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded)
+	kinds := httpapi.StreamKinds
 	q := client.WatchQuery{Flow: v.Get("flow"), Run: v.Get("run"), Kinds: kinds}
 	for _, n := range [][2]string{{"flow", q.Flow}, {"run", q.Run}} {
 		if n[1] == "" {

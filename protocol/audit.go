@@ -83,6 +83,9 @@ type AuditRecord struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is a respond's answer.
 	Message string `json:"message,omitempty"`
+	// To is whom a delegation handed the approval to: a person, or a
+	// role written role:<name>.
+	To string `json:"to,omitempty"`
 	// Replaces is the request id a reannounce or an escalation replaced.
 	Replaces string `json:"replaces,omitempty"`
 	// ApproverRole is the role an approval is (or was) waiting on;

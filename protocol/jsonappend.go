@@ -220,6 +220,7 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 	w.BoolOmit(`,"trusted":`, e.Trusted)
 	w.StrOmit(`,"reason":`, e.Reason)
 	w.StrOmit(`,"message":`, e.Message)
+	w.StrOmit(`,"to":`, e.To)
 	w.StrOmit(`,"replaces":`, e.Replaces)
 	w.StrOmit(`,"approverRole":`, e.ApproverRole)
 	w.StrOmit(`,"escalatedFrom":`, e.EscalatedFrom)
@@ -314,6 +315,7 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	w.BoolOmit(`,"side":`, e.Side)
 	w.StrOmit(`,"source":`, e.Source)
 	w.BoolOmit(`,"timeout":`, e.Timeout)
+	w.StrOmit(`,"to":`, e.To)
 	w.BoolOmit(`,"trusted":`, e.Trusted)
 	w.Lit("}")
 	return w.B, w.Err

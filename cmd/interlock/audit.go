@@ -267,6 +267,13 @@ func auditDetails(r protocol.AuditRecord, deadlines map[string]time.Time) string
 		}
 	case protocol.ActionRefused:
 		add("%s: %s", r.Code, r.Reason)
+	case protocol.ActionDelegated:
+		add("to %s", r.To)
+		if r.Reason != "" {
+			add("reason: %s", r.Reason)
+		}
+	case protocol.ActionResponded:
+		add("message: %s", r.Message)
 	case protocol.ActionReannounced:
 		if r.Replaces != "" {
 			add("replaces %s", r.Replaces)
