@@ -610,15 +610,16 @@ func TestEachClientReadsOnlyItsOwnReplies(t *testing.T) {
 	}
 }
 
-// TestDeadlinesAreTheServersToFire: no client may publish a deadline or
-// its due command, and an expire command sent to the inbound stream is
-// no command at all.
+// TestDeadlinesAreTheServersToFire: no client may publish a deadline, a
+// reminder or their due commands, and an expire or remind command sent to
+// the inbound stream is no command at all.
 func TestDeadlinesAreTheServersToFire(t *testing.T) {
 	d := defaultDeployment(t, doorsFlow(time.Hour))
 	n := d.names
 	u, c := d.as("anonymous")
 	in := waitingRefund(t, c, "r-due")
-	for _, subject := range []string{n.Due("refund", "expire"), n.Schedule("refund", "r-due", in.RequestID)} {
+	for _, subject := range []string{n.Due("refund", "expire"), n.Schedule("refund", "r-due", in.RequestID),
+		n.Due("refund", protocol.VerbRemind), n.Reminder("refund", "r-due", in.RequestID, 1)} {
 		u.denied(t, "publish "+subject, subject, publish(u.js, subject))
 	}
 	ev, err := events.New("forged-expire", "/attacker", protocol.TypeExpire, "r-due", time.Now().UTC(),
@@ -629,6 +630,14 @@ func TestDeadlinesAreTheServersToFire(t *testing.T) {
 	body, _ := events.Encode(ev)
 	natstest.PublishRaw(t, u.js, n.In("refund", "expire"), body, nats.Header{"Content-Type": {events.Structured}, jetstream.MsgIDHeader: {"forged-expire"}})
 	natstest.WaitFor(t, d.admin, n.DeadLetterStream(), n.DeadLetter(bus.ReasonUnknownSubject), func(rs []natstest.Received) bool { return len(rs) > 0 })
+	remind, err := events.New("forged-remind", "/attacker", protocol.TypeRemind, "r-due", time.Now().UTC(),
+		protocol.Remind{RequestID: in.RequestID, At: time.Now().UTC(), N: 1, Flow: "refund", Run: "r-due"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = events.Encode(remind)
+	natstest.PublishRaw(t, u.js, n.In("refund", protocol.VerbRemind), body, nats.Header{"Content-Type": {events.Structured}, jetstream.MsgIDHeader: {"forged-remind"}})
+	natstest.WaitFor(t, d.admin, n.DeadLetterStream(), n.DeadLetter(bus.ReasonUnknownSubject), func(rs []natstest.Received) bool { return len(rs) > 1 })
 	d.stillWaits(t, "r-due", in.RequestID)
 }
 
