@@ -133,12 +133,27 @@ func TestAResumeRacingTheDeadlineExactlyOneWins(t *testing.T) {
 			return err
 		}).Start("ask").MustBuild()
 	r := newRig(t, flow)
+	// The workers' account sees the schedule stream: the resume is sent
+	// the moment the server stores the expire command it fires at the
+	// deadline, so that the two race to the run.
+	_, workers := natstest.Connect(t, natstest.WorkersURL(r.srv))
+	schedules, err := workers.Stream(t.Context(), r.names.ScheduleStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastSeq := func() uint64 {
+		info, err := schedules.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
 	for i := range 3 {
 		run := "r-race-" + string(rune('a'+i))
 		r.start("race", run, nil)
 		in := r.interrupt("race", run, 1)
-		at, _ := expiresAt(in)
-		time.Sleep(time.Until(at) - 5*time.Millisecond) // aim the resume at the deadline
+		stored := lastSeq() // the deadline's schedule, stored before the event
+		natstest.Eventually(t, "the deadline's expire command fired", func() bool { return lastSeq() > stored })
 		r.resume("race", run, map[string]any{"resumeToken": in.ResumeToken, "decision": "approve"})
 		evs := natstest.WaitFor(t, r.js, r.names.EventStream(), r.names.Event("race", run, ">"), func(rs []natstest.Received) bool {
 			return natstest.Count(rs, "completed")+natstest.Count(rs, "expired") > 0 &&

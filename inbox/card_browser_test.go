@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // as starts a browser of its own (its own cookies) signed in as name.
@@ -128,18 +130,11 @@ func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
 		until(`document.querySelector('.item[data-run="r-1042"] .deadline').textContent.includes("then it goes to finance_lead")`),
 		until(`document.querySelector('.item[data-run="r-1043"] .assigned').textContent === "for ben"`),
 	)
-	// The reminder falls due two seconds after the ask.
-	deadline := time.Now().Add(stepTimeout)
-	for {
-		code, out := s.api("ana", "GET", "/v1/runs/refund/r-1042", nil)
-		if code == http.StatusOK && strings.Contains(string(out), `"remindedAt"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("r-1042 was not reminded within %s: %d %s", stepTimeout, code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The reminder falls due two seconds after the ask; its event is
+	// published once the pending entry says so.
+	n := s.svc.Names()
+	natstest.WaitFor(t, s.svc.JetStream(), n.EventStream(), n.Event("refund", "r-1042", protocol.EventReminded),
+		func(rs []natstest.Received) bool { return len(rs) > 0 })
 	step(t, ana, "see it marked reminded",
 		chromedp.Navigate(s.base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1042"] .reminded`)),
