@@ -15,30 +15,11 @@ import (
 // behalf. Interlock decides whether the caller may; a refusal is shown
 // on the run's page with Interlock's reason.
 func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
-	flow, run, ok := in.names(w, r, s)
+	f, ok := in.pendingForm(w, r, s)
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		in.errorPage(w, r, s, http.StatusBadRequest, "The form did not arrive whole", "Send it again.")
-		return
-	}
-	if !in.checkCSRF(r, s) {
-		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
-		return
-	}
-	requestID := r.PostFormValue("requestId")
-	cl := in.client(s)
-	cp, err := cl.Checkpoint(r.Context(), flow, run)
-	if err != nil {
-		in.fail(w, r, s, err)
-		return
-	}
-	if !cp.Waiting() || cp.Interrupt.RequestID != requestID {
-		in.conflict(w, r, s, cl, flow, run, requestID)
-		return
-	}
+	flow, run, requestID, cl, cp := f.flow, f.run, f.requestID, f.cl, f.cp
 	a := protocol.Assign{RequestID: requestID, Op: r.PostFormValue("op"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
 	switch a.Op {

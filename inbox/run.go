@@ -374,30 +374,11 @@ func (in *Inbox) fail(w http.ResponseWriter, r *http.Request, s session, err err
 // A validation error is shown beside its field; a request someone else
 // settled meanwhile is shown with who did what.
 func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
-	flow, run, ok := in.names(w, r, s)
+	f, ok := in.pendingForm(w, r, s)
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		in.errorPage(w, r, s, http.StatusBadRequest, "The form did not arrive whole", "Send it again.")
-		return
-	}
-	if !in.checkCSRF(r, s) {
-		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
-		return
-	}
-	requestID := r.PostFormValue("requestId")
-	cl := in.client(s)
-	cp, err := cl.Checkpoint(r.Context(), flow, run)
-	if err != nil {
-		in.fail(w, r, s, err)
-		return
-	}
-	if !cp.Waiting() || cp.Interrupt.RequestID != requestID {
-		in.conflict(w, r, s, cl, flow, run, requestID)
-		return
-	}
+	flow, run, requestID, cl, cp := f.flow, f.run, f.requestID, f.cl, f.cp
 	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
 	res := protocol.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
 	if !validKey(res.IdempotencyKey) {
@@ -495,4 +476,46 @@ func (in *Inbox) conflict(w http.ResponseWriter, r *http.Request, s session, cl 
 		}
 	}
 	in.showRun(w, r, s, flow, run, http.StatusConflict, runView{Conflict: msg})
+}
+
+// form is a posted form for the request a run's page showed, still the
+// one pending.
+type form struct {
+	flow, run, requestID string
+	cl                   *client.Client
+	cp                   protocol.Checkpoint
+}
+
+// pendingForm reads a form posted to a run's page: its names, its body
+// (bounded), its CSRF token, and the run, which must still wait on the
+// request the page showed. Otherwise it answers, and ok is false: a bad
+// form or token with an error page, a request settled meanwhile with who
+// settled it.
+func (in *Inbox) pendingForm(w http.ResponseWriter, r *http.Request, s session) (f form, ok bool) {
+	f.flow, f.run, ok = in.names(w, r, s)
+	if !ok {
+		return f, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		in.errorPage(w, r, s, http.StatusBadRequest, "The form did not arrive whole", "Send it again.")
+		return f, false
+	}
+	if !in.checkCSRF(r, s) {
+		in.errorPage(w, r, s, http.StatusForbidden, "The form has expired", "Load the page again and send the form from there.")
+		return f, false
+	}
+	f.requestID = r.PostFormValue("requestId")
+	f.cl = in.client(s)
+	cp, err := f.cl.Checkpoint(r.Context(), f.flow, f.run)
+	if err != nil {
+		in.fail(w, r, s, err)
+		return f, false
+	}
+	if !cp.Waiting() || cp.Interrupt.RequestID != f.requestID {
+		in.conflict(w, r, s, f.cl, f.flow, f.run, f.requestID)
+		return f, false
+	}
+	f.cp = cp
+	return f, true
 }
