@@ -33,6 +33,10 @@ const (
 	HeaderSubject = "Interlock-Subject"
 	// HeaderStreamSeq is the message's sequence in the inbound stream.
 	HeaderStreamSeq = "Interlock-Stream-Seq"
+	// HeaderConsumer names the consumer that could not deliver an event
+	// (a channel: mail, a webhook subscription, Teams); inbound commands
+	// have none.
+	HeaderConsumer = "Interlock-Consumer"
 	// HeaderOriginal prefixes each header of the original message, every
 	// value kept: its Content-Type is Interlock-Original-Content-Type, its
 	// Nats-Msg-Id Interlock-Original-Nats-Msg-Id. No NATS feature acts on
@@ -74,7 +78,14 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 	h.Set(HeaderSubject, msg.Subject())
 	if md, err := msg.Metadata(); err == nil {
 		h.Set(HeaderStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
-		h.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream))
+		id := fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream)
+		if md.Stream != n.InStream() {
+			// An event is dead-lettered by each channel that could not
+			// deliver it: one dead letter per channel.
+			h.Set(HeaderConsumer, md.Consumer)
+			id += "-" + md.Consumer
+		}
+		h.Set(jetstream.MsgIDHeader, id)
 	}
 	limit := maxPayload(js)
 	// Room kept for the headers that say what was dropped or truncated.

@@ -1,0 +1,83 @@
+package notify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/wire"
+)
+
+// DefaultKeepSent is how long a record of a delivery is kept: longer than
+// any event is tried (DefaultRetryFor).
+const DefaultKeepSent = 7 * 24 * time.Hour
+
+// SentBucket is the bucket of deliveries made, for names' prefix.
+func SentBucket(names wire.Names) string { return names.Prefix + "_sent" }
+
+// Sent records which deliveries were made, so that an event delivered
+// again (a restart, another recipient that failed) reaches each recipient
+// once. Records expire after the bucket's TTL.
+type Sent struct {
+	kv jetstream.KeyValue
+}
+
+// OpenSent binds the bucket of deliveries made, making it if need be.
+// keep (DefaultKeepSent when 0) is how long records are kept; replicas
+// (1 when 0) how many copies the bucket has.
+func OpenSent(ctx context.Context, js jetstream.JetStream, names wire.Names, keep time.Duration, replicas int) (*Sent, error) {
+	if keep == 0 {
+		keep = DefaultKeepSent
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      SentBucket(names),
+		Description: "Interlock's channels: the deliveries made (mail, webhooks, Teams), so that none is made twice",
+		History:     1,
+		TTL:         keep,
+		Replicas:    max(replicas, 1),
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("notify: binding bucket %s: %w", SentBucket(names), err)
+	}
+	return &Sent{kv: kv}, nil
+}
+
+// Key is the record's key of a delivery to one recipient on one channel:
+// the channel's name and a digest of the parts (an event id and a
+// recipient, say), so that any recipient makes a valid key.
+func Key(channel string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return channel + "." + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Done reports whether the delivery of key was made.
+func (s *Sent) Done(ctx context.Context, key string) (bool, error) {
+	_, err := s.kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("notify: reading delivery record %s: %w", key, err)
+	}
+}
+
+// Mark records that the delivery of key was made, with a note (a
+// message id, a receiver's status) kept for operators.
+func (s *Sent) Mark(ctx context.Context, key, note string) error {
+	if _, err := s.kv.Put(ctx, key, []byte(note)); err != nil {
+		return fmt.Errorf("notify: recording delivery %s: %w", key, err)
+	}
+	return nil
+}
