@@ -35,6 +35,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
+	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -197,6 +198,9 @@ type Service struct {
 	err      error
 	// secret keys resume tokens and vouches; it never leaves the service.
 	secret []byte
+	// links signs decision links and callback URLs, with a key derived
+	// from secret.
+	links *links.Signer
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
@@ -274,6 +278,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s.secret = secret
+	if s.links, err = links.NewSigner(secret); err != nil {
+		return fail(err)
+	}
 	queue, err := bus.NewQueue(ctx, s.js, names)
 	if err != nil {
 		return fail(err)
@@ -421,6 +428,10 @@ func (s *Service) Attach(ctx context.Context, b Background) error {
 	s.started = append(s.started, b)
 	return nil
 }
+
+// Links signs and checks the deployment's decision links and callback
+// URLs (see package links), with a key derived from its secret.
+func (s *Service) Links() *links.Signer { return s.links }
 
 // Server is the embedded NATS server, or nil when the service connects
 // to another.
