@@ -224,6 +224,7 @@ func (t *Teams) Stop(ctx context.Context) error {
 		return nil
 	}
 	t.stopped = true
+	defer t.http.CloseIdleConnections()
 	if t.f != nil {
 		return t.f.Stop(ctx)
 	}
