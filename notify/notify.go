@@ -274,6 +274,9 @@ func (f *Follower) handle(msg jetstream.Msg) {
 		return
 	}
 	delay := f.Backoff(d.Attempt)
+	if after := RetryAfterOf(err); after > 0 {
+		delay = max(after, f.cfg.FirstRetry)
+	}
 	if IsPermanent(err) || time.Since(d.Published)+delay > f.cfg.RetryFor {
 		f.deadLetter(msg, d, err)
 		return
