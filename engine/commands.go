@@ -259,6 +259,9 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
 			Outcome: &protocol.AuditOutcome{Status: Cancelled}})
 		t.emit(protocol.EventCancelled, &protocol.Cancelled{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
+		if t.f.cancelled != nil {
+			t.f.cancelled(t)
+		}
 		return r.commit(ctx, t)
 	})
 }
