@@ -89,8 +89,8 @@ func TestAnApprovalAskTakesItsRoleAndReturnsTheFinalArgs(t *testing.T) {
 	r := newRigWith(t, interlock.Config{RequireRoles: true})
 	r.ask(map[string]any{"askId": "ask-refund", "agent": "support-bot",
 		"interrupt": map[string]any{"kind": "approval", "title": "Refund 4800 USD", "action": "issue_refund",
-			"args":       map[string]any{"amount": 4800, "currency": "USD"},
-			"argsSchema": map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number", "maximum": 5000}}},
+			"args":         map[string]any{"amount": 4800, "currency": "USD"},
+			"argsSchema":   map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number", "maximum": 5000}}},
 			"approverRole": "supervisor", "decisions": []string{"approve", "edit", "reject"}}})
 	in := r.interrupt("ask", "ask-refund", 1)
 	if in.Kind != "approval" || in.ApproverRole != "supervisor" || in.Requester != "support-bot" || in.Title != "Refund 4800 USD" {
