@@ -107,7 +107,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 	f, ok := r.flows[cmd.Flow]
 	if !ok {
 		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, string(CodeUnknownFlow),
-			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
+			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.startable(), ", ")))
 	}
 	if err := checkOrigin(cmd.Origin); err != nil {
 		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), err.Error())
