@@ -143,6 +143,8 @@ func (c Config) validate() error {
 	switch {
 	case len(c.Flows) == 0:
 		return errors.New("interlock: Config.Flows is empty; register at least one flow")
+	case slices.ContainsFunc(c.Flows, func(f *engine.Flow) bool { return f != nil && f.Name() == engine.AskFlowName }):
+		return fmt.Errorf("interlock: Config.Flows has a flow named %s, the name of the built-in flow of asks; rename it", engine.AskFlowName)
 	case len(c.Secret) > 0 && len(c.Secret) < 32:
 		return fmt.Errorf("interlock: Config.Secret is %d bytes; use at least 32 random bytes, or none for a generated one", len(c.Secret))
 	case c.Concurrency < 0:
@@ -286,10 +288,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	source := "interlock/" + cfg.Instance
-	flows := cfg.Flows
+	flows := append(slices.Clone(cfg.Flows), engine.AskFlow())
 	var tools command.ToolRules
 	if cfg.GateRules != nil {
-		flows = append(slices.Clone(flows), engine.GateFlow())
+		flows = append(flows, engine.GateFlow())
 		config, err := s.js.KeyValue(ctx, names.ConfigBucket())
 		if err != nil {
 			return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.ConfigBucket(), err))

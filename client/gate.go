@@ -84,38 +84,73 @@ func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait
 	if req.Tool == "" {
 		return ToolAnswer{}, errors.New("client: a tool request needs the tool's name")
 	}
+	r, err := c.request(ctx, requestSpec{flow: GateFlow, run: req.CallID, subject: c.names.GateRequest(), typ: protocol.TypeToolRequest,
+		data: req, settled: protocol.EventDecided, what: "tool request", hint: "is `interlock serve --gate-rules FILE` running?"}, wait, untilPending)
+	if err != nil || r.settled == nil {
+		return ToolAnswer{Pending: r.pending}, err
+	}
+	var d protocol.Decided
+	if err := json.Unmarshal(r.settled, &d); err != nil {
+		return ToolAnswer{}, fmt.Errorf("client: decoding the decision on %s: %w", req.CallID, err)
+	}
+	return ToolAnswer{Decided: &d}, nil
+}
+
+// requestSpec is a request that starts a built-in flow's run (a tool
+// request, an ask) and is settled by one event kind.
+type requestSpec struct {
+	flow, run, subject, typ string
+	data                    any
+	// settled is the kind of the event that settles the run.
+	settled string
+	// what names the request in errors; hint says what to check when
+	// nothing answers.
+	what, hint string
+}
+
+// requestResult is the settling event's data, or the interrupt the run
+// waits on.
+type requestResult struct {
+	settled json.RawMessage
+	pending *protocol.Interrupted
+}
+
+// request publishes a request and waits up to wait (the client's wait
+// when 0) for the event that settles it; when none comes in time, or at
+// once with untilPending, it returns the interrupt the run waits on.
+func (c *Client) request(ctx context.Context, r requestSpec, wait time.Duration, untilPending bool) (requestResult, error) {
 	if wait <= 0 {
 		wait = c.wait
 	}
 	if untilPending {
-		// A repeated request for a call still waiting publishes nothing:
-		// read the approval it waits on instead of waiting for the time out.
-		if cp, err := c.Checkpoint(ctx, GateFlow, req.CallID); err == nil && cp.Waiting() {
-			if in, err := c.LastInterrupt(ctx, GateFlow, req.CallID); err == nil {
-				return ToolAnswer{Pending: &in}, nil
+		// A repeated request for a run still waiting publishes nothing:
+		// read the interrupt it waits on instead of waiting for the time out.
+		if cp, err := c.Checkpoint(ctx, r.flow, r.run); err == nil && cp.Waiting() {
+			if in, err := c.LastInterrupt(ctx, r.flow, r.run); err == nil {
+				return requestResult{pending: &in}, nil
 			}
 		}
 	}
 	id := randomHex(16)
-	ev, err := events.New(id, c.source, protocol.TypeToolRequest, req.CallID, time.Now().UTC(), req)
+	ev, err := events.New(id, c.source, r.typ, r.run, time.Now().UTC(), r.data)
 	if err != nil {
-		return ToolAnswer{}, err
+		return requestResult{}, err
 	}
 	body, err := events.Encode(ev)
 	if err != nil {
-		return ToolAnswer{}, err
+		return requestResult{}, err
 	}
-	f, err := c.follow(ctx, c.names.Event(GateFlow, req.CallID, ">"))
+	f, err := c.follow(ctx, c.names.Event(r.flow, r.run, ">"))
 	if err != nil {
-		return ToolAnswer{}, err
+		return requestResult{}, err
 	}
 	defer f.stop()
-	msg := nats.NewMsg(c.names.GateRequest())
+	msg := nats.NewMsg(r.subject)
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	if err := c.publish(ctx, msg, "tool request"); err != nil {
-		return ToolAnswer{}, err
+	if err := c.publish(ctx, msg, r.what); err != nil {
+		return requestResult{}, err
 	}
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
@@ -125,36 +160,32 @@ func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait
 	for {
 		m, ok, err := f.poll(ctx)
 		if err != nil {
-			return ToolAnswer{}, fmt.Errorf("client: waiting for the decision on %s: %w", req.CallID, err)
+			return requestResult{}, fmt.Errorf("client: waiting for the answer to %s %s: %w", r.what, r.run, err)
 		}
 		if ok {
 			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
-			if kind != protocol.EventDecided && kind != protocol.EventInterrupted && kind != protocol.EventRefused {
+			if kind != r.settled && kind != protocol.EventInterrupted && kind != protocol.EventRefused {
 				continue
 			}
 			out, err := events.Decode(m.header, m.data)
 			if err != nil {
-				return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+				return requestResult{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 			}
 			switch kind {
-			case protocol.EventDecided:
-				var d protocol.Decided
-				if err := json.Unmarshal(out.Data(), &d); err != nil {
-					return ToolAnswer{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
-				}
-				return ToolAnswer{Decided: &d}, nil
+			case r.settled:
+				return requestResult{settled: out.Data()}, nil
 			case protocol.EventInterrupted:
 				var in protocol.Interrupted
 				if err := json.Unmarshal(out.Data(), &in); err == nil {
 					pending = &in
 					if untilPending {
-						return ToolAnswer{Pending: pending}, nil
+						return requestResult{pending: pending}, nil
 					}
 				}
 			case protocol.EventRefused:
-				var r protocol.Refused
-				if json.Unmarshal(out.Data(), &r) == nil && r.EventID == id {
-					return ToolAnswer{}, &RefusedError{Refused: r, What: "tool request " + req.CallID}
+				var rf protocol.Refused
+				if json.Unmarshal(out.Data(), &rf) == nil && rf.EventID == id {
+					return requestResult{}, &RefusedError{Refused: rf, What: r.what + " " + r.run}
 				}
 			}
 			continue
@@ -165,18 +196,18 @@ func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait
 		case <-again.C:
 		case <-timeout.C:
 			if pending == nil {
-				// A repeated request for a call still waiting publishes
-				// nothing: read the approval it waits on.
-				if in, err := c.LastInterrupt(ctx, GateFlow, req.CallID); err == nil {
+				// A repeated request for a run still waiting publishes
+				// nothing: read the interrupt it waits on.
+				if in, err := c.LastInterrupt(ctx, r.flow, r.run); err == nil {
 					pending = &in
 				}
 			}
 			if pending != nil {
-				return ToolAnswer{Pending: pending}, nil
+				return requestResult{pending: pending}, nil
 			}
-			return ToolAnswer{}, fmt.Errorf("%w: tool request %s was queued as event %s; is `interlock serve --gate-rules FILE` running?", ErrNoAnswer, req.CallID, id)
+			return requestResult{}, fmt.Errorf("%w: %s %s was queued as event %s; %s", ErrNoAnswer, r.what, r.run, id, r.hint)
 		case <-ctx.Done():
-			return ToolAnswer{}, fmt.Errorf("client: waiting for the decision on %s: %w", req.CallID, ctx.Err())
+			return requestResult{}, fmt.Errorf("client: waiting for the answer to %s %s: %w", r.what, r.run, ctx.Err())
 		}
 	}
 }

@@ -33,9 +33,11 @@ type Verb struct {
 	// GateOnly is set for the tool gate's verb, taken only on the gate's
 	// flow.
 	GateOnly bool
-	// NotOnGate is set for a verb the gate's flow does not take (its runs
-	// start by requests).
+	// NotOnGate is set for a verb the built-in gate and ask flows do not
+	// take (their runs start by requests).
 	NotOnGate bool
+	// AskOnly is set for the ask's verb, <prefix>.in.ask.request.
+	AskOnly bool
 	// Unsupported, when set, says why this worker takes none of the
 	// verb's commands (the tool gate without rules): each is refused
 	// unsupported with it.
@@ -57,6 +59,10 @@ func (v Verb) Apply(ctx context.Context, r *engine.Runner, flow string, ev event
 type ToolRules interface {
 	Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule
 }
+
+// askKey is the ask's verb's key in a Table: the verb is request, as
+// the gate's, on the ask flow.
+const askKey = protocol.AskFlow + "." + protocol.VerbRequest
 
 // Table is the inbound verbs, by name.
 type Table map[string]Verb
@@ -83,6 +89,14 @@ func Verbs(rules ToolRules) Table {
 		}
 	}
 	t := Table{request.Name: request}
+	t[askKey] = Verb{Name: protocol.VerbRequest, Type: protocol.TypeAskRequest, AskOnly: true,
+		apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseAsk(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Ask(ctx, engine.AskRequest{AskRequest: d, Inbound: in})
+		}}
 	for _, v := range []Verb{
 		{Name: protocol.VerbStart, Type: protocol.TypeStart, NotOnGate: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseStart(ev.Data())
@@ -148,9 +162,14 @@ func Verbs(rules ToolRules) Table {
 // came: the server's schedules (due) or a client, on flow (the gate's
 // request only on the gate's flow, a start on any other).
 func (t Table) Lookup(name, flow string, due bool) (Verb, bool) {
-	v, ok := t[name]
+	key := name
+	if flow == engine.AskFlowName && name == protocol.VerbRequest {
+		key = askKey
+	}
+	v, ok := t[key]
 	gate := flow == engine.GateFlowName
-	if !ok || v.Due != due || v.GateOnly && !gate || v.NotOnGate && gate {
+	builtin := gate || flow == engine.AskFlowName
+	if !ok || v.Due != due || v.GateOnly && !gate || v.NotOnGate && builtin {
 		return Verb{}, false
 	}
 	return v, true
@@ -161,7 +180,7 @@ func (t Table) Lookup(name, flow string, due bool) (Verb, bool) {
 func (t Table) ClientVerbs() string {
 	var names []string
 	for name, v := range t {
-		if !v.Due && !v.GateOnly {
+		if !v.Due && !v.GateOnly && !v.AskOnly {
 			names = append(names, name)
 		}
 	}

@@ -273,12 +273,14 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"remind":       n.Due("{flow}", "remind"),
 		"reminder":     n.Schedule("{flow}", "{run}", "{requestId}") + ".r{n}",
 		"decided":      n.Event("gate", "{callId}", protocol.EventDecided),
+		"askRequest":   n.AskRequest(),
+		"answered":     n.Event("ask", "{askId}", protocol.EventAnswered),
 		"nodeEvent":    n.Event("{flow}", "{run}", "{kind}"),
 		"audit":        n.Audit("{flow}", "{run}"),
 		"deadLetter":   n.DeadLetter("{reason}"),
 	}
 	for _, kind := range protocol.Events() {
-		if kind != protocol.EventDecided {
+		if kind != protocol.EventDecided && kind != protocol.EventAnswered {
 			want[kind] = n.Event("{flow}", "{run}", kind)
 		}
 	}
@@ -298,6 +300,9 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		if !ok || !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s (%s)", typ, verb)
 		}
+	}
+	if !strings.Contains(string(raw), `"const":"`+protocol.TypeAskRequest+`"`) {
+		t.Errorf("no message has CloudEvent type %s (ask)", protocol.TypeAskRequest)
 	}
 	for _, kind := range protocol.Events() {
 		typ, _ := protocol.OutboundType(kind)

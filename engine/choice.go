@@ -18,6 +18,8 @@ type Choice struct {
 	Question string
 	Options  []Option
 	Multiple bool
+	// Title, if set, says in one line what is asked, for surfaces.
+	Title string
 	// Timeout, if set, is how long the choice may wait; then the run ends
 	// expired.
 	Timeout time.Duration
@@ -58,7 +60,7 @@ func (x *exec) choose(_ context.Context, c Choice) ([]string, error) {
 	}
 	return nil, x.pause(x.carry(cur, c.Timeout, &Interrupt{
 		Kind: KindChoice, Index: i, Question: c.Question,
-		Options: c.Options, Multiple: c.Multiple,
+		Options: c.Options, Multiple: c.Multiple, Title: c.Title,
 	}))
 }
 

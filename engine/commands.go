@@ -107,7 +107,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 	f, ok := r.flows[cmd.Flow]
 	if !ok {
 		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownFlow, string(CodeUnknownFlow),
-			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.Flows(), ", ")))
+			fmt.Sprintf("flow %q is not registered; known flows: %s", cmd.Flow, strings.Join(r.startable(), ", ")))
 	}
 	if err := checkOrigin(cmd.Origin); err != nil {
 		return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), err.Error())
@@ -259,6 +259,9 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
 			Outcome: &protocol.AuditOutcome{Status: Cancelled}})
 		t.emit(protocol.EventCancelled, &protocol.Cancelled{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
+		if t.f.cancelled != nil {
+			t.f.cancelled(t)
+		}
 		return r.commit(ctx, t)
 	})
 }

@@ -268,6 +268,9 @@ type Flow struct {
 	types map[string]string
 	// expired, if set, adds the flow's own events to a run that expired.
 	expired func(t *txn, in *Interrupt)
+	// cancelled, if set, adds to the transition of a run cancelled while
+	// waiting (the ask flow's answered event).
+	cancelled func(t *txn)
 }
 
 // Name returns the flow's name.

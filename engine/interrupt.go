@@ -180,7 +180,7 @@ func (r *Reminders) UnmarshalJSON(b []byte) error {
 func interruptedEvent(cp *Checkpoint, in *Interrupt) *protocol.Interrupted {
 	ev := &protocol.Interrupted{
 		Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID,
-		Kind: in.Kind, ExpiresAt: in.ExpiresAt, Origin: cp.Origin,
+		Kind: in.Kind, ExpiresAt: in.ExpiresAt, Origin: cp.Origin, Title: in.Title,
 	}
 	if k, ok := kindOf(in.Kind); ok {
 		k.describe(in, ev)

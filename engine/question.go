@@ -43,6 +43,8 @@ type Question struct {
 // Questions is a question interrupt: one or more fields to fill.
 type Questions struct {
 	Questions []Question
+	// Title, if set, says in one line what is asked, for surfaces.
+	Title string
 	// Context is interrupt-wide guidance ("Ask both in one natural message.").
 	Context string
 	// Timeout, if set, is how long the questions may wait for answers;
@@ -169,7 +171,7 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 	if len(missing) > 0 {
 		return nil, x.pause(x.carry(cur, qs.Timeout, &Interrupt{
 			Kind: KindQuestion, Index: i, Questions: missing, Fields: fields,
-			Context: qs.Context, Answers: given,
+			Context: qs.Context, Answers: given, Title: qs.Title,
 		}))
 	}
 
@@ -210,7 +212,7 @@ func (x *exec) ask(ctx context.Context, qs Questions) (Answers, error) {
 		}
 		return nil, x.pause(x.carry(cur, qs.Timeout, &Interrupt{
 			Kind: KindQuestion, Index: i, Questions: rejected, Fields: fields,
-			Context: qs.Context, Answers: given,
+			Context: qs.Context, Answers: given, Title: qs.Title,
 		}))
 	}
 	if err := x.applyRaw(given); err != nil {

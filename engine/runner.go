@@ -129,6 +129,18 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Flows returns the names of the registered flows, sorted.
 func (r *Runner) Flows() []string { return sortedKeys(r.flows) }
 
+// startable lists the flows a start command may name: all but the
+// built-in gate and ask flows, whose runs start by requests.
+func (r *Runner) startable() []string {
+	var out []string
+	for _, f := range r.Flows() {
+		if f != GateFlowName && f != AskFlowName {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // AuditKey returns the public key the runner signs audit records with,
 // derived from Config.Secret: the same on every worker of a deployment.
 func (r *Runner) AuditKey() AuditPublicKey { return r.signer.pub }

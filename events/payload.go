@@ -303,3 +303,29 @@ func isObject(data []byte) bool {
 	t := trimJSON(data)
 	return len(t) > 0 && t[0] == '{'
 }
+
+// ParseAsk parses the data of an ask (io.interlock.ask.requested):
+// askId and interrupt.kind are required; what each kind needs the engine
+// checks (engine.CheckAsk), saying what to fix.
+func ParseAsk(data []byte) (protocol.AskRequest, error) {
+	var a protocol.AskRequest
+	if isEmpty(data) {
+		return a, invalid("data", `is empty; an ask needs askId and interrupt, such as {"askId":"ask-1","interrupt":{"kind":"question","questions":[{"field":"address","question":"Where should we ship it?"}]}}`)
+	}
+	if err := decodeStrict(data, &a, "ask"); err != nil {
+		return protocol.AskRequest{}, err
+	}
+	switch {
+	case a.AskID == "":
+		return protocol.AskRequest{}, invalid("data.askId", "is missing; name the ask (it becomes the ask run's id, and repeating it never asks twice)")
+	case a.Interrupt.Kind == "":
+		return protocol.AskRequest{}, invalid("data.interrupt.kind", "is missing; use question, choice or approval")
+	case len(a.Context) > 0 && !isObject(a.Context):
+		return protocol.AskRequest{}, invalid("data.context", "must be a JSON object")
+	case len(a.Origin) > 0 && !isObject(a.Origin):
+		return protocol.AskRequest{}, invalid("data.origin", "must be a JSON object")
+	case len(a.Messages) > 0 && !bytes.HasPrefix(bytes.TrimSpace(a.Messages), []byte("[")):
+		return protocol.AskRequest{}, invalid("data.messages", "must be a JSON list")
+	}
+	return a, nil
+}

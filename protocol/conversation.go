@@ -31,11 +31,12 @@ type Message struct {
 	Text string
 }
 
-// Conversation returns the conversation behind a gate run's request,
+// Conversation returns the conversation behind a gate run's request or
+// an ask,
 // from the run's state, and false when the run is not a gate run or its
 // request came with no conversation.
 func (cp Checkpoint) Conversation() (Conversation, bool) {
-	if cp.Flow != GateFlow {
+	if cp.Flow != GateFlow && cp.Flow != AskFlow {
 		return Conversation{}, false
 	}
 	var s struct {

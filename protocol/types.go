@@ -36,7 +36,7 @@ const (
 // protocol's subject table.
 func Events() []string {
 	return []string{EventStarted, EventInterrupted, EventResumed, EventCompleted, EventFailed,
-		EventCancelled, EventExpired, EventRefused, EventDecided, EventAssigned, EventVoted, EventReminded}
+		EventCancelled, EventExpired, EventRefused, EventDecided, EventAssigned, EventVoted, EventReminded, EventAnswered}
 }
 
 // Inbound verbs: the last token of an inbound subject
@@ -139,6 +139,8 @@ func OutboundType(kind string) (string, bool) {
 		return TypeVoted, true
 	case EventReminded:
 		return TypeReminded, true
+	case EventAnswered:
+		return TypeAnswered, true
 	}
 	return "", false
 }

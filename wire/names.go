@@ -132,6 +132,9 @@ func (n Names) In(flow, verb string) string { return n.Prefix + ".in." + flow + 
 // GateRequest is the subject of tool-call requests: interlock.in.gate.request.
 func (n Names) GateRequest() string { return n.Prefix + ".in.gate.request" }
 
+// AskRequest is the subject of asks: <prefix>.in.ask.request.
+func (n Names) AskRequest() string { return n.Prefix + ".in.ask.request" }
+
 // Event is the subject of a run's event: interlock.ev.<flow>.<run>.<kind>.
 func (n Names) Event(flow, run, kind string) string {
 	return n.Prefix + ".ev." + flow + "." + run + "." + kind
