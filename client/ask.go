@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -60,4 +61,76 @@ func (c *Client) ask(ctx context.Context, req protocol.AskRequest, wait time.Dur
 		return AskAnswer{}, fmt.Errorf("client: decoding the answer to ask %s: %w", req.AskID, err)
 	}
 	return AskAnswer{Answered: &a}, nil
+}
+
+// WaitAsk returns what became of the ask askID, waiting up to wait (the
+// client's wait when 0) for it to settle: its answer, or the interrupt
+// it still waits on. An askId Interlock does not know is [ErrNotFound].
+func (c *Client) WaitAsk(ctx context.Context, askID string, wait time.Duration) (AskAnswer, error) {
+	if err := CheckName("ask id", askID); err != nil {
+		return AskAnswer{}, err
+	}
+	if wait <= 0 {
+		wait = c.wait
+	}
+	f, err := c.follow(ctx, c.names.Event(AskFlow, askID, protocol.EventAnswered))
+	if err != nil {
+		return AskAnswer{}, err
+	}
+	defer f.stop()
+	answered := func() (*protocol.Answered, error) {
+		m, ok, err := f.poll(ctx)
+		if err != nil || !ok {
+			return nil, err
+		}
+		ev, err := events.Decode(m.header, m.data)
+		if err != nil {
+			return nil, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+		}
+		var a protocol.Answered
+		if err := json.Unmarshal(ev.Data(), &a); err != nil {
+			return nil, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+		}
+		return &a, nil
+	}
+	if a, err := answered(); err != nil || a != nil {
+		return AskAnswer{Answered: a}, err
+	}
+	cp, err := c.Checkpoint(ctx, AskFlow, askID)
+	if err != nil {
+		return AskAnswer{}, err
+	}
+	if cp.Status.Finished() {
+		// The answered event may have outlived its retention: the run
+		// keeps it.
+		var s struct {
+			Answered *protocol.Answered `json:"answered"`
+		}
+		if json.Unmarshal(cp.State, &s) == nil && s.Answered != nil {
+			return AskAnswer{Answered: s.Answered}, nil
+		}
+		return AskAnswer{}, fmt.Errorf("client: ask %s is %s and holds no answer", askID, cp.Status)
+	}
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	again := time.NewTimer(followPoll)
+	defer again.Stop()
+	for {
+		if a, err := answered(); err != nil || a != nil {
+			return AskAnswer{Answered: a}, err
+		}
+		again.Reset(followPoll)
+		select {
+		case <-f.wake:
+		case <-again.C:
+		case <-timeout.C:
+			in, err := c.LastInterrupt(ctx, AskFlow, askID)
+			if err != nil {
+				return AskAnswer{}, err
+			}
+			return AskAnswer{Pending: &in}, nil
+		case <-ctx.Done():
+			return AskAnswer{}, fmt.Errorf("client: waiting for the answer to ask %s: %w", askID, ctx.Err())
+		}
+	}
 }

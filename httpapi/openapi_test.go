@@ -175,6 +175,28 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		}},
 		{"POST /v1/gate/requests", 403, func() response { return local.do("POST", "/v1/gate/requests", `{}`, crossSite...) }},
 
+		{"POST /v1/asks", 202, func() response {
+			return local.do("POST", "/v1/asks", `{"askId":"o-ask-1","interrupt":{"kind":"choice","question":"Which?","options":[{"id":"a","label":"A"}]}}`)
+		}},
+		{"POST /v1/asks", 400, func() response { return local.do("POST", "/v1/asks", `{"askId":"o-ask-2"}`) }},
+		{"POST /v1/asks", 401, func() response { return secured.do("POST", "/v1/asks", `{}`) }},
+		{"POST /v1/asks", 403, func() response { return local.do("POST", "/v1/asks", `{}`, crossSite...) }},
+		{"POST /v1/asks", 413, func() response {
+			return local.do("POST", "/v1/asks", `{"askId":"o-ask-big","interrupt":{"kind":"choice","question":"`+pad+`","options":[{"id":"a","label":"A"}]}}`)
+		}},
+		{"GET /v1/asks/{askId}", 202, func() response { return local.do("GET", "/v1/asks/o-ask-1", nil) }},
+		{"GET /v1/asks/{askId}", 200, func() response {
+			local.accepted("POST", "/v1/runs/ask/o-ask-1/resume", `{"selected":["a"]}`)
+			return local.do("GET", "/v1/asks/o-ask-1?wait=10s", nil)
+		}},
+		{"POST /v1/asks", 200, func() response {
+			return local.do("POST", "/v1/asks?wait=1s", `{"askId":"o-ask-1","interrupt":{"kind":"choice","question":"Which?","options":[{"id":"a","label":"A"}]}}`)
+		}},
+		{"GET /v1/asks/{askId}", 400, func() response { return local.do("GET", "/v1/asks/o.ask", nil) }},
+		{"GET /v1/asks/{askId}", 401, func() response { return secured.do("GET", "/v1/asks/o-ask-1", nil) }},
+		{"GET /v1/asks/{askId}", 403, func() response { return local.do("GET", "/v1/asks/o-ask-1", nil, badHost...) }},
+		{"GET /v1/asks/{askId}", 404, func() response { return local.do("GET", "/v1/asks/o-ask-none", nil) }},
+
 		{"POST /v1/runs/{flow}", 413, func() response { return local.do("POST", "/v1/runs/booking", `{"state":{"name":"`+pad+`"}}`) }},
 		{"POST /v1/runs/{flow}/{run}/resume", 413, func() response {
 			return local.do("POST", "/v1/runs/booking/o-wait/resume", `{"answers":{"email":"`+pad+`"}}`)

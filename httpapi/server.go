@@ -175,6 +175,8 @@ func New(port Port, cfg Config) (*Server, error) {
 		{method: "POST", path: "/v1/runs/{flow}/{run}/cancel", handle: s.cancelRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/assign", handle: s.assignRun},
 		{method: "POST", path: "/v1/gate/requests", handle: s.requestTool},
+		{method: "POST", path: "/v1/asks", handle: s.postAsk},
+		{method: "GET", path: "/v1/asks/{askId}", handle: s.getAsk},
 		{method: "GET", path: "/v1/events", handle: s.watchEvents},
 		{method: "GET", path: "/v1/openapi.json", handle: serveOpenAPI, public: true},
 	}
