@@ -268,6 +268,8 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
+	d := cfg.withDefaults()
+	cfg.TLS, cfg.Port = d.TLS, d.Port
 	return cfg, nil
 }
 

@@ -35,9 +35,9 @@ type smtpd struct {
 	// ca is the file of the CA that signed the server's certificate.
 	ca string
 
-	mu       sync.Mutex
-	srv      *smtp.Server
-	done     chan struct{}
+	mu     sync.Mutex
+	srv    *smtp.Server
+	done   chan struct{}
 	mails  []received
 	refuse map[string]*smtp.SMTPError
 }
