@@ -81,3 +81,18 @@ func (s *Sent) Mark(ctx context.Context, key, note string) error {
 	}
 	return nil
 }
+
+// Note returns the note of the delivery record of key, and whether there
+// is one: a channel that records a recipient refused for good (with
+// Mark) reads why when the event comes again.
+func (s *Sent) Note(ctx context.Context, key string) (string, bool, error) {
+	e, err := s.kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		return string(e.Value()), true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", false, nil
+	default:
+		return "", false, fmt.Errorf("notify: reading delivery record %s: %w", key, err)
+	}
+}

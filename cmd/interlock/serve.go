@@ -67,6 +67,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
 	slackf := addSlackFlags(fs)
+	mailf := addMailFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -103,6 +104,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	bridge, slackOn, err := slackf.config(&log)
+	if err != nil {
+		return err
+	}
+	mailer, mailOn, err := mailf.config(&log, *httpf.addr)
 	if err != nil {
 		return err
 	}
@@ -233,6 +238,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if slackOn {
 		if err := startSlack(ctx, svc, bridge, stdout); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	if mailOn {
+		if err := startMail(ctx, svc, mailer, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
 		}
