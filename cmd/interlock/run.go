@@ -135,6 +135,10 @@ Usage:
   interlock audit key                             print the public keys audit records are signed with
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
+  interlock ask     question|choice|approval <text> ...
+                                                  put one question, choice or approval in front of
+                                                  people without a flow, and wait for the answer
+  interlock ask status <askId>                    how an ask settled, or what it waits on
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
   interlock auth list --auth-file FILE            list the callers and their roles
@@ -229,6 +233,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return eventsCmd(ctx, rest, stdout, stderr)
 	case "gate":
 		return gateCmd(ctx, rest, stdout, stderr)
+	case "ask":
+		return askCmd(ctx, rest, stdout, stderr)
 	case "auth":
 		return authCmd(ctx, rest, stdout, stderr)
 	case "schema":

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// askSynopsis says how to run the ask command.
+const askSynopsis = `ask question <text> [--field NAME] [--schema JSON]
+       interlock ask choice <text> <id>=<label> ... [--multiple]
+       interlock ask approval <action> [arg=value ...] --role ROLE [--args-schema JSON]
+       interlock ask --file ASK.json
+       interlock ask status <askId>`
+
+// askCmd runs `interlock ask`: it puts one interrupt of the caller's
+// design in front of people (PROTOCOL.md §8) and waits for the answer.
+func askCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		id, agent, title, description, timeout, field, schema, argsSchema, role, file string
+		multiple                                                                      bool
+		assignees, reminders                                                          listFlag
+	)
+	cf, c, pos, closeFn, err := clientCommand(ctx, "ask", askSynopsis, stderr, args, 0,
+		func(fs *flag.FlagSet) {
+			fs.StringVar(&id, "id", "", "the ask's `askId` (default: a fresh one); ask again with the same id to get the answer later")
+			fs.StringVar(&agent, "agent", "", "`name` of who asks (an approval's requester)")
+			fs.StringVar(&title, "title", "", "one `line` saying what is asked")
+			fs.StringVar(&description, "description", "", "Markdown `text` saying more")
+			fs.StringVar(&timeout, "timeout", "", "how long the ask may wait, a Go `duration` such as 4h; then it expires")
+			fs.StringVar(&field, "field", "answer", "question: the `name` the answer is given under")
+			fs.StringVar(&schema, "schema", "", "question: a JSON `Schema` the answer must fit")
+			fs.BoolVar(&multiple, "multiple", false, "choice: several options may be picked")
+			fs.StringVar(&role, "role", "", "approval: the approver `role` who decides")
+			fs.StringVar(&argsSchema, "args-schema", "", "approval: a JSON `Schema` of the args")
+			fs.Var(&assignees, "assignee", "approval: a `person` named to decide (repeat for more)")
+			fs.Var(&reminders, "remind", "approval: remind this Go `duration` before the deadline (repeat for more)")
+			fs.StringVar(&file, "file", "", "read the whole ask, as JSON (docs/schema/ask-requested.json), from `file` (- for stdin)")
+		}, nil)
+	if err != nil {
+		return helpOK(err)
+	}
+	defer closeFn()
+	if len(pos) == 2 && pos[0] == "status" {
+		ans, err := c.WaitAsk(ctx, pos[1], cf.wait)
+		if err != nil {
+			return err
+		}
+		return reportAsk(stdout, cf.json, pos[1], ans)
+	}
+	var req protocol.AskRequest
+	switch {
+	case file != "":
+		if len(pos) > 0 {
+			return usageOf("ask", "--file holds the whole ask; give no %s", quoteAll(pos))
+		}
+		var b []byte
+		if file == "-" {
+			b, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		} else {
+			b, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return fmt.Errorf("reading --file: %w", err)
+		}
+		if err := json.Unmarshal(b, &req); err != nil {
+			return usageOf("ask", "--file %s is not an ask in JSON: %v (see interlock schema ask-requested)", file, err)
+		}
+	case len(pos) < 2:
+		return usageOf("ask", "ask needs a kind and its text: interlock %s", askSynopsis)
+	default:
+		in := protocol.AskInterrupt{Kind: pos[0], Title: title, Description: description, Timeout: timeout}
+		raw := func(flag, s string) (json.RawMessage, error) {
+			if s == "" {
+				return nil, nil
+			}
+			if !json.Valid([]byte(s)) {
+				return nil, usageOf("ask", "--%s must be JSON, such as {\"type\":\"string\",\"minLength\":10}", flag)
+			}
+			return json.RawMessage(s), nil
+		}
+		switch pos[0] {
+		case protocol.KindQuestion:
+			if len(pos) > 2 {
+				return usageOf("ask", "ask question takes one text, but was also given %s; quote the question", quoteAll(pos[2:]))
+			}
+			s, err := raw("schema", schema)
+			if err != nil {
+				return err
+			}
+			in.Questions = []protocol.Question{{Field: field, Question: pos[1], Schema: s}}
+		case protocol.KindChoice:
+			in.Question, in.Multiple = pos[1], multiple
+			for _, o := range pos[2:] {
+				k, label, ok := strings.Cut(o, "=")
+				if !ok || k == "" {
+					return usageOf("ask", "option %q: write each option as id=label, such as pro=\"Pro plan\"", o)
+				}
+				in.Options = append(in.Options, protocol.Option{ID: k, Label: label})
+			}
+		case protocol.KindApproval:
+			a, err := toolArgs(pos[2:])
+			if err != nil {
+				return err
+			}
+			if in.Args, err = json.Marshal(a); err != nil {
+				return err
+			}
+			if in.ArgsSchema, err = raw("args-schema", argsSchema); err != nil {
+				return err
+			}
+			in.Action, in.ApproverRole, in.Assignees, in.Reminders = pos[1], role, assignees, reminders
+		default:
+			return usageOf("ask", "unknown kind %q: interlock %s", pos[0], askSynopsis)
+		}
+		req = protocol.AskRequest{Interrupt: in}
+	}
+	if id != "" {
+		req.AskID = id
+	}
+	if agent != "" {
+		req.Agent = agent
+	}
+	ans, err := c.Ask(ctx, req, cf.wait)
+	if err != nil {
+		return err
+	}
+	id = req.AskID
+	if ans.Pending != nil {
+		id = ans.Pending.Run
+	} else if ans.Answered != nil {
+		id = ans.Answered.AskID
+	}
+	return reportAsk(stdout, cf.json, id, ans)
+}
+
+// reportAsk prints what became of an ask, and exits as it says: 0
+// answered, 4 still waiting, 3 expired or cancelled.
+func reportAsk(w io.Writer, asJSON bool, id string, ans client.AskAnswer) error {
+	if asJSON {
+		if err := writeJSON(w, ans); err != nil {
+			return err
+		}
+	} else if a := ans.Answered; a != nil {
+		fmt.Fprintf(w, "Ask %s: %s", a.AskID, a.Status)
+		if a.Approver != "" {
+			fmt.Fprintf(w, " by %s", a.Approver)
+		}
+		fmt.Fprintln(w)
+		switch {
+		case len(a.Answers) > 0:
+			b, _ := json.Marshal(a.Answers)
+			fmt.Fprintf(w, "  answers %s\n", b)
+		case len(a.Selected) > 0:
+			fmt.Fprintf(w, "  selected %s\n", strings.Join(a.Selected, ", "))
+		case a.Decision != "":
+			fmt.Fprintf(w, "  decision %s", a.Decision)
+			if a.Reason != "" {
+				fmt.Fprintf(w, ": %s", a.Reason)
+			}
+			fmt.Fprintln(w)
+			if len(a.Args) > 0 {
+				fmt.Fprintf(w, "  args %s\n", a.Args)
+			}
+			if a.Message != "" {
+				fmt.Fprintf(w, "  message %s\n", a.Message)
+			}
+		}
+	} else if ans.Pending != nil {
+		fmt.Fprintf(w, "Waiting: ask %s has no answer yet.\n", id)
+		printInterrupt(w, client.AskFlow, *ans.Pending)
+		fmt.Fprintf(w, "Read the answer later with: interlock ask status %s\n", id)
+	}
+	switch {
+	case ans.Answered != nil && ans.Answered.Status == protocol.AskAnswered:
+		return nil
+	case ans.Answered != nil:
+		return reported(exitRefused)
+	}
+	return reported(exitReasked)
+}
