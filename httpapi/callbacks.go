@@ -118,9 +118,9 @@ func mayDecide(c Caller, in *protocol.CheckpointInterrupt) bool {
 // useCallback answers POST /v1/callbacks/{link}: the resume body settles
 // the link's request as the link's person, once. A forged link is 404
 // with no detail, an expired one 410, one used already 409 not_waiting.
-// The link is given back when the engine refuses the body for what the
-// sender can put right (invalid_answer, invalid_payload), or when
-// Interlock could not be reached.
+// The link is given back when the decision was not applied (the engine
+// refused it, or Interlock could not be reached): it settles its request
+// once, not fails once.
 func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 	if s.cfg.Links == nil || s.cfg.Uses == nil {
 		writeProblem(w, newProblem(codeUnsupported, "this API was started without a link signer, so it takes no callback URLs"))
@@ -195,7 +195,7 @@ func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 		}
 	}
 	ev, err := s.port.ResumeAs(r.Context(), cli, cl.Flow, cl.Run, res, c.Name, roles)
-	if s.fixable(ev, err) {
+	if GivesBack(ev, err) {
 		if rerr := s.cfg.Uses.Release(r.Context(), claim); rerr != nil {
 			s.log.Error().Err(rerr).Str("flow", cl.Flow).Str("run", cl.Run).Msg("a callback URL's use was not given back; it stays used")
 		}
@@ -218,30 +218,20 @@ func rolesOf(in *protocol.CheckpointInterrupt) []string {
 	return out
 }
 
-// fixable reports whether a resume's outcome leaves its link usable: the
-// engine refused the body for what the sender can put right, or the
-// resume never reached Interlock.
-func (s *Server) fixable(ev client.Event, err error) bool {
+// GivesBack reports whether a link's use is given back after the resume
+// it sent came back with ev and err: when the decision was not applied
+// (a refusal, or the resume never reached Interlock), so that the link
+// works again once what was wrong is put right. A decision applied, or
+// sent with no answer yet (it may apply), keeps the link used.
+func GivesBack(ev client.Event, err error) bool {
 	var rerr *client.RefusedError
 	switch {
 	case errors.Is(err, client.ErrNoAnswer):
-		return false // sent: it may yet apply
+		return false
 	case errors.As(err, &rerr):
-		return fixableCode(rerr.Refused.Code)
+		return true
 	case err != nil:
 		return true
-	case ev.Kind == protocol.EventRefused:
-		var ref protocol.Refused
-		if ev.Decode(&ref) != nil {
-			return false
-		}
-		return fixableCode(ref.Code)
 	}
-	return false
-}
-
-// fixableCode reports whether a refusal is of what its sender can put
-// right and send again.
-func fixableCode(code protocol.Code) bool {
-	return code == protocol.CodeInvalidAnswer || code == protocol.CodeInvalidPayload
+	return ev.Kind == protocol.EventRefused
 }
