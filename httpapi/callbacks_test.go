@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"slices"
@@ -23,12 +22,12 @@ import (
 // callbackAPI starts the example flows with an API of sam (supervisor)
 // and bob (finance_lead), logging into log, and returns it as sam and
 // without a token.
-func callbackAPI(t *testing.T, log *bytes.Buffer, flows ...*engine.Flow) (sam, bob, anon *api) {
+func callbackAPI(t *testing.T, log *natstest.Buffer, flows ...*engine.Flow) (sam, bob, anon *api) {
 	t.Helper()
 	auth, samToken, bobToken := writeAuth(t)
 	l := zerolog.New(&natstest.Buffer{}).Level(zerolog.DebugLevel)
 	if log != nil {
-		l = zerolog.New(&lockedWriter{buf: log}).Level(zerolog.DebugLevel)
+		l = zerolog.New(log).Level(zerolog.DebugLevel)
 	}
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: flows, Secret: natstest.Secret})
@@ -41,18 +40,6 @@ func callbackAPI(t *testing.T, log *bytes.Buffer, flows ...*engine.Flow) (sam, b
 	}
 	anon = &api{t: t, svc: svc, server: s, base: "http://" + s.Addr()}
 	return anon.as(samToken), anon.as(bobToken), anon
-}
-
-// lockedWriter is a buffer written by the server's goroutines.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf *bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
 }
 
 // mintCallback asks the API, as a, for a callback URL of the refund
@@ -70,7 +57,7 @@ func (a *api) mintCallback(run string) (links.Callback, string) {
 
 func TestACallbackURLSettlesItsRequestOnceAsTheCallerWhoAskedForIt(t *testing.T) {
 	t.Parallel()
-	var log bytes.Buffer
+	var log natstest.Buffer
 	sam, _, anon := callbackAPI(t, &log, examples.Flows()...)
 	sam.accepted("POST", "/v1/runs/refund", map[string]any{"run": "r-1", "state": refundState(nil)["state"]})
 	cb, path := sam.mintCallback("r-1")
