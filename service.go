@@ -203,6 +203,8 @@ type Service struct {
 	// links signs decision links and callback URLs, with a key derived
 	// from secret.
 	links *links.Signer
+	// uses records the links used, each settling its request once.
+	uses *links.Uses
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
@@ -281,6 +283,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.secret = secret
 	if s.links, err = links.NewSigner(secret); err != nil {
+		return fail(err)
+	}
+	if s.uses, err = links.OpenUses(ctx, s.js, names, streams.Replicas); err != nil {
 		return fail(err)
 	}
 	queue, err := bus.NewQueue(ctx, s.js, names)
@@ -434,6 +439,10 @@ func (s *Service) Attach(ctx context.Context, b Background) error {
 // Links signs and checks the deployment's decision links and callback
 // URLs (see package links), with a key derived from its secret.
 func (s *Service) Links() *links.Signer { return s.links }
+
+// LinkUses records the links used (bucket <prefix>_links), so that each
+// decision link and callback URL settles its request once.
+func (s *Service) LinkUses() *links.Uses { return s.uses }
 
 // Server is the embedded NATS server, or nil when the service connects
 // to another.

@@ -199,7 +199,7 @@ func workersPermissions(n wire.Names) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
-				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
+				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
 			Deny: []string{"$JS.API.STREAM.DELETE.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix(n) + ".>", n.Prefix + ".>"}},

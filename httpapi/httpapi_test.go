@@ -60,6 +60,7 @@ func startAPIOn(t testing.TB, cfg httpapi.Config, rules *gate.RuleSet) *api {
 	t.Helper()
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
+	cfg.Links, cfg.Uses = svc.Links(), svc.LinkUses()
 	s, err := httpapi.New(svc, cfg)
 	if err != nil {
 		t.Fatal(err)

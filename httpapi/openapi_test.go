@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/links"
 )
 
 // openAPIDoc is the part of an OpenAPI document the test reads.
@@ -80,6 +82,24 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 	local.accepted("POST", "/v1/runs/booking/o-done/cancel", nil)
 	local.accepted("POST", "/v1/runs/refund", map[string]any{"run": "o-refund", "state": refundState(nil)["state"]})
 	local.accepted("POST", "/v1/runs/refund", map[string]any{"run": "o-late", "state": refundState(map[string]any{"approvalTimeoutSeconds": 1})["state"]})
+	local.accepted("POST", "/v1/runs/refund", map[string]any{"run": "o-cb", "state": refundState(nil)["state"]})
+	local.accepted("POST", "/v1/runs/refund", map[string]any{"run": "o-cb2", "state": refundState(nil)["state"]})
+	// Callback URLs the cases use, and links made by hand: one expired,
+	// one for somebody the auth file does not hold.
+	var minted links.Callback
+	mint := func(run string) string {
+		sam.must(http.StatusCreated, "POST", "/v1/runs/refund/"+run+"/callbacks", nil).decode(t, &minted)
+		return strings.TrimPrefix(minted.URL, secured.server.PublicURL())
+	}
+	cbPath, cbPath2 := mint("o-cb"), mint("o-cb2")
+	sign := func(person string, expires time.Time) string {
+		text, err := local.svc.Links().Sign(links.Claims{Kind: links.KindCallback, Flow: "refund", Run: "o-cb2", RequestID: minted.RequestID, Person: person, Expires: expires.Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return links.CallbackPath + text
+	}
+	expiredPath, strangerPath := sign("sam@example.com", time.Now().Add(-time.Minute)), sign("mallory", time.Now().Add(time.Hour))
 	stale := local.run("booking", "o-wait").Checkpoint.Checkpoint + 5
 
 	// A body the API reads, whose command is larger than a NATS message.
@@ -160,6 +180,23 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		{"POST /v1/runs/{flow}/{run}/assign", 413, func() response {
 			return local.do("POST", "/v1/runs/refund/o-refund/assign", `{"op":"claim","reason":"`+pad+`"}`)
 		}},
+
+		{"POST /v1/runs/{flow}/{run}/callbacks", 400, func() response { return sam.do("POST", "/v1/runs/refund/o-cb/callbacks", `{"request":"x"}`) }},
+		{"POST /v1/runs/{flow}/{run}/callbacks", 401, func() response { return secured.do("POST", "/v1/runs/refund/o-cb/callbacks", nil) }},
+		{"POST /v1/runs/{flow}/{run}/callbacks", 403, func() response { return bob.do("POST", "/v1/runs/refund/o-cb/callbacks", nil) }},
+		{"POST /v1/runs/{flow}/{run}/callbacks", 404, func() response { return sam.do("POST", "/v1/runs/refund/o-none/callbacks", nil) }},
+		{"POST /v1/runs/{flow}/{run}/callbacks", 409, func() response { return sam.do("POST", "/v1/runs/booking/o-done/callbacks", nil) }},
+
+		{"POST /v1/callbacks/{link}", 400, func() response { return secured.do("POST", cbPath, `{"resumeToken":"t","decision":"approve"}`) }},
+		{"POST /v1/callbacks/{link}", 403, func() response { return secured.do("POST", strangerPath, `{"decision":"approve"}`) }},
+		{"POST /v1/callbacks/{link}", 404, func() response { return secured.do("POST", cbPath+"x", `{"decision":"approve"}`) }},
+		{"POST /v1/callbacks/{link}", 410, func() response { return secured.do("POST", expiredPath, `{"decision":"approve"}`) }},
+		{"POST /v1/callbacks/{link}", 413, func() response { return secured.do("POST", cbPath, `{"decision":"approve","reason":"`+pad+`"}`) }},
+		{"POST /v1/callbacks/{link}", 422, func() response { return secured.do("POST", cbPath, `{"decision":"edit","edits":{"amount":9000}}`) }},
+		{"POST /v1/callbacks/{link}", 202, func() response { return secured.do("POST", cbPath, `{"decision":"approve"}`) }},
+		{"POST /v1/callbacks/{link}", 409, func() response { return secured.do("POST", cbPath, `{"decision":"approve"}`) }},
+		{"POST /v1/runs/{flow}/{run}/callbacks", 201, func() response { return sam.do("POST", "/v1/runs/refund/o-cb2/callbacks", `{}`) }},
+		{"POST /v1/callbacks/{link}", 403, func() response { return secured.do("POST", cbPath2, `{"decision":"approve"}`, crossSite...) }},
 
 		{"POST /v1/gate/requests", 200, func() response {
 			return local.do("POST", "/v1/gate/requests", `{"callId":"o-call-1","tool":"issue_refund","args":{"amount":20}}`)
@@ -275,7 +312,7 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 // withAuth returns an API with auth on the same service.
 func (a *api) withAuth(t *testing.T, auth *httpapi.AuthFile) *api {
 	t.Helper()
-	s, err := httpapi.New(a.svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth})
+	s, err := httpapi.New(a.svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth, Links: a.svc.Links(), Uses: a.svc.LinkUses()})
 	if err != nil {
 		t.Fatal(err)
 	}

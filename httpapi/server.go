@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/netaddr"
+	"github.com/interlockhq/interlock/links"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -84,6 +87,22 @@ type Config struct {
 	// request's included): a slower client's connection is closed.
 	// Defaults to DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// PublicURL is the address people and other systems reach the API
+	// at (https://interlock.example.com), which the links of mails and
+	// callback URLs begin with: an absolute http or https URL with no
+	// query, path or fragment. Beyond a loopback host it should be https
+	// (the API logs a warning otherwise). Defaults to http:// and the
+	// address the API listens on.
+	PublicURL string
+	// Links signs and checks callback URLs (the Service's Links); Uses
+	// records them used (its LinkUses). Without both, the callback
+	// routes answer 501 unsupported. Optional.
+	Links *links.Signer
+	Uses  *links.Uses
+	// People is the directory of people the roles of a callback URL's
+	// caller are read from when it is used. Without it, or for someone
+	// not in it, the roles come from Auth. Optional.
+	People func() *people.Directory
 	// Logger for the API. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -111,6 +130,11 @@ func (c Config) validate() error {
 	}
 	if c.Auth == nil && !netaddr.IsLoopbackHost(host) {
 		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.Auth (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
+	}
+	if c.PublicURL != "" {
+		if err := checkPublicURL(c.PublicURL); err != nil {
+			return err
+		}
 	}
 	switch {
 	case c.Wait < 0 || c.Wait > MaxWait:
@@ -141,6 +165,7 @@ type Server struct {
 	mu       sync.Mutex
 	srv      *http.Server
 	addr     net.Addr
+	public   string
 	served   chan struct{}
 	serveErr error
 	stopped  bool
@@ -153,6 +178,9 @@ type route struct {
 	handle       func(w http.ResponseWriter, r *http.Request, c Caller)
 	// public routes need no caller.
 	public bool
+	// secretPath routes carry a credential in their path, which the log
+	// leaves out.
+	secretPath bool
 }
 
 // New returns a server of port's protocol operations.
@@ -174,6 +202,8 @@ func New(port Port, cfg Config) (*Server, error) {
 		{method: "POST", path: "/v1/runs/{flow}/{run}/resume", handle: s.resumeRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/cancel", handle: s.cancelRun},
 		{method: "POST", path: "/v1/runs/{flow}/{run}/assign", handle: s.assignRun},
+		{method: "POST", path: "/v1/runs/{flow}/{run}/callbacks", handle: s.mintCallback},
+		{method: "POST", path: "/v1/callbacks/{link}", handle: s.useCallback, public: true, secretPath: true},
 		{method: "POST", path: "/v1/gate/requests", handle: s.requestTool},
 		{method: "POST", path: "/v1/asks", handle: s.postAsk},
 		{method: "GET", path: "/v1/asks/{askId}", handle: s.getAsk},
@@ -225,6 +255,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("httpapi: listening on %s: %w", s.cfg.Addr, err)
 	}
 	s.addr = ln.Addr()
+	s.public = s.cfg.PublicURL
+	if s.public == "" {
+		s.public = "http://" + reachable(s.addr.String())
+	}
+	s.public = strings.TrimRight(s.public, "/")
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -239,7 +274,10 @@ func (s *Server) Start(ctx context.Context) error {
 			s.serveErr = err
 		}
 	}()
-	ev := s.log.Info().Str("http", "http://"+s.addr.String())
+	if u, _ := url.Parse(s.public); u != nil && u.Scheme == "http" && !netaddr.IsLoopbackHost(u.Hostname()) {
+		s.log.Warn().Str("public_url", s.public).Msg("the public URL is plain http beyond loopback: decision links and callback URLs, which are credentials, would cross the network in clear; serve it behind https and give --public-url https://...")
+	}
+	ev := s.log.Info().Str("http", "http://"+s.addr.String()).Str("public_url", s.public)
 	if s.cfg.Auth == nil {
 		ev.Msg("HTTP API without an auth file: every caller is the local user \"local\" with every role, on loopback only")
 	} else {
@@ -256,6 +294,49 @@ func (s *Server) Addr() string {
 		return ""
 	}
 	return s.addr.String()
+}
+
+// PublicURL is the address the links of mails and callback URLs begin
+// with, once started: Config.PublicURL, or the address the API listens
+// on.
+func (s *Server) PublicURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.public
+}
+
+// checkPublicURL reports what is wrong with a public URL.
+func checkPublicURL(v string) error {
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("httpapi: Config.PublicURL %q: %w; use an absolute URL such as https://interlock.example.com", v, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("httpapi: Config.PublicURL %q is not an absolute http or https URL; use one such as https://interlock.example.com", v)
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(v, "?") || strings.HasSuffix(v, "#"):
+		return fmt.Errorf("httpapi: Config.PublicURL %q has a query or a fragment; give the scheme and host only, such as https://interlock.example.com", v)
+	case strings.Trim(u.Path, "/") != "":
+		return fmt.Errorf("httpapi: Config.PublicURL %q has a path; the API serves at the root of its host, so give the scheme and host only, such as https://interlock.example.com", v)
+	case u.User != nil:
+		return fmt.Errorf("httpapi: Config.PublicURL has credentials in it; give the scheme and host only, such as https://interlock.example.com")
+	}
+	return nil
+}
+
+// reachable is addr as a client reaches it: an unspecified address (the
+// API listens on every interface) as loopback.
+func reachable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Stop ends the event streams, lets requests in flight finish until ctx
@@ -369,7 +450,11 @@ func (s *Server) authenticated(rt route) http.Handler {
 		if sw.status >= 500 {
 			lvl = zerolog.WarnLevel
 		}
-		s.log.WithLevel(lvl).Str("method", r.Method).Str("route", rt.path).Str("path", r.URL.Path).
+		path := r.URL.Path
+		if rt.secretPath {
+			path = rt.path // the path holds a credential
+		}
+		s.log.WithLevel(lvl).Str("method", r.Method).Str("route", rt.path).Str("path", path).
 			Int("status", sw.status).Str("caller", c.Name).Dur("took", time.Since(start)).Msg("http request")
 	})
 }

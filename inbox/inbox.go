@@ -22,6 +22,8 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/links"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -54,6 +56,15 @@ type Config struct {
 	// Wait is how long an answer or a decision waits for its outcome.
 	// Defaults to DefaultWait.
 	Wait time.Duration
+	// Links checks the decision links of mails (the Service's Links);
+	// Uses records them used (its LinkUses). Without both, a decision
+	// link's page says the deployment takes none. Optional.
+	Links *links.Signer
+	Uses  *links.Uses
+	// People is the directory of people a decision link's person is
+	// looked up in when it is opened, for the roles they hold then.
+	// Without it, or for someone not in it, Auth's callers are. Optional.
+	People func() *people.Directory
 	// Logger for the inbox. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -114,7 +125,7 @@ func New(port Port, cfg Config) (*Inbox, error) {
 // parts.
 func pages(md *markdown) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, page := range []string{"queue", "done", "run", "login", "error"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided"} {
 		t := template.New(page)
 		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t), "markdown": md.render}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
@@ -129,7 +140,8 @@ func pages(md *markdown) (map[string]*template.Template, error) {
 // Register mounts the inbox's pages on m: the queue at /, the runs that
 // finished at /done, a run at /runs/{flow}/{run} (its forms post there,
 // and claims, releases and delegations to /runs/{flow}/{run}/assign),
-// signing in at /login,
+// signing in at /login, the page of a mailed decision link at
+// /decide/{link} (it needs no sign-in: the link is the credential),
 // the live stream at /stream and the assets under /assets/.
 func (in *Inbox) Register(m Mux) {
 	assets, _ := fs.Sub(assetFS, "assets")
@@ -142,6 +154,8 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
 	m.Handle("POST /login", http.HandlerFunc(in.login))
 	m.Handle("POST /logout", in.signedIn(in.logout))
+	m.Handle("GET "+links.DecidePath+"{link}", http.HandlerFunc(in.decidePage))
+	m.Handle("POST "+links.DecidePath+"{link}", http.HandlerFunc(in.decide))
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 }
 
@@ -342,7 +356,9 @@ func (in *Inbox) renderTemplate(w http.ResponseWriter, status int, name, tmpl st
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-	h.Set("Referrer-Policy", "same-origin")
+	if h.Get("Referrer-Policy") == "" {
+		h.Set("Referrer-Policy", "same-origin")
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
 }

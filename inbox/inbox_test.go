@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
@@ -24,6 +26,7 @@ import (
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/people"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,6 +39,11 @@ type site struct {
 	base string
 	// tokens are the callers' tokens by name, with an auth file.
 	tokens map[string]string
+	// dir is the directory of people decision links are checked
+	// against; without one, the auth file's callers.
+	dir atomic.Pointer[people.Directory]
+	// log is what the API and the inbox logged.
+	log *natstest.Buffer
 }
 
 // startSite starts a service with the API and the inbox; callers maps
@@ -57,7 +65,8 @@ func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Conf
 	srv := natstest.StartServer(t, "")
 	cfg.Secret = natstest.Secret
 	svc := natstest.StartWith(t, srv, cfg)
-	st := &site{t: t, svc: svc, tokens: map[string]string{}}
+	st := &site{t: t, svc: svc, tokens: map[string]string{}, log: &natstest.Buffer{}}
+	log := zerolog.New(st.log).Level(zerolog.DebugLevel)
 	var auth *httpapi.AuthFile
 	if callers != nil {
 		file := filepath.Join(t.TempDir(), "callers.yaml")
@@ -73,11 +82,11 @@ func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Conf
 			t.Fatal(err)
 		}
 	}
-	api, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth})
+	api, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth, Links: svc.Links(), Uses: svc.LinkUses(), People: st.dir.Load, Logger: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(svc, inbox.Config{Auth: auth})
+	in, err := inbox.New(svc, inbox.Config{Auth: auth, Links: svc.Links(), Uses: svc.LinkUses(), People: st.dir.Load, Logger: &log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,17 +200,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 	} else {
 		v.In = nil
 	}
-	if c, ok := cp.Conversation(); ok {
-		cv := &conversationView{Conversation: c}
-		for _, m := range c.Messages {
-			mv := messageView{Message: m}
-			if len(m.Text) > foldAt {
-				mv.Fold, mv.Lead = true, protocol.Truncate(m.Text, 120)
-			}
-			cv.Messages = append(cv.Messages, mv)
-		}
-		v.Conversation = cv
-	}
+	v.Conversation = conversationOf(cp)
 	v.Partial = fmt.Sprintf("/runs/%s/%s?partial=1", flow, run)
 	v.Stream = fmt.Sprintf("/stream?flow=%s&run=%s", flow, run)
 	if r.Method == http.MethodGet && r.URL.Query().Get("partial") != "" {
@@ -218,6 +208,24 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 		return
 	}
 	in.render(w, status, "run", page{Title: flow + " " + run, Session: &s, CSRF: in.csrf(s), Body: v})
+}
+
+// conversationOf is what led a gate or ask run's agent to ask, long
+// messages folded; nil for other runs.
+func conversationOf(cp protocol.Checkpoint) *conversationView {
+	c, ok := cp.Conversation()
+	if !ok {
+		return nil
+	}
+	cv := &conversationView{Conversation: c}
+	for _, m := range c.Messages {
+		mv := messageView{Message: m}
+		if len(m.Text) > foldAt {
+			mv.Fold, mv.Lead = true, protocol.Truncate(m.Text, 120)
+		}
+		cv.Messages = append(cv.Messages, mv)
+	}
+	return cv
 }
 
 // history reads a run's events and audit records.

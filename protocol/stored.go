@@ -97,6 +97,9 @@ type CheckpointInterrupt struct {
 	Quorum             *Quorum  `json:"quorum,omitempty"`
 	SeparationOfDuties bool     `json:"separationOfDuties,omitempty"`
 	Votes              []Vote   `json:"votes,omitempty"`
+	// Superseded are, with a quorum, the request ids votes replaced with
+	// a fresh one: a decision naming one still counts.
+	Superseded []string `json:"superseded,omitempty"`
 	// Title, Description and ArgsSchema describe an approval for the
 	// person who decides it (v1.1).
 	Title       string          `json:"title,omitempty"`

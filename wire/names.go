@@ -119,6 +119,11 @@ func (n Names) ParseDue(subject string) (flow, verb string, ok bool) {
 // KeysBucket holds the generated resume-token secret when none is configured.
 func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
 
+// LinksBucket records the signed links (decision links, callback URLs)
+// used: one key per link id, kept until the link expires, so that each
+// link settles its request once.
+func (n Names) LinksBucket() string { return n.Prefix + "_links" }
+
 // Consumer is the durable consumer of the inbound stream the workers share.
 func (n Names) Consumer() string { return n.Prefix + "-workers" }
 

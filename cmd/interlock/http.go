@@ -19,14 +19,16 @@ import (
 
 // httpFlags are serve's flags of the HTTP API.
 type httpFlags struct {
-	addr     *string
-	authFile *string
+	addr      *string
+	authFile  *string
+	publicURL *string
 }
 
 func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 	return httpFlags{
-		addr:     fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs --auth-file"),
-		authFile: fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "YAML `file` of the HTTP API's callers and their roles (see interlock auth add); without it every HTTP caller is the local user with every role, on loopback only"),
+		addr:      fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs --auth-file"),
+		authFile:  fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "YAML `file` of the HTTP API's callers and their roles (see interlock auth add); without it every HTTP caller is the local user with every role, on loopback only"),
+		publicURL: fs.String("public-url", envOr("INTERLOCK_PUBLIC_URL", ""), "the `URL` people and systems reach the HTTP API at (https://interlock.example.com), which decision links in mails and callback URLs begin with; defaults to http:// and the --http address"),
 	}
 }
 
@@ -37,12 +39,15 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 		if *f.authFile != "" {
 			return cfg, false, usagef("--auth-file is for the HTTP API, which --http \"\" turns off")
 		}
+		if *f.publicURL != "" {
+			return cfg, false, usagef("--public-url is the HTTP API's, which --http \"\" turns off")
+		}
 		return cfg, false, nil
 	}
 	if _, _, err := net.SplitHostPort(*f.addr); err != nil {
 		return cfg, false, usagef("--http %q: %v; use host:port such as %s, or \"\" to turn the API off", *f.addr, err, httpapi.DefaultAddr)
 	}
-	cfg = httpapi.Config{Addr: *f.addr, Logger: log}
+	cfg = httpapi.Config{Addr: *f.addr, PublicURL: *f.publicURL, Logger: log}
 	if *f.authFile != "" {
 		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
 			return cfg, false, usagef("--auth-file: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
@@ -51,6 +56,8 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 	if err := cfg.Validate(); errors.Is(err, httpapi.ErrNoAuth) {
 		return cfg, false, usageError{err: err, msg: fmt.Sprintf("--http %s listens beyond loopback without --auth-file: anyone who reaches it could decide every approval as the local user; "+
 			"give --auth-file FILE (add its callers with interlock auth add), or listen on 127.0.0.1", *f.addr)}
+	} else if err != nil && strings.Contains(err.Error(), "Config.PublicURL") {
+		return cfg, false, usagef("--public-url: %s", strings.TrimPrefix(err.Error(), "httpapi: Config.PublicURL "))
 	} else if err != nil {
 		return cfg, false, usagef("--http %s: %s", *f.addr, strings.TrimPrefix(err.Error(), "httpapi: "))
 	}
@@ -59,11 +66,12 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 
 // startHTTP starts the HTTP API on svc, stopped with it, and says where.
 func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, stdout io.Writer) error {
+	cfg.Links, cfg.Uses = svc.Links(), svc.LinkUses()
 	api, err := httpapi.New(svc, cfg)
 	if err != nil {
 		return err
 	}
-	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Logger: cfg.Logger})
+	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Links: cfg.Links, Uses: cfg.Uses, People: cfg.People, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}

@@ -417,6 +417,7 @@ func envHelp(cmd string) string {
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_HTTP            default of --http
   INTERLOCK_AUTH_FILE       default of --auth-file
+  INTERLOCK_PUBLIC_URL      default of --public-url
   INTERLOCK_SLACK_CONFIG    default of --slack-config
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level

@@ -1,0 +1,48 @@
+package httpapi
+
+import (
+	"slices"
+
+	"github.com/interlockhq/interlock/people"
+)
+
+// Lookup returns the caller called name, if the file holds one.
+func (a *AuthFile) Lookup(name string) (Caller, bool) {
+	a.mu.Lock()
+	callers := a.callers
+	a.mu.Unlock()
+	for _, c := range callers {
+		if c.Name == name {
+			out := c.Caller
+			out.Roles = slices.Clone(out.Roles)
+			return out, true
+		}
+	}
+	return Caller{}, false
+}
+
+// Person returns who a signed link speaks for (a decision link's
+// person, a callback URL's caller), with the roles they hold now: from
+// the directory of people when dir gives one, else from the auth file;
+// without either, only LocalCaller is someone, holding every role. ok
+// is false for someone no longer there: their links stop working.
+func Person(dir func() *people.Directory, auth *AuthFile, name string) (Caller, bool) {
+	if dir != nil {
+		if d := dir(); d != nil {
+			if p, ok := d.Person(name); ok {
+				return Caller{Name: p.Name, Roles: slices.Clone(p.Roles)}, true
+			}
+			if auth == nil {
+				return Caller{}, false
+			}
+		}
+	}
+	if auth != nil {
+		_, _ = auth.Refresh()
+		return auth.Lookup(name)
+	}
+	if name == LocalCaller {
+		return Caller{Name: LocalCaller, AllRoles: true}, true
+	}
+	return Caller{}, false
+}
