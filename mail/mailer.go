@@ -406,7 +406,7 @@ func (m *Mailer) link(in protocol.Interrupted, r recipient, now time.Time) (stri
 	if err != nil {
 		return "", fmt.Errorf("signing the decision link of %s: %w", r.Person, err)
 	}
-	return base + "/decide/" + text, nil
+	return base + links.DecidePath + text, nil
 }
 
 // conversation reads the conversation behind a gate run's call, or nil
