@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAskWaitsForTheAnswerAndAskStatusReadsIt(t *testing.T) {
+	url := serveForTest(t)
+
+	out, errOut, err := run(t, url, "ask", "question", "Where should we ship it?", "--field", "address",
+		"--schema", `{"type":"string","minLength":10}`, "--title", "Delivery address", "--id", "ask-addr", "--wait", "1s")
+	if codeOf(err) != exitReasked || !strings.Contains(out, "Waiting: ask ask-addr has no answer yet") || !strings.Contains(out, "Where should we ship it?") {
+		t.Fatalf("ask question: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	out, errOut, err = run(t, url, "answer", "ask", "ask-addr", "address=short")
+	if codeOf(err) != exitRefused || !strings.Contains(out+errOut, "invalid_answer") {
+		t.Fatalf("a too short answer: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	if out, errOut, err = run(t, url, "answer", "ask", "ask-addr", "address=1 Main Street, Springfield"); err != nil {
+		t.Fatalf("answer: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, url, "ask", "status", "ask-addr")
+	if err != nil || !strings.Contains(out, "Ask ask-addr: answered") || !strings.Contains(out, "1 Main Street, Springfield") {
+		t.Fatalf("ask status: %v\n%s%s", err, out, errOut)
+	}
+
+	out, errOut, err = run(t, url, "ask", "choice", "Which plan?", "pro=Pro plan", "team=Team plan", "--id", "ask-plan", "--wait", "1s")
+	if codeOf(err) != exitReasked || !strings.Contains(out, "Pro plan") {
+		t.Fatalf("ask choice: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	run(t, url, "cancel", "ask", "ask-plan")
+	out, _, err = run(t, url, "ask", "status", "ask-plan")
+	if codeOf(err) != exitRefused || !strings.Contains(out, "Ask ask-plan: cancelled") {
+		t.Fatalf("a cancelled ask: %v (exit %d)\n%s", err, codeOf(err), out)
+	}
+
+	for _, bad := range [][]string{
+		{"ask", "poll", "Which?"},
+		{"ask", "choice", "Which?", "no-label"},
+		{"ask", "question", "Q?", "--schema", "{not json"},
+		{"ask", "question"},
+	} {
+		if _, errOut, err := run(t, url, bad...); codeOf(err) != exitUsage {
+			t.Errorf("%q: exit %d, want %d\n%s", bad, codeOf(err), exitUsage, errOut)
+		}
+	}
+	out, errOut, err = run(t, url, "ask", "question", "Q?", "--field", "answered", "--id", "ask-bad")
+	if codeOf(err) != exitRefused || !strings.Contains(err.Error(), "kept by the ask run") {
+		t.Fatalf("a malformed ask: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+}
