@@ -21,6 +21,7 @@ var StreamKinds = []string{
 	protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired,
 	protocol.EventCancelled, protocol.EventCompleted, protocol.EventDecided,
 	protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded,
+	protocol.EventAnswered,
 }
 
 // Timing of an event stream.
