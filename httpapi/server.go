@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/netaddr"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -73,6 +74,13 @@ type Config struct {
 	// loopback only and answers only requests addressed to a loopback
 	// host. Optional.
 	Auth *AuthFile
+	// People returns the directory of people callers authenticate
+	// against, by their bearer token's hash; a people.Live's Current
+	// follows the configuration bucket. While it returns nil (no
+	// directory), Auth is used, and without Auth every caller is
+	// LocalCaller on loopback only. An empty directory authenticates no
+	// one. Optional.
+	People func() *people.Directory
 	// Wait is how long a command waits for its outcome when the request
 	// does not say. Defaults to DefaultWait.
 	Wait time.Duration
@@ -104,13 +112,35 @@ func (c Config) withDefaults() Config {
 // filled in: New refuses the same. Check it before starting anything else.
 func (c Config) Validate() error { return c.withDefaults().validate() }
 
+// directory is the directory callers authenticate against now, or nil
+// when there is none: every caller is then LocalCaller. A changed auth
+// file is read again, and said in log (if not nil).
+func (c Config) directory(log *zerolog.Logger) *people.Directory {
+	if c.People != nil {
+		if d := c.People(); d != nil {
+			return d
+		}
+	}
+	if c.Auth == nil {
+		return nil
+	}
+	if log != nil {
+		if changed, err := c.Auth.Refresh(); err != nil {
+			log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
+		} else if changed {
+			log.Info().Str("auth_file", c.Auth.Path()).Int("callers", c.Auth.Len()).Msg("auth file read again")
+		}
+	}
+	return c.Auth.Directory()
+}
+
 func (c Config) validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return fmt.Errorf("httpapi: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	}
-	if c.Auth == nil && !netaddr.IsLoopbackHost(host) {
-		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.Auth (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
+	if c.directory(nil) == nil && !netaddr.IsLoopbackHost(host) {
+		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.People (interlock serve --people FILE, with people from `interlock people add`) or Config.Auth, or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
 	}
 	switch {
 	case c.Wait < 0 || c.Wait > MaxWait:
@@ -133,6 +163,9 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	routes  []route
+	// loopback is set when the API listens on loopback only: a caller
+	// without a directory is the local user only there.
+	loopback bool
 
 	// streams ends the event streams when the server stops.
 	streams    context.Context
@@ -164,7 +197,8 @@ func New(port Port, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{port: port, cfg: cfg, log: *cfg.Logger, mux: http.NewServeMux()}
+	host, _, _ := net.SplitHostPort(cfg.Addr) // validate checked it
+	s := &Server{port: port, cfg: cfg, log: *cfg.Logger, mux: http.NewServeMux(), loopback: netaddr.IsLoopbackHost(host)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.routes = []route{
 		{method: "GET", path: "/v1/interrupts", handle: s.listInterrupts},
@@ -238,9 +272,14 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	ev := s.log.Info().Str("http", "http://"+s.addr.String())
-	if s.cfg.Auth == nil {
+	switch d := s.cfg.directory(nil); {
+	case d == nil && s.cfg.People != nil:
+		ev.Msg("HTTP API without a directory of people yet: every caller is the local user \"local\" with every role, on loopback only, until one is put in the configuration bucket")
+	case d == nil:
 		ev.Msg("HTTP API without an auth file: every caller is the local user \"local\" with every role, on loopback only")
-	} else {
+	case s.cfg.People != nil:
+		ev.Str("directory", d.Name()).Int("people", d.Len()).Msg("HTTP API serving; callers authenticate with bearer tokens of the directory of people")
+	default:
 		ev.Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("HTTP API serving; callers authenticate with bearer tokens")
 	}
 	return nil
@@ -301,7 +340,7 @@ func (s *Server) common(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
-		if s.cfg.Auth == nil {
+		if s.cfg.directory(nil) == nil {
 			host, _, err := net.SplitHostPort(r.Host)
 			if err != nil {
 				host = r.Host
@@ -361,7 +400,7 @@ func (s *Server) authenticated(rt route) http.Handler {
 			// The body of a caller not known is not read: answer at
 			// once, and close the connection rather than wait for it.
 			sw.Header().Set("Connection", "close")
-			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock auth add`"))
+			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock people add --token`"))
 		}
 		lvl := zerolog.DebugLevel
 		if sw.status >= 500 {
@@ -374,19 +413,18 @@ func (s *Server) authenticated(rt route) http.Handler {
 
 // caller authenticates a request.
 func (s *Server) caller(r *http.Request) (Caller, bool) {
-	if s.cfg.Auth == nil {
-		return Caller{Name: LocalCaller, AllRoles: true}, true
-	}
-	if changed, err := s.cfg.Auth.Refresh(); err != nil {
-		s.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
-	} else if changed {
-		s.log.Info().Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("auth file read again")
+	d := s.cfg.directory(&s.log)
+	if d == nil {
+		// No directory: the local user, on a loopback listener only
+		// (Validate and New check it; this holds if a directory is
+		// ever taken away).
+		return Caller{Name: LocalCaller, AllRoles: true}, s.loopback
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Caller{}, false
 	}
-	return s.cfg.Auth.Authenticate(strings.TrimSpace(token))
+	return Authenticate(d, strings.TrimSpace(token))
 }
 
 // deadlineBody is a request body that calls read once it has been read
