@@ -135,6 +135,13 @@ Usage:
   interlock audit key                             print the public keys audit records are signed with
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
+  interlock people add <name> [--role ROLE ...] [--email A] [--slack U] [--teams UPN] [--token] --people FILE
+                                                  add a person to the directory (with --token, print
+                                                  their bearer token for the HTTP API and the inbox)
+  interlock people list|remove|rotate-token [<name>] --people FILE
+                                                  list the people, remove one, or give one a new token
+  interlock people import [--auth-file F] [--slack-config F]
+                                                  print a directory of the older files' people
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
   interlock auth list --auth-file FILE            list the callers and their roles
@@ -231,6 +238,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return gateCmd(ctx, rest, stdout, stderr)
 	case "auth":
 		return authCmd(ctx, rest, stdout, stderr)
+	case "people":
+		return peopleCmd(ctx, rest, stdout, stderr)
 	case "schema":
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "mcp":
@@ -411,6 +420,7 @@ func envHelp(cmd string) string {
   INTERLOCK_GATE_RULES      default of --gate-rules
   INTERLOCK_HTTP            default of --http
   INTERLOCK_AUTH_FILE       default of --auth-file
+  INTERLOCK_PEOPLE          default of --people
   INTERLOCK_SLACK_CONFIG    default of --slack-config
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level

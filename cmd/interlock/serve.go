@@ -67,6 +67,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
 	slackf := addSlackFlags(fs)
+	peoplef := addPeopleFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -98,11 +99,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	api, apiOn, err := httpf.config(&log)
+	bridge, slackOn, err := slackf.config(&log)
 	if err != nil {
 		return err
 	}
-	bridge, slackOn, err := slackf.config(&log)
+	dir, err := peoplef.setup(log, *httpf.authFile, &bridge, *slackf.file)
+	if err != nil {
+		return err
+	}
+	bridge.People = dir.live.Current
+	api, apiOn, err := httpf.config(&log, dir.live.Current)
 	if err != nil {
 		return err
 	}
@@ -225,6 +231,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", wire.RedactURLs(svc.URL()), strings.Join(svc.Runner().Flows(), ", "))
 	fmt.Fprintf(stdout, "Audit records are signed with key %s, Ed25519 public key %s; pin it with: interlock audit verify --key %s <flow> <run>\n", key.ID, key, key)
+	if err := startPeople(ctx, svc, dir); err != nil {
+		_ = svc.Stop(context.WithoutCancel(ctx))
+		return err
+	}
 	if apiOn {
 		if err := startHTTP(ctx, svc, api, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
