@@ -36,8 +36,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/interlockhq/interlock/protocol"
 )
 
 // Key is the key of the directory's YAML in the configuration bucket.
@@ -274,7 +272,17 @@ func CheckName(s string) error {
 // CheckRole reports whether s is a valid approver role: a subject token of
 // 1 to MaxNameLen of A-Z a-z 0-9 _ -.
 func CheckRole(s string) error {
-	return protocol.CheckName("role", s)
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("role %q: use 1 to %d of A-Z a-z 0-9 _ -", s, MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("role %q has %q at byte %d: use only A-Z a-z 0-9 _ -", s, c, i)
+	}
+	return nil
 }
 
 // Source is the YAML the directory was parsed from.

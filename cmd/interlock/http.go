@@ -32,6 +32,15 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 	}
 }
 
+// authFileInUse is --auth-file, when the HTTP API is on: config says
+// that the file is for the API otherwise.
+func (f httpFlags) authFileInUse() string {
+	if *f.addr == "" {
+		return ""
+	}
+	return *f.authFile
+}
+
 // config checks the flags, before anything starts, and returns the API's
 // configuration; ok is false when the API is off.
 func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cfg httpapi.Config, ok bool, err error) {

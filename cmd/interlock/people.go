@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -160,6 +161,9 @@ func (s *peopleSetup) stopWatches(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// peopleStartTimeout bounds reading the directory from the bucket at start.
+const peopleStartTimeout = 30 * time.Second
+
 // peopleService is a peopleSetup attached to a Service, on its
 // configuration bucket.
 type peopleService struct {
@@ -169,6 +173,10 @@ type peopleService struct {
 
 // Start binds the configuration bucket and starts the setup.
 func (p peopleService) Start(ctx context.Context) error {
+	// Started whatever the flags, the start is not cut short by a
+	// Ctrl-C in the middle of serve's own: it is bounded instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peopleStartTimeout)
+	defer cancel()
 	kv, err := p.svc.JetStream().KeyValue(ctx, p.svc.Names().ConfigBucket())
 	if err != nil {
 		return fmt.Errorf("binding bucket %s: %w", p.svc.Names().ConfigBucket(), err)

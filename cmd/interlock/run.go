@@ -401,6 +401,8 @@ func exitHelp(cmd string) string {
 // envHelp lists the environment variables a command reads.
 func envHelp(cmd string) string {
 	switch cmd {
+	case "people":
+		return "  INTERLOCK_PEOPLE  default of --people\n"
 	case "serve":
 		return `  INTERLOCK_SERVE_NATS_URL  default of --nats-url: use this NATS server instead of embedding one
   INTERLOCK_CREDS           default of --creds

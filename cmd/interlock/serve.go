@@ -103,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := peoplef.setup(log, *httpf.authFile, &bridge, *slackf.file)
+	dir, err := peoplef.setup(log, httpf.authFileInUse(), &bridge, *slackf.file)
 	if err != nil {
 		return err
 	}
