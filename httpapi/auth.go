@@ -2,23 +2,21 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/interlockhq/interlock/people"
 )
 
 // LocalCaller is the name of every caller of an API without an auth file:
@@ -26,7 +24,7 @@ import (
 const LocalCaller = "local"
 
 // MaxNameLen is the longest caller name or role.
-const MaxNameLen = 128
+const MaxNameLen = people.MaxNameLen
 
 // authRecheck is how often an auth file is checked for changes.
 const authRecheck = time.Second
@@ -91,66 +89,33 @@ func ParseAuth(b []byte, file string) ([]AuthEntry, error) {
 }
 
 // CheckCallerName reports whether s is a valid caller name: 1 to
-// MaxNameLen of A-Z a-z 0-9 . _ @ -.
-func CheckCallerName(s string) error {
-	if s == "" || len(s) > MaxNameLen {
-		return fmt.Errorf("name %q: use 1 to %d of A-Z a-z 0-9 . _ @ -", s, MaxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._@-", c) >= 0 {
-			continue
-		}
-		return fmt.Errorf("name %q has %q at byte %d: use only A-Z a-z 0-9 . _ @ -", s, c, i)
-	}
-	return nil
-}
+// MaxNameLen of A-Z a-z 0-9 . _ @ -. It is [people.CheckName].
+func CheckCallerName(s string) error { return people.CheckName(s) }
 
 // CheckRole reports whether s is a valid approver role: 1 to MaxNameLen of
-// A-Z a-z 0-9 _ -, as it is a NATS subject token.
-func CheckRole(s string) error {
-	if s == "" || len(s) > MaxNameLen {
-		return fmt.Errorf("role %q: use 1 to %d of A-Z a-z 0-9 _ -", s, MaxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			continue
-		}
-		return fmt.Errorf("role %q has %q at byte %d: use only A-Z a-z 0-9 _ -", s, c, i)
-	}
-	return nil
-}
+// A-Z a-z 0-9 _ -, as it is a NATS subject token. It is
+// [people.CheckRole].
+func CheckRole(s string) error { return people.CheckRole(s) }
 
 // HashToken returns the hex SHA-256 of a bearer token, as an auth file
-// holds it.
-func HashToken(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
-}
+// holds it. It is [people.HashToken].
+func HashToken(token string) string { return people.HashToken(token) }
 
 // NewToken returns a fresh bearer token: 32 random bytes, base64url
-// without padding.
-func NewToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// without padding. It is [people.NewToken].
+func NewToken() string { return people.NewToken() }
 
 // AuthFile holds the callers of an auth file, and reads the file again
-// when it changes, so that `interlock auth add` needs no restart.
+// when it changes, so that `interlock auth add` needs no restart. It is
+// read as a directory of people (see [AuthFile.Directory]): the people
+// directory (package people) replaces it.
 type AuthFile struct {
 	path string
 
 	mu      sync.Mutex
-	callers []authCaller
+	dir     *people.Directory
 	stamp   fileStamp
 	checked time.Time
-}
-
-type authCaller struct {
-	Caller
-	hash [sha256.Size]byte
 }
 
 // fileStamp tells whether a file changed.
@@ -168,14 +133,31 @@ func LoadAuth(path string) (*AuthFile, error) {
 	return a, nil
 }
 
+// AuthDirectory is the directory of people of an auth file's entries:
+// each caller a person with their roles and token hash. file names it.
+func AuthDirectory(entries []AuthEntry, file string) (*people.Directory, error) {
+	ps := make([]people.Person, 0, len(entries))
+	for _, e := range entries {
+		ps = append(ps, people.Person{Name: e.Name, Roles: slices.Clone(e.Roles), TokenSHA256: e.TokenSHA256})
+	}
+	d, err := people.New(file, ps, nil)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: auth file %s: %w", file, err)
+	}
+	return d, nil
+}
+
 // Path is the file's path.
 func (a *AuthFile) Path() string { return a.path }
 
 // Len is how many callers the file holds.
-func (a *AuthFile) Len() int {
+func (a *AuthFile) Len() int { return a.Directory().Len() }
+
+// Directory is the file's callers as a directory of people, as last read.
+func (a *AuthFile) Directory() *people.Directory {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.callers)
+	return a.dir
 }
 
 // Refresh reads the file again if it changed since it was last read, at
@@ -201,7 +183,7 @@ func (a *AuthFile) reload() (bool, error) {
 	}
 	stamp := fileStamp{mod: st.ModTime(), size: st.Size()}
 	a.mu.Lock()
-	same := stamp == a.stamp && a.callers != nil
+	same := stamp == a.stamp && a.dir != nil
 	a.mu.Unlock()
 	if same {
 		return false, nil
@@ -210,7 +192,7 @@ func (a *AuthFile) reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("httpapi: auth file: %w", err)
 	}
-	entries, err := ParseAuth(b, a.path)
+	d, err := ParseAuthDirectory(b, a.path)
 	if err != nil {
 		// Keep the callers read before, and say so once per change.
 		a.mu.Lock()
@@ -218,37 +200,35 @@ func (a *AuthFile) reload() (bool, error) {
 		a.mu.Unlock()
 		return false, err
 	}
-	callers := make([]authCaller, 0, len(entries))
-	for _, e := range entries {
-		c := authCaller{Caller: Caller{Name: e.Name, Roles: slices.Clone(e.Roles)}}
-		_, _ = hex.Decode(c.hash[:], []byte(e.TokenSHA256))
-		callers = append(callers, c)
-	}
 	a.mu.Lock()
-	a.callers, a.stamp = callers, stamp
+	a.dir, a.stamp = d, stamp
 	a.mu.Unlock()
 	return true, nil
+}
+
+// ParseAuthDirectory reads an auth file (see [ParseAuth]) as a directory
+// of people.
+func ParseAuthDirectory(b []byte, file string) (*people.Directory, error) {
+	entries, err := ParseAuth(b, file)
+	if err != nil {
+		return nil, err
+	}
+	return AuthDirectory(entries, file)
 }
 
 // Authenticate returns the caller holding token. Every caller's hash is
 // compared, in constant time, whoever matches.
 func (a *AuthFile) Authenticate(token string) (Caller, bool) {
-	h := sha256.Sum256([]byte(token))
-	a.mu.Lock()
-	callers := a.callers
-	a.mu.Unlock()
-	found := -1
-	for i := range callers {
-		if subtle.ConstantTimeCompare(h[:], callers[i].hash[:]) == 1 {
-			found = i
-		}
-	}
-	if found < 0 || token == "" {
+	return Authenticate(a.Directory(), token)
+}
+
+// Authenticate returns the person of d holding token, as a caller.
+func Authenticate(d *people.Directory, token string) (Caller, bool) {
+	p, ok := d.ByToken(token)
+	if !ok {
 		return Caller{}, false
 	}
-	c := callers[found].Caller
-	c.Roles = slices.Clone(c.Roles)
-	return c, true
+	return Caller{Name: p.Name, Roles: p.Roles}, true
 }
 
 // authFileHeader begins an auth file that AddCaller creates.
@@ -383,33 +363,8 @@ func RemoveCaller(path, name string) error {
 // writeFileAtomic writes content to a new file, mode 0600, beside path and
 // renames it over path.
 func writeFileAtomic(path string, content []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	if err := people.WriteFile(path, content); err != nil {
 		return fmt.Errorf("httpapi: writing auth file: %w", err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("httpapi: writing auth file: %w", err)
-	}
-	if _, err := f.Write(content); err != nil {
-		return fmt.Errorf("httpapi: writing auth file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("httpapi: writing auth file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("httpapi: writing auth file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("httpapi: writing auth file: %w", err)
-	}
-	ok = true
 	return nil
 }

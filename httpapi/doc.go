@@ -27,10 +27,12 @@
 //	GET  /v1/events                     server-sent events of interrupts coming and going
 //	GET  /v1/openapi.json               the OpenAPI document
 //
-// Callers authenticate with bearer tokens from an [AuthFile] (YAML: name,
-// roles, tokenSha256); [AddCaller] adds one and returns its token. Without
-// an auth file the API serves loopback only, and every caller is
-// [LocalCaller] holding every role. Errors are RFC 9457 [Problem] details
+// Callers authenticate with bearer tokens of the directory of people
+// ([Config.People], a people.Live's Current that follows the
+// configuration bucket), or of an older [AuthFile] (YAML: name, roles,
+// tokenSha256), which is read as a directory. Without either the API
+// serves loopback only, and every caller is [LocalCaller] holding every
+// role. Errors are RFC 9457 [Problem] details
 // whose code is the protocol's refusal code; [StatusOf] maps codes to
 // statuses.
 //

@@ -8,17 +8,11 @@ import (
 
 // Lookup returns the caller called name, if the file holds one.
 func (a *AuthFile) Lookup(name string) (Caller, bool) {
-	a.mu.Lock()
-	callers := a.callers
-	a.mu.Unlock()
-	for _, c := range callers {
-		if c.Name == name {
-			out := c.Caller
-			out.Roles = slices.Clone(out.Roles)
-			return out, true
-		}
+	p, ok := a.Directory().Person(name)
+	if !ok {
+		return Caller{}, false
 	}
-	return Caller{}, false
+	return Caller{Name: p.Name, Roles: slices.Clone(p.Roles)}, true
 }
 
 // Person returns who a signed link speaks for (a decision link's

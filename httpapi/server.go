@@ -76,6 +76,15 @@ type Config struct {
 	// loopback only and answers only requests addressed to a loopback
 	// host. Optional.
 	Auth *AuthFile
+	// People returns the directory of people callers authenticate
+	// against, by their bearer token's hash; a people.Live's Current
+	// follows the configuration bucket. While it returns nil (no
+	// directory), Auth is used, and without Auth every caller is
+	// LocalCaller on loopback only. An empty directory authenticates no
+	// one. The roles of a decision link's or callback URL's person are
+	// read from it when the link is used (from Auth for someone not in
+	// it). Optional.
+	People func() *people.Directory
 	// Wait is how long a command waits for its outcome when the request
 	// does not say. Defaults to DefaultWait.
 	Wait time.Duration
@@ -99,10 +108,6 @@ type Config struct {
 	// routes answer 501 unsupported. Optional.
 	Links *links.Signer
 	Uses  *links.Uses
-	// People is the directory of people the roles of a callback URL's
-	// caller are read from when it is used. Without it, or for someone
-	// not in it, the roles come from Auth. Optional.
-	People func() *people.Directory
 	// Logger for the API. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -123,13 +128,35 @@ func (c Config) withDefaults() Config {
 // filled in: New refuses the same. Check it before starting anything else.
 func (c Config) Validate() error { return c.withDefaults().validate() }
 
+// directory is the directory callers authenticate against now, or nil
+// when there is none: every caller is then LocalCaller. A changed auth
+// file is read again, and said in log (if not nil).
+func (c Config) directory(log *zerolog.Logger) *people.Directory {
+	if c.People != nil {
+		if d := c.People(); d != nil {
+			return d
+		}
+	}
+	if c.Auth == nil {
+		return nil
+	}
+	if log != nil {
+		if changed, err := c.Auth.Refresh(); err != nil {
+			log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
+		} else if changed {
+			log.Info().Str("auth_file", c.Auth.Path()).Int("callers", c.Auth.Len()).Msg("auth file read again")
+		}
+	}
+	return c.Auth.Directory()
+}
+
 func (c Config) validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return fmt.Errorf("httpapi: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	}
-	if c.Auth == nil && !netaddr.IsLoopbackHost(host) {
-		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.Auth (interlock serve --auth-file FILE, with callers from `interlock auth add`) or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
+	if c.directory(nil) == nil && !netaddr.IsLoopbackHost(host) {
+		return fmt.Errorf("%w: Config.Addr %q would let anyone who reaches it decide approvals as %q; set Config.People (interlock serve --people FILE, with people from `interlock people add`) or Config.Auth, or listen on 127.0.0.1", ErrNoAuth, c.Addr, LocalCaller)
 	}
 	if c.PublicURL != "" {
 		if err := checkPublicURL(c.PublicURL); err != nil {
@@ -157,6 +184,9 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	routes  []route
+	// loopback is set when the API listens on loopback only: a caller
+	// without a directory is the local user only there.
+	loopback bool
 
 	// streams ends the event streams when the server stops.
 	streams    context.Context
@@ -192,7 +222,8 @@ func New(port Port, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{port: port, cfg: cfg, log: *cfg.Logger, mux: http.NewServeMux()}
+	host, _, _ := net.SplitHostPort(cfg.Addr) // validate checked it
+	s := &Server{port: port, cfg: cfg, log: *cfg.Logger, mux: http.NewServeMux(), loopback: netaddr.IsLoopbackHost(host)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.routes = []route{
 		{method: "GET", path: "/v1/interrupts", handle: s.listInterrupts},
@@ -278,9 +309,14 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Warn().Str("public_url", s.public).Msg("the public URL is plain http beyond loopback: decision links and callback URLs, which are credentials, would cross the network in clear; serve it behind https and give --public-url https://...")
 	}
 	ev := s.log.Info().Str("http", "http://"+s.addr.String()).Str("public_url", s.public)
-	if s.cfg.Auth == nil {
+	switch d := s.cfg.directory(nil); {
+	case d == nil && s.cfg.People != nil:
+		ev.Msg("HTTP API without a directory of people yet: every caller is the local user \"local\" with every role, on loopback only, until one is put in the configuration bucket")
+	case d == nil:
 		ev.Msg("HTTP API without an auth file: every caller is the local user \"local\" with every role, on loopback only")
-	} else {
+	case s.cfg.People != nil:
+		ev.Str("directory", d.Name()).Int("people", d.Len()).Msg("HTTP API serving; callers authenticate with bearer tokens of the directory of people")
+	default:
 		ev.Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("HTTP API serving; callers authenticate with bearer tokens")
 	}
 	return nil
@@ -384,7 +420,7 @@ func (s *Server) common(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
-		if s.cfg.Auth == nil {
+		if s.cfg.directory(nil) == nil {
 			host, _, err := net.SplitHostPort(r.Host)
 			if err != nil {
 				host = r.Host
@@ -444,7 +480,7 @@ func (s *Server) authenticated(rt route) http.Handler {
 			// The body of a caller not known is not read: answer at
 			// once, and close the connection rather than wait for it.
 			sw.Header().Set("Connection", "close")
-			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock auth add`"))
+			writeProblem(sw, newProblem(CodeUnauthorized, "send Authorization: Bearer <token>, a token from `interlock people add --token`"))
 		}
 		lvl := zerolog.DebugLevel
 		if sw.status >= 500 {
@@ -461,19 +497,18 @@ func (s *Server) authenticated(rt route) http.Handler {
 
 // caller authenticates a request.
 func (s *Server) caller(r *http.Request) (Caller, bool) {
-	if s.cfg.Auth == nil {
-		return Caller{Name: LocalCaller, AllRoles: true}, true
-	}
-	if changed, err := s.cfg.Auth.Refresh(); err != nil {
-		s.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
-	} else if changed {
-		s.log.Info().Str("auth_file", s.cfg.Auth.Path()).Int("callers", s.cfg.Auth.Len()).Msg("auth file read again")
+	d := s.cfg.directory(&s.log)
+	if d == nil {
+		// No directory: the local user, on a loopback listener only
+		// (Validate and New check it; this holds if a directory is
+		// ever taken away).
+		return Caller{Name: LocalCaller, AllRoles: true}, s.loopback
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Caller{}, false
 	}
-	return s.cfg.Auth.Authenticate(strings.TrimSpace(token))
+	return Authenticate(d, strings.TrimSpace(token))
 }
 
 // deadlineBody is a request body that calls read once it has been read

@@ -53,6 +53,11 @@ type Config struct {
 	// and nobody signs in (the API it is mounted on is then on loopback
 	// only). Optional; give the API's own.
 	Auth *httpapi.AuthFile
+	// People returns the directory of people callers sign in against, by
+	// their bearer token; while it returns nil (no directory), Auth is
+	// used. A decision link's person is looked up in it when the link is
+	// opened, for the roles they hold then. Optional; give the API's own.
+	People func() *people.Directory
 	// Wait is how long an answer or a decision waits for its outcome.
 	// Defaults to DefaultWait.
 	Wait time.Duration
@@ -61,10 +66,6 @@ type Config struct {
 	// link's page says the deployment takes none. Optional.
 	Links *links.Signer
 	Uses  *links.Uses
-	// People is the directory of people a decision link's person is
-	// looked up in when it is opened, for the roles they hold then.
-	// Without it, or for someone not in it, Auth's callers are. Optional.
-	People func() *people.Directory
 	// Logger for the inbox. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -223,18 +224,36 @@ func (s session) rolesFor(role string, q *protocol.Quorum) []string {
 
 // caller authenticates a request by its cookie.
 func (in *Inbox) caller(r *http.Request) (session, bool) {
-	if in.cfg.Auth == nil {
+	d := in.directory(true)
+	if d == nil {
 		return session{Caller: httpapi.Caller{Name: httpapi.LocalCaller, AllRoles: true}, token: httpapi.LocalCaller}, true
-	}
-	if _, err := in.cfg.Auth.Refresh(); err != nil {
-		in.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
 	}
 	ck, err := r.Cookie(CookieName)
 	if err != nil || ck.Value == "" {
 		return session{}, false
 	}
-	c, ok := in.cfg.Auth.Authenticate(ck.Value)
+	c, ok := httpapi.Authenticate(d, ck.Value)
 	return session{Caller: c, token: ck.Value}, ok
+}
+
+// directory is the directory callers sign in against now, or nil when
+// there is none: every caller is then the local user. With refresh, a
+// changed auth file is read again.
+func (in *Inbox) directory(refresh bool) *people.Directory {
+	if in.cfg.People != nil {
+		if d := in.cfg.People(); d != nil {
+			return d
+		}
+	}
+	if in.cfg.Auth == nil {
+		return nil
+	}
+	if refresh {
+		if _, err := in.cfg.Auth.Refresh(); err != nil {
+			in.log.Error().Err(err).Msg("auth file not read again; the callers read before stay")
+		}
+	}
+	return in.cfg.Auth.Directory()
 }
 
 // signedIn runs h for the request's caller, or sends the browser to sign
@@ -284,13 +303,14 @@ func (in *Inbox) loginPage(w http.ResponseWriter, r *http.Request) {
 func (in *Inbox) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	next := safeNext(r.PostFormValue("next"))
-	if in.cfg.Auth == nil {
+	d := in.directory(false)
+	if d == nil {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := in.cfg.Auth.Authenticate(token); !ok {
-		msg := "No caller holds this token. Ask the operator for one (interlock auth add)."
+	if _, ok := httpapi.Authenticate(d, token); !ok {
+		msg := "No caller holds this token. Ask the operator for one (interlock people add --token)."
 		if token == "" {
 			msg = "Enter your token."
 		}

@@ -31,12 +31,11 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/interlockhq/interlock/protocol"
 )
 
 // Key is the key of the directory's YAML in the configuration bucket.
@@ -86,7 +85,8 @@ type Role struct {
 }
 
 // Directory is a parsed directory: who is who, and each role's channels.
-// It is immutable, and safe for concurrent use.
+// It is immutable, and safe for concurrent use. A nil *Directory is no
+// directory: it knows nobody, and its lookups find nothing.
 type Directory struct {
 	source []byte
 	name   string
@@ -123,9 +123,15 @@ func Parse(b []byte, name string) (*Directory, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		err = withoutValues(err)
 		return nil, fmt.Errorf("people: %s: %w; a directory is YAML with a list `people` of {name, roles, tokenSha256, slack, email, teams} and a list `roles` of {name, slack, email, teams}", name, err)
 	}
-	d := &Directory{source: bytes.Clone(b), name: name, people: f.People, roles: f.Roles,
+	return build(f, b, name)
+}
+
+// build checks f, parsed from source, and indexes it.
+func build(f file, source []byte, name string) (*Directory, error) {
+	d := &Directory{source: bytes.Clone(source), name: name, people: f.People, roles: f.Roles,
 		byName: map[string]int{}, byHash: map[[sha256.Size]byte]int{}, bySlack: map[string]int{},
 		byEmail: map[string]int{}, byRole: map[string]int{}, holders: map[string][]int{}}
 	for i := range d.people {
@@ -161,6 +167,9 @@ func Parse(b []byte, name string) (*Directory, error) {
 			d.byHash[k] = i
 		}
 		if p.Slack != "" {
+			if !slackID.MatchString(p.Slack) {
+				return nil, fmt.Errorf("%s: slack %q is not a Slack user id such as U012AB3CD (their profile, More, Copy member ID)", where, p.Slack)
+			}
 			if j, ok := d.bySlack[p.Slack]; ok {
 				return nil, fmt.Errorf("%s: Slack user %s is also %s's", where, p.Slack, d.people[j].Name)
 			}
@@ -178,6 +187,13 @@ func Parse(b []byte, name string) (*Directory, error) {
 			}
 			d.byEmail[k] = i
 		}
+		if p.Teams != "" {
+			upn, err := checkAddress(p.Teams)
+			if err != nil {
+				return nil, fmt.Errorf("%s: teams: %w (a Teams account is its user principal name)", where, err)
+			}
+			p.Teams = upn
+		}
 	}
 	for i := range d.roles {
 		r := &d.roles[i]
@@ -189,6 +205,9 @@ func Parse(b []byte, name string) (*Directory, error) {
 			return nil, fmt.Errorf("%s (%s): the role is listed twice", where, r.Name)
 		}
 		d.byRole[r.Name] = i
+		if r.Slack != "" && !slackID.MatchString(r.Slack) {
+			return nil, fmt.Errorf("%s (%s): slack %q is not a Slack channel id such as C0123ABCD (channel details, bottom of the About tab)", where, r.Name, r.Slack)
+		}
 		if r.Email != "" {
 			addr, err := checkAddress(r.Email)
 			if err != nil {
@@ -201,6 +220,28 @@ func Parse(b []byte, name string) (*Directory, error) {
 		}
 	}
 	return d, nil
+}
+
+// slackID is a Slack user or channel id: checked, so that a mention
+// built from it holds nothing else.
+var slackID = regexp.MustCompile(`^[A-Z0-9]{2,64}$`)
+
+// quoted is a value the YAML decoder quotes in its errors.
+var quoted = regexp.MustCompile("`[^`]*`")
+
+// withoutValues is err with the values the YAML decoder quotes left out:
+// a value in the wrong place may be a token's hash or a Teams URL, and the
+// error is logged.
+func withoutValues(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	out := &yaml.TypeError{Errors: make([]string, len(te.Errors))}
+	for i, e := range te.Errors {
+		out.Errors[i] = quoted.ReplaceAllString(e, "a value")
+	}
+	return out
 }
 
 // checkAddress returns the bare address of s, or why it is not one.
@@ -231,30 +272,73 @@ func CheckName(s string) error {
 // CheckRole reports whether s is a valid approver role: a subject token of
 // 1 to MaxNameLen of A-Z a-z 0-9 _ -.
 func CheckRole(s string) error {
-	return protocol.CheckName("role", s)
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("role %q: use 1 to %d of A-Z a-z 0-9 _ -", s, MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("role %q has %q at byte %d: use only A-Z a-z 0-9 _ -", s, c, i)
+	}
+	return nil
 }
 
 // Source is the YAML the directory was parsed from.
-func (d *Directory) Source() []byte { return bytes.Clone(d.source) }
+func (d *Directory) Source() []byte {
+	if d == nil {
+		return nil
+	}
+	return bytes.Clone(d.source)
+}
 
 // Name names where the directory came from.
-func (d *Directory) Name() string { return d.name }
+func (d *Directory) Name() string {
+	if d == nil {
+		return "no directory"
+	}
+	return d.name
+}
 
 // People are everyone in the directory, in its order.
-func (d *Directory) People() []Person { return slices.Clone(d.people) }
+func (d *Directory) People() []Person {
+	if d == nil {
+		return nil
+	}
+	return slices.Clone(d.people)
+}
 
 // Roles are the roles the directory gives channels to, in its order.
-func (d *Directory) Roles() []Role { return slices.Clone(d.roles) }
+func (d *Directory) Roles() []Role {
+	if d == nil {
+		return nil
+	}
+	return slices.Clone(d.roles)
+}
 
 // Len is how many people the directory holds.
-func (d *Directory) Len() int { return len(d.people) }
+func (d *Directory) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.people)
+}
 
 // Person returns the person named name.
-func (d *Directory) Person(name string) (Person, bool) { return d.at(d.byName, name) }
+func (d *Directory) Person(name string) (Person, bool) {
+	if d == nil {
+		return Person{}, false
+	}
+	return d.at(d.byName, name)
+}
 
 // Role returns role's channels; a role the directory does not list has
 // none (and ok false).
 func (d *Directory) Role(name string) (Role, bool) {
+	if d == nil {
+		return Role{Name: name}, false
+	}
 	i, ok := d.byRole[name]
 	if !ok {
 		return Role{Name: name}, false
@@ -264,6 +348,9 @@ func (d *Directory) Role(name string) (Role, bool) {
 
 // Holders are the people who hold role, in the directory's order.
 func (d *Directory) Holders(role string) []Person {
+	if d == nil {
+		return nil
+	}
 	out := make([]Person, 0, len(d.holders[role]))
 	for _, i := range d.holders[role] {
 		out = append(out, d.people[i])
@@ -274,6 +361,9 @@ func (d *Directory) Holders(role string) []Person {
 // ByToken returns the person whose bearer token is token, comparing its
 // hash in constant time.
 func (d *Directory) ByToken(token string) (Person, bool) {
+	if d == nil || token == "" {
+		return Person{}, false
+	}
 	sum := sha256.Sum256([]byte(token))
 	found := -1
 	for k, i := range d.byHash {
@@ -284,15 +374,25 @@ func (d *Directory) ByToken(token string) (Person, bool) {
 	if found < 0 {
 		return Person{}, false
 	}
-	return d.people[found], true
+	p := d.people[found]
+	p.Roles = slices.Clone(p.Roles)
+	return p, true
 }
 
 // BySlack returns the person with Slack user id id.
-func (d *Directory) BySlack(id string) (Person, bool) { return d.at(d.bySlack, id) }
+func (d *Directory) BySlack(id string) (Person, bool) {
+	if d == nil {
+		return Person{}, false
+	}
+	return d.at(d.bySlack, id)
+}
 
 // ByEmail returns the person with the e-mail address addr (matched
 // without regard to case).
 func (d *Directory) ByEmail(addr string) (Person, bool) {
+	if d == nil {
+		return Person{}, false
+	}
 	return d.at(d.byEmail, strings.ToLower(addr))
 }
 
@@ -301,13 +401,16 @@ func (d *Directory) at(m map[string]int, k string) (Person, bool) {
 	if !ok {
 		return Person{}, false
 	}
-	return d.people[i], true
+	p := d.people[i]
+	p.Roles = slices.Clone(p.Roles)
+	return p, true
 }
 
 // Reach returns who an interrupt reaches: its assignees when it names
 // some (a name the directory does not know is skipped), else the holders
 // of its roles; and the roles whose own channels it reaches (every role
 // of an interrupt without assignees). Each person appears once.
+// Copies of its people are returned, which the caller may change.
 func (d *Directory) Reach(roles, assignees []string) ([]Person, []Role) {
 	var out []Person
 	seen := map[string]bool{}

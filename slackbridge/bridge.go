@@ -186,7 +186,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 		}
 	}()
 	b.log.Info().Str("slack_team", auth.Team).Str("slack_bot", auth.UserID).Str("slack_interactivity", "http://"+b.addr.String()).
-		Int("slack_users", len(b.cfg.Users)).Msg("Slack bridge serving")
+		Int("slack_users", len(b.cfg.Users)).Bool("people", b.cfg.People != nil).Msg("Slack bridge serving")
 	return nil
 }
 

@@ -5,14 +5,18 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/interlockhq/interlock/people"
 )
 
 // Defaults of [Config].
@@ -61,8 +65,16 @@ type Config struct {
 	// (unless the run's origin names a Slack channel).
 	DefaultChannel string
 	// Users maps a Slack user id (U012AB3CD) to the approver they are.
-	// Anyone else's click is refused.
+	// Anyone else's click is refused. The directory of people (People)
+	// is asked first; Users are the older way to say it.
 	Users map[string]User
+	// People returns the directory of people: a Slack user is the person
+	// whose slack handle they are (people.Directory.BySlack), and a
+	// role's approvals are posted in the role's Slack channel
+	// (people.Directory.Role). Users and Channels are asked for whom and
+	// what the directory does not know. Optional; a people.Live's Current
+	// follows the configuration bucket.
+	People func() *people.Directory
 	// Keep is how long a posted message is remembered after its last
 	// change: a decision after that leaves the message as it was.
 	// Defaults to DefaultKeep.
@@ -234,4 +246,52 @@ func ParseConfig(b []byte, name string) (Config, error) {
 		return Config{}, fmt.Errorf("%w (in %s)", err, name)
 	}
 	return cfg, nil
+}
+
+// Directory is the configuration's users and role channels as a
+// directory of people, named name: each user a person with their roles
+// and Slack id, each role of Channels a role with its Slack channel. A
+// user whose name is not a person's name (people.CheckName) is an error
+// saying which; such users stay the bridge's own (Users).
+func (c Config) Directory(name string) (*people.Directory, error) {
+	var ps []people.Person
+	for _, id := range slices.Sorted(maps.Keys(c.Users)) {
+		u := c.Users[id]
+		if err := people.CheckName(u.Name); err != nil {
+			return nil, fmt.Errorf("slackbridge: %s: users[%s]: %w; rename them to move them to the directory of people", name, id, err)
+		}
+		ps = append(ps, people.Person{Name: u.Name, Roles: slices.Clone(u.Roles), Slack: id})
+	}
+	var rs []people.Role
+	for _, role := range slices.Sorted(maps.Keys(c.Channels)) {
+		rs = append(rs, people.Role{Name: role, Slack: c.Channels[role]})
+	}
+	d, err := people.New(name, ps, rs)
+	if err != nil {
+		return nil, fmt.Errorf("slackbridge: %w", err)
+	}
+	return d, nil
+}
+
+// ReadDirectory reads the users and channels of the configuration file at
+// path as a directory of people (see [Config.Directory]), without its
+// credentials: `interlock people import` moves them to a directory file.
+func ReadDirectory(path string) (*people.Directory, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("slackbridge: %w", err)
+	}
+	var f fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("slackbridge: %s: %w", path, err)
+	}
+	c := Config{Channels: f.Channels, Users: f.Users}
+	for role, ch := range c.Channels {
+		if !roleRe.MatchString(role) || !slackID.MatchString(ch) {
+			return nil, fmt.Errorf("slackbridge: %s: channels: %s: %q: give a role and its channel id (C0123ABCD)", path, role, ch)
+		}
+	}
+	return c.Directory(path)
 }

@@ -264,7 +264,7 @@ func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
 		rec.Delegated = d
 	}
 	others := rec.messages()
-	if ch := b.cfg.Channels[a.ApproverRole]; d != nil && len(a.Assignees) == 0 && ch != "" && !rec.postedIn(ch) {
+	if ch := b.channel(a.ApproverRole); d != nil && len(a.Assignees) == 0 && ch != "" && !rec.postedIn(ch) {
 		in := *rec.In
 		ch, ts, err := b.api.PostMessageContext(ctx, ch, slack.MsgOptionText(fallbackText(in), true),
 			slack.MsgOptionBlocks(openBlocks(in, rec.card(), refOf(in))...))
@@ -322,7 +322,7 @@ func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) err
 	channel, thread := rec.Channel, cmp.Or(rec.Thread, rec.TS)
 	for _, c := range rec.Copies {
 		// Where the approval's role now has its copy of the card.
-		if c.Channel == b.cfg.Channels[r.ApproverRole] {
+		if ch := b.channel(r.ApproverRole); ch != "" && c.Channel == ch {
 			channel, thread = c.Channel, c.TS
 		}
 	}
@@ -348,10 +348,19 @@ func (b *Bridge) mentions(r protocol.Reminded) string {
 		out = append(out, b.mention(p))
 	}
 	if len(out) == 0 && r.ApproverRole != "" {
-		for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
-			if slices.Contains(b.cfg.Users[id].Roles, r.ApproverRole) {
-				out = append(out, "<@"+id+">")
+		var ids []string
+		for _, p := range b.directory().Holders(r.ApproverRole) {
+			if p.Slack != "" {
+				ids = append(ids, p.Slack)
 			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
+			if slices.Contains(b.cfg.Users[id].Roles, r.ApproverRole) && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		for _, id := range ids {
+			out = append(out, "<@"+id+">")
 		}
 		if len(out) == 0 {
 			out = append(out, "whoever holds the *"+safe(r.ApproverRole)+"* role")
@@ -367,6 +376,9 @@ func (b *Bridge) mentions(r protocol.Reminded) string {
 // the configuration maps one to them (the ids are checked, so a mention
 // holds nothing else), else their name.
 func (b *Bridge) mention(person string) string {
+	if p, ok := b.directory().Person(person); ok && p.Slack != "" {
+		return "<@" + p.Slack + ">"
+	}
 	for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
 		if b.cfg.Users[id].Name == person {
 			return "<@" + id + ">"
@@ -421,7 +433,7 @@ func (b *Bridge) target(in protocol.Interrupted) (channel, thread string) {
 	if len(in.Origin) > 0 && json.Unmarshal(in.Origin, &o) == nil && o.Slack != nil && o.Slack.Channel != "" {
 		return o.Slack.Channel, o.Slack.ThreadTS
 	}
-	if ch := b.cfg.Channels[in.ApproverRole]; in.ApproverRole != "" && ch != "" {
+	if ch := b.channel(in.ApproverRole); ch != "" {
 		return ch, ""
 	}
 	return b.cfg.DefaultChannel, ""

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -74,10 +75,34 @@ func (b *Bridge) interact(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// user maps a Slack user to the approver they are.
+// user maps a Slack user to the approver they are: the person of the
+// directory whose Slack id it is, else the user of Config.Users.
 func (b *Bridge) user(id string) (User, bool) {
+	if p, ok := b.directory().BySlack(id); ok {
+		return User{Name: p.Name, Roles: p.Roles}, true
+	}
 	u, ok := b.cfg.Users[id]
 	return u, ok
+}
+
+// directory is the directory of people in force, or nil.
+func (b *Bridge) directory() *people.Directory {
+	if b.cfg.People == nil {
+		return nil
+	}
+	return b.cfg.People()
+}
+
+// channel is the channel of role's approvals: the role's Slack channel in
+// the directory, else Config.Channels', else "".
+func (b *Bridge) channel(role string) string {
+	if role == "" {
+		return ""
+	}
+	if r, _ := b.directory().Role(role); r.Slack != "" {
+		return r.Slack
+	}
+	return b.cfg.Channels[role]
 }
 
 // blockActions handles a click on one of the bridge's buttons.
@@ -366,6 +391,13 @@ func (b *Bridge) roles() []string {
 	}
 	for _, u := range b.cfg.Users {
 		out = append(out, u.Roles...)
+	}
+	d := b.directory()
+	for _, r := range d.Roles() {
+		out = append(out, r.Name)
+	}
+	for _, p := range d.People() {
+		out = append(out, p.Roles...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -183,6 +183,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
+		"people.go":      {"serve", "people"},
 		"tracing.go":     {"serve"},
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"},

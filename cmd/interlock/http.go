@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
+	"github.com/interlockhq/interlock/people"
 )
 
 // httpFlags are serve's flags of the HTTP API.
@@ -32,9 +34,18 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 	}
 }
 
+// authFileInUse is --auth-file, when the HTTP API is on: config says
+// that the file is for the API otherwise.
+func (f httpFlags) authFileInUse() string {
+	if *f.addr == "" {
+		return ""
+	}
+	return *f.authFile
+}
+
 // config checks the flags, before anything starts, and returns the API's
 // configuration; ok is false when the API is off.
-func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err error) {
+func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cfg httpapi.Config, ok bool, err error) {
 	if *f.addr == "" {
 		if *f.authFile != "" {
 			return cfg, false, usagef("--auth-file is for the HTTP API, which --http \"\" turns off")
@@ -47,15 +58,15 @@ func (f httpFlags) config(log *zerolog.Logger) (cfg httpapi.Config, ok bool, err
 	if _, _, err := net.SplitHostPort(*f.addr); err != nil {
 		return cfg, false, usagef("--http %q: %v; use host:port such as %s, or \"\" to turn the API off", *f.addr, err, httpapi.DefaultAddr)
 	}
-	cfg = httpapi.Config{Addr: *f.addr, PublicURL: *f.publicURL, Logger: log}
+	cfg = httpapi.Config{Addr: *f.addr, PublicURL: *f.publicURL, Logger: log, People: dir}
 	if *f.authFile != "" {
 		if cfg.Auth, err = httpapi.LoadAuth(*f.authFile); err != nil {
 			return cfg, false, usagef("--auth-file: %s", strings.TrimPrefix(err.Error(), "httpapi: "))
 		}
 	}
 	if err := cfg.Validate(); errors.Is(err, httpapi.ErrNoAuth) {
-		return cfg, false, usageError{err: err, msg: fmt.Sprintf("--http %s listens beyond loopback without --auth-file: anyone who reaches it could decide every approval as the local user; "+
-			"give --auth-file FILE (add its callers with interlock auth add), or listen on 127.0.0.1", *f.addr)}
+		return cfg, false, usageError{err: err, msg: fmt.Sprintf("--http %s listens beyond loopback without --auth-file or --people: anyone who reaches it could decide every approval as the local user; "+
+			"give --people FILE (add people with interlock people add NAME --token), or the older --auth-file FILE (interlock auth add), or listen on 127.0.0.1", *f.addr)}
 	} else if err != nil && strings.Contains(err.Error(), "Config.PublicURL") {
 		return cfg, false, usagef("--public-url: %s", strings.TrimPrefix(err.Error(), "httpapi: Config.PublicURL "))
 	} else if err != nil {
@@ -97,10 +108,10 @@ func tryHTTP(cfg httpapi.Config, addr string) string {
 		}
 		addr = net.JoinHostPort(host, port)
 	}
-	if cfg.Auth == nil {
+	if cfg.Auth == nil && (cfg.People == nil || cfg.People() == nil) {
 		return fmt.Sprintf("try: curl http://%s/v1/interrupts", addr)
 	}
-	return fmt.Sprintf(`try, with a caller's token from interlock auth add: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
+	return fmt.Sprintf(`try, with a caller's token from interlock people add --token: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
 }
 
 // authUsage says how to run the auth commands.
@@ -123,6 +134,7 @@ func authCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 0 {
 		return usageOf("auth", authUsage)
 	}
+	fmt.Fprintf(stderr, "interlock auth is replaced by interlock people (add, list, remove, rotate-token) on a --people FILE; move this file with: interlock people import --auth-file %s > people.yaml\n", cmp.Or(*file, "FILE"))
 	sub, names := pos[0], pos[1:]
 	switch {
 	case sub != "add" && sub != "list" && sub != "remove":

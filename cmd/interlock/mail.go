@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
@@ -42,15 +38,17 @@ type mailSetup struct {
 }
 
 // config reads the channel's configuration, before anything starts; ok
-// is false when there is no e-mail channel. httpAddr is --http, where the
-// links of --try-mail point unless INTERLOCK_PUBLIC_URL says otherwise.
-func (f mailFlags) config(log *zerolog.Logger, httpAddr string) (s mailSetup, ok bool, err error) {
+// is false when there is no e-mail channel. publicURL is --public-url
+// (INTERLOCK_PUBLIC_URL), where links point, which the file's publicURL
+// overrides; without either, the links of --try-mail point at httpAddr,
+// --http.
+func (f mailFlags) config(log *zerolog.Logger, httpAddr, publicURL string) (s mailSetup, ok bool, err error) {
 	fromEnv := os.Getenv(mail.EnvHost) != ""
 	if *f.try {
 		if *f.file != "" || fromEnv {
 			return s, false, usagef("--try-mail mails to a test server that sends nothing: leave out --smtp-config (and INTERLOCK_SMTP_HOST) to try, or --try-mail to send")
 		}
-		s.publicURL = os.Getenv(mail.EnvPublicURL)
+		s.publicURL = publicURL
 		if s.publicURL == "" {
 			if httpAddr == "" {
 				return s, false, usagef("--try-mail links to the decision page of the HTTP API, which --http \"\" turns off: give --http, or set INTERLOCK_PUBLIC_URL")
@@ -70,7 +68,13 @@ func (f mailFlags) config(log *zerolog.Logger, httpAddr string) (s mailSetup, ok
 	if *f.file == "" && !fromEnv {
 		return s, false, nil
 	}
-	s.cfg, err = mail.LoadConfig(*f.file, os.Getenv)
+	getenv := func(k string) string {
+		if k == mail.EnvPublicURL && publicURL != "" {
+			return publicURL
+		}
+		return os.Getenv(k)
+	}
+	s.cfg, err = mail.LoadConfig(*f.file, getenv)
 	if err != nil {
 		return s, false, usagef("--smtp-config: %s", strings.TrimPrefix(err.Error(), "mail: "))
 	}
@@ -79,8 +83,8 @@ func (f mailFlags) config(log *zerolog.Logger, httpAddr string) (s mailSetup, ok
 }
 
 // startMail starts the e-mail channel on svc, stopped with it, and says
-// where it mails.
-func startMail(ctx context.Context, svc *interlock.Service, s mailSetup, stdout io.Writer) error {
+// where it mails; dir is the directory of people it mails.
+func startMail(ctx context.Context, svc *interlock.Service, s mailSetup, dir func() *people.Directory, stdout io.Writer) error {
 	cfg := s.cfg
 	if s.try {
 		ts, err := mail.StartTryServer(stdout)
@@ -95,7 +99,7 @@ func startMail(ctx context.Context, svc *interlock.Service, s mailSetup, stdout 
 		cfg = ts.Config(s.publicURL)
 		cfg.Logger = s.cfg.Logger
 	}
-	cfg.Directory = (&bucketDirectory{js: svc.JetStream(), bucket: svc.Names().ConfigBucket(), log: cfg.Logger}).Current
+	cfg.Directory = dir
 	m, err := mail.New(svc, cfg)
 	if err != nil {
 		return err
@@ -116,55 +120,3 @@ type closer struct{ close func() error }
 
 func (closer) Start(context.Context) error  { return nil }
 func (c closer) Stop(context.Context) error { return c.close() }
-
-// directoryTTL is how long the directory read from the bucket is used
-// before it is read again.
-const directoryTTL = 5 * time.Second
-
-// bucketDirectory is the directory of people kept in the configuration
-// bucket (key people.Key), read again every directoryTTL. A value that
-// does not parse is refused (and logged) while the previous one stays.
-type bucketDirectory struct {
-	js     jetstream.JetStream
-	bucket string
-	log    *zerolog.Logger
-
-	mu   sync.Mutex
-	dir  *people.Directory
-	read time.Time
-}
-
-// Current is the directory now.
-func (b *bucketDirectory) Current() *people.Directory {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dir != nil && time.Since(b.read) < directoryTTL {
-		return b.dir
-	}
-	if b.dir == nil {
-		b.dir = people.Empty()
-	}
-	b.read = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	kv, err := b.js.KeyValue(ctx, b.bucket)
-	if err != nil {
-		b.log.Warn().Err(err).Str("bucket", b.bucket).Msg("mail: reading the directory of people")
-		return b.dir
-	}
-	e, err := kv.Get(ctx, people.Key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-		b.dir = people.Empty()
-	case err != nil:
-		b.log.Warn().Err(err).Str("bucket", b.bucket).Msg("mail: reading the directory of people")
-	default:
-		d, err := people.Parse(e.Value(), "kv "+b.bucket+" "+people.Key)
-		if err != nil {
-			b.log.Error().Err(err).Msg("mail: the directory of people does not parse; the previous one stays")
-			return b.dir
-		}
-		b.dir = d
-	}
-	return b.dir
-}

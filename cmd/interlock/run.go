@@ -139,6 +139,13 @@ Usage:
                                                   put one question, choice or approval in front of
                                                   people without a flow, and wait for the answer
   interlock ask status <askId>                    how an ask settled, or what it waits on
+  interlock people add <name> [--role ROLE ...] [--email A] [--slack U] [--teams UPN] [--token] --people FILE
+                                                  add a person to the directory (with --token, print
+                                                  their bearer token for the HTTP API and the inbox)
+  interlock people list|remove|rotate-token [<name>] --people FILE
+                                                  list the people, remove one, or give one a new token
+  interlock people import [--auth-file F] [--slack-config F]
+                                                  print a directory of the older files' people
   interlock auth add <name> --role ROLE --auth-file FILE
                                                   add a caller of the HTTP API and print their token
   interlock auth list --auth-file FILE            list the callers and their roles
@@ -237,6 +244,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return askCmd(ctx, rest, stdout, stderr)
 	case "auth":
 		return authCmd(ctx, rest, stdout, stderr)
+	case "people":
+		return peopleCmd(ctx, rest, stdout, stderr)
 	case "schema":
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "mcp":
@@ -398,6 +407,8 @@ func exitHelp(cmd string) string {
 // envHelp lists the environment variables a command reads.
 func envHelp(cmd string) string {
 	switch cmd {
+	case "people":
+		return "  INTERLOCK_PEOPLE  default of --people\n"
 	case "serve":
 		return `  INTERLOCK_SERVE_NATS_URL  default of --nats-url: use this NATS server instead of embedding one
   INTERLOCK_CREDS           default of --creds
@@ -418,6 +429,7 @@ func envHelp(cmd string) string {
   INTERLOCK_HTTP            default of --http
   INTERLOCK_AUTH_FILE       default of --auth-file
   INTERLOCK_PUBLIC_URL      default of --public-url
+  INTERLOCK_PEOPLE          default of --people
   INTERLOCK_SLACK_CONFIG    default of --slack-config
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level

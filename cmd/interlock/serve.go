@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	httpf := addHTTPFlags(fs)
 	slackf := addSlackFlags(fs)
 	mailf := addMailFlags(fs)
+	peoplef := addPeopleFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -99,15 +100,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	api, apiOn, err := httpf.config(&log)
-	if err != nil {
-		return err
-	}
 	bridge, slackOn, err := slackf.config(&log)
 	if err != nil {
 		return err
 	}
-	mailer, mailOn, err := mailf.config(&log, *httpf.addr)
+	dir, err := peoplef.setup(log, httpf.authFileInUse(), &bridge, *slackf.file)
+	if err != nil {
+		return err
+	}
+	bridge.People = dir.live.Current
+	api, apiOn, err := httpf.config(&log, dir.live.Current)
+	if err != nil {
+		return err
+	}
+	mailer, mailOn, err := mailf.config(&log, *httpf.addr, *httpf.publicURL)
 	if err != nil {
 		return err
 	}
@@ -230,6 +236,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", wire.RedactURLs(svc.URL()), strings.Join(svc.Runner().Flows(), ", "))
 	fmt.Fprintf(stdout, "Audit records are signed with key %s, Ed25519 public key %s; pin it with: interlock audit verify --key %s <flow> <run>\n", key.ID, key, key)
+	if err := startPeople(ctx, svc, dir); err != nil {
+		_ = svc.Stop(context.WithoutCancel(ctx))
+		return err
+	}
 	if apiOn {
 		if err := startHTTP(ctx, svc, api, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
@@ -243,7 +253,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if mailOn {
-		if err := startMail(ctx, svc, mailer, stdout); err != nil {
+		if err := startMail(ctx, svc, mailer, dir.live.Current, stdout); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
 		}

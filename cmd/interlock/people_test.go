@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/people"
+)
+
+// peopleRun runs `interlock people ...` and returns its stdout and
+// stderr.
+func peopleRun(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut strings.Builder
+	err := Run(t.Context(), append([]string{"people"}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// TestPeopleCommandsPrintTokensOnceAndKeepOnlyTheirHashes: people add
+// --token and rotate-token print the token alone on stdout, once; the
+// file (mode 0600) holds its SHA-256; list shows names, roles and handles
+// but never a token or a hash; remove revokes one person.
+func TestPeopleCommandsPrintTokensOnceAndKeepOnlyTheirHashes(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "people.yaml")
+	ann, stderr, err := peopleRun(t, "add", "ann@example.com", "--role", "supervisor", "--role", "legal", "--email", "ann@example.com", "--slack", "U012AB3CD", "--token", "--people", file)
+	ann = strings.TrimSpace(ann)
+	if err != nil || ann == "" || strings.Contains(ann, "\n") || !strings.Contains(stderr, "shown only this once") {
+		t.Fatalf("people add --token: %v, stdout %q, stderr %q", err, ann, stderr)
+	}
+	if out, _, err := peopleRun(t, "add", "bob", "--teams", "bob@example.com", "--people", file); err != nil || !strings.Contains(out, "Added bob (no role)") {
+		t.Fatalf("people add without a token: %v %q", err, out)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	d, err := people.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := d.ByToken(ann); !ok || p.Name != "ann@example.com" || p.Slack != "U012AB3CD" {
+		t.Fatalf("ann's token finds %+v, %v", p, ok)
+	}
+	b, _ := os.ReadFile(file)
+	if strings.Contains(string(b), ann) {
+		t.Fatal("the file holds the token")
+	}
+
+	list, _, err := peopleRun(t, "list", "--people", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME             ROLES              TOKEN  EMAIL            SLACK      TEAMS\n" +
+		"ann@example.com  supervisor, legal  yes    ann@example.com  U012AB3CD  -\n" +
+		"bob              -                  -      -                -          bob@example.com\n"
+	if list != want {
+		t.Errorf("people list printed\n%s\nwant\n%s", list, want)
+	}
+	if strings.Contains(list, ann) || strings.Contains(list, people.HashToken(ann)) {
+		t.Error("people list shows a token or its hash")
+	}
+
+	rotated, _, err := peopleRun(t, "rotate-token", "ann@example.com", "--people", file)
+	rotated = strings.TrimSpace(rotated)
+	if err != nil || rotated == "" || rotated == ann {
+		t.Fatalf("rotate-token: %v %q", err, rotated)
+	}
+	d, _ = people.ReadFile(file)
+	if _, ok := d.ByToken(ann); ok {
+		t.Error("the old token still works after rotate-token")
+	}
+	if _, ok := d.ByToken(rotated); !ok {
+		t.Error("the new token does not work")
+	}
+	if out, _, err := peopleRun(t, "remove", "ann@example.com", "--people", file); err != nil || !strings.Contains(out, "Removed ann@example.com") {
+		t.Fatalf("remove: %v %q", err, out)
+	}
+	if _, _, err := peopleRun(t, "remove", "ann@example.com", "--people", file); err == nil || codeOf(err) != exitFailed ||
+		!strings.Contains(err.Error(), `no person named "ann@example.com"; it has bob`) || strings.Contains(err.Error(), "people: ") {
+		t.Fatalf("removing ann again: %v (exit %d)", err, codeOf(err))
+	}
+}
+
+func TestPeopleCommandsRefuseBadUsageSayingHow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "use: interlock people add <name>"},
+		{[]string{"rm", "x"}, `unknown people command "rm"`},
+		{[]string{"add", "ann"}, "people add needs --people FILE"},
+		{[]string{"add", "--people", "x.yaml"}, "people add takes one name, got 0"},
+		{[]string{"add", "ann smith", "--people", "x.yaml"}, "use only A-Z a-z 0-9 . _ @ -"},
+		{[]string{"add", "ann", "--role", "a.b", "--people", "x.yaml"}, "--role: "},
+		{[]string{"list", "ann", "--people", "x.yaml"}, `people list takes no name, but was given "ann"`},
+		{[]string{"remove", "ann", "--token", "--people", "x.yaml"}, "are for people add"},
+		{[]string{"import"}, "people import needs --auth-file FILE, --slack-config FILE, or both"},
+		{[]string{"import", "--people", "x.yaml", "--auth-file", "a.yaml"}, "people import takes only --auth-file and --slack-config"},
+		{[]string{"list", "--auth-file", "a.yaml", "--people", "x.yaml"}, "are for people import"},
+	} {
+		_, _, err := peopleRun(t, tc.args...)
+		if codeOf(err) != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("people %v: %v (exit %d), want a usage error saying %q", tc.args, err, codeOf(err), tc.want)
+		}
+	}
+}
+
+// TestPeopleImportPrintsTheOlderFilesAsOneDirectory: an auth file and a
+// Slack configuration's users and channels become one directory, a person
+// in both joined by name, their token still theirs.
+func TestPeopleImportPrintsTheOlderFilesAsOneDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	callers := filepath.Join(dir, "callers.yaml")
+	var tok strings.Builder
+	if err := Run(t.Context(), []string{"auth", "add", "ann@example.com", "--role", "supervisor", "--auth-file", callers}, &tok, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	slack := filepath.Join(dir, "slack.yaml")
+	// No credentials are read: import needs only the users and channels.
+	if err := os.WriteFile(slack, []byte("botToken: {env: NOT_SET_HERE}\nchannels: {supervisor: C0SUP}\nusers:\n  U0ANN: {name: ann@example.com, roles: [legal]}\n  U0BOB: {name: bob, roles: [supervisor]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := peopleRun(t, "import", "--auth-file", callers, "--slack-config", slack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := people.Parse([]byte(out), "imported")
+	if err != nil {
+		t.Fatalf("the import does not parse: %v\n%s", err, out)
+	}
+	ann, ok := d.ByToken(strings.TrimSpace(tok.String()))
+	if !ok || ann.Slack != "U0ANN" || !ann.Holds("supervisor") || !ann.Holds("legal") || d.Len() != 2 {
+		t.Fatalf("imported ann = %+v, %v (%d people)\n%s", ann, ok, d.Len(), out)
+	}
+	if r, _ := d.Role("supervisor"); r.Slack != "C0SUP" {
+		t.Errorf("imported role = %+v", r)
+	}
+	if !strings.HasPrefix(out, "# Interlock's directory of people") {
+		t.Errorf("the import does not say what it is:\n%s", out)
+	}
+}
+
+func TestServeRefusesADirectoryFileThatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "people.yaml")
+	if err := os.WriteFile(file, []byte("people:\n  - name: ann\n    tokenSha256: abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	err := Run(t.Context(), []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", filepath.Join(dir, "data"), "--lazy-fsync",
+		"--metrics", "", "--log-level", "error", "--people", file}, &stdout, &bytes.Buffer{})
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "--people: "+file) || !strings.Contains(err.Error(), "64 hex digits") {
+		t.Fatalf("serve --people with a bad file: %v (exit %d)", err, codeOf(err))
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("serve printed %q before refusing", stdout.String())
+	}
+}
+
+// apiURL is the URL of GET /v1/interrupts in serve's hint.
+var apiURL = regexp.MustCompile(`http://\S+/v1/interrupts`)
+
+// TestServeWithPeopleAuthenticatesAndFollowsTheFile: serve --people lets
+// the API listen beyond loopback, authenticates the directory's people,
+// and follows the file: a person added gets in without a restart, one
+// removed no longer does.
+func TestServeWithPeopleAuthenticatesAndFollowsTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "people.yaml")
+	ann, _, err := peopleRun(t, "add", "ann", "--role", "supervisor", "--token", "--people", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := apiURL.FindString(serveHint(t, filepath.Join(dir, "data"), "--http", "0.0.0.0:0", "--people", file))
+	if url == "" {
+		t.Fatal("serve's hint names no URL")
+	}
+	status := func(token string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
+		res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	waitStatus := func(token string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for got := status(token); got != want; got = status(token) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the API answers %d, want %d", got, want)
+			}
+			time.Sleep(50 * time.Millisecond) // polling, with a deadline
+		}
+	}
+	if got := status(ann); got != http.StatusOK {
+		t.Fatalf("ann gets %d", got)
+	}
+	bob, _, err := peopleRun(t, "add", "bob", "--token", "--people", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := status(bob); got != http.StatusUnauthorized && got != http.StatusOK {
+		t.Fatalf("bob gets %d", got)
+	}
+	waitStatus(bob, http.StatusOK)
+	if _, _, err := peopleRun(t, "remove", "ann", "--people", file); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(ann, http.StatusUnauthorized)
+}
