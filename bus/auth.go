@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -106,7 +107,7 @@ func readable(n wire.Names) []struct {
 		direct bool
 	}{
 		{n.EventStream(), true}, {n.AuditStream(), true}, {n.DeadLetterStream(), false}, {n.ScheduleStream(), true},
-		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true}, {kvStream(n.ConfigBucket()), true},
+		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true},
 	}
 	for _, fs := range finishedStreams(n) {
 		out = append(out, struct {
@@ -116,6 +117,24 @@ func readable(n wire.Names) []struct {
 	}
 	return out
 }
+
+// configReads are the JetStream API requests that read what clients need
+// of the configuration bucket: its info (to bind it), and the direct get
+// of the last value of the audit keys, of each flow's description and of
+// the gate rules, by key. Nothing else of it: the bucket also holds the directory of people
+// (token hashes, a role's Teams URL) and the webhook subscriptions (their
+// secrets), which only the workers and the administrator read. A direct
+// get with the key in its subject reads that key only; a message get, or
+// a direct get by sequence, could read any.
+func configReads(n wire.Names) []string {
+	stream := kvStream(n.ConfigBucket())
+	get := "$JS.API.DIRECT.GET." + stream + ".$KV." + n.ConfigBucket() + "."
+	return []string{"$JS.API.STREAM.INFO." + stream, get + protocol.AuditKeysKey, get + protocol.FlowKeyPrefix + "*", get + GateRulesKey}
+}
+
+// GateRulesKey is the key of the gate rules in the configuration bucket
+// (gate.Key), which clients may read.
+const GateRulesKey = "gate.rules"
 
 // finishedStreams are the streams of the finished-runs index, one per
 // finished status.
@@ -151,6 +170,9 @@ func Shares(n wire.Names) []Share {
 			out = append(out, Share{Subject: s, Streamed: s == "$JS.API.DIRECT.GET."+r.stream})
 		}
 	}
+	for _, s := range configReads(n) {
+		out = append(out, Share{Subject: s})
+	}
 	for _, s := range []string{n.Prefix + ".ev.>", n.Prefix + ".audit.>", n.Prefix + ".dlq.>"} {
 		out = append(out, Share{Subject: s, Stream: true})
 	}
@@ -166,8 +188,9 @@ func Shares(n wire.Names) []Share {
 // events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
 // pending index (<prefix>_pending), the finished-runs index (the streams
-// <PREFIX>_FINISHED_<STATUS>) and the live configuration
-// (<prefix>_config): stream info, direct and message gets; see the inbound
+// <PREFIX>_FINISHED_<STATUS>): stream info, direct and message gets; the
+// audit keys and flow descriptions of the live configuration
+// (<prefix>_config), by key (configReads); see the inbound
 // stream's and consumers' info (backlog); and receive replies on _INBOX.>.
 //
 // It may not: create a consumer (a push consumer delivers anywhere in the
@@ -251,6 +274,7 @@ func Roles(n wire.Names) []Role {
 	for _, r := range readable(n) {
 		opPub = append(opPub, streamRead(r.stream, r.direct)...)
 	}
+	opPub = append(opPub, configReads(n)...)
 	sub := func(user string, more ...string) []string {
 		return append([]string{ClientInboxPrefix(user) + ".>"}, more...)
 	}

@@ -14,6 +14,7 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
@@ -148,6 +149,16 @@ func denyTampering(t *testing.T, u *user, n wire.Names) {
 		}
 		return err
 	})
+	// The config bucket holds the directory of people and the webhook
+	// subscriptions: clients read its audit keys and flow descriptions by
+	// key, and nothing else of it.
+	cfg := "KV_" + n.ConfigBucket()
+	for _, key := range []string{"people", "webhooks"} {
+		subj := "$KV." + n.ConfigBucket() + "." + key
+		u.denied(t, "direct-get config key "+key, "$JS.API.DIRECT.GET."+cfg+"."+subj, request(nc, "$JS.API.DIRECT.GET."+cfg+"."+subj, ""))
+		u.denied(t, "msg-get config key "+key, "$JS.API.STREAM.MSG.GET."+cfg, request(nc, "$JS.API.STREAM.MSG.GET."+cfg, `{"last_by_subj":"`+subj+`"}`))
+	}
+	u.denied(t, "direct-get the config bucket by sequence", "$JS.API.DIRECT.GET."+cfg, request(nc, "$JS.API.DIRECT.GET."+cfg, `{"seq":1}`))
 	u.denied(t, "subscribe to the keys' subjects", "$KV."+n.KeysBucket()+".>", func(ctx context.Context) error {
 		sub, err := nc.SubscribeSync("$KV." + n.KeysBucket() + ".>")
 		if err != nil {
@@ -333,5 +344,11 @@ func TestAnonymousClientsMayUseInterlockButNotTamperWithIt(t *testing.T) {
 			_, js := natstest.Connect(t, srv.ClientURL())
 			checkIntact(t, js, n)
 		})
+	}
+}
+
+func TestClientsReadTheGateRulesKeyTheGateWrites(t *testing.T) {
+	if bus.GateRulesKey != gate.Key {
+		t.Fatalf("clients may read config key %q, but the gate writes its rules to %q", bus.GateRulesKey, gate.Key)
 	}
 }

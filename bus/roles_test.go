@@ -249,10 +249,12 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 				"backlog":                 {"$JS.API.CONSUMER.INFO." + n.InStream() + "." + n.Consumer(), req("$JS.API.CONSUMER.INFO."+n.InStream()+"."+n.Consumer(), ""), nil},
 				"read-commands":           {n.Prefix + ".in.>", sub(n.Prefix + ".in.>"), nil},
 				"read-keys":               {"$JS.API.STREAM.INFO.KV_" + n.KeysBucket(), req("$JS.API.STREAM.INFO.KV_"+n.KeysBucket(), ""), nil},
-				"write-stores":            {"$KV." + n.RunsBucket() + ".q.r-forged", publish(u.js, "$KV."+n.RunsBucket()+".q.r-forged"), nil},
-				"manage-streams":          {"$JS.API.STREAM.PURGE." + n.EventStream(), req("$JS.API.STREAM.PURGE."+n.EventStream(), ""), nil},
-				"create-consumer":         {"$JS.API.CONSUMER.CREATE." + n.EventStream(), req("$JS.API.CONSUMER.CREATE."+n.EventStream(), `{"stream_name":"`+n.EventStream()+`","config":{"ack_policy":"none"}}`), nil},
-				"others-replies":          {bus.WorkerInboxPrefix(n) + ".>", sub(bus.WorkerInboxPrefix(n) + ".>"), nil},
+				"read-secrets": {"$JS.API.DIRECT.GET.KV_" + n.ConfigBucket() + ".$KV." + n.ConfigBucket() + ".people",
+					req("$JS.API.DIRECT.GET.KV_"+n.ConfigBucket()+".$KV."+n.ConfigBucket()+".people", ""), nil},
+				"write-stores":    {"$KV." + n.RunsBucket() + ".q.r-forged", publish(u.js, "$KV."+n.RunsBucket()+".q.r-forged"), nil},
+				"manage-streams":  {"$JS.API.STREAM.PURGE." + n.EventStream(), req("$JS.API.STREAM.PURGE."+n.EventStream(), ""), nil},
+				"create-consumer": {"$JS.API.CONSUMER.CREATE." + n.EventStream(), req("$JS.API.CONSUMER.CREATE."+n.EventStream(), `{"stream_name":"`+n.EventStream()+`","config":{"ack_policy":"none"}}`), nil},
+				"others-replies":  {bus.WorkerInboxPrefix(n) + ".>", sub(bus.WorkerInboxPrefix(n) + ".>"), nil},
 			}
 			// An expire sent to the inbound stream is dead-lettered,
 			// and nothing expires.
