@@ -107,6 +107,7 @@ func readable(n wire.Names) []struct {
 	}{
 		{n.EventStream(), true}, {n.AuditStream(), true}, {n.DeadLetterStream(), false}, {n.ScheduleStream(), true},
 		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true}, {kvStream(n.ConfigBucket()), true},
+		{kvStream(n.WebhookDeliveriesBucket()), true},
 	}
 	for _, fs := range finishedStreams(n) {
 		out = append(out, struct {
@@ -166,8 +167,8 @@ func Shares(n wire.Names) []Share {
 // events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
 // pending index (<prefix>_pending), the finished-runs index (the streams
-// <PREFIX>_FINISHED_<STATUS>) and the live configuration
-// (<prefix>_config): stream info, direct and message gets; see the inbound
+// <PREFIX>_FINISHED_<STATUS>), the live configuration (<prefix>_config)
+// and the webhook delivery records (<prefix>_webhook_deliveries): stream info, direct and message gets; see the inbound
 // stream's and consumers' info (backlog); and receive replies on _INBOX.>.
 //
 // It may not: create a consumer (a push consumer delivers anywhere in the
@@ -199,7 +200,8 @@ func workersPermissions(n wire.Names) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
-				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
+				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>",
+				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
 			Deny: []string{"$JS.API.STREAM.DELETE.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix(n) + ".>", n.Prefix + ".>"}},

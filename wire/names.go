@@ -119,6 +119,14 @@ func (n Names) ParseDue(subject string) (flow, verb string, ok bool) {
 // KeysBucket holds the generated resume-token secret when none is configured.
 func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
 
+// SentBucket records the deliveries the channels (e-mail, webhooks,
+// Teams) made, so that none is made twice.
+func (n Names) SentBucket() string { return n.Prefix + "_sent" }
+
+// WebhookDeliveriesBucket records each outbound webhook delivery: its
+// status, attempts and last error.
+func (n Names) WebhookDeliveriesBucket() string { return n.Prefix + "_webhook_deliveries" }
+
 // Consumer is the durable consumer of the inbound stream the workers share.
 func (n Names) Consumer() string { return n.Prefix + "-workers" }
 
