@@ -265,16 +265,13 @@ func TestSubscriptionsAreAddedChangedAndRemovedThroughTheKey(t *testing.T) {
 		})
 		return rev
 	}
-	// Added, with the secret inline.
-	put("subscriptions:\n  - name: crm\n    url: " + a.URL + "\n    secret: " + secret + "\n    events: [interrupted]\n")
+	// Added.
+	put(subscriptions(subscription("crm", a.URL)))
 	if got := s.Running(); len(got) != 1 || got[0] != "crm" {
 		t.Fatalf("running %v after adding crm", got)
 	}
 	publish(t, js, "r-1", protocol.EventInterrupted)
 	natstest.Eventually(t, "receiver a got the event", func() bool { return len(a.delivered()) == 1 })
-	if a.got()[0].verified != nil {
-		t.Fatalf("an inline secret's signature does not verify: %v", a.got()[0].verified)
-	}
 	// Changed: now to b.
 	put(subscriptions(subscription("crm", b.URL)))
 	publish(t, js, "r-2", protocol.EventInterrupted)

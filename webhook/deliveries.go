@@ -34,7 +34,7 @@ const (
 func Statuses() []string { return []string{StatusDelivered, StatusRetrying, StatusDead} }
 
 // DeliveriesBucket is the bucket of delivery records for names' prefix.
-func DeliveriesBucket(names wire.Names) string { return names.Prefix + "_webhook_deliveries" }
+func DeliveriesBucket(names wire.Names) string { return names.WebhookDeliveriesBucket() }
 
 // Delivery is the record of one event's delivery to one subscription,
 // kept in [DeliveriesBucket] under <subscription>.<webhook-id>.
@@ -130,8 +130,15 @@ const (
 	MaxLimit     = 1000
 )
 
+// maxScan bounds how many stream sequences one listing reads past the
+// records it returns: superseded records leave gaps.
+func maxScan(limit int) uint64 { return uint64(20*limit + 200) }
+
 // Deliveries lists the delivery records of the deployment, newest attempt
-// first, at most q.Limit of them; more reports whether others matched.
+// first, at most q.Limit of them; more reports whether older ones may
+// match. It reads the bucket's stream backwards with message gets (which
+// Interlock's clients may make; they may not create consumers), so its
+// cost grows with the page, not with the bucket.
 func Deliveries(ctx context.Context, js jetstream.JetStream, names wire.Names, q Query) (list []Delivery, more bool, err error) {
 	if q.Subscription != "" && !nameRE.MatchString(q.Subscription) {
 		return nil, false, fmt.Errorf("webhooks: subscription %q: a subscription's name is 1 to 64 letters, digits, _ and -", q.Subscription)
@@ -144,47 +151,43 @@ func Deliveries(ctx context.Context, js jetstream.JetStream, names wire.Names, q
 		limit = DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	kv, err := js.KeyValue(ctx, DeliveriesBucket(names))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, false, nil // no webhook was ever delivered
+	bucket := DeliveriesBucket(names)
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, false, nil // no webhook service ever ran
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("webhooks: binding bucket %s: %w", DeliveriesBucket(names), err)
+		return nil, false, fmt.Errorf("webhooks: reading bucket %s: %w", bucket, err)
 	}
-	filter := ">"
+	state := stream.CachedInfo().State
+	prefix := "$KV." + bucket + "."
 	if q.Subscription != "" {
-		filter = q.Subscription + ".>"
+		prefix += q.Subscription + "."
 	}
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, false, fmt.Errorf("webhooks: reading bucket %s: %w", DeliveriesBucket(names), err)
-	}
-	defer func() { _ = w.Stop() }()
-	newest := func(a, b Delivery) int { return b.Last.Compare(a.Last) }
-	matched := 0
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, false, fmt.Errorf("webhooks: reading bucket %s: the watch ended", DeliveriesBucket(names))
-			}
-			if e == nil {
-				slices.SortFunc(list, newest)
-				return list[:min(limit, len(list))], matched > limit, nil
-			}
-			var d Delivery
-			if json.Unmarshal(e.Value(), &d) != nil || q.Status != "" && d.Status != q.Status {
-				continue
-			}
-			matched++
-			// Only the newest limit are kept: memory stays O(limit)
-			// however many records the bucket holds.
-			if list = append(list, d); len(list) >= 2*limit {
-				slices.SortFunc(list, newest)
-				list = list[:limit]
-			}
-		case <-ctx.Done():
-			return nil, false, fmt.Errorf("webhooks: reading bucket %s: %w", DeliveriesBucket(names), ctx.Err())
+	var scanned uint64
+	for seq := state.LastSeq; seq >= state.FirstSeq && seq > 0; seq-- {
+		if len(list) == limit {
+			return list, true, nil
 		}
+		if scanned == maxScan(limit) {
+			return list, true, nil
+		}
+		scanned++
+		m, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // superseded by a later attempt, or expired
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("webhooks: reading bucket %s: %w", bucket, err)
+		}
+		if !strings.HasPrefix(m.Subject, prefix) || len(m.Data) == 0 {
+			continue
+		}
+		var d Delivery
+		if json.Unmarshal(m.Data, &d) != nil || q.Status != "" && d.Status != q.Status {
+			continue
+		}
+		list = append(list, d)
 	}
+	return list, false, nil
 }

@@ -71,9 +71,11 @@ type Subscription struct {
 	URL string
 	// InsecureHTTP lets URL be plain http beyond loopback.
 	InsecureHTTP bool
-	// Secret is the secret as written (whsec_...), when inline; SecretEnv
-	// and SecretFile name where each process reads it instead.
-	Secret, SecretEnv, SecretFile string
+	// SecretEnv or SecretFile names where each process reads the secret
+	// (whsec_...): an environment variable, or a file. A secret is never
+	// written inline: the configuration bucket the subscriptions are kept
+	// in is readable by Interlock's clients.
+	SecretEnv, SecretFile string
 	// Events are the event kinds delivered (protocol.EventInterrupted...).
 	Events []string
 	// Flows, if set, limits the events to these flows.
@@ -375,8 +377,13 @@ func (p *parser) subscription(i int, n *yaml.Node) (Subscription, bool) {
 			p.add(v.Line, who, "url", "%s", err)
 		}
 	}
+	if v, ok := f["secret"]; ok {
+		// The value is never repeated: it is a secret.
+		p.add(v.Line, who, "secret", "inline secrets are refused: the subscriptions are kept in the configuration bucket, which Interlock's clients may read; "+
+			"put the whsec_ secret in an environment variable of each serving process (secretEnv: NAME) or in a file (secretFile: PATH)")
+	}
 	given := 0
-	for _, k := range []string{"secret", "secretEnv", "secretFile"} {
+	for _, k := range []string{"secretEnv", "secretFile"} {
 		v, ok := f[k]
 		if !ok {
 			continue
@@ -387,12 +394,6 @@ func (p *parser) subscription(i int, n *yaml.Node) (Subscription, bool) {
 			continue
 		}
 		switch k {
-		case "secret":
-			if _, err := DecodeSecret(val); err != nil {
-				// The value is never repeated: it is a secret.
-				p.add(v.Line, who, k, "%s", err)
-			}
-			s.Secret = val
 		case "secretEnv":
 			if !envNameRE.MatchString(val) {
 				p.add(v.Line, who, k, "%q is not an environment variable's name", val)
@@ -406,7 +407,7 @@ func (p *parser) subscription(i int, n *yaml.Node) (Subscription, bool) {
 		}
 	}
 	if given != 1 {
-		p.add(n.Line, who, "secret", "give exactly one of secretEnv (a variable holding whsec_...), secretFile (a file holding it) or secret (inline, in the KV value only readable by workers and admins); found %d", given)
+		p.add(n.Line, who, "secretEnv", "give exactly one of secretEnv (a variable holding the whsec_ secret) and secretFile (a file holding it); found %d", given)
 	}
 	if v, ok := f["events"]; !ok {
 		p.add(n.Line, who, "events", "is missing; list the event kinds to deliver, from: %s", strings.Join(protocol.Events(), ", "))
@@ -542,7 +543,7 @@ func (s Subscription) resolve(env Env) ([]byte, error) {
 		}
 		val, where = string(b), "secretFile "+s.SecretFile
 	default:
-		val, where = s.Secret, "secret"
+		return nil, fmt.Errorf("webhooks: subscription %s names no secret", s.Name)
 	}
 	key, err := DecodeSecret(val)
 	if err != nil {

@@ -60,8 +60,7 @@ func TestBadSubscriptionsAreRefusedSayingWhatToFix(t *testing.T) {
 		{"relative url", strings.Replace(ok, "https://crm.example.com/h", "/hooks", 1), "not an absolute URL"},
 		{"no secret", strings.Replace(ok, "    secretEnv: S\n", "", 1), "give exactly one of secretEnv"},
 		{"two secrets", ok + "    secretFile: /x\n", "found 2"},
-		{"bad inline secret", strings.Replace(ok, "secretEnv: S", "secret: hunter2hunter2", 1), "starts with whsec_"},
-		{"short inline secret", strings.Replace(ok, "secretEnv: S", "secret: whsec_c2hvcnQ=", 1), "the secret's key is 5 bytes"},
+		{"inline secret", ok + "    secret: whsec_hunter2hunter2\n", "inline secrets are refused: the subscriptions are kept in the configuration bucket, which Interlock's clients may read"},
 		{"unknown kind", strings.Replace(ok, "[interrupted]", "[interrupted, approved]", 1), `"approved" is not an event kind; use: started, interrupted`},
 		{"no events", strings.Replace(ok, "    events: [interrupted]\n", "", 1), "events: is missing"},
 		{"bad flow", ok + "    flows: [a.b]\n", "not a flow name"},
@@ -90,6 +89,21 @@ func TestBadSubscriptionsAreRefusedSayingWhatToFix(t *testing.T) {
 	}
 }
 
+func TestShortSecretsAreRefused(t *testing.T) {
+	set, err := webhook.Parse([]byte("subscriptions:\n"+subscription("crm", "https://crm.example.com/h")), "hooks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = set.Resolve(func(string) (string, bool) { return "whsec_c2hvcnQ=", true })
+	if err == nil || !strings.Contains(err.Error(), "the secret's key is 5 bytes; use 24 to 64") {
+		t.Fatalf("Resolve of a 5-byte secret = %v", err)
+	}
+	err = set.Resolve(func(string) (string, bool) { return "hunter2hunter2hunter2hunter2hunter2", true })
+	if err == nil || !strings.Contains(err.Error(), "starts with whsec_") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Resolve of a secret without whsec_ = %v", err)
+	}
+}
+
 func TestEmptySubscriptionsAreValid(t *testing.T) {
 	set, err := webhook.Parse([]byte("subscriptions: []\n"), "none.yaml")
 	if err != nil || len(set.Subscriptions()) != 0 {
@@ -109,7 +123,8 @@ func TestResolveSaysWhichSecretIsMissing(t *testing.T) {
 		}
 		return env(name)
 	})
-	if err == nil || !strings.Contains(err.Error(), "subscription other: secretEnv BAD_SECRET") || strings.Contains(err.Error(), "crm") || strings.Contains(err.Error(), "not base64!") {
+	if err == nil || !strings.Contains(err.Error(), "subscription other: secretEnv BAD_SECRET: the part of the secret after whsec_ is not standard base64") ||
+		strings.Contains(err.Error(), "crm") || strings.Contains(err.Error(), "not base64!") {
 		t.Fatalf("Resolve = %v; want only other's secret named, its value not repeated", err)
 	}
 }
@@ -147,7 +162,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, s := range set.Subscriptions() {
 			secrets := 0
-			for _, v := range []string{s.Secret, s.SecretEnv, s.SecretFile} {
+			for _, v := range []string{s.SecretEnv, s.SecretFile} {
 				if v != "" {
 					secrets++
 				}
