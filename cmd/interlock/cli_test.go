@@ -180,6 +180,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"serve.go":       {"serve"},
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
+		"webhooks.go":    {"serve"},
 		"tracing.go":     {"serve"},
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"},

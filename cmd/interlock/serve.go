@@ -67,6 +67,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
 	slackf := addSlackFlags(fs)
+	hooksf := addWebhookFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -203,6 +204,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Observe = m.Observe
 		cfg.Services = append(cfg.Services, m)
 	}
+	hooks, err := hooksf.service(&log, nReplicas, m)
+	if err != nil {
+		return err
+	}
+	cfg.Services = append(cfg.Services, hooks)
 	svc, err := interlock.Start(ctx, cfg)
 	if err != nil {
 		return unauthenticatedListener(err, *listen, listenGiven, *natsConfig, *clusterListen)
