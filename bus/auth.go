@@ -108,6 +108,7 @@ func readable(n wire.Names) []struct {
 	}{
 		{n.EventStream(), true}, {n.AuditStream(), true}, {n.DeadLetterStream(), false}, {n.ScheduleStream(), true},
 		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true},
+		{kvStream(n.WebhookDeliveriesBucket()), true},
 	}
 	for _, fs := range finishedStreams(n) {
 		out = append(out, struct {
@@ -188,8 +189,9 @@ func Shares(n wire.Names) []Share {
 // events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
 // pending index (<prefix>_pending), the finished-runs index (the streams
-// <PREFIX>_FINISHED_<STATUS>): stream info, direct and message gets; the
-// audit keys and flow descriptions of the live configuration
+// <PREFIX>_FINISHED_<STATUS>) and the webhook delivery records
+// (<prefix>_webhook_deliveries): stream info, direct and message gets; the
+// audit keys, flow descriptions and gate rules of the live configuration
 // (<prefix>_config), by key (configReads); see the inbound
 // stream's and consumers' info (backlog); and receive replies on _INBOX.>.
 //
@@ -222,7 +224,8 @@ func workersPermissions(n wire.Names) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
-				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
+				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>",
+				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
 			Deny: []string{"$JS.API.STREAM.DELETE.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix(n) + ".>", n.Prefix + ".>"}},

@@ -84,7 +84,9 @@ type Service struct {
 	reg     *prometheus.Registry
 	counts  *counters
 	pending *pendingIndex
-	handler http.Handler
+	// webhooks counts outbound webhook attempts (ObserveWebhook).
+	webhooks *webhooks
+	handler  http.Handler
 
 	mu    sync.Mutex
 	js    jetstream.JetStream
@@ -110,10 +112,11 @@ func New(cfg Config) (*Service, error) {
 	flows := &flowSet{names: map[string]bool{}}
 	s.pending = newPendingIndex(time.Now, flows)
 	s.counts = newCounters(time.Now, flows, s.pending.action)
+	s.webhooks = newWebhooks()
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		s.counts, s.pending, &natsCollector{s: s},
+		s.counts, s.pending, &natsCollector{s: s}, s.webhooks,
 	)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))

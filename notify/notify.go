@@ -54,6 +54,10 @@ type Delivery struct {
 	Attempt int
 	// Published is when the event was stored.
 	Published time.Time
+	// Last is set when this attempt is the last: if it fails, the event
+	// is dead-lettered, not tried again (RetryFor would be over before
+	// the next).
+	Last bool
 }
 
 // Handler delivers one event. It returns nil once the event is delivered
@@ -259,6 +263,8 @@ func (f *Follower) handle(msg jetstream.Msg) {
 		return
 	}
 	d.Event = ev
+	delay := f.Backoff(d.Attempt)
+	d.Last = time.Since(d.Published)+delay > f.cfg.RetryFor
 	ctx, cancel := context.WithTimeout(f.work, f.cfg.AckWait)
 	err = f.h(ctx, d)
 	cancel()
@@ -273,11 +279,10 @@ func (f *Follower) handle(msg jetstream.Msg) {
 		// Stopping: the event is delivered again after the restart.
 		return
 	}
-	delay := f.Backoff(d.Attempt)
 	if after := RetryAfterOf(err); after > 0 {
 		delay = max(after, f.cfg.FirstRetry)
 	}
-	if IsPermanent(err) || time.Since(d.Published)+delay > f.cfg.RetryFor {
+	if IsPermanent(err) || d.Last || time.Since(d.Published)+delay > f.cfg.RetryFor {
 		f.deadLetter(msg, d, err)
 		return
 	}

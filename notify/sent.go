@@ -18,7 +18,7 @@ import (
 const DefaultKeepSent = 7 * 24 * time.Hour
 
 // SentBucket is the bucket of deliveries made, for names' prefix.
-func SentBucket(names wire.Names) string { return names.Prefix + "_sent" }
+func SentBucket(names wire.Names) string { return names.SentBucket() }
 
 // Sent records which deliveries were made, so that an event delivered
 // again (a restart, another recipient that failed) reaches each recipient

@@ -124,6 +124,14 @@ func (n Names) KeysBucket() string { return n.Prefix + "_keys" }
 // link settles its request once.
 func (n Names) LinksBucket() string { return n.Prefix + "_links" }
 
+// SentBucket records the deliveries the channels (e-mail, webhooks,
+// Teams) made, so that none is made twice.
+func (n Names) SentBucket() string { return n.Prefix + "_sent" }
+
+// WebhookDeliveriesBucket records each outbound webhook delivery: its
+// status, attempts and last error.
+func (n Names) WebhookDeliveriesBucket() string { return n.Prefix + "_webhook_deliveries" }
+
 // Consumer is the durable consumer of the inbound stream the workers share.
 func (n Names) Consumer() string { return n.Prefix + "-workers" }
 

@@ -184,6 +184,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
 		"people.go":      {"serve", "people"},
+		"webhooks.go":    {"serve"},
 		"tracing.go":     {"serve"},
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"},

@@ -75,24 +75,25 @@ func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cf
 	return cfg, true, nil
 }
 
-// startHTTP starts the HTTP API on svc, stopped with it, and says where.
-func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, stdout io.Writer) error {
+// startHTTP starts the HTTP API on svc, stopped with it, says where, and
+// returns its public URL, where links to it begin.
+func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, stdout io.Writer) (string, error) {
 	cfg.Links, cfg.Uses = svc.Links(), svc.LinkUses()
 	api, err := httpapi.New(svc, cfg)
 	if err != nil {
-		return err
+		return "", err
 	}
 	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Links: cfg.Links, Uses: cfg.Uses, People: cfg.People, Logger: cfg.Logger})
 	if err != nil {
-		return err
+		return "", err
 	}
 	in.Register(api)
 	if err := svc.Attach(ctx, api); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprintf(stdout, "HTTP API on http://%s (%s).\n", api.Addr(), tryHTTP(cfg, api.Addr()))
 	fmt.Fprintf(stdout, "Inbox on http://%s/ (open it in a browser).\n", api.Addr())
-	return nil
+	return api.PublicURL(), nil
 }
 
 // tryHTTP is a command that lists the pending interrupts of an API

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 
@@ -48,19 +47,9 @@ func (f mailFlags) config(log *zerolog.Logger, httpAddr, publicURL string) (s ma
 		if *f.file != "" || fromEnv {
 			return s, false, usagef("--try-mail mails to a test server that sends nothing: leave out --smtp-config (and INTERLOCK_SMTP_HOST) to try, or --try-mail to send")
 		}
-		s.publicURL = publicURL
+		s.publicURL = publicURLOf(publicURL, httpAddr)
 		if s.publicURL == "" {
-			if httpAddr == "" {
-				return s, false, usagef("--try-mail links to the decision page of the HTTP API, which --http \"\" turns off: give --http, or set INTERLOCK_PUBLIC_URL")
-			}
-			host, port, err := net.SplitHostPort(httpAddr)
-			if err != nil {
-				return s, false, usagef("--http %q: %v", httpAddr, err)
-			}
-			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-				host = "127.0.0.1"
-			}
-			s.publicURL = "http://" + net.JoinHostPort(host, port)
+			return s, false, usagef("--try-mail links to the decision page of the HTTP API, which --http \"\" turns off: give --http, or set INTERLOCK_PUBLIC_URL")
 		}
 		s.try, s.cfg.Logger = true, log
 		return s, true, nil

@@ -13,6 +13,7 @@
 //	interlock audit refund r-7           show a run's audit history
 //	interlock audit verify refund r-7    check its signatures and hash chain
 //	interlock audit key                  print the audit records' public keys
+//	interlock webhooks deliveries        show outbound webhook deliveries, newest first
 //	interlock mcp                        serve flows to a model over MCP (stdio)
 //	interlock version                    print the version, commit, Go and nats-server
 //

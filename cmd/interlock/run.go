@@ -150,6 +150,9 @@ Usage:
                                                   add a caller of the HTTP API and print their token
   interlock auth list --auth-file FILE            list the callers and their roles
   interlock auth remove <name> --auth-file FILE   remove a caller: their token stops working
+  interlock webhooks list                         list the outbound webhook subscriptions in force
+  interlock webhooks deliveries [--subscription S] [--status delivered|retrying|dead]
+                                                  show webhook deliveries, newest first
   interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
                                                   (stdio, or streamable HTTP), against a running deployment
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
@@ -246,6 +249,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return authCmd(ctx, rest, stdout, stderr)
 	case "people":
 		return peopleCmd(ctx, rest, stdout, stderr)
+	case "webhooks":
+		return webhooksCmd(ctx, rest, stdout, stderr)
 	case "schema":
 		return schemaCmd(ctx, rest, stdout, stderr)
 	case "mcp":
@@ -431,6 +436,7 @@ func envHelp(cmd string) string {
   INTERLOCK_PUBLIC_URL      default of --public-url
   INTERLOCK_PEOPLE          default of --people
   INTERLOCK_SLACK_CONFIG    default of --slack-config
+  INTERLOCK_WEBHOOKS        default of --webhooks
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics
@@ -458,7 +464,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_MCP_HTTP  default of --http
   INTERLOCK_MCP_APPROVER  default of --approver
 `
-	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate":
+	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

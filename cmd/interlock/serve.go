@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	slackf := addSlackFlags(fs)
 	mailf := addMailFlags(fs)
 	peoplef := addPeopleFlags(fs)
+	hooksf := addWebhookFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -214,7 +216,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Observe = m.Observe
 		cfg.Services = append(cfg.Services, m)
 	}
+	// The webhooks' callback URLs are signed with the service's key, once
+	// it has started (deliveries begin after).
+	var started atomic.Pointer[interlock.Service]
+	minter := &callbackMinter{svc: started.Load}
+	given := *httpf.publicURL
+	minter.base.Store(&given)
+	hooks, err := hooksf.service(&log, nReplicas, m, minter.mint)
+	if err != nil {
+		return err
+	}
+	cfg.Services = append(cfg.Services, hooks)
 	svc, err := interlock.Start(ctx, cfg)
+	started.Store(svc)
 	if err != nil {
 		return unauthenticatedListener(err, *listen, listenGiven, *natsConfig, *clusterListen)
 	}
@@ -241,9 +255,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if apiOn {
-		if err := startHTTP(ctx, svc, api, stdout); err != nil {
+		public, err := startHTTP(ctx, svc, api, stdout)
+		if err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
+		}
+		// Links begin with the API's public URL, known once it listens
+		// (--http 127.0.0.1:0 picks its port then).
+		minter.base.Store(&public)
+		if mailer.try && *httpf.publicURL == "" {
+			mailer.publicURL = public
 		}
 	}
 	if slackOn {

@@ -1,0 +1,149 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/notify"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// UserAgent is the User-Agent of every webhook request.
+const UserAgent = "Interlock-Webhooks/1"
+
+// maxDrain is how much of a receiver's answer is read (and dropped) so
+// that the connection is kept.
+const maxDrain = 64 << 10
+
+// recordTimeout bounds writing a delivery's record.
+const recordTimeout = 5 * time.Second
+
+// deliver makes one attempt to deliver d to r's receiver.
+func (s *Service) deliver(ctx context.Context, r *running, d notify.Delivery) error {
+	sub := r.sub
+	if len(sub.Roles) > 0 && !slices.Contains(sub.Roles, approverRole(d.Event.Data())) {
+		return nil // not an event for these roles
+	}
+	id := ID(sub.Name, d.Event.ID())
+	sentKey := notify.Key("webhook-"+sub.Name, id)
+	if done, err := s.sent.Done(ctx, sentKey); err != nil {
+		return err
+	} else if done {
+		return nil // delivered before the event was acknowledged
+	}
+	var callback string
+	if sub.Callbacks && s.cfg.CallbackURL != nil && d.Kind == protocol.EventInterrupted {
+		flow := events.StringExtension(d.Event, protocol.ExtFlow)
+		rq, expires := requestID(d.Event.Data())
+		u, err := s.cfg.CallbackURL(ctx, sub.Name, sub.CallbacksAs, flow, d.Event.Subject(), rq, expires)
+		if err != nil {
+			return fmt.Errorf("making the callback URL: %w", err)
+		}
+		callback = u
+	}
+	body, err := payload(d.Event, callback)
+	if err != nil {
+		return notify.Permanent(err)
+	}
+	start := time.Now()
+	code, err := s.post(ctx, sub, r.key, id, body)
+	took := time.Since(start)
+	status := StatusDelivered
+	switch {
+	case err == nil:
+		if merr := s.sent.Mark(ctx, sentKey, "HTTP "+strconv.Itoa(code)); merr != nil {
+			s.log.Warn().Err(merr).Str("subscription", sub.Name).Str("webhook_id", id).Msg("webhooks: delivered, but not recorded as sent; a redelivery would send it again with the same webhook-id")
+		}
+	case code == http.StatusGone:
+		err = notify.Permanent(err)
+		status = StatusDead
+	case d.Last:
+		status = StatusDead
+	default:
+		status = StatusRetrying
+	}
+	s.record(sub, id, d, status, code, err)
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(Attempt{Subscription: sub.Name, Status: status, HTTPStatus: code, Took: took})
+	}
+	return err
+}
+
+// post sends body to sub's receiver, signed, and returns the status code
+// (0 when no answer came) and, unless it was 2xx, why it failed. Errors
+// name the URL without its query or user information.
+func (s *Service) post(ctx context.Context, sub Subscription, key []byte, id string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, sub.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("POST %s: %w", Redact(sub.URL), unwrapURL(err))
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(key, id, now, body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return 0, fmt.Errorf("POST %s: no answer within %s", Redact(sub.URL), sub.Timeout)
+		}
+		return 0, fmt.Errorf("POST %s: %w", Redact(sub.URL), unwrapURL(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return resp.StatusCode, nil
+	case resp.StatusCode == http.StatusGone:
+		return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s: the receiver is gone for good", Redact(sub.URL), resp.Status)
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s: redirects are not followed; give the subscription the URL it redirects to", Redact(sub.URL), resp.Status)
+	}
+	return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s", Redact(sub.URL), resp.Status)
+}
+
+// unwrapURL drops the *url.Error around err: it repeats the whole URL,
+// query included.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// record writes the attempt to the delivery's record. A record that
+// cannot be written is logged: the delivery itself is what counts.
+func (s *Service) record(sub Subscription, id string, d notify.Delivery, status string, code int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	now := time.Now().UTC()
+	rec, gerr := s.records.get(ctx, recordKey(sub.Name, id))
+	if gerr != nil || rec.First.IsZero() {
+		rec = Delivery{First: now}
+	}
+	rec.Subscription, rec.WebhookID = sub.Name, id
+	rec.EventID, rec.Type, rec.Run = d.Event.ID(), d.Event.Type(), d.Event.Subject()
+	rec.Flow = events.StringExtension(d.Event, protocol.ExtFlow)
+	rec.Status, rec.Attempts, rec.HTTPStatus, rec.Last = status, d.Attempt, code, now
+	rec.URL = Redact(sub.URL)
+	rec.Error = ""
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	if perr := s.records.put(ctx, rec); perr != nil {
+		s.log.Warn().Err(perr).Str("subscription", sub.Name).Str("webhook_id", id).Msg("webhooks: the delivery's record was not written")
+	}
+}
