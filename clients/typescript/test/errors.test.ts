@@ -1,0 +1,38 @@
+// Errors that say what to do.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { connectHttp, connectNats, UnauthorizedError, UnreachableError } from "../src/index.js";
+import { WAIT, closedPort, httpUrl } from "./env.js";
+
+describe("errors", () => {
+  it("says a token the server does not know is unauthorized, and how to add one", async () => {
+    const c = connectHttp({ url: httpUrl, token: "not-a-token-of-this-server" });
+    await assert.rejects(c.requestToolApproval({ tool: "issue_refund", args: { amount: 1 } }, { wait: WAIT }), (err: unknown) => {
+      assert.ok(err instanceof UnauthorizedError, `not an UnauthorizedError: ${err}`);
+      assert.equal(err.status, 401);
+      assert.equal(err.code, "unauthorized");
+      assert.match(err.message, /interlock auth add/);
+      return true;
+    });
+  });
+
+  it("says an HTTP API nobody listens on is unreachable, and where it looked", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const c = connectHttp({ url });
+    await assert.rejects(c.ask({ interrupt: { kind: "question", questions: [{ field: "x", question: "X?" }] } }), (err: unknown) => {
+      assert.ok(err instanceof UnreachableError, `not an UnreachableError: ${err}`);
+      assert.ok(err.message.includes(url), err.message);
+      assert.match(err.message, /interlock serve/);
+      return true;
+    });
+  });
+
+  it("says a NATS server nobody listens on is unreachable, and where it looked", async () => {
+    const url = `nats://127.0.0.1:${await closedPort()}`;
+    await assert.rejects(connectNats({ servers: url }), (err: unknown) => {
+      assert.ok(err instanceof UnreachableError, `not an UnreachableError: ${err}`);
+      assert.ok(err.message.includes(url), err.message);
+      return true;
+    });
+  });
+});
