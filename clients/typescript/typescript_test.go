@@ -71,11 +71,19 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A deployment whose workers have stopped: its streams take commands,
+	// and nobody answers them.
+	idle := natstest.StartServer(t, "")
+	if err := natstest.StartWith(t, idle, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret}).Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
 	ctx, cancel := context.WithTimeout(t.Context(), nodeWait)
 	defer cancel()
 	run(ctx, t, npm, "run", "build")
 	env := append(os.Environ(),
 		"INTERLOCK_NATS_URL="+srv.ClientURL(),
+		"INTERLOCK_IDLE_NATS_URL="+idle.ClientURL(),
 		"INTERLOCK_HTTP_URL=http://"+api.Addr(),
 		"INTERLOCK_TOKEN="+callerToken,
 		"INTERLOCK_TEST_WAIT_MS="+strconv.Itoa(int(natstest.Wait/time.Millisecond)))

@@ -247,6 +247,9 @@ class HttpInterlock implements Interlock {
         signal: AbortSignal.timeout(wait + 30_000),
       });
     } catch (err) {
+      if ((err as Error)?.name === "TimeoutError") {
+        throw new NoAnswerError("no_answer", `${this.#base} did not answer ${method} ${path} within ${seconds(wait + 30_000)}: is a proxy in front of it holding the request?`, { cause: err });
+      }
       throw this.#unreachable(err);
     }
     if (res.status >= 400) throw await this.#problem(res, what);

@@ -14,6 +14,8 @@ function need(name: string): string {
 }
 
 export const natsUrl = need("INTERLOCK_NATS_URL");
+/** A deployment whose workers have stopped. */
+export const idleNatsUrl = need("INTERLOCK_IDLE_NATS_URL");
 export const httpUrl = need("INTERLOCK_HTTP_URL");
 export const token = need("INTERLOCK_TOKEN");
 /** Bounds every wait of the tests. */

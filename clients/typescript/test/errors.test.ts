@@ -1,8 +1,8 @@
 // Errors that say what to do.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { connectHttp, connectNats, UnauthorizedError, UnreachableError } from "../src/index.js";
-import { WAIT, closedPort, httpUrl } from "./env.js";
+import { connectHttp, connectNats, NoAnswerError, UnauthorizedError, UnreachableError } from "../src/index.js";
+import { WAIT, closedPort, httpUrl, idleNatsUrl } from "./env.js";
 
 describe("errors", () => {
   it("says a token the server does not know is unauthorized, and how to add one", async () => {
@@ -34,5 +34,19 @@ describe("errors", () => {
       assert.ok(err.message.includes(url), err.message);
       return true;
     });
+  });
+
+  it("says no worker answered an ask in time, on which subject, and where", async () => {
+    const c = await connectNats({ servers: idleNatsUrl });
+    try {
+      await assert.rejects(c.ask({ interrupt: { kind: "question", questions: [{ field: "x", question: "X?" }] } }, { wait: 500 }), (err: unknown) => {
+        assert.ok(err instanceof NoAnswerError, `not a NoAnswerError: ${err}`);
+        assert.match(err.message, /^no Interlock worker answered on interlock\.in\.ask\.request within 0\.5s: is `interlock serve` running and reachable at /);
+        assert.ok(err.message.includes(idleNatsUrl), err.message);
+        return true;
+      });
+    } finally {
+      await c.close();
+    }
   });
 });
