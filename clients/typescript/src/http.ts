@@ -50,8 +50,9 @@ export interface HttpOptions {
   /** The API's base URL, such as http://127.0.0.1:8080. */
   url: string;
   /**
-   * The caller's bearer token, from `interlock auth add`. Leave it out for
-   * an API without an auth file (loopback only).
+   * The caller's bearer token, from `interlock people add NAME --token`
+   * (or `interlock auth add`). Leave it out for an API that authenticates
+   * no one (loopback only).
    */
   token?: string;
   /** The fetch to use. Defaults to the global fetch. */
@@ -298,8 +299,8 @@ class HttpInterlock implements Interlock {
     if (res.status === 401) {
       const how =
         this.#token === undefined
-          ? "no token was sent, and this API has an auth file: pass token, one that `interlock auth add NAME --auth-file FILE` printed"
-          : "the token is not in the server's auth file; add a caller with `interlock auth add NAME --auth-file FILE` and pass the token it prints";
+          ? "no token was sent, and this API authenticates its callers: pass token, one that `interlock people add NAME --token --people FILE` (or `interlock auth add` for an auth file) printed"
+          : "the token is not in the server's directory of people; add a caller with `interlock people add NAME --token --people FILE` (or `interlock auth add NAME --auth-file FILE` for an auth file) and pass the token it prints";
       return new UnauthorizedError(code, `Interlock answered 401 ${code} to ${what}: ${how}`, details);
     }
     if (isRefusalCode(code)) {

@@ -11,7 +11,7 @@ describe("errors", () => {
       assert.ok(err instanceof UnauthorizedError, `not an UnauthorizedError: ${err}`);
       assert.equal(err.status, 401);
       assert.equal(err.code, "unauthorized");
-      assert.match(err.message, /interlock auth add/);
+      assert.match(err.message, /interlock people add NAME --token/);
       return true;
     });
   });
