@@ -1,0 +1,112 @@
+// Errors of the client. Each says what was wrong and what to do; each is
+// an InterlockError, and the subclasses let a caller tell them apart with
+// instanceof.
+
+/** The refusal codes of the protocol (docs/protocol.md §3, §6). */
+export type RefusalCode =
+  | "token_mismatch"
+  | "stale_checkpoint"
+  | "not_waiting"
+  | "expired"
+  | "unknown_run"
+  | "invalid_answer"
+  | "invalid_payload"
+  | "forbidden"
+  | "unknown_flow"
+  | "run_exists"
+  | "unsupported";
+
+const refusalCodes: ReadonlySet<string> = new Set<RefusalCode>([
+  "token_mismatch",
+  "stale_checkpoint",
+  "not_waiting",
+  "expired",
+  "unknown_run",
+  "invalid_answer",
+  "invalid_payload",
+  "forbidden",
+  "unknown_flow",
+  "run_exists",
+  "unsupported",
+]);
+
+/** Reports whether code is one of the protocol's refusal codes. */
+export function isRefusalCode(code: string): code is RefusalCode {
+  return refusalCodes.has(code);
+}
+
+/** What an InterlockError carries beside its message. */
+export interface ErrorDetails {
+  /** The HTTP status, for an answer of the HTTP API. */
+  status?: number;
+  /** The flow and run a refusal is about. */
+  flow?: string;
+  run?: string;
+  /** The request a refusal is about. */
+  requestId?: string;
+  /** The problem details (RFC 9457) the HTTP API answered, as sent. */
+  problem?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+/**
+ * Every error of the client. code is the protocol's refusal code, the HTTP
+ * API's problem code, or one of the client's own: unreachable, no_answer,
+ * invalid_argument, protocol_error.
+ */
+export class InterlockError extends Error {
+  override name = "InterlockError";
+  readonly code: string;
+  readonly status: number | undefined;
+  readonly flow: string | undefined;
+  readonly run: string | undefined;
+  readonly requestId: string | undefined;
+  readonly problem: Record<string, unknown> | undefined;
+
+  constructor(code: string, message: string, details: ErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.code = code;
+    this.status = details.status;
+    this.flow = details.flow;
+    this.run = details.run;
+    this.requestId = details.requestId;
+    this.problem = details.problem;
+  }
+}
+
+/**
+ * Interlock refused a command: a malformed request (invalid_payload), an
+ * answer that does not fit (invalid_answer, the interrupt stays pending), a
+ * resume that lost a race (token_mismatch, stale_checkpoint), and so on.
+ * message is Interlock's own, meant for a person.
+ */
+export class RefusedError extends InterlockError {
+  override name = "RefusedError";
+  declare readonly code: RefusalCode;
+}
+
+/** The HTTP API did not take the caller's token (401). */
+export class UnauthorizedError extends InterlockError {
+  override name = "UnauthorizedError";
+}
+
+/** Interlock (its NATS server, or its HTTP API) could not be reached. */
+export class UnreachableError extends InterlockError {
+  override name = "UnreachableError";
+}
+
+/**
+ * Nothing answered in time: no Interlock worker took the command. The
+ * command may still be queued, and be applied when a worker runs.
+ */
+export class NoAnswerError extends InterlockError {
+  override name = "NoAnswerError";
+}
+
+/** A call's arguments are wrong; nothing was sent. */
+export class ArgumentError extends InterlockError {
+  override name = "ArgumentError";
+  constructor(message: string) {
+    super("invalid_argument", message);
+  }
+}
