@@ -266,6 +266,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if mailer.try && *httpf.publicURL == "" {
 			mailer.publicURL = public
 		}
+		// Teams: every role whose entry of the directory names a
+		// Workflows URL gets its interrupts there, with a button to the
+		// inbox; a directory changed later is followed.
+		if err := startTeams(ctx, svc, dir.live.Current, public, nReplicas, &log); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	if slackOn {
 		if err := startSlack(ctx, svc, bridge, stdout); err != nil {
