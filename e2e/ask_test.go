@@ -153,6 +153,8 @@ func TestAMalformedAskIsRefusedSayingWhatToFix(t *testing.T) {
 			"options": []any{map[string]any{"id": "a", "label": "A"}}, "approverRole": "supervisor"}}, "approval asks"},
 		{"reserved field", map[string]any{"askId": "bad-field", "interrupt": map[string]any{"kind": "question",
 			"questions": []any{map[string]any{"field": "answered", "question": "X?"}}}}, "kept by the ask run"},
+		{"plain http callback beyond loopback", map[string]any{"askId": "bad-cb", "callbackUrl": "http://agent.example/hook", "interrupt": map[string]any{"kind": "choice", "question": "Q?",
+			"options": []any{map[string]any{"id": "a", "label": "A"}}}}, "use https"},
 		{"bad timeout", map[string]any{"askId": "bad-time", "interrupt": map[string]any{"kind": "choice", "question": "Q?",
 			"options": []any{map[string]any{"id": "a", "label": "A"}}, "timeout": "soon"}}, "Go duration"},
 	} {

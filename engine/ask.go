@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -77,8 +78,11 @@ func CheckAsk(a protocol.AskRequest) error {
 	}
 	if a.CallbackURL != "" {
 		u, err := url.Parse(a.CallbackURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(a.CallbackURL) > MaxAskCallbackURL {
-			return fmt.Errorf("callbackUrl %q: give an absolute http(s) URL of at most %d bytes", protocol.Truncate(a.CallbackURL, 80), MaxAskCallbackURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || len(a.CallbackURL) > MaxAskCallbackURL {
+			return fmt.Errorf("callbackUrl %q: give an absolute https URL of at most %d bytes, with no user or password", protocol.Truncate(a.CallbackURL, 80), MaxAskCallbackURL)
+		}
+		if u.Scheme == "http" && !netaddr.IsLoopbackHost(u.Hostname()) {
+			return fmt.Errorf("callbackUrl %q: use https (plain http only to a loopback address such as 127.0.0.1)", protocol.Truncate(a.CallbackURL, 80))
 		}
 	}
 	in := a.Interrupt

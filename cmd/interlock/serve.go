@@ -250,6 +250,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ev.Msg("Interlock is serving; try: interlock start booking")
 	fmt.Fprintf(stdout, "Interlock is serving on %s (flows: %s). Press Ctrl-C to stop.\n", wire.RedactURLs(svc.URL()), strings.Join(svc.Runner().Flows(), ", "))
 	fmt.Fprintf(stdout, "Audit records are signed with key %s, Ed25519 public key %s; pin it with: interlock audit verify --key %s <flow> <run>\n", key.ID, key, key)
+	if err := startAskCallbacks(ctx, svc, &log); err != nil {
+		_ = svc.Stop(context.WithoutCancel(ctx))
+		return err
+	}
 	if err := startPeople(ctx, svc, dir); err != nil {
 		_ = svc.Stop(context.WithoutCancel(ctx))
 		return err

@@ -293,3 +293,15 @@ func publicURLOf(publicURL, httpAddr string) string {
 	}
 	return "http://" + net.JoinHostPort(host, port)
 }
+
+// startAskCallbacks starts the POSTs of settled asks to their callback
+// URLs, signed with INTERLOCK_ASK_CALLBACK_SECRET when it is set.
+func startAskCallbacks(ctx context.Context, svc *interlock.Service, log *zerolog.Logger) error {
+	a, err := webhook.NewAskCallbacks(svc, webhook.AskConfig{Secret: os.Getenv(webhook.EnvAskSecret), Logger: log})
+	if err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "webhooks: "))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	defer cancel()
+	return svc.Attach(ctx, a)
+}
