@@ -23,7 +23,7 @@ type mailFlags struct {
 
 func addMailFlags(fs *flag.FlagSet) mailFlags {
 	return mailFlags{
-		file: fs.String("smtp-config", envOr(mail.EnvConfig, ""), "YAML `file` of the e-mail channel (see docs/channels-mail.md): SMTP host, port, tls, username, from, publicURL; the password comes from the file or variable it names, or INTERLOCK_SMTP_PASSWORD; INTERLOCK_SMTP_* variables override it, and configure mail without a file"),
+		file: fs.String("smtp-config", envOr(mail.EnvConfig, ""), "YAML `file` of the e-mail channel (see docs/channels.md): SMTP host, port, tls, username, from, publicURL; the password comes from the file or variable it names, or INTERLOCK_SMTP_PASSWORD; INTERLOCK_SMTP_* variables override it, and configure mail without a file"),
 		try:  fs.Bool("try-mail", false, "mail to a test SMTP server on loopback that prints each mail's recipient, subject and link here instead of sending it (for trying Interlock out; not with --smtp-config)"),
 	}
 }

@@ -34,7 +34,7 @@ type webhookFlags struct {
 
 func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
 	return webhookFlags{
-		file: fs.String("webhooks", envOr("INTERLOCK_WEBHOOKS", ""), "YAML `file` of the outbound webhook subscriptions (see docs/channels-webhooks.md), written to the config bucket's webhooks key at start and when it changes; without it the key's subscriptions are delivered"),
+		file: fs.String("webhooks", envOr("INTERLOCK_WEBHOOKS", ""), "YAML `file` of the outbound webhook subscriptions (see docs/channels.md), written to the config bucket's webhooks key at start and when it changes; without it the key's subscriptions are delivered"),
 	}
 }
 
