@@ -112,7 +112,7 @@ func tryHTTP(cfg httpapi.Config, addr string) string {
 	if cfg.Auth == nil && (cfg.People == nil || cfg.People() == nil) {
 		return fmt.Sprintf("try: curl http://%s/v1/interrupts", addr)
 	}
-	return fmt.Sprintf(`try, with a caller's token from interlock people add --token: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
+	return fmt.Sprintf(`try, with a token from interlock people add --token: curl -H "Authorization: Bearer $TOKEN" http://%s/v1/interrupts`, addr)
 }
 
 // authUsage says how to run the auth commands.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,27 @@ import (
 type servedAt struct {
 	http, metrics string // host:port
 	stop          func()
+	// printed is what serve printed after its announcements (the mails
+	// of --try-mail).
+	printed *lockedBuffer
+}
+
+// lockedBuffer is a buffer one goroutine writes and another reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // serveAnnounced runs `interlock serve` with args after the test's own
@@ -74,7 +96,8 @@ func serveAnnounced(t *testing.T, dataDir string, args ...string) servedAt {
 			at.metrics = m[1]
 		}
 	}
-	go func() { _, _ = io.Copy(io.Discard, rd) }()
+	at.printed = &lockedBuffer{}
+	go func() { _, _ = io.Copy(at.printed, rd) }()
 	if at.http == "" {
 		t.Fatalf("serve %v announced no HTTP API", args)
 	}
@@ -152,7 +175,7 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 		}
 		return decoded
 	}
-	authAdd := regexp.MustCompile(`^TOKEN=\$\(go run \./cmd/interlock (auth add .*)\)$`)
+	peopleAdd := regexp.MustCompile(`^TOKEN=\$\(go run \./cmd/interlock (people add .*)\)$`)
 	for _, line := range cmds {
 		switch {
 		case strings.HasPrefix(line, "curl "):
@@ -205,15 +228,20 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 				if d := decode(noToken, sh(noToken)); d["status"] != float64(http.StatusUnauthorized) || d["code"] != "unauthorized" {
 					t.Fatalf("without the token: %v", d)
 				}
+			case 7: // a refund whose approval is mailed to sam
+				if d := decode(line, out); d["outcome"] != "interrupted" || d["run"] != "r-mail" {
+					t.Fatalf("start r-mail: %s", out)
+				}
+				decideByMail(t, at, "r-mail", token)
 			default:
 				t.Fatalf("README: teach this test what %s shows", line)
 			}
 
-		case authAdd.MatchString(line):
-			args := strings.Fields(authAdd.FindStringSubmatch(line)[1])
+		case peopleAdd.MatchString(line):
+			args := strings.Fields(peopleAdd.FindStringSubmatch(line)[1])
 			var out, errOut strings.Builder
 			for i, a := range args {
-				if i > 0 && args[i-1] == "--auth-file" {
+				if i > 0 && args[i-1] == "--people" {
 					args[i] = filepath.Join(dir, a)
 				}
 			}
@@ -221,12 +249,12 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 				t.Fatalf("README: %s: %v\n%s", line, err, errOut.String())
 			}
 			token = strings.TrimSpace(out.String())
-			if token == "" || strings.Contains(token, "\n") || !strings.Contains(errOut.String(), "shown only this once") {
-				t.Fatalf("auth add printed %q on stdout and %q on stderr: the token alone belongs on stdout", out.String(), errOut.String())
+			if token == "" || strings.Contains(token, "\n") {
+				t.Fatalf("people add printed %q on stdout and %q on stderr: the token alone belongs on stdout", out.String(), errOut.String())
 			}
-			b, err := os.ReadFile(filepath.Join(dir, "callers.yaml"))
+			b, err := os.ReadFile(filepath.Join(dir, "people.yaml"))
 			if err != nil || strings.Contains(string(b), token) || !strings.Contains(string(b), "sam@example.com") {
-				t.Fatalf("callers.yaml holds the token, or not sam: %v\n%s", err, b)
+				t.Fatalf("people.yaml holds the token, or not sam: %v\n%s", err, b)
 			}
 
 		case strings.HasPrefix(line, "go run ./cmd/interlock serve "):
@@ -236,7 +264,7 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 				switch {
 				case a == "0.0.0.0:8080":
 					args[i] = "127.0.0.1:0" // the port of the test
-				case i > 0 && args[i-1] == "--auth-file":
+				case i > 0 && (args[i-1] == "--auth-file" || args[i-1] == "--people"):
 					args[i] = filepath.Join(dir, a)
 				}
 			}
@@ -246,8 +274,67 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 			t.Fatalf("README: teach this test to run %s", line)
 		}
 	}
-	if curls != 6 || token == "" {
-		t.Fatalf("the walk ran %d curl lines and added a caller %v; the test expects 6 and one", curls, token != "")
+	if curls != 7 || token == "" {
+		t.Fatalf("the walk ran %d curl lines and added a person %v; the test expects 7 and one", curls, token != "")
+	}
+}
+
+// decideByMail does what the README's e-mail step says: it reads the
+// decision link of run's mail on serve's console, opens it (which
+// decides nothing), and approves on its page, as sam; the run completes,
+// and the link is used.
+func decideByMail(t *testing.T, at servedAt, run, token string) {
+	t.Helper()
+	link := regexp.MustCompile(`(?m)^Mail to sam@example\.com: .*\n  open: (http://\S+/decide/\S+)$`)
+	var url string
+	natstest.Eventually(t, "the mail of "+run+" on the console", func() bool {
+		if m := link.FindStringSubmatch(at.printed.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	url = strings.Replace(url, "127.0.0.1:8080", at.http, 1)
+	get := func() (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, page := get()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if code != http.StatusOK || csrf == nil || !strings.Contains(page, `value="approve"`) {
+		t.Fatalf("the mail's link: %d\n%s", code, page)
+	}
+	status := func() string {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+at.http+"/v1/runs/refund/"+run, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var d struct{ Status string }
+		_ = json.NewDecoder(resp.Body).Decode(&d)
+		return d.Status
+	}
+	if s := status(); s != "waiting" {
+		t.Fatalf("opening the link left %s %s, want it waiting", run, s)
+	}
+	resp, err := http.PostForm(url, map[string][]string{"csrf": {csrf[1]}, "decision": {"approve"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("approving on the link's page: %d\n%s", resp.StatusCode, b)
+	}
+	natstest.Eventually(t, run+" completed", func() bool { return status() == "completed" })
+	if code, _ := get(); code != http.StatusConflict {
+		t.Fatalf("the link opened again: %d, want 409: it decides once", code)
 	}
 }
 
