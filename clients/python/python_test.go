@@ -6,6 +6,7 @@ package python_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,7 @@ const unittestWait = 4 * time.Minute
 // every test must run and pass, none may be skipped.
 func TestPythonClient(t *testing.T) {
 	python := requirePython(t)
+	statSources(t)
 	b, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,29 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("python3 -m unittest skipped tests against a running API:\n%s", out)
 	}
 	t.Logf("python3 -m unittest:\n%s", out)
+}
+
+// statSources looks at every file of the client and its tests, so that
+// `go test` caches this test's result only as long as none changes.
+func statSources(t *testing.T) {
+	t.Helper()
+	for _, dir := range []string{"interlock", "tests"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			_, err = os.Stat(path)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"pyproject.toml"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // requirePython returns the path of python3, when it is there and recent

@@ -15,9 +15,9 @@ class RequireApprovalTest(APITest):
         self.client = interlock.Client()
         self.calls: List[Dict[str, Any]] = []
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-        self.addCleanup(self.pool.shutdown)
+        self.addCleanup(self.pool.shutdown, wait=False)
 
-        @self.client.require_approval
+        @self.client.require_approval(timeout=WAIT)
         def issue_refund(order_id: str, amount: float, currency: str = "USD") -> str:
             self.calls.append({"order_id": order_id, "amount": amount, "currency": currency})
             return f"refunded {amount} {currency} on {order_id}"
@@ -66,7 +66,7 @@ class RequireApprovalTest(APITest):
     def test_responded_call_raises_with_the_message_and_does_not_run(self) -> None:
         sent: List[str] = []
 
-        @self.client.require_approval(tool="send_contract")
+        @self.client.require_approval(tool="send_contract", timeout=WAIT)
         def send(customer: str, value: int) -> None:
             sent.append(customer)
 
@@ -83,7 +83,7 @@ class RequireApprovalTest(APITest):
     def test_expired_call_raises_and_does_not_run(self) -> None:
         wired: List[int] = []
 
-        @self.client.require_approval
+        @self.client.require_approval(timeout=WAIT)
         def wire_money(amount: int) -> None:
             wired.append(amount)
 
@@ -95,7 +95,7 @@ class RequireApprovalTest(APITest):
         self.assertEqual(wired, [])
 
     def test_async_tool_waits_without_blocking_the_loop(self) -> None:
-        @self.client.require_approval(tool="issue_refund")
+        @self.client.require_approval(tool="issue_refund", timeout=WAIT)
         async def refund(order_id: str, amount: float) -> str:
             return f"{order_id}:{amount}"
 
