@@ -116,7 +116,7 @@ func TestPythonClient(t *testing.T) {
 // `go test` caches this test's result only as long as none changes.
 func statSources(t *testing.T) {
 	t.Helper()
-	for _, dir := range []string{"interlock", "tests"} {
+	for _, dir := range []string{"interlock", "tests", "../../docs/schema"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -128,7 +128,8 @@ func statSources(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"pyproject.toml"} {
+	// The schemas tests/test_payloads.py checks the types against.
+	for _, f := range []string{"pyproject.toml", "../../docs/schema/index.json", "../../httpapi/openapi.json"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
 		}
