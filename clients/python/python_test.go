@@ -129,7 +129,7 @@ func statSources(t *testing.T) {
 		}
 	}
 	// The schemas tests/test_payloads.py checks the types against.
-	for _, f := range []string{"pyproject.toml", "../../docs/schema/index.json", "../../httpapi/openapi.json"} {
+	for _, f := range []string{"pyproject.toml", "build_backend.py", "README.md", "../../docs/schema/index.json", "../../httpapi/openapi.json"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
 		}
