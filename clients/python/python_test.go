@@ -46,7 +46,7 @@ const unittestWait = 4 * time.Minute
 
 // TestPythonClient serves the test gate rules over the HTTP API, with an
 // auth file of an agent (no roles) and an approver (supervisor, legal),
-// and runs `python3 -m unittest discover` in clients/python against it:
+// and a second API of a service without gate rules, and runs `python3 -m unittest discover` in clients/python against it:
 // every test must run and pass, none may be skipped.
 func TestPythonClient(t *testing.T) {
 	python := requirePython(t)
@@ -82,6 +82,17 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A second deployment, without gate rules and without an auth file.
+	offSrv := natstest.StartServer(t, "")
+	offSvc := natstest.StartWith(t, offSrv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret})
+	offAPI, err := httpapi.New(offSvc, httpapi.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := offSvc.Attach(t.Context(), offAPI); err != nil {
+		t.Fatal(err)
+	}
+
 	ctx, cancel := context.WithTimeout(t.Context(), unittestWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")
@@ -91,6 +102,7 @@ func TestPythonClient(t *testing.T) {
 		"INTERLOCK_TEST_AGENT="+agentName,
 		"INTERLOCK_TEST_APPROVER="+approverName,
 		"INTERLOCK_TEST_APPROVER_TOKEN="+approverToken,
+		"INTERLOCK_TEST_GATE_OFF_URL=http://"+offAPI.Addr(),
 		"INTERLOCK_TEST_REQUIRED=1",
 		"PYTHONDONTWRITEBYTECODE=1",
 	)

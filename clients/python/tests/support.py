@@ -17,6 +17,8 @@ TOKEN = os.environ.get("INTERLOCK_TOKEN", "")
 AGENT = os.environ.get("INTERLOCK_TEST_AGENT", "")
 APPROVER = os.environ.get("INTERLOCK_TEST_APPROVER", "")
 APPROVER_TOKEN = os.environ.get("INTERLOCK_TEST_APPROVER_TOKEN", "")
+GATE_OFF_URL = os.environ.get("INTERLOCK_TEST_GATE_OFF_URL", "")
+"""An API of a deployment without gate rules or auth file."""
 
 WAIT = 15.0
 """Seconds a test waits for something that should happen before failing."""
@@ -32,11 +34,11 @@ class APITest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        if URL and TOKEN and APPROVER and APPROVER_TOKEN:
+        if URL and TOKEN and APPROVER and APPROVER_TOKEN and GATE_OFF_URL:
             return
         why = (
-            "INTERLOCK_URL, INTERLOCK_TOKEN, INTERLOCK_TEST_APPROVER and INTERLOCK_TEST_APPROVER_TOKEN "
-            "are not all set: run these tests with `go test ./clients/python`, which serves an API for them"
+            "INTERLOCK_URL, INTERLOCK_TOKEN, INTERLOCK_TEST_APPROVER, INTERLOCK_TEST_APPROVER_TOKEN and "
+            "INTERLOCK_TEST_GATE_OFF_URL are not all set: run these tests with `go test ./clients/python`, which serves an API for them"
         )
         if os.environ.get("INTERLOCK_TEST_REQUIRED"):
             raise RuntimeError(why)

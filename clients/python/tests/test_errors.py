@@ -8,7 +8,7 @@ import threading
 import unittest
 
 import interlock
-from support import URL, APITest
+from support import GATE_OFF_URL, URL, WAIT, APITest
 
 
 class ErrorTest(APITest):
@@ -52,6 +52,19 @@ class ErrorTest(APITest):
         self.assertEqual(ran, [])
         with self.assertRaises(interlock.Unreachable):
             client.ask_question("Hello?")
+
+    def test_gated_tool_is_refused_at_once_where_the_gate_is_off(self) -> None:
+        ran = []
+
+        @interlock.Client(url=GATE_OFF_URL, token="").require_approval(timeout=WAIT)
+        def issue_refund(order_id: str, amount: float) -> None:
+            ran.append(order_id)
+
+        with self.assertRaises(interlock.ProblemError) as caught:
+            issue_refund("o-1", 10)
+        self.assertEqual((caught.exception.status, caught.exception.code), (501, "unsupported"), str(caught.exception))
+        self.assertIn("--gate-rules", str(caught.exception))
+        self.assertEqual(ran, [])
 
     def test_malformed_ask_is_refused_with_what_to_fix(self) -> None:
         client = interlock.Client()
