@@ -285,7 +285,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if s.links, err = links.NewSigner(secret); err != nil {
 		return fail(err)
 	}
-	if s.uses, err = links.OpenUses(ctx, s.js, names, streams.Replicas); err != nil {
+	// As the other buckets: a forming cluster may not answer at once.
+	if err := buckets.Retry(ctx, "bucket "+names.LinksBucket(), func(ctx context.Context) error {
+		s.uses, err = links.OpenUses(ctx, s.js, names, streams.Replicas)
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	queue, err := bus.NewQueue(ctx, s.js, names)

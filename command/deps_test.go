@@ -8,7 +8,9 @@ import (
 
 // TestTheTableStandsApartFromAnyTransport checks that the verb table
 // carries no transport: it depends on engine, events and protocol of this
-// module, and on no NATS package, so that any transport may use it.
+// module (and the leaf helpers they use, internal/jsonw and
+// internal/netaddr, on the standard library alone), and on no NATS
+// package, so that any transport may use it.
 func TestTheTableStandsApartFromAnyTransport(t *testing.T) {
 	t.Parallel()
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/interlockhq/interlock/command").CombinedOutput()
@@ -17,7 +19,7 @@ func TestTheTableStandsApartFromAnyTransport(t *testing.T) {
 	}
 	const module = "github.com/interlockhq/interlock"
 	allowed := map[string]bool{}
-	for _, p := range []string{"command", "engine", "events", "protocol", "internal/jsonw"} {
+	for _, p := range []string{"command", "engine", "events", "protocol", "internal/jsonw", "internal/netaddr"} {
 		allowed[module+"/"+p] = true
 	}
 	for _, dep := range strings.Fields(string(out)) {

@@ -33,6 +33,9 @@ type contractRig struct {
 func (r *contractRig) send(verb, flow, run string, data map[string]any) {
 	r.t.Helper()
 	typ, _ := protocol.InboundType(verb)
+	if verb == protocol.VerbRequest && flow == protocol.AskFlow {
+		typ = protocol.TypeAskRequest
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		r.t.Fatal(err)
@@ -41,7 +44,10 @@ func (r *contractRig) send(verb, flow, run string, data map[string]any) {
 		r.t.Fatalf("the test's own %s breaks the contract: %v", verb, err)
 	}
 	subject := r.names.In(flow, verb)
-	if verb == "request" {
+	switch {
+	case verb == "request" && flow == protocol.AskFlow:
+		subject = r.names.AskRequest()
+	case verb == "request":
 		subject = r.names.GateRequest()
 	}
 	natstest.Publish(r.t, r.js, subject, typ, run, data)
@@ -286,6 +292,17 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	r.documents("gate", "call-big")
 	r.send("resume", "gate", "call-big", with(token(in), "decision", "approve", "approver", "sam"))
 	r.wait("gate", "call-big", "decided", 1)
+
+	// An ask: an approval of the caller's design, edited by a person.
+	r.send("request", "ask", "", map[string]any{"askId": "ask-1", "agent": "support-bot", "conversationId": "conv-2",
+		"messages": []any{map[string]any{"role": "user", "content": "refund me"}}, "origin": origin,
+		"interrupt": map[string]any{"kind": "approval", "title": "Refund 4800 USD", "action": "issue_refund",
+			"args": map[string]any{"amount": 4800}, "argsSchema": map[string]any{"type": "object"}, "timeout": "1h",
+			"onTimeout": map[string]any{"policy": "expire"}}})
+	in = r.interrupt("ask", "ask-1", 1)
+	r.documents("ask", "ask-1")
+	r.send("resume", "ask", "ask-1", with(token(in), "decision", "edit", "edits", map[string]any{"amount": 400}, "approver", "sam"))
+	r.wait("ask", "ask-1", "answered", 1)
 	natstest.WaitDrained(t, js, r.names.InStream())
 	r.auditKeys()
 	r.finished()

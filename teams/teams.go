@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
@@ -97,7 +97,7 @@ func (c Config) validate() error {
 	case err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return fmt.Errorf("teams: Config.PublicURL %q is not a base address such as https://interlock.example.com", c.PublicURL)
 	case u.Scheme == "https":
-	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && netaddr.IsLoopbackHost(u.Hostname()):
 	default:
 		return fmt.Errorf("teams: Config.PublicURL %q: use https:// (http:// only to a loopback address, to try it out)", c.PublicURL)
 	}
@@ -110,15 +110,6 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
-}
-
-// loopback reports whether host is localhost or a loopback address.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // ConsumerName is the channel's durable consumer on the events stream.
