@@ -144,6 +144,9 @@ func (s *Server) listFlows(_ context.Context, _ *mcp.CallToolRequest, _ ListFlow
 }
 
 func (s *Server) startFlow(ctx context.Context, req *mcp.CallToolRequest, in StartInput) (*mcp.CallToolResult, RunResult, error) {
+	if req.Params.InputResponses != nil {
+		return s.elicited(ctx, req, "start_flow")
+	}
 	if err := checkFlow(in.Flow); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -166,6 +169,14 @@ func (s *Server) startFlow(ctx context.Context, req *mcp.CallToolRequest, in Sta
 }
 
 func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in ContinueInput) (*mcp.CallToolResult, RunResult, error) {
+	if req.Params.InputResponses != nil {
+		return s.elicited(ctx, req, "continue_flow")
+	}
+	return s.continueRun(ctx, req, "continue_flow", in)
+}
+
+// continueRun answers the interrupt a run waits on, for tool.
+func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool string, in ContinueInput) (*mcp.CallToolResult, RunResult, error) {
 	if err := checkFlow(in.Flow); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -215,9 +226,9 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 	}
 	if err != nil {
-		return nil, RunResult{}, s.commandError("continue_flow", in.Flow, in.Run, err)
+		return nil, RunResult{}, s.commandError(tool, in.Flow, in.Run, err)
 	}
-	return s.result(req, "continue_flow", in.Flow, in.Run, ev)
+	return s.result(req, tool, in.Flow, in.Run, ev)
 }
 
 // checkAnswer says what is wrong with an answer that does not fit the
@@ -434,6 +445,9 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 		}
 		if s.tokens != nil {
 			s.tokens.keep(req.Session, in)
+		}
+		if form := elicitation(req, in); form != nil {
+			return form, RunResult{}, nil
 		}
 		out.Status = StatusInterrupt
 		if out.Interrupt, err = interrupt(in); err != nil {
