@@ -1,10 +1,12 @@
 package mcpgateway_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/mcpgateway"
 )
 
@@ -42,5 +44,28 @@ func TestParseConfigSaysWhatIsWrong(t *testing.T) {
 				t.Errorf("error %v, want one naming gateway.yaml that says %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestTheExampleConfigAndRulesParse keeps examples/mcp-gateway valid.
+func TestTheExampleConfigAndRulesParse(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../examples/mcp-gateway/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mcpgateway.ParseConfig(data, "gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Upstreams) != 2 || cfg.Upstreams[0].Command != "npx" || cfg.Upstreams[1].URL == "" {
+		t.Errorf("config %+v", cfg)
+	}
+	rules, err := os.ReadFile("../examples/mcp-gateway/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Parse(rules, "rules.yaml"); err != nil {
+		t.Fatal(err)
 	}
 }
