@@ -58,7 +58,7 @@ func TestTheExampleConfigAndRulesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Upstreams) != 2 || cfg.Upstreams[0].Command != "npx" || cfg.Upstreams[1].URL == "" {
+	if len(cfg.Upstreams) != 1 || cfg.Upstreams[0].Command != "npx" {
 		t.Errorf("config %+v", cfg)
 	}
 	rules, err := os.ReadFile("../examples/mcp-gateway/rules.yaml")
