@@ -523,3 +523,18 @@ func TestGatewayFrontsACommandAndAStreamableHTTPServer(t *testing.T) {
 		t.Errorf("HTTP upstream got %v", got)
 	}
 }
+
+func TestGatewayShowsTheToolsAnUpstreamAddsLater(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, cs := e.gateway(mcpgateway.Config{}, "claude-desktop")
+	mcp.AddTool(e.up.srv, &mcp.Tool{Name: "track_parcel", Description: "Track a parcel."}, func(_ context.Context, _ *mcp.CallToolRequest, in lookupArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "parcel of " + in.OrderID + " in transit"}}}, nil, nil
+	})
+	natstest.Eventually(t, "the new tool shown", func() bool { return slices.Contains(gw.Tools(), "track_parcel") })
+	if res := call(t, cs, "track_parcel", map[string]any{"orderId": "o-11"}); res.IsError || text(res) != "parcel of o-11 in transit" {
+		t.Fatalf("new tool: %s", text(res))
+	}
+	e.up.srv.RemoveTools("track_parcel")
+	natstest.Eventually(t, "the removed tool gone", func() bool { return !slices.Contains(gw.Tools(), "track_parcel") })
+}
