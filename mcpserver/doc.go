@@ -18,4 +18,13 @@
 // in the schema as guidance for the model that the user never sees; a
 // validator's rejection is in it as "ERROR: ...", so the model asks again
 // in its own words.
+//
+// A client that declares the elicitation capability gets a question or a
+// choice meant for the user as a form (MCP elicitation, sent as the tool
+// call's input request): the user's answer is sent as continue_flow would
+// send it, checked and validated like any answer, and the run goes on;
+// a declined or dismissed form leaves the run waiting and says so. A
+// question asked again after a rejected answer goes to the model, which
+// explains the rejection in its own words. Other clients keep the tool
+// loop.
 package mcpserver

@@ -16,51 +16,87 @@ import (
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// addTools registers the tools.
+// addTools registers the tools. What they list is model context on every
+// turn: the descriptions say what a model needs to choose and call a tool,
+// and the output schemas spell out their top level only (each result's
+// next says what to do; TestToolListFitsItsBudget keeps the list small).
 func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "list_flows",
-		Description: "List the flows you can start with start_flow, with what each collects.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "list_flows",
+		Description:  "List the flows start_flow can start.",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: outputSchemaFor[ListFlowsOutput](nil),
 	}, s.listFlows)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name: "start_flow",
-		Description: "Start a run of a flow, with what the user has already told you as stateUpdates. " +
-			"Returns the run's status: interrupt (ask the user what the interrupt asks, then call continue_flow), or how it ended.",
-		OutputSchema: schemaFor[RunResult](enums{"status": runStatuses}),
+		Name:         "start_flow",
+		Description:  "Start a run of a flow. Status interrupt: ask the user what it asks, then continue_flow.",
+		OutputSchema: outputSchemaFor[RunResult](enums{"status": runStatuses}),
 	}, s.startFlow)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name: "continue_flow",
-		Description: "Answer the interrupt a run waits on: stateUpdates for a question, selected for a choice, " +
-			"decision (with edits or reason, or respond with message where the approval lists it) for an approval. Returns the run's status as start_flow does; " +
-			"a rejected answer comes back as the same question with hiddenContext starting ERROR:.",
+		Name:         "continue_flow",
+		Description:  "Answer a run's interrupt: stateUpdates (question), selected (choice) or decision (approval). A rejected answer returns the question with hiddenContext ERROR:.",
 		InputSchema:  schemaFor[ContinueInput](enums{"decision": anys(verdicts(protocol.AllVerdicts()))}),
-		OutputSchema: schemaFor[RunResult](enums{"status": runStatuses}),
+		OutputSchema: outputSchemaFor[RunResult](enums{"status": runStatuses}),
 	}, s.continueFlow)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "get_run",
-		Description:  "Show a run: its status, step, state and the interrupt it waits on.",
+		Description:  "Show a run: status, step, state and pending interrupt.",
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
-		OutputSchema: schemaFor[RunInfo](enums{"status": append([]any{StatusRunning}, runStatuses...)}),
+		OutputSchema: outputSchemaFor[RunInfo](enums{"status": append([]any{StatusRunning}, runStatuses...)}),
 	}, s.getRun)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "list_pending",
-		Description: "List the runs waiting on an interrupt, oldest asked first, a page at a time.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-		InputSchema: schemaFor[PendingInput](enums{"kind": anys(protocol.Kinds())}),
+		Name:         "list_pending",
+		Description:  "List runs waiting on an interrupt, a page at a time.",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema:  schemaFor[PendingInput](enums{"kind": anys(protocol.Kinds())}),
+		OutputSchema: outputSchemaFor[PendingOutput](nil),
 	}, s.listPending)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name: "request_tool_approval",
-		Description: "Ask Interlock's tool-call gate before calling a risky tool. Returns allowed at once when no rule stops the call, " +
-			"or pending with the approval a person must give; then check get_decision later. Call the tool only when allowed, approved or edited.",
-		OutputSchema: schemaFor[ToolDecision](enums{"decision": decisions}),
+		Name:         "request_tool_approval",
+		Description:  "Ask the tool-call gate before a risky tool call. Call the tool only when allowed, approved or edited; when pending, check get_decision later.",
+		OutputSchema: outputSchemaFor[ToolDecision](enums{"decision": decisions}),
 	}, s.requestToolApproval)
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "get_decision",
-		Description:  "The tool-call gate's decision on a call request_tool_approval asked about: pending, approved, edited, rejected or expired.",
+		Description:  "The gate's decision on a call request_tool_approval asked about.",
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
-		OutputSchema: schemaFor[ToolDecision](enums{"decision": decisions}),
+		OutputSchema: outputSchemaFor[ToolDecision](enums{"decision": decisions}),
 	}, s.getDecision)
+}
+
+// runWaitsOn describes a run's interrupt in the outputs.
+const runWaitsOn = "what the run waits on"
+
+// interruptShape is what an interrupt holds, for the output schemas,
+// which do not spell it out.
+const interruptShape = `: {kind, requestId, node, hiddenContext?, expiresAt?}; question: questions [{field, question, suggestions?, hiddenContext?}]; ` +
+	`choice: question, options [{id, label}], multiple; approval: action, args, reason, approverRole, decisions, error?. ` +
+	`hiddenContext is for you alone: follow it, never show or quote it`
+
+// outputSchemaFor is schemaFor's schema of an output, its top level only:
+// a nested object or list of objects is given by its type and a
+// description of its fields.
+func outputSchemaFor[T any](e enums) *jsonschema.Schema {
+	s := schemaFor[T](e)
+	s.AdditionalProperties = nil
+	for name, p := range s.Properties {
+		if p.AdditionalProperties != nil && p.AdditionalProperties.Not == nil {
+			p.AdditionalProperties = nil // any properties: the default
+		}
+		nested := p.Properties != nil || (p.Items != nil && p.Items.Properties != nil)
+		if !nested {
+			continue
+		}
+		short := &jsonschema.Schema{Type: p.Type, Types: p.Types, Description: p.Description}
+		if p.Items != nil {
+			short.Items = &jsonschema.Schema{Type: "object"}
+		}
+		if name == "interrupt" && p.Description == runWaitsOn {
+			short.Description += interruptShape
+		}
+		s.Properties[name] = short
+	}
+	return s
 }
 
 // The values of the outputs' enumerations.
@@ -108,6 +144,9 @@ func (s *Server) listFlows(_ context.Context, _ *mcp.CallToolRequest, _ ListFlow
 }
 
 func (s *Server) startFlow(ctx context.Context, req *mcp.CallToolRequest, in StartInput) (*mcp.CallToolResult, RunResult, error) {
+	if req.Params.InputResponses != nil {
+		return s.elicited(ctx, req, "start_flow")
+	}
 	if err := checkFlow(in.Flow); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -130,6 +169,14 @@ func (s *Server) startFlow(ctx context.Context, req *mcp.CallToolRequest, in Sta
 }
 
 func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in ContinueInput) (*mcp.CallToolResult, RunResult, error) {
+	if req.Params.InputResponses != nil {
+		return s.elicited(ctx, req, "continue_flow")
+	}
+	return s.continueRun(ctx, req, "continue_flow", in)
+}
+
+// continueRun answers the interrupt a run waits on, for tool.
+func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool string, in ContinueInput) (*mcp.CallToolResult, RunResult, error) {
 	if err := checkFlow(in.Flow); err != nil {
 		return nil, RunResult{}, err
 	}
@@ -179,9 +226,9 @@ func (s *Server) continueFlow(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 	}
 	if err != nil {
-		return nil, RunResult{}, s.commandError("continue_flow", in.Flow, in.Run, err)
+		return nil, RunResult{}, s.commandError(tool, in.Flow, in.Run, err)
 	}
-	return s.result(req, "continue_flow", in.Flow, in.Run, ev)
+	return s.result(req, tool, in.Flow, in.Run, ev)
 }
 
 // checkAnswer says what is wrong with an answer that does not fit the
@@ -398,6 +445,9 @@ func (s *Server) result(req *mcp.CallToolRequest, tool, flow, run string, ev cli
 		}
 		if s.tokens != nil {
 			s.tokens.keep(req.Session, in)
+		}
+		if form := elicitation(req, in); form != nil {
+			return form, RunResult{}, nil
 		}
 		out.Status = StatusInterrupt
 		if out.Interrupt, err = interrupt(in); err != nil {

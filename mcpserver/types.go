@@ -7,8 +7,8 @@ package mcpserver
 
 // Flow is a flow the deployment runs, as list_flows offers it.
 type Flow struct {
-	Name        string `json:"name" jsonschema:"the flow's name, for start_flow"`
-	Description string `json:"description,omitempty" jsonschema:"what the flow does and what the user must give"`
+	Name        string `json:"name" jsonschema:"for start_flow"`
+	Description string `json:"description,omitempty" jsonschema:"what it does and needs"`
 }
 
 // ListFlowsInput is the input of list_flows: nothing.
@@ -16,28 +16,28 @@ type ListFlowsInput struct{}
 
 // ListFlowsOutput is the output of list_flows.
 type ListFlowsOutput struct {
-	Flows []Flow `json:"flows" jsonschema:"the flows this server offers"`
+	Flows []Flow `json:"flows" jsonschema:"[{name, description}]"`
 }
 
 // StartInput is the input of start_flow.
 type StartInput struct {
-	Flow         string         `json:"flow" jsonschema:"the flow to start, one of list_flows"`
-	Run          string         `json:"run,omitempty" jsonschema:"optional id for the new run (1 to 128 of A-Z a-z 0-9 _ -); a fresh one when absent"`
-	StateUpdates map[string]any `json:"stateUpdates,omitempty" jsonschema:"initial state: what the user has already told you, by field name, nesting objects for nested fields ({\"driver\": {\"name\": \"Ann\"}}); questions whose fields are given here are not asked"`
+	Flow         string         `json:"flow" jsonschema:"one of list_flows"`
+	Run          string         `json:"run,omitempty" jsonschema:"optional run id ([A-Za-z0-9_-]{1,128})"`
+	StateUpdates map[string]any `json:"stateUpdates,omitempty" jsonschema:"what the user already told you, by field ({\"driver\": {\"name\": \"Ann\"}}); those questions are skipped"`
 }
 
 // ContinueInput is the input of continue_flow: the answer to the run's
 // pending interrupt, in the part that fits its kind.
 type ContinueInput struct {
 	Flow         string         `json:"flow" jsonschema:"the run's flow"`
-	Run          string         `json:"run" jsonschema:"the run's id, as start_flow or list_pending gave it"`
-	RequestID    string         `json:"requestId,omitempty" jsonschema:"the requestId of the interrupt you are answering; when given, an answer that arrives after the run has moved on is refused instead of answering the next interrupt"`
-	StateUpdates map[string]any `json:"stateUpdates,omitempty" jsonschema:"for a question interrupt: the answers, keyed by the questions' field names (such as email or driver.name); answer some or all of the fields asked"`
-	Selected     []string       `json:"selected,omitempty" jsonschema:"for a choice interrupt: the ids of the options chosen (exactly one unless the choice is multiple)"`
-	Decision     string         `json:"decision,omitempty" jsonschema:"for an approval interrupt: approve, edit, reject or respond (one of the interrupt's decisions)"`
-	Edits        map[string]any `json:"edits,omitempty" jsonschema:"with decision edit: the args to change, merged over the proposed args key by key"`
-	Reason       string         `json:"reason,omitempty" jsonschema:"with a decision: why, for the audit record"`
-	Message      string         `json:"message,omitempty" jsonschema:"with decision respond, and only then: the user's answer to whoever proposed the action, in place of a decision (the action does not run)"`
+	Run          string         `json:"run" jsonschema:"the run's id"`
+	RequestID    string         `json:"requestId,omitempty" jsonschema:"the interrupt answered; refused if the run moved on"`
+	StateUpdates map[string]any `json:"stateUpdates,omitempty" jsonschema:"question: answers by field (email, driver.name), some or all"`
+	Selected     []string       `json:"selected,omitempty" jsonschema:"choice: option ids (one unless multiple)"`
+	Decision     string         `json:"decision,omitempty" jsonschema:"approval: one of its decisions"`
+	Edits        map[string]any `json:"edits,omitempty" jsonschema:"edit: args to change"`
+	Reason       string         `json:"reason,omitempty" jsonschema:"why, for the audit"`
+	Message      string         `json:"message,omitempty" jsonschema:"respond only: the user's answer instead of a decision"`
 }
 
 // RunRef names a run, the input of get_run.
@@ -60,11 +60,11 @@ const (
 // stands after the command.
 type RunResult struct {
 	Flow      string         `json:"flow" jsonschema:"the run's flow"`
-	Run       string         `json:"run" jsonschema:"the run's id, for continue_flow and get_run"`
-	Status    string         `json:"status" jsonschema:"interrupt: the run waits for the answer the interrupt describes; completed, failed, expired or cancelled: the run has ended"`
-	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"what the run waits for, when status is interrupt"`
-	State     map[string]any `json:"state,omitempty" jsonschema:"the run's final state, when status is completed"`
-	Error     string         `json:"error,omitempty" jsonschema:"why the run failed, when status is failed"`
+	Run       string         `json:"run" jsonschema:"the run's id"`
+	Status    string         `json:"status" jsonschema:"interrupt: waits for an answer; else ended"`
+	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"what the run waits on"`
+	State     map[string]any `json:"state,omitempty" jsonschema:"final state, when completed"`
+	Error     string         `json:"error,omitempty" jsonschema:"why it failed"`
 	Next      string         `json:"next" jsonschema:"what to do now"`
 }
 
@@ -108,27 +108,27 @@ type Option struct {
 type RunInfo struct {
 	Flow      string         `json:"flow" jsonschema:"the run's flow"`
 	Run       string         `json:"run" jsonschema:"the run's id"`
-	Status    string         `json:"status" jsonschema:"interrupt: waiting for the answer the interrupt describes; running: between two steps; completed, failed, expired or cancelled: ended"`
-	Node      string         `json:"node,omitempty" jsonschema:"the step the run is at, or ended at"`
+	Status    string         `json:"status" jsonschema:"interrupt: waits for an answer; running: between steps; else ended"`
+	Node      string         `json:"node,omitempty" jsonschema:"the step it is or ended at"`
 	State     map[string]any `json:"state,omitempty" jsonschema:"the run's state"`
-	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"what the run waits for, when status is interrupt"`
-	Error     string         `json:"error,omitempty" jsonschema:"why the run failed"`
-	CreatedAt string         `json:"createdAt,omitempty" jsonschema:"when the run started (RFC 3339)"`
-	UpdatedAt string         `json:"updatedAt,omitempty" jsonschema:"when the run last changed (RFC 3339)"`
+	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"what the run waits on"`
+	Error     string         `json:"error,omitempty" jsonschema:"why it failed"`
+	CreatedAt string         `json:"createdAt,omitempty" jsonschema:"started (RFC 3339)"`
+	UpdatedAt string         `json:"updatedAt,omitempty" jsonschema:"last changed (RFC 3339)"`
 }
 
 // PendingInput is the input of list_pending.
 type PendingInput struct {
-	Flow   string `json:"flow,omitempty" jsonschema:"only this flow's runs"`
-	Kind   string `json:"kind,omitempty" jsonschema:"only interrupts of this kind: question, choice or approval"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"the most runs a page holds, 1 to 100; 20 when absent"`
-	Cursor string `json:"cursor,omitempty" jsonschema:"the next of the previous page, to read the following one"`
+	Flow   string `json:"flow,omitempty" jsonschema:"only this flow"`
+	Kind   string `json:"kind,omitempty" jsonschema:"only this kind"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"page size, 1 to 100 (20)"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"the previous page's next"`
 }
 
 // PendingOutput is the output of list_pending.
 type PendingOutput struct {
-	Items []PendingItem `json:"items" jsonschema:"runs waiting on an interrupt, oldest asked first"`
-	Next  string        `json:"next,omitempty" jsonschema:"pass as cursor to read the next page; absent on the last page"`
+	Items []PendingItem `json:"items" jsonschema:"oldest first: [{flow, run, node, kind, requestId, fields?, question?, action?, approverRole?, askedAt, expiresAt?}]; get_run shows an interrupt whole"`
+	Next  string        `json:"next,omitempty" jsonschema:"cursor of the next page, if any"`
 }
 
 // PendingItem is a run waiting on an interrupt.
@@ -148,16 +148,16 @@ type PendingItem struct {
 
 // ToolRequestInput is the input of request_tool_approval.
 type ToolRequestInput struct {
-	Tool           string         `json:"tool" jsonschema:"the name of the tool you want to call"`
-	Args           map[string]any `json:"args,omitempty" jsonschema:"the arguments you want to call it with"`
-	CallID         string         `json:"callId,omitempty" jsonschema:"optional id of this call (1 to 128 of A-Z a-z 0-9 _ -); a fresh one when absent. Asking again with the same callId never asks twice"`
-	ConversationID string         `json:"conversationId,omitempty" jsonschema:"the conversation the call belongs to, for the approver and the rules"`
-	Context        map[string]any `json:"context,omitempty" jsonschema:"anything the gate's rules may read, such as the customer's tier"`
+	Tool           string         `json:"tool" jsonschema:"the tool you want to call"`
+	Args           map[string]any `json:"args,omitempty" jsonschema:"its arguments"`
+	CallID         string         `json:"callId,omitempty" jsonschema:"optional id ([A-Za-z0-9_-]{1,128}); the same callId never asks twice"`
+	ConversationID string         `json:"conversationId,omitempty" jsonschema:"the conversation, for the approver"`
+	Context        map[string]any `json:"context,omitempty" jsonschema:"facts the rules may read (customer tier)"`
 }
 
 // CallRef names a tool call, the input of get_decision.
 type CallRef struct {
-	CallID string `json:"callId" jsonschema:"the callId request_tool_approval returned"`
+	CallID string `json:"callId" jsonschema:"from request_tool_approval"`
 }
 
 // Decisions of a [ToolDecision].
@@ -175,13 +175,13 @@ const (
 
 // ToolDecision is the output of request_tool_approval and get_decision.
 type ToolDecision struct {
-	CallID    string         `json:"callId" jsonschema:"the call's id, for get_decision"`
-	Decision  string         `json:"decision" jsonschema:"allowed, approved or edited: call the tool (with args when edited); rejected or expired: do not call it; responded: do not call it, and read message, the approver's answer to you; pending: a person must decide first, ask again later with get_decision"`
-	Args      map[string]any `json:"args,omitempty" jsonschema:"when edited: the arguments to call the tool with, instead of yours"`
+	CallID    string         `json:"callId" jsonschema:"for get_decision"`
+	Decision  string         `json:"decision" jsonschema:"allowed, approved, edited (use args): call the tool; else do not"`
+	Args      map[string]any `json:"args,omitempty" jsonschema:"edited: the args to use"`
 	Approver  string         `json:"approver,omitempty" jsonschema:"who decided"`
-	Reason    string         `json:"reason,omitempty" jsonschema:"why they decided so"`
-	Message   string         `json:"message,omitempty" jsonschema:"when responded: the approver's answer to you, in place of a decision"`
-	Rule      string         `json:"rule,omitempty" jsonschema:"the gate rule that stopped the call"`
-	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"when pending: the approval the call waits on (for you to tell the user; you cannot decide it)"`
+	Reason    string         `json:"reason,omitempty" jsonschema:"why"`
+	Message   string         `json:"message,omitempty" jsonschema:"responded: the approver's answer"`
+	Rule      string         `json:"rule,omitempty" jsonschema:"the rule that stopped it"`
+	Interrupt *Interrupt     `json:"interrupt,omitempty" jsonschema:"pending: the approval it waits on, {requestId, action, args, reason, approverRole, expiresAt?}; not yours to decide"`
 	Next      string         `json:"next" jsonschema:"what to do now"`
 }

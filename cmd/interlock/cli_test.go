@@ -189,6 +189,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},
 		"natscontext.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "mcp"},
 		"mcp.go":         {"mcp"},
+		"mcpgateway.go":  {"mcp gateway"},
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -212,7 +213,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 			seen++
 			for _, cmd := range commands[f] {
 				var stdout bytes.Buffer
-				_ = Run(t.Context(), []string{"help", cmd}, &stdout, &stdout)
+				_ = Run(t.Context(), append([]string{"help"}, strings.Fields(cmd)...), &stdout, &stdout)
 				if !strings.Contains(stdout.String(), v[1]) {
 					t.Errorf("%s reads %s, but `interlock help %s` does not name it", f, v[1], cmd)
 				}

@@ -41,6 +41,9 @@ var exampleFlows = []mcpserver.Flow{
 // mcpCmd runs `interlock mcp`: the MCP server, over stdio or streamable
 // HTTP, against a running deployment.
 func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "gateway" {
+		return mcpGatewayCmd(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("mcp", "mcp [--http 127.0.0.1:PORT] [--role ROLE ...] [--flow NAME=DESCRIPTION ...] [flags]", stderr)
 	cf := &clientFlags{}
 	fs.StringVar(&cf.url, "nats-url", "", "NATS server `url` of the deployment (default: $INTERLOCK_NATS_URL, else $NATS_URL, else the --context's, else "+wire.DefaultURL+")")

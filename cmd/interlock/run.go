@@ -155,6 +155,7 @@ Usage:
                                                   show webhook deliveries, newest first
   interlock mcp     [--http 127.0.0.1:PORT]       serve flows and the tool-call gate to models over MCP
                                                   (stdio, or streamable HTTP), against a running deployment
+  interlock mcp gateway --config FILE             gate every tool call of other MCP servers (see docs/mcp-gateway.md)
   interlock schema  [--asyncapi | NAME]           print the wire contract: AsyncAPI, JSON Schemas
   interlock version                               print the version, commit, Go and nats-server
                                                   of this binary (also: interlock --version)
@@ -263,6 +264,9 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 				fmt.Fprint(stdout, usage)
 				return nil
 			}
+			if rest[0] == "mcp" && len(rest) > 1 && rest[1] == "gateway" {
+				return Run(ctx, []string{"mcp", "gateway", "-h"}, stdout, stderr)
+			}
 			return Run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
@@ -351,6 +355,8 @@ func aboutHelp(cmd string) string {
 		return `A question or choice takes field=value answers or --select; an approval
 takes one decision: --approve, --reject, or --edit (approve with args changed).
 `
+	case "mcp gateway":
+		return mcpGatewayAbout
 	case "mcp":
 		return `mcp serves the Model Context Protocol to a model's client (Claude Desktop, an IDE,
 an agent framework) against a running deployment: tools to list and start flows,
@@ -397,7 +403,7 @@ func exitHelp(cmd string) string {
 	if cmd == "gate" {
 		return "Exit codes: 0 the call may run (allowed, approved or edited), 1 failed, 2 bad usage, 3 the call may not run (rejected or expired), 4 still waiting for a decision after --wait, 5 server unreachable or no worker serves the gate.\n"
 	}
-	if cmd == "mcp" {
+	if cmd == "mcp" || cmd == "mcp gateway" {
 		return "Exit codes: 0 stopped (the MCP client went away, or Ctrl-C), 1 failed, 2 bad usage, 5 server unreachable.\n"
 	}
 	if cmd == "serve" {
@@ -453,6 +459,8 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  sampler (default parentbased_always_on)
   OTEL_SDK_DISABLED                   true turns tracing off
 `
+	case "mcp gateway":
+		return mcpGatewayEnv
 	case "mcp":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlockhq/interlock/mcpgateway"
+	"github.com/interlockhq/interlock/mcpserver"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// mcpGatewayAbout is `interlock help mcp gateway`'s description.
+const mcpGatewayAbout = `mcp gateway is an MCP server in front of other MCP servers (each a command on
+stdio or a streamable HTTP URL, listed in --config): it shows their tools and puts
+every tools/call through the tool-call gate of a running deployment (interlock
+serve --gate-rules FILE). An allowed call is forwarded at once; a call a rule stops
+waits up to --wait for a person, then returns the tool's real result (with the
+approver's edited args), the approver's reason as an error, or an error saying it
+awaits approval with its callId. The same call made again gets the decision
+instead of asking twice. See docs/mcp-gateway.md.
+`
+
+// mcpGatewayEnv lists the environment variables `mcp gateway` reads.
+const mcpGatewayEnv = `  INTERLOCK_MCP_GATEWAY_CONFIG  default of --config
+  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
+  NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
+  NATS_CREDS          default of --creds
+  NATS_CONTEXT        default of --context
+  XDG_CONFIG_HOME     where contexts are found (default ~/.config): <dir>/nats/context/<name>.json
+  INTERLOCK_PREFIX    default of --prefix
+`
+
+// mcpGatewayCmd runs `interlock mcp gateway`: the gateway, over stdio or
+// streamable HTTP, against a running deployment.
+func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const name = "mcp gateway"
+	fs := newFlagSet(name, "mcp gateway --config FILE [--http 127.0.0.1:PORT] [flags]", stderr)
+	cf := &clientFlags{}
+	fs.StringVar(&cf.url, "nats-url", "", "NATS server `url` of the deployment (default: $INTERLOCK_NATS_URL, else $NATS_URL, else the --context's, else "+wire.DefaultURL+")")
+	fs.StringVar(&cf.creds, "creds", envOr("NATS_CREDS", ""), "NATS credentials `file` (default: $NATS_CREDS, else the --context's)")
+	fs.StringVar(&cf.natsContext, "context", envOr("NATS_CONTEXT", ""), "natscli context `name` (~/.config/nats/context/NAME.json) or file giving url, creds, user, password and TLS files")
+	fs.StringVar(&cf.prefix, "prefix", envOr("INTERLOCK_PREFIX", wire.DefaultPrefix), "`prefix` of streams, subjects and buckets")
+	config := fs.String("config", envOr("INTERLOCK_MCP_GATEWAY_CONFIG", ""), "YAML `file` listing the upstream MCP servers (name, command/args/env or url, prefix) and the gateway's agent, wait and repeatWindow")
+	httpAddr := fs.String("http", "", "serve the streamable HTTP transport on `host:port` (at "+mcpPath+") instead of stdio; loopback only")
+	wait := fs.Duration("wait", 0, "how long a call that needs approval waits for the decision (default: the config's wait, else 30s)")
+	agent := fs.String("agent", "", "`name` of the agent in gate requests (default: the config's agent, else the MCP client's name)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if len(pos) > 0 {
+		return usageOf(name, "mcp gateway takes no arguments, but was given %s", quoteAll(pos))
+	}
+	if *config == "" {
+		return usageOf(name, "mcp gateway needs --config FILE, a YAML file listing the MCP servers to front, such as:\n\nupstreams:\n  - name: files\n    command: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/shared\"]")
+	}
+	if *httpAddr != "" {
+		if err := mcpserver.CheckAddr(*httpAddr, false); err != nil {
+			return usageOf(name, "--http: %s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "mcpserver: "), "MCP server", "MCP gateway"))
+		}
+	}
+	if *wait < 0 {
+		return usageOf(name, "--wait is %s; give a positive duration such as 30s", *wait)
+	}
+	data, err := os.ReadFile(*config)
+	if errors.Is(err, os.ErrNotExist) {
+		return usageOf(name, "--config %s: no such file", *config)
+	}
+	if err != nil {
+		return usagef("--config: %v", err)
+	}
+	cfg, err := mcpgateway.ParseConfig(data, *config)
+	if err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "mcpgateway: "))
+	}
+	for _, u := range cfg.Upstreams {
+		if u.Command == "" {
+			continue
+		}
+		if _, err := exec.LookPath(u.Command); err != nil {
+			return usagef("%s: upstream %s: command %q: %v; give the program's path, or put it on PATH", *config, u.Name, u.Command, errors.Unwrap(err))
+		}
+	}
+	if *wait > 0 {
+		cfg.Wait = *wait
+	}
+	if *agent != "" {
+		cfg.Agent = *agent
+	}
+	cfg.Stderr = stderr
+	names, err := wire.NewNames(cf.prefix)
+	if err != nil {
+		return usagef("--prefix: %v", err)
+	}
+	conn, err := cf.connConfig()
+	if err != nil {
+		return err
+	}
+	conn.Name = "interlock-mcp-gateway"
+	nc, js, err := wire.Connect(ctx, conn)
+	if err != nil {
+		return &exitError{code: exitUnreachable, err: err}
+	}
+	defer nc.Close()
+	gw, err := mcpgateway.New(remotePort{nc: nc, js: js, names: names}, cfg)
+	if err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "mcpgateway: "))
+	}
+	defer gw.Close()
+	if err := gw.Start(ctx); err != nil {
+		return fmt.Errorf("mcp gateway: %s", strings.TrimPrefix(err.Error(), "mcpgateway: "))
+	}
+	if *httpAddr == "" {
+		return gw.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: nopCloser{stdout}})
+	}
+	return serveGatewayHTTP(ctx, gw, *httpAddr, stdout)
+}
+
+// serveGatewayHTTP serves the gateway's streamable HTTP transport on addr
+// until ctx ends.
+func serveGatewayHTTP(ctx context.Context, gw *mcpgateway.Gateway, addr string, stdout io.Writer) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mcp gateway: listening on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpPath, gw.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "MCP gateway (streamable HTTP) on http://%s%s, fronting %d tools. Press Ctrl-C to stop.\n", ln.Addr(), mcpPath, len(gw.Tools()))
+	select {
+	case err := <-served:
+		return fmt.Errorf("mcp gateway: serving: %w", err)
+	case <-ctx.Done():
+	}
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdown)
+	defer cancel()
+	_ = gw.Close() // ends the sessions' open streams, so the shutdown need not wait for them
+	if err := hs.Shutdown(stop); err != nil {
+		_ = hs.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("mcp gateway: serving: %w", err)
+	}
+	return nil
+}
+
+var _ mcpgateway.Port = remotePort{}

@@ -1,0 +1,540 @@
+package mcpgateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/mcpgateway"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// upstreamEnv, set in a re-run of the test binary, makes it serve the
+// upstream on its stdio: a real command for the gateway to start.
+const upstreamEnv = "INTERLOCK_TEST_MCP_UPSTREAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(upstreamEnv) != "" {
+		u := newUpstream()
+		if err := u.srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// rules are the test deployment's gate rules.
+const rules = `
+rules:
+  - name: quick-expiry
+    tool: issue_refund
+    when: args.orderId == "o-expire"
+    reason: Refunds of this order need a supervisor, who has one second.
+    approverRole: supervisor
+    timeout: 1s
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    reason: Refunds over $500 need a supervisor's approval.
+    approverRole: supervisor
+    timeout: 1h
+  - name: untrusted-agent
+    tool: lookup_order
+    when: agent == "untrusted-bot"
+    reason: This agent may not read orders unchecked.
+    approverRole: supervisor
+    timeout: 1h
+`
+
+// refundArgs are issue_refund's arguments.
+type refundArgs struct {
+	OrderID string  `json:"orderId" jsonschema:"the order"`
+	Amount  float64 `json:"amount" jsonschema:"how much to refund"`
+}
+
+// lookupArgs are lookup_order's arguments.
+type lookupArgs struct {
+	OrderID string `json:"orderId" jsonschema:"the order"`
+}
+
+// upstream is an MCP server with two tools, which records the calls it
+// gets.
+type upstream struct {
+	srv *mcp.Server
+
+	mu    sync.Mutex
+	calls []string
+}
+
+func newUpstream() *upstream {
+	u := &upstream{srv: mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0"}, nil)}
+	mcp.AddTool(u.srv, &mcp.Tool{Name: "issue_refund", Description: "Refund an order."}, func(_ context.Context, _ *mcp.CallToolRequest, in refundArgs) (*mcp.CallToolResult, any, error) {
+		u.record(fmt.Sprintf("issue_refund %s %g", in.OrderID, in.Amount))
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refunded %g on %s", in.Amount, in.OrderID)}}}, nil, nil
+	})
+	mcp.AddTool(u.srv, &mcp.Tool{Name: "lookup_order", Description: "Read an order."}, func(_ context.Context, _ *mcp.CallToolRequest, in lookupArgs) (*mcp.CallToolResult, any, error) {
+		u.record("lookup_order " + in.OrderID)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "order " + in.OrderID + " shipped"}}}, nil, nil
+	})
+	return u
+}
+
+func (u *upstream) record(call string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.calls = append(u.calls, call)
+}
+
+// got returns the calls the upstream has had.
+func (u *upstream) got() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.calls)
+}
+
+// transport connects the upstream over the SDK's in-memory transport,
+// for one gateway.
+func (u *upstream) transport(t *testing.T) mcp.Transport {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := u.srv.Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	return ct
+}
+
+// env is a deployment with the test's gate rules and an upstream.
+type env struct {
+	t   *testing.T
+	svc *interlock.Service
+	up  *upstream
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	rs, err := gate.Parse([]byte(rules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rs})
+	return &env{t: t, svc: svc, up: newUpstream()}
+}
+
+// gateway starts a gateway on the deployment in front of the upstream,
+// with cfg's wait and agent, and connects an MCP client named clientName.
+func (e *env) gateway(cfg mcpgateway.Config, clientName string) (*mcpgateway.Gateway, *mcp.ClientSession) {
+	e.t.Helper()
+	if cfg.Upstreams == nil {
+		cfg.Upstreams = []mcpgateway.Upstream{{Name: "shop", Transport: e.up.transport(e.t)}}
+	}
+	gw, err := mcpgateway.New(e.svc, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := gw.Start(e.t.Context()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = gw.Close() })
+	return gw, connect(e.t, gw, clientName)
+}
+
+// connect connects an MCP client named name to gw.
+func connect(t *testing.T, gw *mcpgateway.Gateway, name string) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := gw.MCP().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v0"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	return cs
+}
+
+// call calls a tool through the gateway.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+// text is a result's text.
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// gateOf is what the gate said about a result's call.
+func gateOf(t *testing.T, res *mcp.CallToolResult) mcpgateway.Gate {
+	t.Helper()
+	var g mcpgateway.Gate
+	b, err := json.Marshal(res.Meta[mcpgateway.MetaKey])
+	if err == nil {
+		err = json.Unmarshal(b, &g)
+	}
+	if err != nil || g.CallID == "" {
+		t.Fatalf("result has no %s in _meta: %+v", mcpgateway.MetaKey, res.Meta)
+	}
+	return g
+}
+
+// waitingCall waits until a gate run waits for a person, and returns its
+// callId.
+func (e *env) waitingCall() string {
+	e.t.Helper()
+	c := e.svc.Client("/test")
+	var id string
+	natstest.Eventually(e.t, "a tool call waiting for approval", func() bool {
+		page, err := c.ListPending(e.t.Context(), client.PendingQuery{Flow: client.GateFlow})
+		if err != nil || len(page.Items) == 0 {
+			return false
+		}
+		id = page.Items[0].Run
+		return true
+	})
+	return id
+}
+
+// decide decides the call as a supervisor.
+func (e *env) decide(callID string, r protocol.Resume) {
+	e.t.Helper()
+	c := e.svc.Client("/test")
+	ev, err := e.svc.ResumeAs(e.t.Context(), c, client.GateFlow, callID, r, "sue", []string{"supervisor"})
+	if err != nil {
+		e.t.Fatalf("deciding %s: %v", callID, err)
+	}
+	if ev.Kind == protocol.EventRefused {
+		e.t.Fatalf("deciding %s: refused: %s", callID, ev.Event.Data())
+	}
+}
+
+// interrupts counts the approvals asked for a call.
+func (e *env) interrupts(callID string) int {
+	e.t.Helper()
+	evs, _, err := e.svc.Client("/test").RunEvents(e.t.Context(), client.GateFlow, callID, client.MaxPendingLimit)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == protocol.EventInterrupted {
+			n++
+		}
+	}
+	return n
+}
+
+// background calls a tool through cs in the background; the result comes
+// on the channel.
+func background(t *testing.T, cs *mcp.ClientSession, tool string, args any) <-chan *mcp.CallToolResult {
+	out := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "transport: " + err.Error()}}}
+		}
+		out <- res
+	}()
+	return out
+}
+
+// result waits for a background call's result.
+func result(t *testing.T, c <-chan *mcp.CallToolResult) *mcp.CallToolResult {
+	t.Helper()
+	select {
+	case res := <-c:
+		return res
+	case <-time.After(natstest.Wait):
+		t.Fatalf("no result within %s", natstest.Wait)
+		return nil
+	}
+}
+
+func TestGatewayShowsTheUpstreamsToolsAndForwardsAnAllowedCallAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{}, "claude-desktop")
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+		if tool.InputSchema == nil || !strings.Contains(fmt.Sprint(tool.InputSchema), "orderId") {
+			t.Errorf("tool %s lost its input schema: %v", tool.Name, tool.InputSchema)
+		}
+	}
+	if !slices.Equal(names, []string{"issue_refund", "lookup_order"}) {
+		t.Fatalf("tools %v, want the upstream's, as is", names)
+	}
+	res := call(t, cs, "issue_refund", map[string]any{"orderId": "o-1", "amount": 20})
+	if res.IsError || text(res) != "refunded 20 on o-1" {
+		t.Fatalf("allowed call: %s (isError %v), want the upstream's result", text(res), res.IsError)
+	}
+	if g := gateOf(t, res); g.Decision != "allowed" {
+		t.Errorf("gate %+v, want allowed", g)
+	}
+	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-1 20"}) {
+		t.Errorf("upstream got %v", got)
+	}
+}
+
+func TestGatewayReturnsTheToolsResultOnceApproved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	done := background(t, cs, "issue_refund", map[string]any{"orderId": "o-2", "amount": 900})
+	id := e.waitingCall()
+	if got := e.up.got(); len(got) != 0 {
+		t.Fatalf("the upstream ran %v before anyone approved", got)
+	}
+	e.decide(id, protocol.Resume{Decision: "approve", Reason: "checked the ticket"})
+	res := result(t, done)
+	if res.IsError || text(res) != "refunded 900 on o-2" {
+		t.Fatalf("approved call: %s (isError %v), want the upstream's result", text(res), res.IsError)
+	}
+	if g := gateOf(t, res); g.Decision != "approved" || g.CallID != id || g.Approver != "sue" || g.Rule != "large-refund" {
+		t.Errorf("gate %+v", g)
+	}
+}
+
+func TestGatewayForwardsTheApproversEditedArgs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	done := background(t, cs, "issue_refund", map[string]any{"orderId": "o-3", "amount": 900})
+	e.decide(e.waitingCall(), protocol.Resume{Decision: "edit", Edits: map[string]json.RawMessage{"amount": json.RawMessage("400")}, Reason: "partial"})
+	res := result(t, done)
+	if res.IsError || text(res) != "refunded 400 on o-3" {
+		t.Fatalf("edited call: %s (isError %v), want the upstream's result for the edited args", text(res), res.IsError)
+	}
+	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-3 400"}) {
+		t.Errorf("upstream got %v, want the edited args only", got)
+	}
+	if g := gateOf(t, res); g.Decision != "edited" {
+		t.Errorf("gate %+v, want edited", g)
+	}
+}
+
+func TestGatewayTellsTheModelWhyACallWasRejected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	args := map[string]any{"orderId": "o-4", "amount": 900}
+	done := background(t, cs, "issue_refund", args)
+	id := e.waitingCall()
+	e.decide(id, protocol.Resume{Decision: "reject", Reason: "the customer already got a voucher"})
+	res := result(t, done)
+	if !res.IsError || !strings.Contains(text(res), "rejected by sue") || !strings.Contains(text(res), "the customer already got a voucher") {
+		t.Fatalf("rejected call: %s (isError %v), want an error with the approver and reason", text(res), res.IsError)
+	}
+	// The same call again is answered from the decision: no second
+	// approval, and the tool never runs.
+	again := call(t, cs, "issue_refund", map[string]any{"amount": 900, "orderId": "o-4"})
+	if !again.IsError || !strings.Contains(text(again), "the customer already got a voucher") || gateOf(t, again).CallID != id {
+		t.Fatalf("repeated rejected call: %s, want the same rejection", text(again))
+	}
+	if n := e.interrupts(id); n != 1 {
+		t.Errorf("%d approvals asked for call %s, want 1", n, id)
+	}
+	if got := e.up.got(); len(got) != 0 {
+		t.Errorf("upstream got %v, want nothing", got)
+	}
+}
+
+func TestGatewayTellsTheModelAnExpiredCallDidNotRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	res := call(t, cs, "issue_refund", map[string]any{"orderId": "o-expire", "amount": 10})
+	if !res.IsError || !strings.Contains(text(res), "nobody approved it in time") {
+		t.Fatalf("expired call: %s (isError %v)", text(res), res.IsError)
+	}
+	if g := gateOf(t, res); g.Decision != "expired" {
+		t.Errorf("gate %+v, want expired", g)
+	}
+	if got := e.up.got(); len(got) != 0 {
+		t.Errorf("upstream got %v, want nothing", got)
+	}
+}
+
+func TestGatewaySaysACallAwaitsApprovalAndAnswersItsRepeatFromTheDecision(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	args := map[string]any{"orderId": "o-5", "amount": 700}
+	res := call(t, cs, "issue_refund", args)
+	g := gateOf(t, res)
+	if !res.IsError || g.Decision != mcpgateway.DecisionPending || !strings.Contains(text(res), "awaits approval (callId "+g.CallID+")") ||
+		!strings.Contains(text(res), "supervisor") || !strings.Contains(text(res), "over $500") {
+		t.Fatalf("pending call: %s (isError %v, gate %+v)", text(res), res.IsError, g)
+	}
+	// Asked again before anyone decides: still pending, the same call.
+	if again := call(t, cs, "issue_refund", args); gateOf(t, again).CallID != g.CallID || gateOf(t, again).Decision != mcpgateway.DecisionPending {
+		t.Fatalf("repeat while pending: %s", text(again))
+	}
+	e.decide(g.CallID, protocol.Resume{Decision: "approve"})
+	res = call(t, cs, "issue_refund", args)
+	if res.IsError || text(res) != "refunded 700 on o-5" || gateOf(t, res).CallID != g.CallID {
+		t.Fatalf("repeat after approval: %s (isError %v)", text(res), res.IsError)
+	}
+	if n := e.interrupts(g.CallID); n != 1 {
+		t.Errorf("%d approvals asked, want 1", n)
+	}
+	// Other args are another call, asked anew.
+	if other := call(t, cs, "issue_refund", map[string]any{"orderId": "o-5", "amount": 701}); gateOf(t, other).CallID == g.CallID {
+		t.Error("a call with other args took the same callId")
+	}
+}
+
+func TestGatewayReturnsADecisionMadeWhileItWasDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	args := map[string]any{"orderId": "o-6", "amount": 800}
+	done := background(t, cs, "issue_refund", args)
+	id := e.waitingCall()
+	// The gateway stops while the call waits; the supervisor approves
+	// meanwhile.
+	if err := gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, done); !res.IsError {
+		t.Fatalf("the call ended with %s when the gateway stopped", text(res))
+	}
+	e.decide(id, protocol.Resume{Decision: "approve"})
+	if got := e.up.got(); len(got) != 0 {
+		t.Fatalf("upstream got %v while the gateway was down", got)
+	}
+	// A new gateway: the client asks again and gets the tool's result.
+	_, cs = e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	res := call(t, cs, "issue_refund", args)
+	if res.IsError || text(res) != "refunded 800 on o-6" || gateOf(t, res).CallID != id {
+		t.Fatalf("after the restart: %s (isError %v)", text(res), res.IsError)
+	}
+	if n := e.interrupts(id); n != 1 {
+		t.Errorf("%d approvals asked, want 1", n)
+	}
+}
+
+func TestGatewayNamesTheMCPClientAsTheAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, trusted := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	untrusted := connect(t, gw, "untrusted-bot")
+	if res := call(t, trusted, "lookup_order", map[string]any{"orderId": "o-7"}); res.IsError {
+		t.Fatalf("claude-desktop: %s", text(res))
+	}
+	if res := call(t, untrusted, "lookup_order", map[string]any{"orderId": "o-7"}); gateOf(t, res).Decision != mcpgateway.DecisionPending {
+		t.Fatalf("untrusted-bot: %s, want the call held by the agent rule", text(res))
+	}
+	// A configured agent overrides the client's name.
+	_, named := e.gateway(mcpgateway.Config{Agent: "untrusted-bot", Wait: 200 * time.Millisecond}, "claude-desktop")
+	if res := call(t, named, "lookup_order", map[string]any{"orderId": "o-8"}); gateOf(t, res).Decision != mcpgateway.DecisionPending {
+		t.Fatalf("configured agent: %s, want the call held by the agent rule", text(res))
+	}
+}
+
+func TestGatewayPrefixesToolsThatClash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other := newUpstream()
+	tools := func(a, b string) ([]string, error) {
+		gw, err := mcpgateway.New(e.svc, mcpgateway.Config{Upstreams: []mcpgateway.Upstream{
+			{Name: "shop", Prefix: a, Transport: e.up.transport(t)},
+			{Name: "outlet", Prefix: b, Transport: other.transport(t)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close()
+		if err := gw.Start(t.Context()); err != nil {
+			return nil, err
+		}
+		return gw.Tools(), nil
+	}
+	got, err := tools("", "")
+	if want := []string{"outlet__issue_refund", "outlet__lookup_order", "shop__issue_refund", "shop__lookup_order"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("auto: %v %v, want %v", got, err, want)
+	}
+	got, err = tools(mcpgateway.PrefixNever, mcpgateway.PrefixAlways)
+	if want := []string{"issue_refund", "lookup_order", "outlet__issue_refund", "outlet__lookup_order"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("never and always: %v %v, want %v", got, err, want)
+	}
+	if _, err := tools(mcpgateway.PrefixNever, mcpgateway.PrefixNever); err == nil || !strings.Contains(err.Error(), "both show a tool named") {
+		t.Errorf("never and never: %v, want the clash named", err)
+	}
+}
+
+func TestGatewayFrontsACommandAndAStreamableHTTPServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := newUpstream()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return web.srv }, nil))
+	t.Cleanup(hs.Close)
+	_, cs := e.gateway(mcpgateway.Config{Upstreams: []mcpgateway.Upstream{
+		{Name: "local", Command: exe, Args: []string{"-test.run=^$"}, Env: map[string]string{upstreamEnv: "1"}, Prefix: mcpgateway.PrefixAlways},
+		{Name: "web", URL: hs.URL, Prefix: mcpgateway.PrefixAlways},
+	}}, "claude-desktop")
+	if res := call(t, cs, "local__lookup_order", map[string]any{"orderId": "o-9"}); res.IsError || text(res) != "order o-9 shipped" {
+		t.Errorf("command upstream: %s", text(res))
+	}
+	if res := call(t, cs, "web__lookup_order", map[string]any{"orderId": "o-10"}); res.IsError || text(res) != "order o-10 shipped" {
+		t.Errorf("HTTP upstream: %s", text(res))
+	}
+	if got := web.got(); !slices.Equal(got, []string{"lookup_order o-10"}) {
+		t.Errorf("HTTP upstream got %v", got)
+	}
+}
+
+func TestGatewayShowsTheToolsAnUpstreamAddsLater(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, cs := e.gateway(mcpgateway.Config{}, "claude-desktop")
+	mcp.AddTool(e.up.srv, &mcp.Tool{Name: "track_parcel", Description: "Track a parcel."}, func(_ context.Context, _ *mcp.CallToolRequest, in lookupArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "parcel of " + in.OrderID + " in transit"}}}, nil, nil
+	})
+	natstest.Eventually(t, "the new tool shown", func() bool { return slices.Contains(gw.Tools(), "track_parcel") })
+	if res := call(t, cs, "track_parcel", map[string]any{"orderId": "o-11"}); res.IsError || text(res) != "parcel of o-11 in transit" {
+		t.Fatalf("new tool: %s", text(res))
+	}
+	e.up.srv.RemoveTools("track_parcel")
+	natstest.Eventually(t, "the removed tool gone", func() bool { return !slices.Contains(gw.Tools(), "track_parcel") })
+}
