@@ -47,6 +47,12 @@ import type {
 } from "./types.js";
 import type { Refused } from "./generated/schema.js";
 
+/**
+ * How long a resume waits for the interrupted event of a run whose
+ * interrupt was just written (its pending entry comes first).
+ */
+const ANNOUNCE_WAIT = 5_000;
+
 /** Options of connectNats. */
 export interface NatsOptions {
   /** The NATS server(s). Defaults to nats://127.0.0.1:4222. */
@@ -291,7 +297,13 @@ class NatsInterlock implements Interlock {
     if ("resumeToken" in (resume as object)) throw new ArgumentError("resume takes no resumeToken: the client reads it from the run's interrupted event");
     // The token of the interrupt now pending, from the run's last
     // interrupted event.
-    const last = await this.#last(this.#subject(flow, run, "interrupted"));
+    // A run's pending entry is written just before its interrupted event:
+    // a resume sent on seeing the entry waits a moment for the event.
+    let last = await this.#last(this.#subject(flow, run, "interrupted"));
+    for (const until = Date.now() + Math.min(wait, ANNOUNCE_WAIT); last === undefined && Date.now() < until; ) {
+      await new Promise((r) => setTimeout(r, 50));
+      last = await this.#last(this.#subject(flow, run, "interrupted"));
+    }
     if (last === undefined) {
       throw new InterlockError(
         "not_waiting",
