@@ -87,9 +87,15 @@ func TestTypeScriptClient(t *testing.T) {
 		"INTERLOCK_HTTP_URL=http://"+api.Addr(),
 		"INTERLOCK_TOKEN="+callerToken,
 		"INTERLOCK_TEST_WAIT_MS="+strconv.Itoa(int(natstest.Wait/time.Millisecond)))
-	files, err := filepath.Glob("dist/test/*.test.js")
+	// TS_TESTS narrows the run to one test file while working on it
+	// (TS_TESTS=ai runs dist/test/ai.test.js).
+	pattern := "dist/test/*.test.js"
+	if only := os.Getenv("TS_TESTS"); only != "" {
+		pattern = "dist/test/" + only + ".test.js"
+	}
+	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("npm run build wrote no test files to dist/test (%v)", err)
+		t.Fatalf("npm run build wrote no test files %s (%v)", pattern, err)
 	}
 	args := append([]string{"--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
 	cmd := exec.CommandContext(ctx, node, args...)
