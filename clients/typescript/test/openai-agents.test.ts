@@ -1,60 +1,22 @@
 // The OpenAI Agents SDK adapter against a real Interlock: a scripted model
-// calls a gated tool; the run stops on the interruption, its state is
-// serialized, a person decides in Interlock, and a new Agent loads the
-// state, settles the interruption by the decision and resumes.
+// calls a gated tool; the run stops on the interruption in a process that
+// prints its serialized state and ends, a person decides in Interlock, and
+// a new Agent in another process loads the state, settles the
+// interruption by the decision and resumes.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { Agent, type AgentInputItem, type Model, type ModelRequest, type ModelResponse, RunState, Runner, Usage, tool } from "@openai/agents";
-import { z } from "zod";
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { RunState, Runner } from "@openai/agents";
 import type { Interlock, JsonObject, ResumeInput } from "../src/index.js";
-import { settleInterruptions, withGate } from "../src/openai-agents.js";
+import { settleInterruptions } from "../src/openai-agents.js";
 import { WAIT, id, pendingOf, transports } from "./env.js";
+import { supportAgent } from "./openai-agents-support.js";
 
-/** A model that calls issue_refund with args once, then says what the tool returned. */
-class ScriptedModel implements Model {
-  constructor(
-    private readonly callId: string,
-    private readonly args: JsonObject,
-  ) {}
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
-    const items = typeof request.input === "string" ? [] : request.input;
-    const result = items.find((i: AgentInputItem) => i.type === "function_call_result" && i.callId === this.callId);
-    if (result === undefined) {
-      return {
-        usage: new Usage(),
-        output: [{ type: "function_call", callId: this.callId, name: "issue_refund", arguments: JSON.stringify(this.args), status: "completed" }],
-      };
-    }
-    const said = result.type === "function_call_result" ? result.output : undefined;
-    return {
-      usage: new Usage(),
-      output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: `the tool said: ${JSON.stringify(said)}` }] }],
-    };
-  }
-  async *getStreamedResponse(): AsyncIterable<never> {
-    throw new Error("the scripted model does not stream");
-  }
-}
-
-/** A support agent with a gated refund tool, as a fresh process would build it; ran records each refund. */
-function supportAgent(c: Interlock, callId: string, args: JsonObject, ran: JsonObject[]) {
-  const refund = tool(
-    withGate(
-      c,
-      {
-        name: "issue_refund",
-        description: "Refund an order",
-        parameters: z.object({ orderId: z.string(), amount: z.number() }),
-        execute: async (input: { orderId: string; amount: number }) => {
-          ran.push(input);
-          return `refunded ${input.amount} on ${input.orderId}`;
-        },
-      },
-      { agent: "openai-agents-test", checkWait: 300, wait: WAIT },
-    ),
-  );
-  return new Agent({ name: "support", instructions: "Refund orders.", model: new ScriptedModel(callId, args), tools: [refund] });
-}
+const run = promisify(execFile);
+/** The agent's first process: openai-agents-support.js run as a script. */
+const agentProcess = fileURLToPath(new URL("./openai-agents-support.js", import.meta.url));
 
 for (const tr of transports) {
   describe(`the OpenAI Agents SDK's approvals decided in Interlock, over ${tr.name}`, () => {
@@ -68,25 +30,24 @@ for (const tr of transports) {
     });
 
     /**
-     * Runs the agent until it stops on the gated call, keeps only the
-     * serialized state, decides the call in Interlock, then loads the state
-     * into a new Agent, settles and resumes it.
+     * Runs the agent in a process of its own until it stops on the gated
+     * call and prints the serialized state; then, that process gone,
+     * decides the call in Interlock, loads the state into a new Agent,
+     * settles and resumes it.
      */
     async function acrossARestart(args: JsonObject, decision: Omit<ResumeInput, "approver">) {
       const callId = id("call_");
-      const ranBefore: JsonObject[] = [];
-      const first = await runner.run(supportAgent(c, callId, args, ranBefore), "Refund the order, please.");
-      assert.equal(first.interruptions.length, 1, "the gated call interrupts the run");
-      assert.equal(first.interruptions[0]?.name, "issue_refund");
-      assert.deepEqual(ranBefore, []);
-      const saved = first.state.toString();
+      const { stdout } = await run(process.execPath, [agentProcess, tr.name, callId, JSON.stringify(args)], { timeout: WAIT });
+      const first = JSON.parse(stdout) as { interruptions: string[]; ran: JsonObject[]; state: string };
+      assert.deepEqual(first.interruptions, ["issue_refund"], "the gated call interrupts the run");
+      assert.deepEqual(first.ran, [], "the first process did not refund");
 
       await pendingOf(c, "gate", callId);
       await c.resume("gate", callId, { ...decision, ...tr.approver }, { wait: WAIT });
 
       const ran: JsonObject[] = [];
       const agent = supportAgent(c, callId, args, ran);
-      const state = await RunState.fromString(agent, saved);
+      const state = await RunState.fromString(agent, first.state);
       const settled = await settleInterruptions(c, state, { wait: WAIT });
       const result = await runner.run(agent, state);
       return { ran, settled, result };
