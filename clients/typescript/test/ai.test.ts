@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { generateText, stepCountIs, tool, jsonSchema } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
-import type { Interlock, JsonObject, ResumeInput } from "../src/index.js";
+import { ArgumentError, type Interlock, type JsonObject, type ResumeInput } from "../src/index.js";
 import { gateTools } from "../src/ai.js";
 import { WAIT, id, pendingOf, transports } from "./env.js";
 
@@ -117,6 +117,24 @@ for (const tr of transports) {
     });
   });
 }
+
+describe("gating AI SDK tools", () => {
+  it("refuses a tool without execute, and a call whose input is not an object, saying what to do", async () => {
+    const c = await transports[1]!.connect();
+    assert.throws(() => gateTools(c, { lookup: tool({ inputSchema: jsonSchema<JsonObject>({ type: "object" }) }) }), (err: unknown) => {
+      assert.ok(err instanceof ArgumentError);
+      assert.match(err.message, /tool "lookup" has no execute/);
+      return true;
+    });
+    const gated = gateTools(c, { echo: tool({ inputSchema: jsonSchema<string>({ type: "string" }), execute: async (s: string) => s }) });
+    await assert.rejects(async () => gated.echo.execute!("hello", { toolCallId: id("call_"), messages: [] }), (err: unknown) => {
+      assert.ok(err instanceof ArgumentError);
+      assert.match(err.message, /not an object: the gate takes a tool's arguments as a JSON object; give the tool an object schema/);
+      return true;
+    });
+    await c.close();
+  });
+});
 
 // refundSchema is what a user would write; it type-checks against the adapter.
 void gateTools({} as Interlock, { issue_refund: tool({ inputSchema: refundSchema, execute: async (a) => a.amount }) });

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Annotation, END, MemorySaver, START, StateGraph, interrupt } from "@langchain/langgraph";
 import type { Interlock, ResumeInput } from "../src/index.js";
-import { askIdOf, askInterrupts, resumeAnswered, runWithInterlock } from "../src/langgraph.js";
+import { askIdOf, askInterruptOf, askInterrupts, resumeAnswered, runWithInterlock } from "../src/langgraph.js";
+import { ArgumentError, RefusedError } from "../src/index.js";
 import { WAIT, eventually, id, pendingOf, transports } from "./env.js";
 
 const State = Annotation.Root({
@@ -137,3 +138,34 @@ for (const tr of transports) {
     });
   });
 }
+
+describe("interrupt values as asks, over http", () => {
+  it("refuses a value that is neither a string nor an ask's interrupt, saying what to give", () => {
+    assert.throws(() => askInterruptOf({ id: "i-1", value: { amount: 3 } }), (err: unknown) => {
+      assert.ok(err instanceof ArgumentError);
+      assert.match(err.message, /give it a string \(a question\), or an ask's interrupt/);
+      return true;
+    });
+  });
+
+  it("asks a string with interrupt()'s responseSchema as the answer's schema, and resumes with the answer that fits it", async () => {
+    const c = await transports[1]!.connect();
+    const Count = Annotation.Root({ count: Annotation<number>() });
+    const graph = new StateGraph(Count)
+      .addNode("ask_count", () => ({ count: interrupt<string, number>("How many?", { responseSchema: { type: "integer", minimum: 1 } }) }))
+      .addEdge(START, "ask_count")
+      .addEdge("ask_count", END)
+      .compile({ checkpointer: new MemorySaver() });
+    const config = { configurable: { thread_id: id("t-") } };
+    const out = await runWithInterlock(c, graph, { count: 0 }, config, { wait: 100 });
+    assert.ok(!out.done);
+    const asked = out.pending[0]!;
+    assert.deepEqual(asked.outcome.status === "pending" && asked.outcome.pending?.questions?.[0].schema, { type: "integer", minimum: 1 });
+    await assert.rejects(c.resume("ask", asked.askId, { answers: { answer: "three" } }, { wait: WAIT }), (err: unknown) => err instanceof RefusedError && err.code === "invalid_answer");
+    await c.resume("ask", asked.askId, { answers: { answer: 3 } }, { wait: WAIT });
+    const done = await runWithInterlock(c, graph, undefined, config, { wait: WAIT });
+    assert.ok(done.done);
+    assert.deepEqual(done.values, { count: 3 });
+    await c.close();
+  });
+});
