@@ -9,7 +9,7 @@ import { MockLanguageModelV3 } from "ai/test";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
 import { ArgumentError, type Interlock, type JsonObject, type ResumeInput } from "../src/index.js";
 import { gateTools } from "../src/ai.js";
-import { WAIT, id, pendingOf, transports } from "./env.js";
+import { WAIT, id, interruptedOf, transports } from "./env.js";
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
@@ -71,7 +71,7 @@ for (const tr of transports) {
       const model = scriptedModel(toolCallId, toolName, args);
       const generating = generateText({ model, tools, prompt: "refund the order", stopWhen: stepCountIs(3) });
       if (decision !== undefined) {
-        await pendingOf(c, "gate", toolCallId);
+        await interruptedOf(c, "gate", toolCallId);
         await c.resume("gate", toolCallId, { ...decision, ...tr.approver }, { wait: WAIT });
       }
       const out = await generating;

@@ -8,7 +8,7 @@ import { Annotation, END, MemorySaver, START, StateGraph, interrupt } from "@lan
 import type { Interlock, ResumeInput } from "../src/index.js";
 import { askIdOf, askInterruptOf, askInterrupts, resumeAnswered, runWithInterlock } from "../src/langgraph.js";
 import { ArgumentError, RefusedError } from "../src/index.js";
-import { WAIT, eventually, id, pendingOf, transports } from "./env.js";
+import { WAIT, eventually, id, interruptedOf, transports } from "./env.js";
 
 const State = Annotation.Root({
   orderId: Annotation<string>(),
@@ -110,7 +110,7 @@ for (const tr of transports) {
           const ids = (await graph.getState(config)).tasks.flatMap((t) => t.interrupts.map((i) => i.id));
           return ids.length === 1 && ids[0] !== undefined ? askIdOf(config.configurable.thread_id, ids[0]) : undefined;
         });
-        await pendingOf(c, "ask", askId);
+        await interruptedOf(c, "ask", askId);
         await c.resume("ask", askId, answer, { wait: WAIT });
         await eventually(`the ask ${askId} answered and its interrupt resumed`, async () => {
           const ids = (await graph.getState(config)).tasks.flatMap((t) => t.interrupts.map((i) => i.id ?? ""));

@@ -11,7 +11,7 @@ import { promisify } from "node:util";
 import { RunState, Runner } from "@openai/agents";
 import type { Interlock, JsonObject, ResumeInput } from "../src/index.js";
 import { settleInterruptions } from "../src/openai-agents.js";
-import { WAIT, id, pendingOf, transports } from "./env.js";
+import { WAIT, id, interruptedOf, transports } from "./env.js";
 import { supportAgent } from "./openai-agents-support.js";
 
 const run = promisify(execFile);
@@ -42,7 +42,7 @@ for (const tr of transports) {
       assert.deepEqual(first.interruptions, ["issue_refund"], "the gated call interrupts the run");
       assert.deepEqual(first.ran, [], "the first process did not refund");
 
-      await pendingOf(c, "gate", callId);
+      await interruptedOf(c, "gate", callId);
       await c.resume("gate", callId, { ...decision, ...tr.approver }, { wait: WAIT });
 
       const ran: JsonObject[] = [];
