@@ -38,6 +38,9 @@ const minNode = 20
 // nodeWait bounds the build and the test run.
 const nodeWait = 5 * time.Minute
 
+// testDist is where the test builds the package, beside its dist.
+const testDist = "dist-test"
+
 // callerToken is the bearer token of the API's one caller, who holds every
 // role the example gate rules name.
 const callerToken = "ts-client-test-token-0123456789abcdef"
@@ -80,16 +83,24 @@ func TestTypeScriptClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), nodeWait)
 	defer cancel()
-	run(ctx, t, npm, "run", "build")
+	// The tests are built apart from dist, which examples/node runs: a
+	// build here never rewrites a file a test there is reading.
+	run(ctx, t, npm, "run", "build", "--", "--outDir", testDist)
 	env := append(os.Environ(),
 		"INTERLOCK_NATS_URL="+srv.ClientURL(),
 		"INTERLOCK_IDLE_NATS_URL="+idle.ClientURL(),
 		"INTERLOCK_HTTP_URL=http://"+api.Addr(),
 		"INTERLOCK_TOKEN="+callerToken,
 		"INTERLOCK_TEST_WAIT_MS="+strconv.Itoa(int(natstest.Wait/time.Millisecond)))
-	files, err := filepath.Glob("dist/test/*.test.js")
+	// TS_TESTS narrows the run to one test file while working on it
+	// (TS_TESTS=ai runs ai.test.js).
+	pattern := testDist + "/test/*.test.js"
+	if only := os.Getenv("TS_TESTS"); only != "" {
+		pattern = testDist + "/test/" + only + ".test.js"
+	}
+	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("npm run build wrote no test files to dist/test (%v)", err)
+		t.Fatalf("npm run build wrote no test files %s (%v)", pattern, err)
 	}
 	args := append([]string{"--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
 	cmd := exec.CommandContext(ctx, node, args...)

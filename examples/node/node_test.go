@@ -8,14 +8,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,9 +131,6 @@ func TestNodeAgentAndBot(t *testing.T) {
 	if got := step(t, out, "completed").State; !jsonEqual(got, done.State) {
 		t.Errorf("agent.js printed the final state %s, the bus says %s", got, done.State)
 	}
-	if got := step(t, out, "checkpoint"); got.Status != "completed" {
-		t.Errorf("agent.js read the checkpoint's status as %q, want completed", got.Status)
-	}
 	started := audit(t, js, names.AuditStream(), names.Audit(booking.Name, run), "started")
 	if started.By != "/agents/node-example" {
 		t.Errorf("the start is audited as by %q, want agent.js's source", started.By)
@@ -185,12 +185,97 @@ type agentLine struct {
 	Field    string          `json:"field"`
 	Context  string          `json:"context"`
 	State    json.RawMessage `json:"state"`
-	Status   string          `json:"status"`
 	Decision string          `json:"decision"`
 	Approver string          `json:"approver"`
 	Args     json.RawMessage `json:"args"`
 	Code     string          `json:"code"`
 	Message  string          `json:"message"`
+	SDK      string          `json:"sdk"`
+	Text     string          `json:"text"`
+}
+
+// TestNodeRefundInEachSDK runs the approval bot, then the refund agent of
+// each agent SDK (refund-ai.js, refund-openai-agents.js,
+// refund-langgraph.js, each on a scripted model), and checks that each
+// refund of 1200 waited for the bot, which lowered it to 1000, and that
+// each agent ran its tool with the edited args, as the bus says they were
+// decided.
+func TestNodeRefundInEachSDK(t *testing.T) {
+	node := requireNode(t)
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
+	names := svc.Names()
+	_, js := natstest.Connect(t, srv.ClientURL())
+	env := append(os.Environ(), "INTERLOCK_URL="+srv.ClientURL(), "BOT_NAME="+botName,
+		"WAIT_SECONDS="+strconv.Itoa(int(natstest.Wait/time.Second)))
+	bot := start(t, node, "bot.js", env)
+	if line := bot.next(t); !strings.Contains(line, `"ready":"`+botName+`"`) {
+		t.Fatalf("bot.js said %q first, want that it is ready", line)
+	}
+
+	wantArgs := json.RawMessage(`{"orderId":"o-1","amount":1000,"currency":"USD"}`)
+	for _, tc := range []struct{ script, sdk, flow string }{
+		{"refund-ai.js", "ai", "gate"},
+		{"refund-openai-agents.js", "openai-agents", "gate"},
+		{"refund-langgraph.js", "langgraph", "ask"},
+	} {
+		agent := start(t, node, tc.script, env)
+		lines := agent.rest(t)
+		if err := agent.wait(t); err != nil {
+			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", tc.script, err, agent.stdout(), agent.stderr.String())
+		}
+		var out []agentLine
+		for _, line := range lines {
+			var l agentLine
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("%s printed %q, not a JSON line: %v", tc.script, line, err)
+			}
+			out = append(out, l)
+		}
+		if got := step(t, out, "tool.called"); got.SDK != tc.sdk || !jsonEqual(got.Args, wantArgs) {
+			t.Errorf("%s called the tool with %s, want the edited args %s", tc.script, got.Args, wantArgs)
+		}
+		if got := step(t, out, "done"); !strings.Contains(got.Text, "1000") {
+			t.Errorf("%s ended saying %q, want the refund of 1000", tc.script, got.Text)
+		}
+
+		// The bot's decision, and what the bus says was decided.
+		var d botLine
+		if err := json.Unmarshal([]byte(bot.next(t)), &d); err != nil {
+			t.Fatalf("bot.js printed a line that is not JSON: %v", err)
+		}
+		if d.Flow != tc.flow || d.Decision != "edit" {
+			t.Fatalf("bot.js decided %+v for %s, want an edit in flow %s", d, tc.script, tc.flow)
+		}
+		if tc.flow == "gate" {
+			evs := natstest.WaitFor(t, js, names.EventStream(), names.Event("gate", d.Run, ">"), natstest.Nth("decided", 1))
+			var decided protocol.Decided
+			natstest.Last(t, evs, "decided").Decode(t, &decided)
+			if decided.Decision != "edited" || decided.Approver != botName || !jsonEqual(decided.Args, wantArgs) {
+				t.Errorf("the gate decided %s's call as %+v, want edited to %s by %s", tc.script, decided, wantArgs, botName)
+			}
+		} else {
+			evs := natstest.WaitFor(t, js, names.EventStream(), names.Event("ask", d.Run, ">"), natstest.Nth("answered", 1))
+			var answered struct {
+				Status   string          `json:"status"`
+				Decision string          `json:"decision"`
+				Args     json.RawMessage `json:"args"`
+				Approver string          `json:"approver"`
+			}
+			natstest.Last(t, evs, "answered").Decode(t, &answered)
+			if answered.Status != "answered" || answered.Decision != "edit" || answered.Approver != botName || !jsonEqual(answered.Args, wantArgs) {
+				t.Errorf("the ask of %s was answered %+v, want an edit to %s by %s", tc.script, answered, wantArgs, botName)
+			}
+		}
+	}
+	bot.stop(t)
+	if err := bot.wait(t); err != nil {
+		t.Fatalf("bot.js did not stop cleanly on SIGTERM: %v\nstderr:\n%s", err, bot.stderr.String())
+	}
 }
 
 // TestNodeAgentIsToldAtOnceWhenTheGateIsOff runs the agent against a
@@ -260,7 +345,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 // node_modules are there; otherwise it skips the test, or fails it in CI.
 func requireNode(t *testing.T) string {
 	t.Helper()
-	const how = "install Node.js 20 or later (Debian: apt-get install nodejs npm) and run `npm ci` in examples/node"
+	const how = "install Node.js 20 or later (Debian: apt-get install nodejs npm) and run `npm ci` in clients/typescript and then in examples/node"
 	missing := func(what string) {
 		t.Helper()
 		if os.Getenv("CI") == "true" {
@@ -285,11 +370,43 @@ func requireNode(t *testing.T) string {
 	if major, _ := strconv.Atoi(string(m[1])); major < minNode {
 		missing("node " + strings.TrimSpace(string(v)) + " is too old")
 	}
-	if _, err := os.Stat("node_modules/@nats-io/jetstream"); err != nil {
-		missing("examples/node/node_modules is missing")
+	for _, dep := range []string{"@interlockhq/client", "ai", "@openai/agents", "@langchain/langgraph"} {
+		if _, err := os.Stat(filepath.Join("node_modules", dep)); err != nil {
+			missing("examples/node/node_modules/" + dep + " is missing")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(clientDir, "node_modules", "typescript")); err != nil {
+		missing("clients/typescript/node_modules is missing (the example runs the client from there)")
+	}
+	buildClient.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), buildWait)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "run", "build")
+		cmd.Dir = clientDir
+		cmd.WaitDelay = natstest.Wait
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("npm run build in clients/typescript: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
 	return node
 }
+
+// clientDir is the client's package, @interlockhq/client, which
+// package.json links (file:../../clients/typescript): the scripts run its
+// dist, which the tests build first.
+const clientDir = "../../clients/typescript"
+
+// buildWait bounds the client's build.
+const buildWait = 5 * time.Minute
+
+var (
+	buildClient sync.Once
+	buildErr    error
+)
 
 // scriptWait bounds the life of a script: it is killed after it.
 const scriptWait = 4 * natstest.Wait

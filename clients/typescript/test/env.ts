@@ -76,3 +76,19 @@ export async function closedPort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return port;
 }
+
+/**
+ * Waits until flow's run has announced its interrupt: its interrupted
+ * event is on the events stream, where a resume over NATS reads the token.
+ * (The pending list may show the run a moment before.)
+ */
+export async function interruptedOf(c: Interlock, flow: string, run: string): Promise<void> {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), WAIT);
+  try {
+    for await (const _ of c.watch({ flow, run, kinds: ["interrupted"], after: 0 }, { signal: ctl.signal })) return;
+  } finally {
+    clearTimeout(t);
+  }
+  assert.fail(`${flow} ${run} announced no interrupt within ${WAIT} ms`);
+}
