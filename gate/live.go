@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/internal/kvwatch"
 )
 
 // Key is the key of the rule set's YAML in the configuration bucket.
@@ -72,22 +74,14 @@ type Live struct {
 	cur     atomic.Pointer[applied]
 	refused atomic.Pointer[Refusal]
 
-	mu   sync.Mutex // guards the watch below
-	w    *watch
-	stop atomic.Bool // set while a watch is being stopped: drained values are not applied
+	mu sync.Mutex // guards the watch below
+	w  *kvwatch.Watch
 }
 
 // applied is a rule set and the KV revision it came from (0 if none).
 type applied struct {
 	rules *RuleSet
 	rev   uint64
-}
-
-// watch is a running watch of the key.
-type watch struct {
-	watcher jetstream.KeyWatcher
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 // Refusal is a value of the key that did not compile.
@@ -145,55 +139,15 @@ func (l *Live) Watch(ctx context.Context, kv ConfigKV, log zerolog.Logger) error
 	if l.w != nil {
 		return errors.New("gate: Live is already watching; call Stop before watching again")
 	}
-	// The watch outlives ctx: the client library ends the subscription
-	// when the context passed to Watch ends, so it gets its own, ended by
-	// Stop.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	watcher, err := kv.Watch(wctx, Key)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("gate: watching key %s: %w", Key, err)
-	}
-	l.stop.Store(false)
-	// The first values are the key's current value, if any, then nil.
-	for started := false; !started; {
-		select {
-		case e, ok := <-watcher.Updates():
-			switch {
-			case !ok:
-				cancel()
-				return fmt.Errorf("gate: the watch of key %s ended before it started; check the NATS connection", Key)
-			case e == nil:
-				started = true
-			default:
-				l.apply(e, log)
-			}
-		case <-ctx.Done():
-			_ = watcher.Stop()
-			cancel()
-			return fmt.Errorf("gate: waiting for the current value of key %s: %w", Key, context.Cause(ctx))
-		}
-	}
-	w := &watch{watcher: watcher, cancel: cancel, done: make(chan struct{})}
-	l.w = w
-	go l.run(w, log)
-	return nil
-}
-
-// run applies the values of w until its channel closes: after Stop, or
-// when the connection closes.
-func (l *Live) run(w *watch, log zerolog.Logger) {
-	defer close(w.done)
-	for e := range w.watcher.Updates() {
-		if e == nil || l.stop.Load() {
-			continue
-		}
-		l.apply(e, log)
-	}
-	if !l.stop.Load() {
+	w, err := kvwatch.Start(ctx, kv, Key, func(e jetstream.KeyValueEntry) { l.apply(e, log) }, func() {
 		log.Warn().Str("key", Key).Uint64("revision", l.Revision()).
 			Msg("gate rules: the watch of the configuration key ended (the NATS connection closed); the rules in force stay until the service restarts")
+	})
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
 	}
+	l.w = w
+	return nil
 }
 
 // apply applies or refuses one value of the key.
@@ -238,18 +192,12 @@ func (l *Live) apply(e jetstream.KeyValueEntry, log zerolog.Logger) {
 func (l *Live) Stop(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := l.w
-	if w == nil {
+	if l.w == nil {
 		return nil
 	}
-	l.stop.Store(true)
-	_ = w.watcher.Stop() // fails only when already stopped
-	w.cancel()
-	select {
-	case <-w.done:
-		l.w = nil
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("gate: stopping the watch of key %s: %w", Key, context.Cause(ctx))
+	if err := l.w.Stop(ctx); err != nil {
+		return fmt.Errorf("gate: %w", err)
 	}
+	l.w = nil
+	return nil
 }

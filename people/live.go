@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/internal/kvwatch"
 )
 
 // ErrNoDirectory is returned by [Load] when the bucket holds no directory.
@@ -73,7 +75,7 @@ func Load(ctx context.Context, kv ConfigKV) (*Directory, uint64, error) {
 // that parses; [Live.Stop] stops it and waits for it.
 type Live struct {
 	wmu sync.Mutex // guards w; held while a watch starts or stops
-	w   *watch
+	w   *kvwatch.Watch
 
 	mu      sync.Mutex // guards shared, rev, local and cur's computation
 	shared  *Directory // the bucket's (or the initial) directory
@@ -81,15 +83,6 @@ type Live struct {
 	local   *Directory
 	cur     atomic.Pointer[Directory]
 	refused atomic.Pointer[Refusal]
-
-	stop atomic.Bool // set while a watch is being stopped: drained values are not applied
-}
-
-// watch is a running watch of the key.
-type watch struct {
-	watcher jetstream.KeyWatcher
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 // Refusal is a value of the key that was not applied.
@@ -164,55 +157,15 @@ func (l *Live) Watch(ctx context.Context, kv ConfigKV, log zerolog.Logger) error
 	if l.w != nil {
 		return errors.New("people: Live is already watching; call Stop before watching again")
 	}
-	// The watch outlives ctx: the client library ends the subscription
-	// when the context passed to Watch ends, so it gets its own, ended by
-	// Stop.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	watcher, err := kv.Watch(wctx, Key)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("people: watching key %s: %w", Key, err)
-	}
-	l.stop.Store(false)
-	// The first values are the key's current value, if any, then nil.
-	for started := false; !started; {
-		select {
-		case e, ok := <-watcher.Updates():
-			switch {
-			case !ok:
-				cancel()
-				return fmt.Errorf("people: the watch of key %s ended before it started; check the NATS connection", Key)
-			case e == nil:
-				started = true
-			default:
-				l.apply(e, log)
-			}
-		case <-ctx.Done():
-			_ = watcher.Stop()
-			cancel()
-			return fmt.Errorf("people: waiting for the current value of key %s: %w", Key, context.Cause(ctx))
-		}
-	}
-	w := &watch{watcher: watcher, cancel: cancel, done: make(chan struct{})}
-	l.w = w
-	go l.run(w, log)
-	return nil
-}
-
-// run applies the values of w until its channel closes: after Stop, or
-// when the connection closes.
-func (l *Live) run(w *watch, log zerolog.Logger) {
-	defer close(w.done)
-	for e := range w.watcher.Updates() {
-		if e == nil || l.stop.Load() {
-			continue
-		}
-		l.apply(e, log)
-	}
-	if !l.stop.Load() {
+	w, err := kvwatch.Start(ctx, kv, Key, func(e jetstream.KeyValueEntry) { l.apply(e, log) }, func() {
 		log.Warn().Str("key", Key).Uint64("revision", l.Revision()).
 			Msg("people: the watch of the configuration key ended (the NATS connection closed); the directory in force stays until the service restarts")
+	})
+	if err != nil {
+		return fmt.Errorf("people: %w", err)
 	}
+	l.w = w
+	return nil
 }
 
 // apply applies or refuses one value of the key.
@@ -251,18 +204,12 @@ func (l *Live) apply(e jetstream.KeyValueEntry, log zerolog.Logger) {
 func (l *Live) Stop(ctx context.Context) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	w := l.w
-	if w == nil {
+	if l.w == nil {
 		return nil
 	}
-	l.stop.Store(true)
-	_ = w.watcher.Stop() // fails only when already stopped
-	w.cancel()
-	select {
-	case <-w.done:
-		l.w = nil
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("people: stopping the watch of key %s: %w", Key, context.Cause(ctx))
+	if err := l.w.Stop(ctx); err != nil {
+		return fmt.Errorf("people: %w", err)
 	}
+	l.w = nil
+	return nil
 }

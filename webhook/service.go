@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/internal/kvwatch"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -103,7 +104,7 @@ type Service struct {
 	started bool
 	stopped bool
 
-	watcher jetstream.KeyWatcher
+	watcher *kvwatch.Watch
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -192,43 +193,21 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	// The watch outlives ctx; Stop ends it.
+	// The work outlives ctx; Stop ends it.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := s.config.Watch(wctx, Key)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("webhooks: watching key %s: %w", Key, err)
-	}
-	s.watcher, s.cancel = w, cancel
-	for loaded := false; !loaded; {
-		select {
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				_ = s.Stop(context.WithoutCancel(ctx))
-				return fmt.Errorf("webhooks: the watch of key %s ended before it started; check the NATS connection", Key)
-			case e == nil:
-				loaded = true
-			default:
-				s.apply(ctx, e)
-			}
-		case <-ctx.Done():
-			_ = s.Stop(context.WithoutCancel(ctx))
-			return fmt.Errorf("webhooks: waiting for the value of key %s: %w", Key, context.Cause(ctx))
-		}
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for e := range w.Updates() {
-			if e != nil && wctx.Err() == nil {
-				s.apply(wctx, e)
-			}
-		}
+	s.cancel = cancel
+	kw, err := kvwatch.Start(ctx, s.config, Key, func(e jetstream.KeyValueEntry) {
 		if wctx.Err() == nil {
-			s.log.Warn().Str("key", Key).Msg("webhooks: the watch of the configuration key ended (the NATS connection closed); the subscriptions in force stay until the service restarts")
+			s.apply(wctx, e)
 		}
-	}()
+	}, func() {
+		s.log.Warn().Str("key", Key).Msg("webhooks: the watch of the configuration key ended (the NATS connection closed); the subscriptions in force stay until the service restarts")
+	})
+	if err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	s.watcher = kw
 	if s.cfg.File != "" {
 		s.wg.Add(1)
 		go func() {
@@ -245,7 +224,7 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop(ctx context.Context) error {
 	s.once.Do(func() {
 		if s.watcher != nil {
-			_ = s.watcher.Stop()
+			_ = s.watcher.Stop(ctx)
 		}
 		if s.cancel != nil {
 			s.cancel()
