@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -141,7 +142,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("slackbridge: binding bucket %s: %w", BucketName(names), err)
 	}
-	b.store = &store{kv: kv}
+	b.store = notify.NewRecords[record](kv, "the bridge's bucket")
 	subjects := make([]string, 0, len(Kinds))
 	for _, k := range Kinds {
 		subjects = append(subjects, names.Event("*", "*", k))

@@ -153,7 +153,7 @@ func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error 
 // (escalated, or asked again) is closed.
 func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time) error {
 	key := recordKey(in.Flow, in.Run)
-	rec, rev, err := b.store.get(ctx, key)
+	rec, rev, err := b.store.Get(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 		if err := b.redraw(ctx, rec, rec.messages()); err != nil {
 			return err
 		}
-		return b.store.put(ctx, key, rec, rev)
+		return b.store.Put(ctx, key, rec, rev)
 	}
 	if rev != 0 && !rec.Closed {
 		outcome := ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(at)
@@ -197,7 +197,7 @@ func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time
 	}
 	next := record{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole,
 		Channel: ch, TS: ts, Thread: thread, In: &in, Conv: conv}
-	return b.store.put(ctx, key, next, rev)
+	return b.store.Put(ctx, key, next, rev)
 }
 
 // askedAgainAfterVote reports whether in is the approval of rec's
@@ -236,7 +236,7 @@ func (b *Bridge) conversation(ctx context.Context, in protocol.Interrupted) (*ta
 // requestID, and shows it again.
 func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply func(in *protocol.Interrupted)) error {
 	key := recordKey(flow, run)
-	rec, rev, err := b.store.get(ctx, key)
+	rec, rev, err := b.store.Get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != requestID {
 		return err
 	}
@@ -244,7 +244,7 @@ func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply 
 	if err := b.redraw(ctx, rec, rec.messages()); err != nil {
 		return err
 	}
-	return b.store.put(ctx, key, rec, rev)
+	return b.store.Put(ctx, key, rec, rev)
 }
 
 // assigned applies an assigned event to the open message of its request
@@ -253,7 +253,7 @@ func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply 
 // for the role's holders to see; the copy is updated with the message.
 func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
 	key := recordKey(a.Flow, a.Run)
-	rec, rev, err := b.store.get(ctx, key)
+	rec, rev, err := b.store.Get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != a.RequestID {
 		return err
 	}
@@ -274,7 +274,7 @@ func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
 		rec.Copies = append(rec.Copies, posted{Channel: ch, TS: ts})
 		// Recorded at once, so that the event delivered again (a failed
 		// update below) does not post it twice.
-		if err := b.store.put(ctx, key, rec, rev); err != nil {
+		if err := b.store.Put(ctx, key, rec, rev); err != nil {
 			return err
 		}
 		return b.redraw(ctx, rec, others)
@@ -282,7 +282,7 @@ func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
 	if err := b.redraw(ctx, rec, others); err != nil {
 		return err
 	}
-	return b.store.put(ctx, key, rec, rev)
+	return b.store.Put(ctx, key, rec, rev)
 }
 
 // redraw rewrites the open messages msgs of rec to show its interrupt.
@@ -302,7 +302,7 @@ func (b *Bridge) redraw(ctx context.Context, rec record, msgs []posted) error {
 // once per reminded event (id), mentioning who it waits on.
 func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) error {
 	key := recordKey(r.Flow, r.Run)
-	rec, rev, err := b.store.get(ctx, key)
+	rec, rev, err := b.store.Get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || rec.RequestID != r.RequestID || rec.Reminded == id {
 		return err
 	}
@@ -332,7 +332,7 @@ func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) err
 		return fmt.Errorf("posting a reminder in %s (chat.postMessage): %w", channel, err)
 	}
 	rec.Reminded = id
-	return b.store.put(ctx, key, rec, rev)
+	return b.store.Put(ctx, key, rec, rev)
 }
 
 // mentions names who a reminder is for: the claimant, else the
@@ -391,7 +391,7 @@ func (b *Bridge) mention(person string) string {
 // expired or cancelled: requestID "" closes whatever is open for the run.
 func (b *Bridge) settle(ctx context.Context, flow, run, requestID string, outcome func(rec record) string) error {
 	key := recordKey(flow, run)
-	rec, rev, err := b.store.get(ctx, key)
+	rec, rev, err := b.store.Get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || (requestID != "" && rec.RequestID != requestID) {
 		return err
 	}
@@ -401,7 +401,7 @@ func (b *Bridge) settle(ctx context.Context, flow, run, requestID string, outcom
 	}
 	rec.Closed = true
 	rec.Outcome = out
-	return b.store.put(ctx, key, rec, rev)
+	return b.store.Put(ctx, key, rec, rev)
 }
 
 // update rewrites a posted message, and its copies, as closed with

@@ -1,14 +1,9 @@
 package slackbridge
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -63,43 +58,8 @@ func (r record) postedIn(channel string) bool {
 // card is what the record's message shows beside its interrupt.
 func (r record) card() card { return card{conv: r.Conv, delegated: r.Delegated} }
 
-func recordKey(flow, run string) string { return flow + "." + run }
+func recordKey(flow, run string) string { return notify.RecordKey(flow, run) }
 
 // store keeps records in the bridge's bucket, each write a compare-and-set
 // on the revision read.
-type store struct {
-	kv jetstream.KeyValue
-}
-
-// get returns a run's record and its revision, 0 when there is none.
-func (s *store) get(ctx context.Context, key string) (record, uint64, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return record{}, 0, nil
-	}
-	if err != nil {
-		return record{}, 0, fmt.Errorf("reading %s from the bridge's bucket: %w", key, err)
-	}
-	var r record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return record{}, 0, fmt.Errorf("decoding %s of the bridge's bucket: %w", key, err)
-	}
-	return r, e.Revision(), nil
-}
-
-// put writes a record: created when rev is 0, else updated from rev.
-func (s *store) put(ctx context.Context, key string, r record, rev uint64) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if rev == 0 {
-		_, err = s.kv.Create(ctx, key, b)
-	} else {
-		_, err = s.kv.Update(ctx, key, b, rev)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s to the bridge's bucket: %w", key, err)
-	}
-	return nil
-}
+type store = notify.Records[record]

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
@@ -36,46 +34,11 @@ func (r record) open(rev uint64, requestID string) bool {
 	return rev != 0 && !r.Closed && r.RequestID == requestID
 }
 
-func recordKey(flow, run string) string { return flow + "." + run }
+func recordKey(flow, run string) string { return notify.RecordKey(flow, run) }
 
 // store keeps records in the channel's bucket, each write a
 // compare-and-set on the revision read.
-type store struct {
-	kv jetstream.KeyValue
-}
-
-// get returns a run's record and its revision, 0 when there is none.
-func (s *store) get(ctx context.Context, key string) (record, uint64, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return record{}, 0, nil
-	}
-	if err != nil {
-		return record{}, 0, fmt.Errorf("reading %s from the Teams bucket: %w", key, err)
-	}
-	var r record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return record{}, 0, fmt.Errorf("decoding %s of the Teams bucket: %w", key, err)
-	}
-	return r, e.Revision(), nil
-}
-
-// put writes a record: created when rev is 0, else updated from rev.
-func (s *store) put(ctx context.Context, key string, r record, rev uint64) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if rev == 0 {
-		_, err = s.kv.Create(ctx, key, b)
-	} else {
-		_, err = s.kv.Update(ctx, key, b, rev)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s to the Teams bucket: %w", key, err)
-	}
-	return nil
-}
+type store = notify.Records[record]
 
 // handle shows one event in Teams.
 func (t *Teams) handle(ctx context.Context, d notify.Delivery) error {
@@ -174,7 +137,7 @@ func rolesOf(in protocol.Interrupted) []string {
 // a role) is followed up in the channels the new card does not reach.
 func (t *Teams) interrupted(ctx context.Context, d notify.Delivery, in protocol.Interrupted) error {
 	key := recordKey(in.Flow, in.Run)
-	rec, rev, err := t.store.get(ctx, key)
+	rec, rev, err := t.store.Get(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -185,7 +148,7 @@ func (t *Teams) interrupted(ctx context.Context, d notify.Delivery, in protocol.
 	roles := rolesOf(in)
 	if rev != 0 && !rec.Closed && rec.Node == in.Node && rec.Kind == in.Kind && len(in.Votes) > 0 && slices.Equal(rec.Roles, roles) {
 		rec.RequestID = in.RequestID
-		return t.store.put(ctx, key, rec, rev)
+		return t.store.Put(ctx, key, rec, rev)
 	}
 	if rev != 0 && !rec.Closed {
 		var gone []string
@@ -210,7 +173,7 @@ func (t *Teams) interrupted(ctx context.Context, d notify.Delivery, in protocol.
 	}
 	next := record{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Node: in.Node, Kind: in.Kind,
 		Heading: heading(in), Roles: roles, Consequence: in.OnTimeout.Consequence()}
-	if err := t.store.put(ctx, key, next, rev); err != nil {
+	if err := t.store.Put(ctx, key, next, rev); err != nil {
 		return err
 	}
 	return t.postCard(ctx, d, in, roles)
@@ -224,7 +187,7 @@ func (t *Teams) postCard(ctx context.Context, d notify.Delivery, in protocol.Int
 // reminded posts a short reminder in the channels of the request's card,
 // mentioning who it waits on.
 func (t *Teams) reminded(ctx context.Context, d notify.Delivery, r protocol.Reminded) error {
-	rec, rev, err := t.store.get(ctx, recordKey(r.Flow, r.Run))
+	rec, rev, err := t.store.Get(ctx, recordKey(r.Flow, r.Run))
 	if err != nil || !rec.open(rev, r.RequestID) {
 		return err
 	}
@@ -258,7 +221,7 @@ func (t *Teams) reminded(ctx context.Context, d notify.Delivery, r protocol.Remi
 // voted follows a vote short of the quorum up: who voted, and how many
 // votes the approval has of how many it takes.
 func (t *Teams) voted(ctx context.Context, d notify.Delivery, v protocol.Voted) error {
-	rec, rev, err := t.store.get(ctx, recordKey(v.Flow, v.Run))
+	rec, rev, err := t.store.Get(ctx, recordKey(v.Flow, v.Run))
 	if err != nil || !rec.open(rev, v.RequestID) {
 		return err
 	}
@@ -278,13 +241,13 @@ func (t *Teams) voted(ctx context.Context, d notify.Delivery, v protocol.Voted) 
 // this note, with the button, and the outcome.
 func (t *Teams) assigned(ctx context.Context, d notify.Delivery, a protocol.Assigned) error {
 	key := recordKey(a.Flow, a.Run)
-	rec, rev, err := t.store.get(ctx, key)
+	rec, rev, err := t.store.Get(ctx, key)
 	if err != nil || !rec.open(rev, a.RequestID) {
 		return err
 	}
 	if a.ApproverRole != "" && !slices.Contains(rec.Roles, a.ApproverRole) {
 		rec.Roles = append(rec.Roles, a.ApproverRole)
-		if err := t.store.put(ctx, key, rec, rev); err != nil {
+		if err := t.store.Put(ctx, key, rec, rev); err != nil {
 			return err
 		}
 	}
@@ -338,7 +301,7 @@ func resumedLine(r protocol.Resumed) (string, string) {
 // closes its record: requestID "" settles whatever is open for the run.
 func (t *Teams) settle(ctx context.Context, d notify.Delivery, flow, run, requestID, line, color, detail string) error {
 	key := recordKey(flow, run)
-	rec, rev, err := t.store.get(ctx, key)
+	rec, rev, err := t.store.Get(ctx, key)
 	if err != nil || rev == 0 || rec.Closed || (requestID != "" && rec.RequestID != requestID) {
 		return err
 	}
@@ -347,7 +310,7 @@ func (t *Teams) settle(ctx context.Context, d notify.Delivery, flow, run, reques
 		return err
 	}
 	rec.Closed = true
-	return t.store.put(ctx, key, rec, rev)
+	return t.store.Put(ctx, key, rec, rev)
 }
 
 // deliver posts c to the Teams channel of each of roles that has one,

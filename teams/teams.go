@@ -183,7 +183,7 @@ func (t *Teams) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("teams: binding bucket %s: %w", BucketName(names), err)
 	}
-	t.sent, t.store = sent, &store{kv: kv}
+	t.sent, t.store = sent, notify.NewRecords[record](kv, "the Teams bucket")
 	f, err := notify.Follow(ctx, js, names, notify.Config{
 		Name:        ConsumerName(names),
 		Description: "Interlock's Microsoft Teams channel",
