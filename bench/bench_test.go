@@ -530,7 +530,7 @@ func TestRunServerProcess(t *testing.T) {
 	if err := rep.writeText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"KV_paused_pending", "GET /v1/interrupts?cursor=CURSOR&limit=2", "metrics' copy of the pending index"} {
+	for _, want := range []string{"KV_paused_pending", "GET /v1/interrupts?cursor=CURSOR&limit=2", "metrics' count of the pending index"} {
 		if !bytes.Contains(text.Bytes(), []byte(want)) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}
@@ -547,7 +547,7 @@ func TestRunServerProcess(t *testing.T) {
 // checkPausedDetail checks the readings of a paused measurement of 8 runs
 // beyond memory: the start rate of each quarter, what the streams hold,
 // the listings (pages of 2, so that there is a next page) through the Go
-// client and the HTTP API, and the metrics' copy of the pending index.
+// client and the HTTP API, and the metrics' count of the pending index.
 func checkPausedDetail(t *testing.T, p *pausedResult) {
 	t.Helper()
 	d := p.Detail

@@ -15,6 +15,7 @@
 //	go run ./bench --runs 2000 --concurrency 32
 //	go run ./bench --workload approval --runs 2000 --concurrency 32
 //	go run ./bench --runs 0 --paused 20000 --fsync lazy
+//	go run ./bench --runs 0 --count-writes 1000 --fsync always
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy
 //	go run ./bench --worker-procs 1,2,4 --concurrency 64 --fsync lazy --cluster 3
 //	go run ./bench --stored 100000 --concurrency 32 --fsync lazy
@@ -116,6 +117,9 @@ type options struct {
 	stored         int
 	storedFinished bool
 	interlockBin   string
+	// countWrites is how many runs each system runs for the write count;
+	// 0 skips it.
+	countWrites int
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -192,6 +196,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cluster, "cluster", 0, "if 3, the server is a 3-node cluster of child processes on loopback and every stream and bucket has 3 replicas; 0 is a single server")
 	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
 	fs.BoolVar(&o.storedFinished, "stored-finished", false, "with --stored: the stored runs are run to completion (start, answer) and kept as finished runs instead of left waiting, and a page of the list of runs (client.ListRuns) is timed, with the bytes it reads, at 1,000 runs stored and at --stored, against a raw batched direct get of the same page")
+	fs.IntVar(&o.countWrites, "count-writes", 0, "if > 0, run this many runs of each system to the interrupt, then resume them all, and count what each phase stores in each stream and bucket (messages, bytes) and, with the server in a child process and strace on PATH, the server's fsyncs")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
@@ -233,8 +238,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("--finished is %d; it must be 0 or more", o.finished)}
 	case o.keepFinished < time.Second:
 		return o, usageError{fmt.Errorf("--keep-finished is %s; it must be at least 1s", o.keepFinished)}
-	case o.runs == 0 && o.paused == 0 && o.finished == 0:
-		return o, usageError{errors.New("nothing to do: --runs, --paused and --finished are all 0")}
+	case o.countWrites < 0:
+		return o, usageError{fmt.Errorf("--count-writes is %d; it must be 0 or more", o.countWrites)}
+	case o.runs == 0 && o.paused == 0 && o.finished == 0 && o.countWrites == 0:
+		return o, usageError{errors.New("nothing to do: --runs, --paused, --finished and --count-writes are all 0")}
 	case o.timeout < 0:
 		return o, usageError{fmt.Errorf("--timeout is %s; it must be positive, or 0 for the default", o.timeout)}
 	case o.server != serverProcess && o.server != serverInProcess:

@@ -78,6 +78,19 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 			return res, err
 		}
 	}
+	if o.countWrites > 0 {
+		err := withServer(ctx, o, m, progress, func(srv *natsServer) error {
+			wr, err := measureWrites(ctx, o, w, srv, say)
+			if err != nil {
+				return fmt.Errorf("write count: %w", err)
+			}
+			res.Writes = wr
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
 	if o.finished > 0 {
 		err := withServer(ctx, o, m, progress, func(srv *natsServer) error {
 			say("finished: %d runs to completion, kept %s, server %s", o.finished, o.keepFinished, srv.describe())

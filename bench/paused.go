@@ -54,7 +54,7 @@ const (
 // pausedDetail is what the paused measurement reads besides the memory
 // table: how fast the runs started, what the server stores for them, what
 // grew in this process's heap, how long listing them takes, and what the
-// metrics' copy of the pending index costs.
+// metrics' count of the pending index costs.
 type pausedDetail struct {
 	// Quarters are read before any run is paused and after each quarter.
 	Quarters []pausedQuarter `json:"quarters"`
@@ -78,7 +78,7 @@ type pausedDetail struct {
 	HeapGrowth []heapSite `json:"heapGrowth"`
 	// Listings are the timed listings of the pending runs.
 	Listings []listingTiming `json:"listings"`
-	// Metrics is what the metrics endpoint's copy of the pending index
+	// Metrics is what the metrics endpoint's count of the pending index
 	// costs this process.
 	Metrics *metricsMirror `json:"metrics,omitempty"`
 	// StreamHeap is, with the server in this process, the live Go heap
@@ -141,16 +141,21 @@ type listingTiming struct {
 	Total uint64 `json:"total"`
 }
 
-// metricsMirror is what the metrics endpoint's copy of the pending index
+// metricsMirror is what the metrics endpoint's count of the pending index
 // costs: `interlock serve` runs it unless --metrics "".
 type metricsMirror struct {
 	// LoadSeconds is how long metrics.Service.Start took: it returns once
-	// it has read the whole pending index.
+	// it has counted the whole pending index, as it does again every
+	// metrics.Config.PendingEvery.
 	LoadSeconds float64 `json:"loadSeconds"`
-	// HeapBytesPerRun is this process's Go heap growth with the copy
-	// loaded, per paused run.
+	// HeapBytesPerRun is this process's Go heap growth with the metrics
+	// started, per paused run.
 	HeapBytesPerRun float64 `json:"heapBytesPerRun"`
-	// ScrapeMs is one GET /metrics, which counts the copy's entries.
+	// RSSBeforeMB and RSSStartedMB are this process's resident set before
+	// the metrics started and with them started, each after a collection.
+	RSSBeforeMB  float64 `json:"rssBeforeMB"`
+	RSSStartedMB float64 `json:"rssStartedMB"`
+	// ScrapeMs is one GET /metrics.
 	ScrapeMs float64 `json:"scrapeMs"`
 }
 
@@ -166,7 +171,7 @@ type streamHeap struct {
 // under pausedPrefix and leaves them waiting. It reads memory before,
 // after each quarter of the runs, and once more after o.idle without
 // traffic; then what the server stores, the listings of the pending runs,
-// and the metrics' copy of the pending index. say reports progress.
+// and the metrics' count of the pending index. say reports progress.
 func measurePaused(ctx context.Context, o options, w workload, srv *natsServer, say func(format string, args ...any)) (_ *pausedResult, err error) {
 	cli, cleanup, err := interlockBinary(ctx, o.interlockBin, say)
 	if err != nil {
@@ -282,7 +287,7 @@ func measurePaused(ctx context.Context, o options, w workload, srv *natsServer, 
 	if res.PendingInKV != o.paused {
 		return nil, fmt.Errorf("the pending index lists %d runs waiting after pausing %d", res.PendingInKV, o.paused)
 	}
-	say("paused: loading the metrics' copy of the pending index")
+	say("paused: starting the metrics, which count the pending index")
 	if d.Metrics, err = measureMetricsMirror(ctx, svc, srv, o.paused); err != nil {
 		return nil, err
 	}
@@ -715,8 +720,8 @@ func getInterrupts(ctx context.Context, hc *http.Client, u string) (int, uint64,
 
 // measureMetricsMirror starts a metrics endpoint on loopback for the
 // service, as `interlock serve` does unless --metrics "", times its start
-// (which reads the whole pending index), reads this process's Go heap
-// with and without it, and times one scrape.
+// (which counts the whole pending index), reads this process's Go heap
+// and resident set with and without it, and times one scrape.
 func measureMetricsMirror(ctx context.Context, svc *interlock.Service, srv *natsServer, paused int) (_ *metricsMirror, err error) {
 	before := settledMemory(srv)
 	m, err := metrics.New(metrics.Config{Addr: "127.0.0.1:0"})
@@ -735,6 +740,7 @@ func measureMetricsMirror(ctx context.Context, svc *interlock.Service, srv *nats
 		err = errors.Join(err, m.Stop(sctx))
 	}()
 	loaded := settledMemory(srv)
+	res.RSSBeforeMB, res.RSSStartedMB = before.RSSMB, loaded.RSSMB
 	if paused > 0 {
 		res.HeapBytesPerRun = (loaded.HeapInuseMB - before.HeapInuseMB) * mb / float64(paused)
 	}
@@ -833,7 +839,7 @@ func (d *pausedDetail) writeText(b *bytes.Buffer, runs int, child bool) error {
 		return err
 	}
 	if m := d.Metrics; m != nil {
-		fmt.Fprintf(b, "metrics' copy of the pending index: loaded in %.2f s, %.0f B of Go heap per paused run, one scrape %.1f ms\n", m.LoadSeconds, m.HeapBytesPerRun, m.ScrapeMs)
+		fmt.Fprintf(b, "metrics' count of the pending index: started (counted) in %.2f s, %.0f B of Go heap per paused run, RSS %.1f -> %.1f MB, one scrape %.1f ms\n", m.LoadSeconds, m.HeapBytesPerRun, m.RSSBeforeMB, m.RSSStartedMB, m.ScrapeMs)
 	}
 	return nil
 }

@@ -95,6 +95,8 @@ type modeResult struct {
 	WorkerProcs []*comparison   `json:"workerProcs,omitempty"`
 	Paused      *pausedResult   `json:"paused,omitempty"`
 	Finished    *finishedResult `json:"finished,omitempty"`
+	// Writes is the write count per phase (--count-writes).
+	Writes *writesResult `json:"writes,omitempty"`
 }
 
 // systemResult is one system's throughput measurement.
@@ -415,6 +417,9 @@ func (r report) writeText(w io.Writer) error {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+		}
+		if err := mr.Writes.writeText(b); err != nil {
+			return err
 		}
 	}
 	_, err := w.Write(b.Bytes())

@@ -8,10 +8,12 @@
 //     delegations, refusals, dead letters, expiries, escalations, how long
 //     handling took) and counts it in this process, by flow and by the
 //     approval's action (the tool, for the tool-call gate);
-//   - the pending index (the <prefix>_pending bucket): the service loads
-//     it at start and watches it, so the pending interrupts by flow, kind
-//     and approver role, and the age of the oldest, are right from the
-//     first scrape after a restart and the same on every worker;
+//   - the pending index (the <prefix>_pending bucket): the service counts
+//     it on the server at start and every Config.PendingEvery, keeping
+//     only the sums, so the pending interrupts by flow, kind and approver
+//     role, and the age of the oldest, are right from the first scrape
+//     after a restart and the same on every worker, and the service's
+//     memory does not grow with the runs that wait;
 //   - JetStream, when scraped: the workers' consumer's backlog, the
 //     inbound stream's size, and whether everything the workers need is
 //     there (also on /readyz).

@@ -28,7 +28,9 @@ func Example() {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 
-	m, err := metrics.New(metrics.Config{Addr: "127.0.0.1:0"})
+	// The pending gauges are counted from the pending index every
+	// PendingEvery (15 s by default); every second here.
+	m, err := metrics.New(metrics.Config{Addr: "127.0.0.1:0", PendingEvery: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,4 +26,14 @@ func (s *Service) MetricNames() map[string]bool {
 		}
 	}
 	return names
+}
+
+// PendingKept is how many things the pending gauges hold: label sets,
+// flows and deadlines, whatever the number of waiting runs.
+func (s *Service) PendingKept() int { return s.pending.kept() }
+
+// CountPending counts the pending index now, as the service does every
+// Config.PendingEvery.
+func (s *Service) CountPending(ctx context.Context) error {
+	return s.pending.recount(ctx, s.cfg.Timeout)
 }

@@ -26,6 +26,10 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
+// countEvery is how often the tests' metrics services count the pending
+// index: often, so that a test waits little for a gauge to move.
+const countEvery = 50 * time.Millisecond
+
 // httpClient keeps no idle connection, so that no goroutine outlives a test.
 var httpClient = &http.Client{Timeout: natstest.Wait, Transport: &http.Transport{DisableKeepAlives: true}}
 
@@ -61,7 +65,7 @@ func startRig(t *testing.T, srv *bus.Server, m *metrics.Service, cfg interlock.C
 	}
 	if m == nil {
 		var err error
-		if m, err = metrics.New(metrics.Config{Addr: "127.0.0.1:0"}); err != nil {
+		if m, err = metrics.New(metrics.Config{Addr: "127.0.0.1:0", PendingEvery: countEvery}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,6 +27,9 @@ const (
 	// DefaultTimeout bounds the JetStream requests of one scrape or one
 	// readiness check.
 	DefaultTimeout = 2 * time.Second
+	// DefaultPendingEvery is how often the pending gauges are counted
+	// again from the pending index.
+	DefaultPendingEvery = 15 * time.Second
 )
 
 // maxActions bounds the values of the action label: the gate's tool names
@@ -45,14 +48,23 @@ type Config struct {
 	// Timeout bounds the JetStream requests of one scrape or readiness
 	// check. Defaults to DefaultTimeout.
 	Timeout time.Duration
-	// Logger receives the watcher's and the server's errors. Defaults to
-	// a disabled logger.
+	// PendingEvery is how often the pending gauges are counted again
+	// from the pending index (the <prefix>_pending bucket), which is read
+	// whole on the server each time, unless nothing was written to it
+	// since the last count; a count waits at least four times as long as
+	// the previous one took, so that a large index is not read
+	// continuously. The gauges lag the index by up to that much. Defaults
+	// to DefaultPendingEvery.
+	PendingEvery time.Duration
+	// Logger receives the pending counts' and the server's errors.
+	// Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
 
 func (c Config) withDefaults() Config {
 	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.PendingEvery = cmp.Or(c.PendingEvery, DefaultPendingEvery)
 	if c.Logger == nil {
 		l := zerolog.Nop()
 		c.Logger = &l
@@ -67,6 +79,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("metrics: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)
 	case c.Timeout < 0:
 		return fmt.Errorf("metrics: Config.Timeout is %s; it must be positive (0 for the default)", c.Timeout)
+	case c.PendingEvery < 0:
+		return fmt.Errorf("metrics: Config.PendingEvery is %s; it must be positive (0 for the default)", c.PendingEvery)
 	case !c.InsecurePublic && !netaddr.IsLoopbackHost(host):
 		return fmt.Errorf("metrics: Config.Addr %q is beyond loopback; the metrics name flows and approver roles and nothing authenticates their readers: listen on 127.0.0.1, or set Config.InsecurePublic", c.Addr)
 	}
@@ -76,14 +90,15 @@ func (c Config) validate() error {
 // Service serves Interlock's metrics (/metrics, in the Prometheus text
 // format), liveness (/healthz) and readiness (/readyz) on one listener,
 // from a registry of its own. It counts what the workers report to
-// [Service.Observe], keeps the pending interrupts from the pending index,
-// and asks JetStream for the consumer's backlog when scraped.
+// [Service.Observe], counts the pending interrupts in the pending index
+// on the server, and asks JetStream for the consumer's backlog when
+// scraped.
 type Service struct {
 	cfg     Config
 	log     zerolog.Logger
 	reg     *prometheus.Registry
 	counts  *counters
-	pending *pendingIndex
+	pending *pendingCounter
 	// webhooks counts outbound webhook attempts (ObserveWebhook).
 	webhooks *webhooks
 	handler  http.Handler
@@ -110,8 +125,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: *cfg.Logger, reg: prometheus.NewRegistry(), names: wire.Names{Prefix: wire.DefaultPrefix}}
 	flows := &flowSet{names: map[string]bool{}}
-	s.pending = newPendingIndex(time.Now, flows)
-	s.counts = newCounters(time.Now, flows, s.pending.action)
+	s.pending = newPendingCounter(time.Now, flows)
+	s.counts = newCounters(time.Now, flows, func(flow, run string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+		defer cancel()
+		return s.pending.action(ctx, flow, run)
+	})
 	s.webhooks = newWebhooks()
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -162,9 +181,9 @@ func (s *Service) Addr() string {
 	return s.addr
 }
 
-// Start loads the pending index, keeps watching it, and listens on
-// Config.Addr. It returns once the index is loaded and the listener
-// accepts connections.
+// Start counts the pending index, keeps counting it every
+// Config.PendingEvery, and listens on Config.Addr. It returns once the
+// index is counted and the listener accepts connections.
 func (s *Service) Start(ctx context.Context) error {
 	js, names := s.deployment()
 	if js == nil {
@@ -186,21 +205,17 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(fmt.Errorf("metrics: binding bucket %s: %w", names.PendingBucket(), err))
 	}
-	w, err := kv.WatchAll(base)
-	if err != nil {
-		return fail(fmt.Errorf("metrics: watching bucket %s: %w", names.PendingBucket(), err))
+	s.pending.use(kv)
+	begin := time.Now()
+	if err := s.pending.recount(ctx, s.cfg.Timeout); err != nil {
+		return fail(fmt.Errorf("metrics: counting the pending index: %w", err))
 	}
-	loaded := make(chan struct{})
+	took := time.Since(begin)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.pending.follow(base, kv, w, s.log, loaded)
+		s.pending.follow(base, s.cfg.PendingEvery, s.cfg.Timeout, took, s.log)
 	}()
-	select {
-	case <-loaded:
-	case <-ctx.Done():
-		return fail(fmt.Errorf("metrics: loading the pending index: %w", ctx.Err()))
-	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
@@ -226,7 +241,7 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Stop closes the listener, lets requests in progress finish until ctx
-// ends, and stops watching the pending index. Stopping twice is safe; the
+// ends, and stops counting the pending index. Stopping twice is safe; the
 // second call returns what the first did.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {

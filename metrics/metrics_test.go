@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -316,6 +317,7 @@ func TestConfigIsChecked(t *testing.T) {
 		{name: "host name", cfg: metrics.Config{Addr: "metrics.example.com:9090"}, wantErr: "beyond loopback"},
 		{name: "no port", cfg: metrics.Config{Addr: "127.0.0.1"}, wantErr: "Config.Addr"},
 		{name: "negative timeout", cfg: metrics.Config{Timeout: -time.Second}, wantErr: "Config.Timeout"},
+		{name: "negative count interval", cfg: metrics.Config{PendingEvery: -time.Second}, wantErr: "Config.PendingEvery"},
 	}
 	for _, tc := range cases {
 		_, err := metrics.New(tc.cfg)
@@ -418,4 +420,61 @@ func gather(t *testing.T, m *metrics.Service) families {
 		f[fam.GetName()] = fam
 	}
 	return f
+}
+
+func TestPendingGaugesHoldNothingPerWaitingRun(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	kv, err := r.js.KeyValue(t.Context(), names.PendingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	deadline := now.Add(time.Hour)
+	// wait puts n more waiting runs in each of a few label sets, half of
+	// them with a deadline, and counts the index.
+	next := 0
+	wait := func(n int) {
+		t.Helper()
+		for range n {
+			next++
+			for i, p := range []protocol.Pending{
+				{Flow: "booking", Kind: "question"},
+				{Flow: "booking", Kind: "approval", ApproverRole: "ops"},
+				{Flow: "payroll", Kind: "approval", ApproverRole: "finance"},
+			} {
+				p.Run = fmt.Sprintf("r-%d-%d", next, i)
+				p.AskedAt = now.Add(-time.Duration(next) * time.Second)
+				if next%2 == 0 {
+					p.ExpiresAt = &deadline
+				}
+				b, err := json.Marshal(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := kv.Put(t.Context(), p.Flow+"."+p.Run, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := r.m.CountPending(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(10)
+	few := r.m.PendingKept()
+	scrape(t, r.m.Addr()).want(t, []series{s("interlock_pending_interrupts", 10, "flow", "booking", "kind", "question")})
+	wait(290)
+	many := r.m.PendingKept()
+	scrape(t, r.m.Addr()).want(t, []series{
+		s("interlock_pending_interrupts", 300, "flow", "booking", "kind", "question"),
+		s("interlock_pending_interrupts", 300, "flow", "booking", "kind", "approval", "approver_role", "ops"),
+		s("interlock_pending_interrupts", 300, "flow", "payroll", "kind", "approval", "approver_role", "finance"),
+	})
+	// Ten waiting runs of each label set, then three hundred: at most each
+	// label set twice (counted, seen) and each flow with its earliest
+	// deadlines, however many wait.
+	if bound := 3*2 + 2*(1+64); few >= many || many > bound {
+		t.Errorf("the pending gauges hold %d things with 900 runs waiting, %d with 30; want more deadlines kept, and at most %d: they grow with the waiting runs", many, few, bound)
+	}
 }

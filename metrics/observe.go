@@ -178,7 +178,9 @@ func (c *counters) Collect(ch chan<- prometheus.Metric) {
 
 // Observe counts what became of one inbound message. Pass it as the
 // workers' observer (interlock.Config.Observe, bus.WorkerConfig.Observe).
-// It does not block.
+// It does not block, but for a resume refused, repeated or dead-lettered
+// on a flow known to run here: then it reads the run's pending entry, to
+// name the approval the run waits on, within Config.Timeout.
 func (s *Service) Observe(o bus.Observation) { s.counts.observe(o) }
 
 func (c *counters) observe(o bus.Observation) {

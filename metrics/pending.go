@@ -3,20 +3,14 @@ package metrics
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strings"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/interlockhq/interlock/protocol"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
-
-// rewatchPause is how long the watcher waits before watching the pending
-// index again after its watch ended.
-const rewatchPause = time.Second
 
 var (
 	pendingDesc = prometheus.NewDesc("interlock_pending_interrupts",
@@ -36,209 +30,315 @@ var (
 // pendingLabels are the labels of a pending interrupt.
 type pendingLabels struct{ flow, kind, role string }
 
-// pendingEntry is what the index keeps of one waiting run: a few words,
-// with its label strings shared.
-type pendingEntry struct {
-	labels pendingLabels
-	// action is what the approval proposes: not a label of the pending
-	// gauges, but of a refused resume's count.
-	action string
-	// asked and expires are Unix nanoseconds; expires is 0 without a deadline.
-	asked, expires int64
+// flowTimes are what a count keeps of one flow's waiting runs, in Unix
+// nanoseconds: three numbers, however many runs wait.
+type flowTimes struct {
+	// oldest is the earliest askedAt; 0 when none waits.
+	oldest int64
+	// deadlines are the deadlines (expiresAt) in the count, ordered, at
+	// most maxDeadlines of them: the earliest, which decide how many are
+	// overdue when scraped until the next count.
+	deadlines []int64
+	// later counts the deadlines past the last of deadlines.
+	later int
+	// overdueAt counts the deadlines passed when the reading began.
+	overdueAt int
 }
 
-// pendingIndex mirrors the pending index (the <prefix>_pending bucket):
-// one entry per waiting run, loaded from the bucket's values and kept up
-// to date by watching it, so that its gauges are right from the first
-// scrape after a restart. It is a [prometheus.Collector] computing its
-// gauges when scraped.
-type pendingIndex struct {
+// maxDeadlines bounds the deadlines a count keeps per flow. The overdue
+// gauge counts that many exactly as of each scrape; when all of them have
+// passed, it counts those passed when the index was read, if more.
+const maxDeadlines = 64
+
+// pendingCount is one reading of the whole pending index, reduced to its
+// sums: nothing in it grows with the number of waiting runs.
+type pendingCount struct {
+	// began is when the reading began, in Unix nanoseconds.
+	began  int64
+	counts map[pendingLabels]int
+	flows  map[string]*flowTimes
+	// lastSeq is the bucket's last sequence when the reading began: a
+	// bucket whose last sequence has not moved holds the same entries.
+	lastSeq uint64
+}
+
+// pendingDoc is the part of a pending entry (protocol.Pending) the
+// gauges need.
+type pendingDoc struct {
+	Flow         string     `json:"flow"`
+	Kind         string     `json:"kind"`
+	ApproverRole string     `json:"approverRole"`
+	Action       string     `json:"action"`
+	AskedAt      time.Time  `json:"askedAt"`
+	ExpiresAt    *time.Time `json:"expiresAt"`
+}
+
+// pendingCounter counts the pending index (the <prefix>_pending bucket)
+// on the server instead of keeping a copy: every Config.PendingEvery it
+// reads the bucket's current entries once, with an ordered consumer, and
+// keeps only their sums by flow, kind and role, and each flow's oldest
+// ask and earliest deadlines. Its memory is bounded by the label sets,
+// not by the waiting runs. It is a [prometheus.Collector] reporting the
+// latest count when scraped.
+type pendingCounter struct {
 	now   func() time.Time
 	flows *flowSet
 
-	mu      sync.Mutex
-	entries map[string]pendingEntry
+	mu   sync.Mutex
+	kv   jetstream.KeyValue
+	last *pendingCount
 	// seen are the label sets reported so far: each is reported, 0 once
 	// no run waits with it, until the process ends.
 	seen map[pendingLabels]bool
-	// strs interns label strings.
-	strs map[string]string
 }
 
-func newPendingIndex(now func() time.Time, flows *flowSet) *pendingIndex {
-	return &pendingIndex{
-		now: now, flows: flows,
-		entries: map[string]pendingEntry{}, seen: map[pendingLabels]bool{}, strs: map[string]string{},
-	}
+func newPendingCounter(now func() time.Time, flows *flowSet) *pendingCounter {
+	return &pendingCounter{now: now, flows: flows, seen: map[pendingLabels]bool{}}
 }
 
-// follow reads w until ctx ends, then watches the bucket again whenever
-// the watch ends (a lost connection, a bucket recreated). loaded is
-// closed once the first watch has delivered the bucket's values.
-func (p *pendingIndex) follow(ctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, log zerolog.Logger, loaded chan<- struct{}) {
-	first := true
-	onLoad := func() {
-		if first {
-			first = false
-			close(loaded)
-		}
-	}
-	for {
-		err := p.read(ctx, w, onLoad)
-		_ = w.Stop()
-		for {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn().Err(err).Str("bucket", kv.Bucket()).Dur("retry_in", rewatchPause).Msg("watching the pending index stopped; watching it again")
-			pause := time.NewTimer(rewatchPause)
-			select {
-			case <-ctx.Done():
-				pause.Stop()
-				return
-			case <-pause.C:
-			}
-			if w, err = kv.WatchAll(ctx); err == nil {
-				break
-			}
-		}
-	}
+// use sets the bucket the counter reads.
+func (p *pendingCounter) use(kv jetstream.KeyValue) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kv = kv
 }
 
-// read applies the watcher's entries until it ends. The initial values
-// are gathered apart and replace the index at once when the watcher says
-// they are all there, so that a watch started again never shows a
-// partial index.
-func (p *pendingIndex) read(ctx context.Context, w jetstream.KeyWatcher, onLoad func()) error {
-	initial := map[string]pendingEntry{}
+func (p *pendingCounter) bucket() jetstream.KeyValue {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kv
+}
+
+// lastSeq returns the last sequence of the bucket's stream.
+func lastSeq(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: reading the state of bucket %s: %w", kv.Bucket(), err)
+	}
+	si, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("metrics: bucket %s reports its state as %T, without its stream's", kv.Bucket(), st)
+	}
+	return si.StreamInfo().State.LastSeq, nil
+}
+
+// recount reads the whole bucket once and replaces the count, unless the
+// bucket's last sequence is where the previous count began: then nothing
+// was written or removed since, and the count stands. stall bounds the
+// wait for each entry.
+func (p *pendingCounter) recount(ctx context.Context, stall time.Duration) error {
+	kv := p.bucket()
+	seq, err := lastSeq(ctx, kv)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	same := p.last != nil && p.last.lastSeq == seq
+	p.mu.Unlock()
+	if same {
+		return nil
+	}
+	c, err := p.read(ctx, kv, stall)
+	if err != nil {
+		return err
+	}
+	c.lastSeq = seq
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = c
+	for flow := range c.flows {
+		p.flows.add(flow)
+	}
+	for l := range c.counts {
+		p.seen[l] = true
+	}
+	return nil
+}
+
+// read counts the bucket's current entries: a watch of every key,
+// markers left out, until it says the current values are all delivered.
+func (p *pendingCounter) read(ctx context.Context, kv jetstream.KeyValue, stall time.Duration) (*pendingCount, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("metrics: reading bucket %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	c := &pendingCount{counts: map[pendingLabels]int{}, flows: map[string]*flowTimes{}, began: p.now().UnixNano()}
+	timer := time.NewTimer(stall)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, fmt.Errorf("metrics: reading bucket %s: %w", kv.Bucket(), ctx.Err())
+		case <-timer.C:
+			return nil, fmt.Errorf("metrics: reading bucket %s: no entry for %s; the server is slow or unreachable", kv.Bucket(), stall)
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return errors.New("metrics: the pending index's watcher closed")
+				return nil, fmt.Errorf("metrics: reading bucket %s: the watch ended before the last entry", kv.Bucket())
 			case e == nil:
-				p.replace(initial)
-				initial = nil
-				onLoad()
-			default:
-				p.mu.Lock()
-				if initial != nil {
-					p.apply(initial, e)
-				} else {
-					p.apply(p.entries, e)
-				}
-				p.mu.Unlock()
+				return c, nil
 			}
+			c.add(e.Value())
+			timer.Reset(stall)
 		}
 	}
 }
 
-func (p *pendingIndex) replace(entries map[string]pendingEntry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.entries = entries
-	for _, e := range entries {
-		p.seen[e.labels] = true
+// add counts one entry's value. A value that is not an entry the engine
+// writes counts as no run waiting.
+func (c *pendingCount) add(value []byte) {
+	var doc pendingDoc
+	if err := json.Unmarshal(value, &doc); err != nil || doc.Flow == "" || doc.AskedAt.IsZero() {
+		return
+	}
+	l := pendingLabels{flow: doc.Flow, kind: doc.Kind, role: doc.ApproverRole}
+	c.counts[l]++
+	f := c.flows[doc.Flow]
+	if f == nil {
+		f = &flowTimes{}
+		c.flows[doc.Flow] = f
+	}
+	if asked := doc.AskedAt.UnixNano(); f.oldest == 0 || asked < f.oldest {
+		f.oldest = asked
+	}
+	if doc.ExpiresAt != nil {
+		d := doc.ExpiresAt.UnixNano()
+		f.deadline(d)
+		if d <= c.began {
+			f.overdueAt++
+		}
 	}
 }
 
-// apply applies one watched entry to entries: a value adds or replaces
-// the run's entry, a delete, a purge or a marker removes it. The caller
-// holds p.mu.
-func (p *pendingIndex) apply(entries map[string]pendingEntry, e jetstream.KeyValueEntry) {
-	key := e.Key()
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(entries, key)
+// deadline keeps d among the flow's earliest deadlines.
+func (f *flowTimes) deadline(d int64) {
+	i := len(f.deadlines)
+	for i > 0 && f.deadlines[i-1] > d {
+		i--
+	}
+	if i == maxDeadlines {
+		f.later++
 		return
 	}
-	var doc protocol.Pending
-	if err := json.Unmarshal(e.Value(), &doc); err != nil || doc.Flow == "" || doc.AskedAt.IsZero() {
-		// Not an entry the engine writes; it counts as no run waiting.
-		delete(entries, key)
-		return
+	if len(f.deadlines) == maxDeadlines {
+		f.deadlines = f.deadlines[:maxDeadlines-1]
+		f.later++
 	}
-	p.flows.add(doc.Flow)
-	entry := pendingEntry{
-		labels: pendingLabels{flow: p.intern(doc.Flow), kind: p.intern(doc.Kind), role: p.intern(doc.ApproverRole)},
-		action: p.intern(doc.Action),
-		asked:  doc.AskedAt.UnixNano(),
+	f.deadlines = append(f.deadlines, 0)
+	copy(f.deadlines[i+1:], f.deadlines[i:])
+	f.deadlines[i] = d
+}
+
+// overdue is how many of the flow's deadlines have passed at now, and
+// the earliest of them (0 when none has). When every deadline kept has
+// passed, those beyond them count as of the reading.
+func (f *flowTimes) overdue(now int64) (n int, earliest int64) {
+	for _, d := range f.deadlines {
+		if d > now {
+			break
+		}
+		n++
 	}
-	if doc.ExpiresAt != nil {
-		entry.expires = doc.ExpiresAt.UnixNano()
+	if n == len(f.deadlines) && f.later > 0 {
+		n = max(n, f.overdueAt)
 	}
-	entries[strings.Clone(key)] = entry
-	p.seen[entry.labels] = true
+	if n > 0 {
+		earliest = f.deadlines[0]
+	}
+	return n, earliest
+}
+
+// follow counts the bucket again every, or after four times as long as
+// the last count took when that is longer, until ctx ends. A failed
+// count is logged and the previous one stays.
+func (p *pendingCounter) follow(ctx context.Context, every, stall time.Duration, took time.Duration, log zerolog.Logger) {
+	for {
+		wait := max(every, 4*took)
+		pause := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+		begin := time.Now()
+		err := p.recount(ctx, stall)
+		took = time.Since(begin)
+		if err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Dur("retry_in", max(every, 4*took)).Msg("counting the pending index failed; the gauges keep the previous count")
+		}
+	}
 }
 
 // action is the action of the approval run waits on in flow, "" when it
-// waits on none.
-func (p *pendingIndex) action(flow, run string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.entries[flow+"."+run].action
+// waits on none or the entry cannot be read within timeout: one read of
+// the run's entry.
+func (p *pendingCounter) action(ctx context.Context, flow, run string) string {
+	kv := p.bucket()
+	if kv == nil {
+		return ""
+	}
+	e, err := kv.Get(ctx, flow+"."+run)
+	if err != nil {
+		return ""
+	}
+	var doc pendingDoc
+	if err := json.Unmarshal(e.Value(), &doc); err != nil || doc.Flow != flow {
+		return ""
+	}
+	return doc.Action
 }
 
-// intern returns the index's copy of s. The caller holds p.mu.
-func (p *pendingIndex) intern(s string) string {
-	if c, ok := p.strs[s]; ok {
-		return c
+// kept is how many things the counter holds: label sets and flows in the
+// latest count, deadlines kept and label sets seen.
+func (p *pendingCounter) kept() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.seen)
+	if p.last != nil {
+		n += len(p.last.counts) + len(p.last.flows)
+		for _, f := range p.last.flows {
+			n += len(f.deadlines)
+		}
 	}
-	p.strs[s] = s
-	return s
+	return n
 }
 
 // Describe implements [prometheus.Collector].
-func (p *pendingIndex) Describe(ch chan<- *prometheus.Desc) {
+func (p *pendingCounter) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- oldestDesc
 	ch <- overdueDesc
 	ch <- overdueSecondsDesc
 }
 
-// flowAges are a flow's gauges, in Unix nanoseconds.
-type flowAges struct {
-	oldest      int64 // 0 when none waits
-	overdue     int
-	mostOverdue int64 // the earliest passed deadline; 0 when none
-}
-
-// Collect implements [prometheus.Collector]: it counts the index's
-// entries now.
-func (p *pendingIndex) Collect(ch chan<- prometheus.Metric) {
+// Collect implements [prometheus.Collector]: it reports the latest count,
+// with the ages and the deadlines passed as of now.
+func (p *pendingCounter) Collect(ch chan<- prometheus.Metric) {
 	now := p.now().UnixNano()
-	counts := map[pendingLabels]int{}
-	flows := map[string]*flowAges{}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	flows := map[string]bool{}
 	for l := range p.seen {
-		counts[l] = 0
-		if flows[l.flow] == nil {
-			flows[l.flow] = &flowAges{}
+		n := 0
+		if p.last != nil {
+			n = p.last.counts[l]
 		}
-	}
-	for _, e := range p.entries {
-		counts[e.labels]++
-		f := flows[e.labels.flow]
-		if f.oldest == 0 || e.asked < f.oldest {
-			f.oldest = e.asked
-		}
-		if e.expires != 0 && e.expires <= now {
-			f.overdue++
-			if f.mostOverdue == 0 || e.expires < f.mostOverdue {
-				f.mostOverdue = e.expires
-			}
-		}
-	}
-	p.mu.Unlock()
-	for l, n := range counts {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), l.flow, l.kind, l.role)
+		flows[l.flow] = true
 	}
-	for flow, f := range flows {
+	for flow := range flows {
+		f := &flowTimes{}
+		if p.last != nil && p.last.flows[flow] != nil {
+			f = p.last.flows[flow]
+		}
+		n, earliest := f.overdue(now)
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, since(now, f.oldest), flow)
-		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(f.overdue), flow)
-		ch <- prometheus.MustNewConstMetric(overdueSecondsDesc, prometheus.GaugeValue, since(now, f.mostOverdue), flow)
+		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(n), flow)
+		ch <- prometheus.MustNewConstMetric(overdueSecondsDesc, prometheus.GaugeValue, since(now, earliest), flow)
 	}
 }
 
