@@ -14,10 +14,10 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
