@@ -110,7 +110,7 @@ func checkLegs(t *testing.T, what string, c *comparison, runs, replicas int) {
 		t.Fatalf("%s: %d legs, want 4", what, len(c.Legs))
 	}
 	for i, l := range c.Legs {
-		want := legOrder[i]
+		want := options{}.legOrder()[i]
 		wantRuns := runs / 2
 		if i < 2 {
 			wantRuns = (runs + 1) / 2
