@@ -194,7 +194,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err != nil {
 		return Event{}, err
 	}
-	f, err := c.follow(ctx, c.names.Event(flow, run, ">"))
+	f, err := c.follow(ctx, c.names.Event(flow, run, ">"), func(kind string) bool { return settles(verb, kind) })
 	if err != nil {
 		return Event{}, err
 	}
@@ -226,32 +226,39 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 	again := time.NewTimer(followPoll)
 	defer again.Stop()
+	// The follower subscribed before the command was published, so every
+	// settling event stored from then on wakes it: the stream is read only
+	// once woken, or every followPoll in case a live message was lost.
+	read := false
 	for {
-		m, ok, err := f.poll(ctx)
-		if err != nil {
-			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
-		}
-		if ok {
-			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
-			if !settles(verb, kind) {
-				continue
-			}
-			out, err := events.Decode(m.header, m.data)
+		if read {
+			m, ok, err := f.poll(ctx)
 			if err != nil {
-				return Event{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+				return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
 			}
-			if kind == protocol.EventRefused {
-				var r protocol.Refused
-				if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
-					continue // someone else's refusal
+			if ok {
+				kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
+				if !settles(verb, kind) {
+					continue
 				}
-			} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
-				// Another command's outcome: this one, refused or not yet
-				// applied, has its own event to come.
-				continue
+				out, err := events.Decode(m.header, m.data)
+				if err != nil {
+					return Event{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+				}
+				if kind == protocol.EventRefused {
+					var r protocol.Refused
+					if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
+						continue // someone else's refusal
+					}
+				} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+					// Another command's outcome: this one, refused or not yet
+					// applied, has its own event to come.
+					continue
+				}
+				return Event{Kind: kind, Event: out}, nil
 			}
-			return Event{Kind: kind, Event: out}, nil
 		}
+		read = true
 		again.Reset(followPoll)
 		select {
 		case <-f.wake:
@@ -290,10 +297,19 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg, verb string) error 
 // applied reports whether the run has applied the command with key (its
 // idempotency key, or its event id), so that an event of the run can be
 // its outcome: the checkpoint names the command before the events of its
-// transition are published. A checkpoint that cannot be read does not
-// hold the outcome back.
+// transition are published. It reads the checkpoint with one direct get
+// of the bucket's stream. A checkpoint that cannot be read does not hold
+// the outcome back.
 func (c *Client) applied(ctx context.Context, flow, run, key string) bool {
-	cp, err := c.Checkpoint(ctx, flow, run)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	bucket := c.names.RunsBucket()
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + bucket, filter: "$KV." + bucket + "." + flow + "." + run, what: "bucket " + bucket}
+	m, err := g.lastMsg(ctx)
+	if err != nil || m == nil || m.marker {
+		return true
+	}
+	cp, err := protocol.DecodeCheckpoint(m.data, m.seq)
 	return err != nil || cp.HasApplied(key)
 }
 
