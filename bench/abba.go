@@ -19,9 +19,34 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
+// Values of --client.
+const (
+	clientRaw = "raw"
+	clientGo  = "go"
+)
+
+// legsPerComparison is how many legs a comparison runs.
+const legsPerComparison = 4
+
 // legOrder is the order of a comparison's legs: ABBA, so that neither
-// system always runs first, on a colder or a warmer machine.
-var legOrder = []string{systemFloor, systemInterlock, systemInterlock, systemFloor}
+// system always runs first, on a colder or a warmer machine. With
+// --client go, Interlock driven with raw CloudEvents takes the floor's
+// place and Interlock driven through the Go client package Interlock's.
+func (o options) legOrder() []string {
+	if o.client == clientGo {
+		return []string{systemInterlock, systemClient, systemClient, systemInterlock}
+	}
+	return []string{systemFloor, systemInterlock, systemInterlock, systemFloor}
+}
+
+// systemLabels names the two systems of a comparison for people: the
+// baseline (in the floor's place) and the system measured against it.
+func systemLabels(client string) (base, measured string) {
+	if client == clientGo {
+		return "interlock raw", "interlock go client"
+	}
+	return systemFloor, systemInterlock
+}
 
 // comparison is the floor and Interlock measured on one setup in the
 // order floor, Interlock, Interlock, floor, each leg running half of the
@@ -81,6 +106,7 @@ func legRuns(runs, i int) int {
 // disk with one system's stored runs can be read.
 func compare(ctx context.Context, o options, w workload, m mode, procs int, srv *natsServer, progress io.Writer, say func(string, ...any)) (*comparison, error) {
 	c := &comparison{WorkerProcs: procs}
+	legOrder := o.legOrder()
 	for i, system := range legOrder {
 		runs := legRuns(o.runs, i)
 		var (
@@ -123,8 +149,9 @@ func compare(ctx context.Context, o options, w workload, m mode, procs int, srv 
 func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system string, procs, runs int, last bool, progress io.Writer, say func(string, ...any)) (_ legResult, err error) {
 	l := legResult{System: system}
 	prefix, proto := floorPrefix, protocol(floorProtocol{w})
-	if system == systemInterlock {
-		prefix, proto = benchPrefix, interlockProtocol{w}
+	workerSystem := system
+	if system == systemInterlock || system == systemClient {
+		prefix, proto, workerSystem = benchPrefix, interlockProtocol{w}, systemInterlock
 	}
 	names, err := wire.NewNames(prefix)
 	if err != nil {
@@ -135,6 +162,9 @@ func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system 
 		return l, err
 	}
 	defer cl.close()
+	if system == systemClient {
+		cl.useGoClient(w)
+	}
 	// Provisioned here, so that worker processes starting together find
 	// the streams there; each worker provisions again at start, as every
 	// Interlock worker does, which changes nothing.
@@ -145,7 +175,7 @@ func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system 
 		return l, err
 	}
 	ws, err := startWorkers(ctx, workerSpec{
-		System: system, Prefix: prefix, Workload: w.name, Workers: o.workers(), Replicas: o.replicas(), Instance: "bench",
+		System: workerSystem, Prefix: prefix, Workload: w.name, Workers: o.workers(), Replicas: o.replicas(), Instance: "bench",
 	}, srv, procs, progress)
 	if err != nil {
 		return l, err
@@ -283,7 +313,7 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 			continue
 		}
 		_, _ = fmt.Fprintf(tw, "%d %s\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.0f B\t%.1f\t%.1f\t%.0f B\t%d\t%.2f\t%.0f\t\n",
-			i%len(legOrder)+1, l.System, s.Runs, s.Seconds, s.RunsPerSec,
+			i%legsPerComparison+1, l.System, s.Runs, s.Seconds, s.RunsPerSec,
 			s.Before.ServerRSSMB, s.After.ServerRSSMB, s.ServerRSSBytesPerRun,
 			s.Before.DataDirMB, s.After.DataDirMB, s.DiskBytesPerRun,
 			s.PendingEntries, s.ListPageMs, l.RunsPerSec)
@@ -303,7 +333,7 @@ func writeComparisons(b *bytes.Buffer, mr modeResult) error {
 		}
 		for _, r := range l.Stored.Listings {
 			_, _ = fmt.Fprintf(tw, "%d %s\t%d\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2fx\t%.2fx\t\n",
-				i%len(legOrder)+1, l.System, r.Stored, r.All.Ms, r.All.Bytes/1024, r.Finished.Ms, r.Finished.Bytes/1024,
+				i%legsPerComparison+1, l.System, r.Stored, r.All.Ms, r.All.Bytes/1024, r.Finished.Ms, r.Finished.Bytes/1024,
 				r.Completed.Ms, r.Completed.Bytes/1024, r.Tenth.Ms, r.Tenth.Bytes/1024, r.Floor.Ms, r.Floor.Bytes/1024,
 				r.Completed.Ms/r.Floor.Ms, r.All.Ms/r.Floor.Ms)
 		}

@@ -110,7 +110,7 @@ func checkLegs(t *testing.T, what string, c *comparison, runs, replicas int) {
 		t.Fatalf("%s: %d legs, want 4", what, len(c.Legs))
 	}
 	for i, l := range c.Legs {
-		want := legOrder[i]
+		want := options{}.legOrder()[i]
 		wantRuns := runs / 2
 		if i < 2 {
 			wantRuns = (runs + 1) / 2
@@ -131,6 +131,38 @@ func checkLegs(t *testing.T, what string, c *comparison, runs, replicas int) {
 	}
 	if want := c.Interlock.RunsPerSec / c.Floor.RunsPerSec; c.Ratio.RunsPerSec != want {
 		t.Errorf("%s: runs/s ratio %v, want the combined figures' %v", what, c.Ratio.RunsPerSec, want)
+	}
+}
+
+// TestRunGoClient runs both workloads with Interlock driven through the Go
+// client package against Interlock driven with raw CloudEvents (--client
+// go): the legs are Interlock's, the raw client's in the floor's place.
+func TestRunGoClient(t *testing.T) {
+	var out bytes.Buffer
+	args := []string{"--runs", "6", "--concurrency", "3", "--fsync", "lazy", "--workload", "both", "--client", "go", "--server", "inprocess", "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	if rep.Client != clientGo || len(rep.Modes) != 2 {
+		t.Fatalf("client %q, %d modes; want go, 2", rep.Client, len(rep.Modes))
+	}
+	want := []string{systemInterlock, systemClient, systemClient, systemInterlock}
+	for _, m := range rep.Modes {
+		if len(m.Legs) != len(want) {
+			t.Fatalf("%s: %d legs, want %d", m.Workload, len(m.Legs), len(want))
+		}
+		for i, l := range m.Legs {
+			if l.System != want[i] || l.RunsPerSec <= 0 {
+				t.Errorf("%s: leg %d is %s at %v runs/s; want %s at a positive rate", m.Workload, i+1, l.System, l.RunsPerSec, want[i])
+			}
+		}
+		if m.Interlock == nil || m.Interlock.Runs != 6 {
+			t.Errorf("%s: the Go client's result is %+v, want 6 runs", m.Workload, m.Interlock)
+		}
 	}
 }
 

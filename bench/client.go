@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	ilclient "github.com/interlockhq/interlock/client"
+	ilprotocol "github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -33,6 +36,17 @@ type client struct {
 	names wire.Names
 	flow  string
 	proto protocol
+	// il, when set, drives runs through the Go client package instead of
+	// proto and a subscription of the benchmark's own.
+	il *ilclient.Client
+	w  workload
+}
+
+// useGoClient makes the client drive runs of w through the Go client
+// package (client.Start, client.Resume) on its connection.
+func (c *client) useGoClient(w workload) {
+	c.il = ilclient.New(c.nc, c.js, c.names, clientSource, eventWait)
+	c.w = w
 }
 
 // newClient connects a client running flow's runs with protocol p.
@@ -49,6 +63,9 @@ func (c *client) close() { c.nc.Close() }
 // full takes run from start to interrupted and from resume to completed,
 // and returns the latency of each half.
 func (c *client) full(ctx context.Context, run string) (toInterrupted, toCompleted time.Duration, err error) {
+	if c.il != nil {
+		return c.fullGo(ctx, run)
+	}
 	sub, err := c.subscribe(run)
 	if err != nil {
 		return 0, 0, err
@@ -68,6 +85,10 @@ func (c *client) full(ctx context.Context, run string) (toInterrupted, toComplet
 
 // pause starts run and returns once it is interrupted, leaving it waiting.
 func (c *client) pause(ctx context.Context, run string) error {
+	if c.il != nil {
+		_, err := c.startGo(ctx, run)
+		return err
+	}
 	sub, err := c.subscribe(run)
 	if err != nil {
 		return err
@@ -75,6 +96,59 @@ func (c *client) pause(ctx context.Context, run string) error {
 	defer sub.close()
 	_, err = c.send(ctx, sub, run, "start", func() (*nats.Msg, error) { return c.proto.start(c.names, run) }, "interrupted")
 	return err
+}
+
+// fullGo is full through the Go client package: the resume carries what
+// the raw client's does (the token, and an answer or an approval).
+func (c *client) fullGo(ctx context.Context, run string) (toInterrupted, toCompleted time.Duration, err error) {
+	t0 := time.Now()
+	in, err := c.startGo(ctx, run)
+	if err != nil {
+		return 0, 0, err
+	}
+	t1 := time.Now()
+	r := ilprotocol.Resume{ResumeToken: in.ResumeToken}
+	if c.w.approval {
+		r.Decision, r.Approver = "approve", approverName
+	} else {
+		r.Answers = map[string]json.RawMessage{"answer": json.RawMessage(`"ok"`)}
+	}
+	ev, err := c.il.Resume(ctx, c.flow, run, r)
+	if err != nil {
+		return 0, 0, fmt.Errorf("run %s: resuming: %w", run, err)
+	}
+	if ev.Kind != ilprotocol.EventCompleted {
+		return 0, 0, fmt.Errorf("run %s: got a %s event instead of completed after resume: %s", run, ev.Kind, truncate(ev.Event.Data(), 400))
+	}
+	return t1.Sub(t0), time.Since(t1), nil
+}
+
+// startGo starts run through the Go client package and returns its
+// interrupt.
+func (c *client) startGo(ctx context.Context, run string) (ilprotocol.Interrupted, error) {
+	var state map[string]json.RawMessage
+	if c.w.approval {
+		state = map[string]json.RawMessage{}
+		for k, v := range refundState(run) {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return ilprotocol.Interrupted{}, err
+			}
+			state[k] = b
+		}
+	}
+	ev, err := c.il.Start(ctx, c.flow, run, state, nil)
+	if err != nil {
+		return ilprotocol.Interrupted{}, fmt.Errorf("run %s: starting: %w", run, err)
+	}
+	if ev.Kind != ilprotocol.EventInterrupted {
+		return ilprotocol.Interrupted{}, fmt.Errorf("run %s: got a %s event instead of interrupted after start: %s", run, ev.Kind, truncate(ev.Event.Data(), 400))
+	}
+	var in ilprotocol.Interrupted
+	if err := ev.Decode(&in); err != nil {
+		return ilprotocol.Interrupted{}, fmt.Errorf("run %s: decoding the interrupted event: %w", run, err)
+	}
+	return in, nil
 }
 
 // eventBuffer is the room for a run's events not yet read: four are

@@ -120,6 +120,9 @@ type options struct {
 	// countWrites is how many runs each system runs for the write count;
 	// 0 skips it.
 	countWrites int
+	// client is how Interlock's clients drive runs in the throughput
+	// measurement: clientRaw or clientGo.
+	client string
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -197,6 +200,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
 	fs.BoolVar(&o.storedFinished, "stored-finished", false, "with --stored: the stored runs are run to completion (start, answer) and kept as finished runs instead of left waiting, and a page of the list of runs (client.ListRuns) is timed, with the bytes it reads, at 1,000 runs stored and at --stored, against a raw batched direct get of the same page")
 	fs.IntVar(&o.countWrites, "count-writes", 0, "if > 0, run this many runs of each system to the interrupt, then resume them all, and count what each phase stores in each stream and bucket (messages, bytes) and, with the server in a child process and strace on PATH, the server's fsyncs")
+	fs.StringVar(&o.client, "client", clientRaw, "how the throughput measurement compares: raw (the floor against Interlock driven with raw CloudEvents) or go (Interlock driven with raw CloudEvents, in the floor's place, against Interlock driven through its Go client package: client.Start and client.Resume)")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
@@ -256,6 +260,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{errors.New("--stored applies to the throughput measurement, which --runs 0 skips: give --runs too")}
 	case len(o.workerProcs) > 0 && o.runs == 0:
 		return o, usageError{errors.New("--worker-procs applies to the throughput measurement, which --runs 0 skips: give --runs too")}
+	case o.client != clientRaw && o.client != clientGo:
+		return o, usageError{fmt.Errorf("--client is %q; use raw or go", o.client)}
 	case o.idle < 0:
 		return o, usageError{fmt.Errorf("--idle is %s; it must be 0 or more", o.idle)}
 	}
@@ -291,6 +297,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Machine: machineFacts(), Runs: o.runs, Concurrency: o.concurrency,
 		Workers: o.workers(), Warmup: o.warmupRuns(), PausedRuns: o.paused,
 		Server: o.server, Replicas: o.replicas(), WorkerProcs: o.workerProcs, StoredRuns: o.stored,
+		Client: o.client,
 	}
 	if o.cluster > 1 {
 		rep.ClusterNodes = o.cluster

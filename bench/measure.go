@@ -41,7 +41,8 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 				if err != nil {
 					return err
 				}
-				say("workers %s: floor %.0f runs/s, interlock %.0f runs/s, interlock/floor %.2fx", workersWhere(procs), c.Floor.RunsPerSec, c.Interlock.RunsPerSec, c.Ratio.RunsPerSec)
+				base, measured := systemLabels(o.client)
+				say("workers %s: %s %.0f runs/s, %s %.0f runs/s, %s/%s %.2fx", workersWhere(procs), base, c.Floor.RunsPerSec, measured, c.Interlock.RunsPerSec, measured, base, c.Ratio.RunsPerSec)
 				if procs == 0 {
 					res.Floor, res.Interlock, res.Ratio, res.Legs = c.Floor, c.Interlock, c.Ratio, c.Legs
 				} else {

@@ -57,6 +57,10 @@ type report struct {
 	WorkerProcs []int `json:"workerProcs,omitempty"`
 	// StoredRuns is how many runs each system had stored before each leg.
 	StoredRuns int `json:"storedRuns,omitempty"`
+	// Client is --client: with "go", the floor's figures are Interlock's
+	// driven with raw CloudEvents, and Interlock's are Interlock's driven
+	// through the Go client package.
+	Client string `json:"client"`
 	// Notes say what the memory and CPU figures include.
 	Notes []string     `json:"notes"`
 	Modes []modeResult `json:"modes"`
@@ -310,7 +314,8 @@ func (r report) writeText(w io.Writer) error {
 		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.MemoryMB, m.GoVersion, m.OS, m.Date)
 	fmt.Fprintf(b, "load average: %s at start, %s at end (the machine may be shared)\n", m.LoadAvgStart, m.LoadAvgEnd)
 	if r.Runs > 0 {
-		fmt.Fprintf(b, "runs: %d per system in two legs, in the order floor, interlock, interlock, floor; %d client goroutines, %d worker slots per worker, %d warm-up runs before each leg\n", r.Runs, r.Concurrency, r.Workers, r.Warmup)
+		base, measured := systemLabels(r.Client)
+		fmt.Fprintf(b, "runs: %d per system in two legs, in the order %s, %s, %s, %s; %d client goroutines, %d worker slots per worker, %d warm-up runs before each leg\n", r.Runs, base, measured, measured, base, r.Concurrency, r.Workers, r.Warmup)
 	}
 	fmt.Fprintf(b, "server: %s", r.Server)
 	if r.ClusterNodes > 1 {
@@ -327,6 +332,7 @@ func (r report) writeText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(b, "memory and CPU: %s\n", n)
 	}
+	base, measured := systemLabels(r.Client)
 	for _, mr := range r.Modes {
 		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Workload, mr.Fsync))
 		if mr.Floor != nil && mr.Interlock != nil {
@@ -340,7 +346,7 @@ func (r report) writeText(w io.Writer) error {
 			for _, s := range []struct {
 				name string
 				res  *systemResult
-			}{{"floor", mr.Floor}, {"interlock", mr.Interlock}} {
+			}{{base, mr.Floor}, {measured, mr.Interlock}} {
 				x := s.res
 				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t",
 					s.name, x.RunsPerSec, x.CPUMsPerRun, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
@@ -355,7 +361,7 @@ func (r report) writeText(w io.Writer) error {
 			if child {
 				blanks += "\t\t\t"
 			}
-			fmt.Fprintf(tw, "interlock/floor\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", mr.Ratio.RunsPerSec, mr.Ratio.CPUPerRun, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
+			fmt.Fprintf(tw, "%s/%s\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", measured, base, mr.Ratio.RunsPerSec, mr.Ratio.CPUPerRun, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
 			if err := tw.Flush(); err != nil {
 				return err
 			}

@@ -21,6 +21,9 @@ import (
 const (
 	systemFloor     = "floor"
 	systemInterlock = "interlock"
+	// systemClient is Interlock's workers with clients that drive runs
+	// through the Go client package (--client go).
+	systemClient = "client"
 )
 
 // workerEnv is the environment variable that makes the bench binary a

@@ -73,7 +73,7 @@ func (c *Client) WaitAsk(ctx context.Context, askID string, wait time.Duration) 
 	if wait <= 0 {
 		wait = c.wait
 	}
-	f, err := c.follow(ctx, c.names.Event(AskFlow, askID, protocol.EventAnswered))
+	f, err := c.follow(ctx, c.names.Event(AskFlow, askID, protocol.EventAnswered), nil)
 	if err != nil {
 		return AskAnswer{}, err
 	}

@@ -194,7 +194,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err != nil {
 		return Event{}, err
 	}
-	f, err := c.follow(ctx, c.names.Event(flow, run, ">"))
+	f, err := c.follow(ctx, c.names.Event(flow, run, ">"), func(kind string) bool { return settles(verb, kind) })
 	if err != nil {
 		return Event{}, err
 	}
@@ -226,35 +226,25 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 	again := time.NewTimer(followPoll)
 	defer again.Stop()
+	// The follower subscribed before the command was published, so every
+	// settling event stored from then on wakes it: the stream is read only
+	// once woken, or every followPoll in case a live message was lost.
+	read, woken := false, false
 	for {
-		m, ok, err := f.poll(ctx)
-		if err != nil {
-			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
-		}
-		if ok {
-			kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
-			if !settles(verb, kind) {
-				continue
-			}
-			out, err := events.Decode(m.header, m.data)
+		if read {
+			ev, ok, err := c.outcome(ctx, f, woken, verb, flow, run, id, key)
 			if err != nil {
-				return Event{}, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+				return Event{}, err
 			}
-			if kind == protocol.EventRefused {
-				var r protocol.Refused
-				if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
-					continue // someone else's refusal
-				}
-			} else if !c.applied(ctx, flow, run, cmp.Or(key, id)) {
-				// Another command's outcome: this one, refused or not yet
-				// applied, has its own event to come.
-				continue
+			if ok {
+				return ev, nil
 			}
-			return Event{Kind: kind, Event: out}, nil
 		}
+		read, woken = true, false
 		again.Reset(followPoll)
 		select {
 		case <-f.wake:
+			woken = true
 		case <-again.C:
 		case <-timeout.C:
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
@@ -268,6 +258,72 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			tick.Reset(poll)
 		}
 	}
+}
+
+// outcome reads the events the follower has not read yet and returns the
+// first that settles the command with event id (and idempotency key, if
+// any) of verb, or ok false when none does yet. woken says that a live
+// settling event woke the follower: its outcome is most likely stored,
+// so the checkpoint is read at the same time as the events, and read
+// again after an event only if it did not name the command yet.
+func (c *Client) outcome(ctx context.Context, f *follower, woken bool, verb, flow, run, id, key string) (_ Event, ok bool, _ error) {
+	var early *appliedRead
+	if woken {
+		early = c.startApplied(ctx, flow, run, cmp.Or(key, id))
+		defer early.wait()
+	}
+	for {
+		m, ok, err := f.poll(ctx)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
+		}
+		if !ok {
+			return Event{}, false, nil
+		}
+		kind := m.subject[strings.LastIndex(m.subject, ".")+1:]
+		if !settles(verb, kind) {
+			continue
+		}
+		out, err := events.Decode(m.header, m.data)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+		}
+		if kind == protocol.EventRefused {
+			var r protocol.Refused
+			if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
+				continue // someone else's refusal
+			}
+		} else if (early == nil || !early.wait()) && !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+			// Another command's outcome: this one, refused or not yet
+			// applied, has its own event to come. A checkpoint read before
+			// this event was stored may not name the command yet, so only
+			// a read after it says no.
+			continue
+		}
+		return Event{Kind: kind, Event: out}, true, nil
+	}
+}
+
+// appliedRead is a read of [Client.applied] under way.
+type appliedRead struct {
+	done chan struct{}
+	ok   bool
+}
+
+// startApplied starts reading whether the run has applied key.
+func (c *Client) startApplied(ctx context.Context, flow, run, key string) *appliedRead {
+	r := &appliedRead{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.ok = c.applied(ctx, flow, run, key)
+	}()
+	return r
+}
+
+// wait waits for the read and returns what it found.
+func (r *appliedRead) wait() bool {
+	<-r.done
+	return r.ok
 }
 
 // publish publishes a command to the inbound stream. A command larger than
@@ -290,11 +346,31 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg, verb string) error 
 // applied reports whether the run has applied the command with key (its
 // idempotency key, or its event id), so that an event of the run can be
 // its outcome: the checkpoint names the command before the events of its
-// transition are published. A checkpoint that cannot be read does not
-// hold the outcome back.
+// transition are published. It reads the checkpoint with one direct get
+// of the bucket's stream. A checkpoint that cannot be read does not hold
+// the outcome back.
 func (c *Client) applied(ctx context.Context, flow, run, key string) bool {
-	cp, err := c.Checkpoint(ctx, flow, run)
-	return err != nil || cp.HasApplied(key)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	bucket := c.names.RunsBucket()
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + bucket, filter: "$KV." + bucket + "." + flow + "." + run, what: "bucket " + bucket}
+	m, err := g.lastMsg(ctx)
+	if err != nil || m == nil || m.marker {
+		return true
+	}
+	// Only what HasApplied needs, and what tells a checkpoint document
+	// (DecodeCheckpoint's check): a checkpoint is a few KB, and this
+	// runs for every outcome.
+	var cp struct {
+		Flow    string   `json:"flow"`
+		Run     string   `json:"run"`
+		Status  string   `json:"status"`
+		Applied []string `json:"applied"`
+	}
+	if json.Unmarshal(m.data, &cp) != nil || cp.Flow == "" || cp.Run == "" || cp.Status == "" {
+		return true
+	}
+	return protocol.Checkpoint{Applied: cp.Applied}.HasApplied(key)
 }
 
 // absorbed reports whether the run has applied idempotency key through a

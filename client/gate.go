@@ -140,7 +140,7 @@ func (c *Client) request(ctx context.Context, r requestSpec, wait time.Duration,
 	if err != nil {
 		return requestResult{}, err
 	}
-	f, err := c.follow(ctx, c.names.Event(r.flow, r.run, ">"))
+	f, err := c.follow(ctx, c.names.Event(r.flow, r.run, ">"), nil)
 	if err != nil {
 		return requestResult{}, err
 	}

@@ -375,17 +375,22 @@ func (g directGet) batch(ctx context.Context, start uint64, n int) (batchResult,
 	if err != nil {
 		return batchResult{}, err
 	}
-	return g.request(ctx, req)
+	return g.request(ctx, req, n)
 }
 
-// request sends a batched direct get and gathers its replies.
-func (g directGet) request(ctx context.Context, req []byte) (batchResult, error) {
+// request sends a batched direct get of up to n messages and gathers its
+// replies.
+func (g directGet) request(ctx context.Context, req []byte, n int) (batchResult, error) {
 	// An inbox of its own, outside the connection's request inbox: a
 	// reply to a subject under that one would reach its wildcard
 	// subscription too, and the server would send every message of the
-	// batch twice.
+	// batch twice. Its channel has room for the whole answer (n messages
+	// and the status that ends it), so none is dropped however late it is
+	// read: SubscribeSync would allocate nats.DefaultMaxChanLen (65536)
+	// slots, 512 KB, on every read.
 	inbox := g.nc.NewInbox()
-	sub, err := g.nc.SubscribeSync(inbox)
+	ch := make(chan *nats.Msg, n+1)
+	sub, err := g.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return batchResult{}, fmt.Errorf("client: subscribing for a batched read: %w", err)
 	}
@@ -400,9 +405,14 @@ func (g directGet) request(ctx context.Context, req []byte) (batchResult, error)
 	}
 	var out batchResult
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return batchResult{}, fmt.Errorf("client: reading %s: %w (is it provisioned, on nats-server 2.11 or later?)", g.what, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+			if m == nil {
+				return batchResult{}, fmt.Errorf("client: reading %s: %w", g.what, nats.ErrConnectionClosed)
+			}
+		case <-ctx.Done():
+			return batchResult{}, fmt.Errorf("client: reading %s: %w (is it provisioned, on nats-server 2.11 or later?)", g.what, ctx.Err())
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -449,11 +459,21 @@ func (g directGet) count(ctx context.Context) (uint64, error) {
 // last returns the sequence of the last message matching the filter; ok
 // is false when none does.
 func (g directGet) last(ctx context.Context) (seq uint64, ok bool, err error) {
+	m, err := g.lastMsg(ctx)
+	if err != nil || m == nil {
+		return 0, false, err
+	}
+	return m.seq, true, nil
+}
+
+// lastMsg returns the last message matching the filter, or nil when none
+// does.
+func (g directGet) lastMsg(ctx context.Context) (*batchMsg, error) {
 	req, err := json.Marshal(struct {
 		LastBy string `json:"last_by_subj"`
 	}{LastBy: cmp.Or(g.filter, g.every)})
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -462,18 +482,27 @@ func (g directGet) last(ctx context.Context) (seq uint64, ok bool, err error) {
 	}
 	m, err := g.nc.RequestWithContext(ctx, g.subject, req)
 	if err != nil {
-		return 0, false, fmt.Errorf("client: reading %s: %w", g.what, err)
+		return nil, fmt.Errorf("client: reading %s: %w", g.what, err)
 	}
 	switch status := m.Header.Get("Status"); status {
 	case "":
 	case "404":
-		return 0, false, nil
+		return nil, nil
 	default:
-		return 0, false, fmt.Errorf("client: reading %s: the server answered %s %s", g.what, status, m.Header.Get("Description"))
+		return nil, fmt.Errorf("client: reading %s: the server answered %s %s", g.what, status, m.Header.Get("Description"))
 	}
-	seq, err = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("client: reading %s: a message without a sequence: %w", g.what, err)
+		return nil, fmt.Errorf("client: reading %s: a message without a sequence: %w", g.what, err)
 	}
-	return seq, true, nil
+	if s := m.Header.Get("Nats-Stream"); s != "" && "$JS.API.DIRECT.GET."+s != g.subject {
+		return nil, fmt.Errorf("client: reading %s: a reply from stream %s", g.what, s)
+	}
+	return &batchMsg{
+		subject: m.Header.Get("Nats-Subject"),
+		seq:     seq,
+		header:  m.Header,
+		data:    m.Data,
+		marker:  m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "",
+	}, nil
 }

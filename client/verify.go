@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,12 +29,17 @@ type follower struct {
 }
 
 // follow starts following filter, a subject filter of the events stream.
-// Stop the follower when done.
-func (c *Client) follow(ctx context.Context, filter string) (*follower, error) {
+// Live messages of a kind wakes does not select (nil for every kind) do
+// not wake the follower: their events are read from the stream with the
+// next one that does. Stop the follower when done.
+func (c *Client) follow(ctx context.Context, filter string, wakes func(kind string) bool) (*follower, error) {
 	stream := c.names.EventStream()
 	f := &follower{g: directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: filter, what: "stream " + stream},
 		wake: make(chan struct{}, 1)}
-	sub, err := c.nc.Subscribe(filter, func(*nats.Msg) {
+	sub, err := c.nc.Subscribe(filter, func(m *nats.Msg) {
+		if wakes != nil && !wakes(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]) {
+			return
+		}
 		select {
 		case f.wake <- struct{}{}:
 		default:
@@ -42,11 +48,10 @@ func (c *Client) follow(ctx context.Context, filter string) (*follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: subscribing to %s: %w", filter, err)
 	}
+	// No flush: the server reads this connection in order, so the
+	// subscription is in place before it answers the read below, and
+	// before anything published after that.
 	f.sub = sub
-	if err := c.nc.Flush(); err != nil {
-		f.stop()
-		return nil, fmt.Errorf("client: %w", err)
-	}
 	last, _, err := f.g.last(ctx)
 	if err != nil {
 		f.stop()
