@@ -402,7 +402,14 @@ func (s *Service) reconcile(ctx context.Context, set *Set, log zerolog.Logger) e
 
 // pollFile writes Config.File to the key whenever it changes and parses.
 func (s *Service) pollFile(ctx context.Context) {
-	last, _ := os.ReadFile(s.cfg.File)
+	// What the file held when it was read for Start: a change made since,
+	// even before this goroutine runs, is a change.
+	var last []byte
+	if s.cfg.Subscriptions != nil {
+		last = s.cfg.Subscriptions.Source()
+	} else {
+		last, _ = os.ReadFile(s.cfg.File)
+	}
 	tick := time.NewTicker(s.cfg.PollFile)
 	defer tick.Stop()
 	for {
