@@ -3,9 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -48,13 +48,7 @@ func statusOf(a *api) int { return a.do("GET", "/v1/interrupts", nil).status }
 // waitStatus polls GET /v1/interrupts as a until it answers want.
 func waitStatus(t *testing.T, a *api, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for got := statusOf(a); got != want; got = statusOf(a) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /v1/interrupts answers %d, want %d", got, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling, with a deadline
-	}
+	natstest.Eventually(t, fmt.Sprintf("GET /v1/interrupts answering %d", want), func() bool { return statusOf(a) == want })
 }
 
 // TestAPersonPutInTheBucketCallsTheAPIWithoutARestart is `nats kv put

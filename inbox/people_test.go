@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -56,7 +55,7 @@ func TestSignInFollowsTheDirectoryInTheBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the directory applied", func() bool { return live.Revision() == rev })
+	natstest.Eventually(t, "the directory applied", func() bool { return live.Revision() == rev })
 	if code, _ := v.do("POST", "/login", url.Values{"token": {ann}, "next": {"/"}}); code != http.StatusOK || v.url != "/" {
 		t.Fatalf("ann, put in the bucket, signs in: %d at %s", code, v.url)
 	}
@@ -64,20 +63,8 @@ func TestSignInFollowsTheDirectoryInTheBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the directory applied", func() bool { return live.Revision() == rev })
+	natstest.Eventually(t, "the directory applied", func() bool { return live.Revision() == rev })
 	if code, _ := v.do("GET", "/", nil); code != http.StatusOK || v.url != "/login" {
 		t.Fatalf("ann, removed, still sees the inbox: %d at %s", code, v.url)
-	}
-}
-
-// waitFor polls ok until it holds, or fails the test after a while.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
 	}
 }

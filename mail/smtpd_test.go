@@ -71,20 +71,14 @@ func (d *smtpd) start(addr string) {
 	var err error
 	// The address of a stopped server is taken again as soon as the
 	// kernel lets it go.
-	for deadline := time.Now().Add(natstest.Wait); ; {
+	natstest.Eventually(d.t, "the SMTP server's address free to listen on again", func() bool {
 		if d.implicit {
 			ln, err = tls.Listen("tcp", addr, d.tls)
 		} else {
 			ln, err = net.Listen("tcp", addr)
 		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the port, nothing to wait on
-	}
-	if err != nil {
-		d.t.Fatalf("smtpd: %v", err)
-	}
+		return err == nil
+	})
 	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &session{d: d, conn: c}, nil }))
 	srv.Domain = "localhost"
 	srv.TLSConfig = d.tls

@@ -50,18 +50,6 @@ func configBucket(t *testing.T) jetstream.KeyValue {
 	return kv
 }
 
-// eventually polls ok until it holds, or fails the test after a while.
-func eventually(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
-	}
-}
-
 func stopLive(t *testing.T, l *people.Live) {
 	t.Helper()
 	t.Cleanup(func() {
@@ -126,7 +114,7 @@ func TestLiveAppliesEveryGoodValueAndRefusesABadOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the directory applied", func() bool { return l.Revision() == rev })
+	natstest.Eventually(t, "the directory applied", func() bool { return l.Revision() == rev })
 	if p, ok := l.Current().ByToken("test"); !ok || p.Name != "ann@example.com" {
 		t.Fatalf("ann's token finds %+v, %v", p, ok)
 	}
@@ -135,7 +123,7 @@ func TestLiveAppliesEveryGoodValueAndRefusesABadOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the bad value refused", func() bool { return l.Refused() != nil })
+	natstest.Eventually(t, "the bad value refused", func() bool { return l.Refused() != nil })
 	if r := l.Refused(); r.Revision != bad || !strings.Contains(r.Err.Error(), "also ann's") {
 		t.Fatalf("Refused = %+v", r)
 	}
@@ -153,7 +141,7 @@ func TestLiveAppliesEveryGoodValueAndRefusesABadOne(t *testing.T) {
 	if err := kv.Delete(t.Context(), people.Key); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deletion logged", func() bool { return strings.Contains(logs.String(), "was deleted") })
+	natstest.Eventually(t, "the deletion logged", func() bool { return strings.Contains(logs.String(), "was deleted") })
 	if !okOf(l.Current().ByToken("test")) {
 		t.Fatal("deleting the key dropped the directory in force")
 	}
@@ -162,7 +150,7 @@ func TestLiveAppliesEveryGoodValueAndRefusesABadOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the good value applied", func() bool { return l.Revision() == good })
+	natstest.Eventually(t, "the good value applied", func() bool { return l.Revision() == good })
 	if p, ok := l.Current().ByToken("test"); !ok || p.Name != "carol" || okOf(l.Current().ByToken("test2")) || l.Refused() != nil {
 		t.Fatalf("after the good value: %+v, bob %v, refused %v", p, okOf(l.Current().ByToken("test2")), l.Refused())
 	}
@@ -197,7 +185,7 @@ func TestLiveJoinsTheBucketWithTheLocalFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the conflicting value refused", func() bool { return l.Refused() != nil && l.Refused().Revision == bad })
+	natstest.Eventually(t, "the conflicting value refused", func() bool { return l.Refused() != nil && l.Refused().Revision == bad })
 	if !okOf(l.Current().ByToken("test")) {
 		t.Fatal("a refused value changed the directory in force")
 	}
@@ -235,11 +223,11 @@ func TestFileWatchFollowsTheFileAndRefusesABadChange(t *testing.T) {
 	seen := func(n int) func() bool {
 		return func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n }
 	}
-	eventually(t, "the first read", seen(1))
+	natstest.Eventually(t, "the first read", seen(1))
 	if err := os.WriteFile(file, []byte("people: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the bad change logged", func() bool { return strings.Contains(logs.String(), "refused the changed file") })
+	natstest.Eventually(t, "the bad change logged", func() bool { return strings.Contains(logs.String(), "refused the changed file") })
 	// Same size and, likely, the same modification time: still a change.
 	if err := os.WriteFile(file, []byte("people: [{name: a}]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -247,7 +235,7 @@ func TestFileWatchFollowsTheFileAndRefusesABadChange(t *testing.T) {
 	if err := os.WriteFile(file, []byte("people: [{name: b}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the good change", func() bool {
+	natstest.Eventually(t, "the good change", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= 2 && got[len(got)-1] == 1

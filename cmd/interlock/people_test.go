@@ -2,14 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/people"
 )
 
@@ -197,13 +198,7 @@ func TestServeWithPeopleAuthenticatesAndFollowsTheFile(t *testing.T) {
 	}
 	waitStatus := func(token string, want int) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for got := status(token); got != want; got = status(token) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the API answers %d, want %d", got, want)
-			}
-			time.Sleep(50 * time.Millisecond) // polling, with a deadline
-		}
+		natstest.Eventually(t, fmt.Sprintf("the API answering %d", want), func() bool { return status(token) == want })
 	}
 	if got := status(ann); got != http.StatusOK {
 		t.Fatalf("ann gets %d", got)
