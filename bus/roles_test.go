@@ -200,6 +200,7 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 					return settled(ev, err, protocol.EventInterrupted)
 				}, nil},
 				"request":          {n.GateRequest(), publish(u.js, n.GateRequest()), nil},
+				"ask":              {n.AskRequest(), publish(u.js, n.AskRequest()), nil},
 				"expire":           {n.In("q", "expire"), publish(u.js, n.In("q", "expire")), nil},
 				"publish-deadline": {n.Due("q", "expire"), publish(u.js, n.Due("q", "expire")), nil},
 				"watch-events": {n.Prefix + ".ev.>", func(ctx context.Context) error {
@@ -249,6 +250,14 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 				"backlog":                 {"$JS.API.CONSUMER.INFO." + n.InStream() + "." + n.Consumer(), req("$JS.API.CONSUMER.INFO."+n.InStream()+"."+n.Consumer(), ""), nil},
 				"read-commands":           {n.Prefix + ".in.>", sub(n.Prefix + ".in.>"), nil},
 				"read-keys":               {"$JS.API.STREAM.INFO.KV_" + n.KeysBucket(), req("$JS.API.STREAM.INFO.KV_"+n.KeysBucket(), ""), nil},
+				"read-webhook-deliveries": {"$JS.API.STREAM.INFO.KV_" + n.WebhookDeliveriesBucket(),
+					req("$JS.API.STREAM.INFO.KV_"+n.WebhookDeliveriesBucket(), ""), nil},
+				"read-links": {"$JS.API.STREAM.INFO.KV_" + n.LinksBucket(), func(ctx context.Context) error {
+					if err := req("$JS.API.STREAM.INFO.KV_"+n.LinksBucket(), "")(ctx); err != nil {
+						return err
+					}
+					return req("$JS.API.DIRECT.GET.KV_"+n.SentBucket(), `{"seq":1}`)(ctx)
+				}, nil},
 				"read-secrets": {"$JS.API.DIRECT.GET.KV_" + n.ConfigBucket() + ".$KV." + n.ConfigBucket() + ".people",
 					req("$JS.API.DIRECT.GET.KV_"+n.ConfigBucket()+".$KV."+n.ConfigBucket()+".people", ""), nil},
 				"write-stores":    {"$KV." + n.RunsBucket() + ".q.r-forged", publish(u.js, "$KV."+n.RunsBucket()+".q.r-forged"), nil},
