@@ -111,39 +111,44 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *httpAddr == "" {
 		return srv.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: nopCloser{stdout}})
 	}
-	return serveMCPHTTP(ctx, srv, *httpAddr, stdout)
+	return serveMCPHTTP(ctx, "mcp", srv.Handler(), srv.Close, *httpAddr, stdout, func(at string) string {
+		return "MCP server (streamable HTTP) on " + at + ". Press Ctrl-C to stop."
+	})
 }
 
-// serveMCPHTTP serves the streamable HTTP transport on addr until ctx
-// ends.
-func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr string, stdout io.Writer) error {
+// serveMCPHTTP serves the streamable HTTP transport of h on addr until
+// ctx ends, then closes (what ends the sessions' open streams, so that
+// the shutdown need not wait for them) and shuts the listener down. what
+// names the server ("mcp", "mcp gateway") in errors, and banner says
+// where it listens, given the address.
+func serveMCPHTTP(ctx context.Context, what string, h http.Handler, closeFn func(), addr string, stdout io.Writer, banner func(addr string) string) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("mcp: listening on %s: %w", addr, err)
+		return fmt.Errorf("%s: listening on %s: %w", what, addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(mcpPath, srv.Handler())
+	mux.Handle(mcpPath, h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stdout, "MCP server (streamable HTTP) on http://%s%s. Press Ctrl-C to stop.\n", ln.Addr(), mcpPath)
+	fmt.Fprintln(stdout, banner("http://"+ln.Addr().String()+mcpPath))
 	select {
 	case err := <-served:
-		return fmt.Errorf("mcp: serving: %w", err)
+		return fmt.Errorf("%s: serving: %w", what, err)
 	case <-ctx.Done():
 	}
 	// End the sessions first, so that their open streams end and the
 	// shutdown need not wait for them; then those that began meanwhile.
-	srv.Close()
+	closeFn()
 	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdown)
 	defer cancel()
 	if err := hs.Shutdown(stop); err != nil {
 		_ = hs.Close()
 	}
-	srv.Close()
+	closeFn()
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mcp: serving: %w", err)
+		return fmt.Errorf("%s: serving: %w", what, err)
 	}
 	return nil
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -123,38 +120,9 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *httpAddr == "" {
 		return gw.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: nopCloser{stdout}})
 	}
-	return serveGatewayHTTP(ctx, gw, *httpAddr, stdout)
-}
-
-// serveGatewayHTTP serves the gateway's streamable HTTP transport on addr
-// until ctx ends.
-func serveGatewayHTTP(ctx context.Context, gw *mcpgateway.Gateway, addr string, stdout io.Writer) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("mcp gateway: listening on %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(mcpPath, gw.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stdout, "MCP gateway (streamable HTTP) on http://%s%s, fronting %d tools. Press Ctrl-C to stop.\n", ln.Addr(), mcpPath, len(gw.Tools()))
-	select {
-	case err := <-served:
-		return fmt.Errorf("mcp gateway: serving: %w", err)
-	case <-ctx.Done():
-	}
-	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdown)
-	defer cancel()
-	_ = gw.Close() // ends the sessions' open streams, so the shutdown need not wait for them
-	if err := hs.Shutdown(stop); err != nil {
-		_ = hs.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mcp gateway: serving: %w", err)
-	}
-	return nil
+	return serveMCPHTTP(ctx, "mcp gateway", gw.Handler(), func() { _ = gw.Close() }, *httpAddr, stdout, func(at string) string {
+		return fmt.Sprintf("MCP gateway (streamable HTTP) on %s, fronting %d tools. Press Ctrl-C to stop.", at, len(gw.Tools()))
+	})
 }
 
 var _ mcpgateway.Port = remotePort{}
