@@ -23,6 +23,7 @@ import (
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/internal/tooltest"
 )
 
 // TestMain checks that the service leaves no goroutine behind.
@@ -152,30 +153,5 @@ func statSources(t *testing.T) {
 // enough; otherwise it skips the test, or fails it in CI.
 func requirePython(t *testing.T) string {
 	t.Helper()
-	const how = "install Python 3.9 or later (Debian: apt-get install python3)"
-	missing := func(what string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %s", what, how)
-		}
-		t.Skipf("%s: %s", what, how)
-	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		missing("python3 is not on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
-	defer cancel()
-	v, err := exec.CommandContext(ctx, python, "--version").CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3 --version: %v", err)
-	}
-	m := regexp.MustCompile(`^Python 3\.(\d+)\.`).FindSubmatch(v)
-	if m == nil {
-		t.Fatalf("python3 --version printed %q", v)
-	}
-	if minor, _ := strconv.Atoi(string(m[1])); minor < minPython {
-		missing("python3 is " + strings.TrimSpace(string(v)))
-	}
-	return python
+	return tooltest.Python(t, minPython, "install Python 3.9 or later (Debian: apt-get install python3)")
 }

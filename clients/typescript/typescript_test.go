@@ -26,6 +26,7 @@ import (
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/internal/tooltest"
 )
 
 // TestMain checks that the service leaves no goroutine behind.
@@ -136,37 +137,14 @@ func run(ctx context.Context, t *testing.T, npm string, args ...string) {
 func requireNode(t *testing.T) (node, npm string) {
 	t.Helper()
 	const how = "install Node.js 20 or later (Debian: apt-get install nodejs npm) and run `npm ci` in clients/typescript"
-	missing := func(what string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %s", what, how)
-		}
-		t.Skipf("%s: %s", what, how)
-	}
-	node, err := exec.LookPath("node")
+	node = tooltest.Node(t, minNode, how)
+	npm, err := exec.LookPath("npm")
 	if err != nil {
-		missing("node is not on PATH")
-	}
-	npm, err = exec.LookPath("npm")
-	if err != nil {
-		missing("npm is not on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
-	defer cancel()
-	v, err := exec.CommandContext(ctx, node, "--version").Output()
-	if err != nil {
-		t.Fatalf("node --version: %v", err)
-	}
-	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(v)
-	if m == nil {
-		t.Fatalf("node --version printed %q", v)
-	}
-	if major, _ := strconv.Atoi(string(m[1])); major < minNode {
-		missing("node " + strings.TrimSpace(string(v)) + " is too old")
+		tooltest.Missing(t, "npm is not on PATH", how)
 	}
 	for _, dep := range []string{"typescript", "@nats-io/jetstream", "json-schema-to-typescript"} {
 		if _, err := os.Stat(filepath.Join("node_modules", dep)); err != nil {
-			missing("clients/typescript/node_modules/" + dep + " is missing")
+			tooltest.Missing(t, "clients/typescript/node_modules/"+dep+" is missing", how)
 		}
 	}
 	return node, npm

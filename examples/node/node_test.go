@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/internal/tooltest"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -348,28 +348,9 @@ func requireNode(t *testing.T) string {
 	const how = "install Node.js 20 or later (Debian: apt-get install nodejs npm) and run `npm ci` in clients/typescript and then in examples/node"
 	missing := func(what string) {
 		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %s", what, how)
-		}
-		t.Skipf("%s: %s", what, how)
+		tooltest.Missing(t, what, how)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node is not on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
-	defer cancel()
-	v, err := exec.CommandContext(ctx, node, "--version").Output()
-	if err != nil {
-		t.Fatalf("node --version: %v", err)
-	}
-	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(v)
-	if m == nil {
-		t.Fatalf("node --version printed %q", v)
-	}
-	if major, _ := strconv.Atoi(string(m[1])); major < minNode {
-		missing("node " + strings.TrimSpace(string(v)) + " is too old")
-	}
+	node := tooltest.Node(t, minNode, how)
 	for _, dep := range []string{"@interlockhq/client", "ai", "@openai/agents", "@langchain/langgraph"} {
 		if _, err := os.Stat(filepath.Join("node_modules", dep)); err != nil {
 			missing("examples/node/node_modules/" + dep + " is missing")
