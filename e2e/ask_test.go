@@ -155,6 +155,8 @@ func TestAMalformedAskIsRefusedSayingWhatToFix(t *testing.T) {
 			"questions": []any{map[string]any{"field": "answered", "question": "X?"}}}}, "kept by the ask run"},
 		{"plain http callback beyond loopback", map[string]any{"askId": "bad-cb", "callbackUrl": "http://agent.example/hook", "interrupt": map[string]any{"kind": "choice", "question": "Q?",
 			"options": []any{map[string]any{"id": "a", "label": "A"}}}}, "use https"},
+		{"callback with a secret in its query", map[string]any{"askId": "bad-cbq", "callbackUrl": "https://agent.example/hook?token=s3cret", "interrupt": map[string]any{"kind": "choice", "question": "Q?",
+			"options": []any{map[string]any{"id": "a", "label": "A"}}}}, "without a query"},
 		{"bad timeout", map[string]any{"askId": "bad-time", "interrupt": map[string]any{"kind": "choice", "question": "Q?",
 			"options": []any{map[string]any{"id": "a", "label": "A"}}, "timeout": "soon"}}, "Go duration"},
 	} {

@@ -81,6 +81,9 @@ func CheckAsk(a protocol.AskRequest) error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || len(a.CallbackURL) > MaxAskCallbackURL {
 			return fmt.Errorf("callbackUrl %q: give an absolute https URL of at most %d bytes, with no user or password", protocol.Truncate(a.CallbackURL, 80), MaxAskCallbackURL)
 		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("callbackUrl %q: give it without a query or fragment: the ask's run, which clients read, keeps it; a receiver checks Interlock's POST by its signature, not by a secret in the URL", protocol.Truncate(a.CallbackURL, 80))
+		}
 		if u.Scheme == "http" && !netaddr.IsLoopbackHost(u.Hostname()) {
 			return fmt.Errorf("callbackUrl %q: use https (plain http only to a loopback address such as 127.0.0.1)", protocol.Truncate(a.CallbackURL, 80))
 		}
