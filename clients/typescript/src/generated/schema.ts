@@ -698,7 +698,7 @@ export interface AskRequested {
   };
   origin?: Origin;
   /**
-   * An absolute http(s) URL (at most 2048 bytes) that is POSTed the answered event's data when the ask settles.
+   * An absolute https URL (plain http only to a loopback address; at most 2048 bytes; no user, password, query or fragment, since the ask's run keeps it) that is POSTed the answered event's data when the ask settles.
    */
   callbackUrl?: string;
   /**
