@@ -25,43 +25,133 @@ const (
 	clientGo  = "go"
 )
 
-// legsPerComparison is how many legs a comparison runs.
+// legsPerComparison is how many legs a comparison of two systems runs.
 const legsPerComparison = 4
 
-// legOrder is the order of a comparison's legs: ABBA, so that neither
-// system always runs first, on a colder or a warmer machine. With
-// --client go, Interlock driven with raw CloudEvents takes the floor's
-// place and Interlock driven through the Go client package Interlock's.
+// Values of --systems: the systems a throughput measurement compares.
+const (
+	// flagMinimum is the minimum floor (minimum.go).
+	flagMinimum = "minimum"
+	// flagFloor is the floor that mirrors Interlock's writes (floor.go).
+	flagFloor = "floor"
+	// flagRaw is Interlock driven with raw CloudEvents; flagInterlock
+	// is the same.
+	flagRaw       = "raw"
+	flagInterlock = "interlock"
+	// flagGo is Interlock driven through the Go client package.
+	flagGo = "go"
+)
+
+// defaultSystems is --systems unset: the floor against Interlock driven
+// with raw CloudEvents.
+var defaultSystems = []string{systemFloor, systemInterlock}
+
+// parseSystems parses --systems: names of systems separated by commas,
+// each once, at least two.
+func parseSystems(s string) ([]string, error) {
+	var systems []string
+	for f := range strings.SplitSeq(s, ",") {
+		var system string
+		switch strings.TrimSpace(f) {
+		case flagMinimum:
+			system = systemMinimum
+		case flagFloor:
+			system = systemFloor
+		case flagRaw, flagInterlock:
+			system = systemInterlock
+		case flagGo:
+			system = systemClient
+		default:
+			return nil, fmt.Errorf("--systems is %q: %q is no system; give two or more of minimum, floor, raw and go, separated by commas, such as minimum,raw,go", s, strings.TrimSpace(f))
+		}
+		if slices.Contains(systems, system) {
+			return nil, fmt.Errorf("--systems is %q: %s is named twice; name each system once", s, strings.TrimSpace(f))
+		}
+		systems = append(systems, system)
+	}
+	if len(systems) < 2 {
+		return nil, fmt.Errorf("--systems is %q: give two or more systems to compare, separated by commas, such as minimum,raw,go", s)
+	}
+	return systems, nil
+}
+
+// systemList is the systems the throughput measurement compares, in the
+// order given: --systems, or with --client go Interlock driven with raw
+// CloudEvents and through the Go client package, or the floor and
+// Interlock.
+func (o options) systemList() []string {
+	switch {
+	case len(o.systems) > 0:
+		return o.systems
+	case o.client == clientGo:
+		return []string{systemInterlock, systemClient}
+	}
+	return defaultSystems
+}
+
+// legOrder is the order of a comparison's legs: the systems, then the
+// systems again in reverse (ABBA for two, ABCCBA for three), so that no
+// system always runs first, on a colder or a warmer machine.
 func (o options) legOrder() []string {
-	if o.client == clientGo {
-		return []string{systemInterlock, systemClient, systemClient, systemInterlock}
-	}
-	return []string{systemFloor, systemInterlock, systemInterlock, systemFloor}
+	systems := o.systemList()
+	back := slices.Clone(systems)
+	slices.Reverse(back)
+	return slices.Concat(systems, back)
 }
 
-// systemLabels names the two systems of a comparison for people: the
-// baseline (in the floor's place) and the system measured against it.
-func systemLabels(client string) (base, measured string) {
-	if client == clientGo {
-		return "interlock raw", "interlock go client"
+// systemLabels names systems for people, in their order.
+func systemLabels(systems []string) []string {
+	labels := make([]string, len(systems))
+	for i, s := range systems {
+		switch s {
+		case systemMinimum:
+			labels[i] = "minimum floor"
+		case systemInterlock:
+			labels[i] = "interlock"
+			if slices.Contains(systems, systemClient) {
+				labels[i] = "interlock raw"
+			}
+		case systemClient:
+			labels[i] = "interlock go client"
+		default:
+			labels[i] = s
+		}
 	}
-	return systemFloor, systemInterlock
+	return labels
 }
 
-// comparison is the floor and Interlock measured on one setup in the
-// order floor, Interlock, Interlock, floor, each leg running half of the
-// runs on clean streams.
+// systemFigures is one system's combined figures in a comparison, with
+// its ratios to the first system's.
+type systemFigures struct {
+	// System is minimum, floor, interlock (driven with raw CloudEvents)
+	// or client (driven through the Go client package).
+	System string `json:"system"`
+	// Label names the system for people.
+	Label  string        `json:"label"`
+	Result *systemResult `json:"result"`
+	// Ratio is the system's figures over the first system's; none for
+	// the first.
+	Ratio *ratio `json:"ratio,omitempty"`
+}
+
+// comparison is two or more systems measured on one setup in the order
+// of legOrder (floor, Interlock, Interlock, floor by default), each leg
+// running half of a system's runs on clean streams.
 type comparison struct {
 	// WorkerProcs is how many child processes the workers ran in; 0 when
 	// they ran in this process.
 	WorkerProcs int `json:"workerProcs"`
-	// Floor and Interlock combine each system's two legs: runs and
+	// Floor and Interlock combine the two legs of the first and the
+	// second system (by default the floor and Interlock): runs and
 	// seconds added, latency percentiles over every run of both, memory
 	// the higher peak.
 	Floor     *systemResult `json:"floor"`
 	Interlock *systemResult `json:"interlock"`
-	// Ratio is Interlock's combined figures over the floor's.
+	// Ratio is the second system's combined figures over the first's.
 	Ratio *ratio `json:"ratio"`
+	// Systems are every system's combined figures, in the order of
+	// --systems, each with its ratios to the first.
+	Systems []systemFigures `json:"systems"`
 	// Legs are the four legs, in the order they ran.
 	Legs []legResult `json:"legs"`
 }
@@ -89,10 +179,10 @@ func workersWhere(procs int) string {
 	return fmt.Sprintf("in %d child processes", procs)
 }
 
-// legRuns is how many of runs leg i runs: each system's first leg takes
-// the odd one out.
-func legRuns(runs, i int) int {
-	if i < 2 {
+// legRuns is how many of runs leg i of a comparison of n systems runs:
+// each system's first leg takes the odd one out.
+func legRuns(runs, i, n int) int {
+	if i < n {
 		return (runs + 1) / 2
 	}
 	return runs / 2
@@ -107,8 +197,9 @@ func legRuns(runs, i int) int {
 func compare(ctx context.Context, o options, w workload, m mode, procs int, srv *natsServer, progress io.Writer, say func(string, ...any)) (*comparison, error) {
 	c := &comparison{WorkerProcs: procs}
 	legOrder := o.legOrder()
+	systems := o.systemList()
 	for i, system := range legOrder {
-		runs := legRuns(o.runs, i)
+		runs := legRuns(o.runs, i, len(systems))
 		var (
 			l   legResult
 			err error
@@ -120,7 +211,7 @@ func compare(ctx context.Context, o options, w workload, m mode, procs int, srv 
 			// flushers among them) carry the label, so that a CPU profile
 			// splits by system: go tool pprof -tagfocus system=interlock.
 			pprof.Do(ctx, pprof.Labels("system", system), func(ctx context.Context) {
-				l, err = runLeg(ctx, o, w, srv, system, procs, runs, i == 2, progress, say)
+				l, err = runLeg(ctx, o, w, srv, system, procs, runs, i == len(systems), progress, say)
 			})
 			return err
 		}
@@ -135,9 +226,15 @@ func compare(ctx context.Context, o options, w workload, m mode, procs int, srv 
 		say("%s, leg %d: %.0f runs/s", system, i+1, l.RunsPerSec)
 		c.Legs = append(c.Legs, l)
 	}
-	c.Floor = combine(&c.Legs[0].systemResult, &c.Legs[3].systemResult)
-	c.Interlock = combine(&c.Legs[1].systemResult, &c.Legs[2].systemResult)
-	c.Ratio = ratios(c.Floor, c.Interlock)
+	labels := systemLabels(systems)
+	for k, system := range systems {
+		f := systemFigures{System: system, Label: labels[k], Result: combine(&c.Legs[k].systemResult, &c.Legs[len(legOrder)-1-k].systemResult)}
+		if k > 0 {
+			f.Ratio = ratios(c.Systems[0].Result, f.Result)
+		}
+		c.Systems = append(c.Systems, f)
+	}
+	c.Floor, c.Interlock, c.Ratio = c.Systems[0].Result, c.Systems[1].Result, c.Systems[1].Ratio
 	return c, nil
 }
 
@@ -148,11 +245,7 @@ func compare(ctx context.Context, o options, w workload, m mode, procs int, srv 
 // written if o asks for one.
 func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system string, procs, runs int, last bool, progress io.Writer, say func(string, ...any)) (_ legResult, err error) {
 	l := legResult{System: system}
-	prefix, proto := floorPrefix, protocol(floorProtocol{w})
-	workerSystem := system
-	if system == systemInterlock || system == systemClient {
-		prefix, proto, workerSystem = benchPrefix, interlockProtocol{w}, systemInterlock
-	}
+	prefix, proto, workerSystem := systemSetup(system, w)
 	names, err := wire.NewNames(prefix)
 	if err != nil {
 		return l, err
@@ -215,6 +308,19 @@ func runLeg(ctx context.Context, o options, w workload, srv *natsServer, system 
 	return l, deleteStreams(ctx, cl.js, names)
 }
 
+// systemSetup returns the prefix of system's streams and buckets, its
+// clients' protocol, and the system of its workers: Interlock's for
+// Interlock driven either way.
+func systemSetup(system string, w workload) (prefix string, proto protocol, workerSystem string) {
+	switch system {
+	case systemInterlock, systemClient:
+		return benchPrefix, interlockProtocol{w}, systemInterlock
+	case systemMinimum:
+		return minimumPrefix, floorProtocol{w}, systemMinimum
+	}
+	return floorPrefix, floorProtocol{w}, systemFloor
+}
+
 // replicas is the fewest replicas of the streams and buckets of names.
 func replicas(ctx context.Context, js jetstream.JetStream, names wire.Names) (int, error) {
 	n := 0
@@ -262,6 +368,19 @@ func combine(a, b *systemResult) *systemResult {
 		WorkersPeakRSSMB: max(m.WorkersPeakRSSMB, n.WorkersPeakRSSMB),
 	}
 	return &c
+}
+
+// summary is each system's runs/s and its ratio to the first's, for a
+// progress line.
+func (c *comparison) summary() string {
+	s := make([]string, len(c.Systems))
+	for i, f := range c.Systems {
+		s[i] = fmt.Sprintf("%s %.0f runs/s", f.Label, f.Result.RunsPerSec)
+		if f.Ratio != nil {
+			s[i] += fmt.Sprintf(" (%.2fx, p99 start->interrupted %.2fx)", f.Ratio.RunsPerSec, f.Ratio.P99StartToInterrupted)
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 // legsRunsPerSec lists the runs/s of each leg, for a text report.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -163,6 +164,129 @@ func TestRunGoClient(t *testing.T) {
 		if m.Interlock == nil || m.Interlock.Runs != 6 {
 			t.Errorf("%s: the Go client's result is %+v, want 6 runs", m.Workload, m.Interlock)
 		}
+	}
+}
+
+// TestRunThreeSystems compares the minimum floor, Interlock driven with
+// raw CloudEvents and Interlock driven through the Go client package in
+// one invocation: the legs run in the order A B C C B A, each system's
+// runs split over its two legs, and every ratio is against the first
+// system, p99 start->interrupted included.
+func TestRunThreeSystems(t *testing.T) {
+	var out bytes.Buffer
+	const runs = 7
+	args := []string{"--runs", strconv.Itoa(runs), "--concurrency", "3", "--fsync", "lazy", "--systems", "minimum,raw,go", "--server", "inprocess", "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	if len(rep.Modes) != 1 {
+		t.Fatalf("%d modes, want 1", len(rep.Modes))
+	}
+	m := rep.Modes[0]
+	order := []string{systemMinimum, systemInterlock, systemClient, systemClient, systemInterlock, systemMinimum}
+	if len(m.Legs) != len(order) {
+		t.Fatalf("%d legs, want %d", len(m.Legs), len(order))
+	}
+	for i, l := range m.Legs {
+		wantRuns := runs / 2
+		if i < 3 {
+			wantRuns = (runs + 1) / 2
+		}
+		if l.System != order[i] || l.Runs != wantRuns || l.RunsPerSec <= 0 {
+			t.Errorf("leg %d is %s with %d runs at %v runs/s; want %s with %d runs at a positive rate", i+1, l.System, l.Runs, l.RunsPerSec, order[i], wantRuns)
+		}
+	}
+	if len(m.Systems) != 3 {
+		t.Fatalf("%d systems' figures, want 3", len(m.Systems))
+	}
+	first := m.Systems[0].Result
+	for k, f := range m.Systems {
+		if f.System != order[k] || f.Result == nil || f.Result.Runs != runs || f.Result.StartToInterrupted.P99Ms <= 0 {
+			t.Fatalf("system %d: %+v, want %s with %d runs and a positive p99", k+1, f, order[k], runs)
+		}
+		a, b := m.Legs[k], m.Legs[len(order)-1-k]
+		if want := float64(a.Runs+b.Runs) / (a.Seconds + b.Seconds); f.Result.RunsPerSec != want {
+			t.Errorf("%s: %v runs/s, want %v, its legs' runs over their seconds", f.System, f.Result.RunsPerSec, want)
+		}
+		if k == 0 {
+			if f.Ratio != nil {
+				t.Errorf("%s, the first system, has ratio %+v; want none", f.System, f.Ratio)
+			}
+			continue
+		}
+		if f.Ratio == nil || f.Ratio.RunsPerSec != f.Result.RunsPerSec/first.RunsPerSec ||
+			f.Ratio.P99StartToInterrupted != f.Result.StartToInterrupted.P99Ms/first.StartToInterrupted.P99Ms {
+			t.Errorf("%s: ratio %+v; want its runs/s and p99 start->interrupted over the minimum floor's", f.System, f.Ratio)
+		}
+	}
+	if m.Floor == nil || m.Interlock == nil || m.Floor.RunsPerSec != first.RunsPerSec || m.Interlock.RunsPerSec != m.Systems[1].Result.RunsPerSec {
+		t.Errorf("floor and interlock fields are %+v and %+v; want the first and the second system's", m.Floor, m.Interlock)
+	}
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"interlock raw/minimum floor", "interlock go client/minimum floor", "in the order minimum floor, interlock raw, interlock go client, interlock go client"} {
+		if !bytes.Contains(text.Bytes(), []byte(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestMinimumRefusesAnotherToken resumes a run of the minimum floor with
+// a token other than the one its interrupted event carried: the
+// checkpoint's hash refuses it and the client hears failed.
+func TestMinimumRefusesAnotherToken(t *testing.T) {
+	srv, err := startNATS(t.Context(), serverInProcess, mode{name: "lazy", lazy: true}, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.stop() })
+	names, err := wire.NewNames(minimumPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := startMinimum(t.Context(), srv.url, names, questionWorkload, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.stop(context.WithoutCancel(t.Context())) })
+	proto := floorProtocol{questionWorkload}
+	cl, err := newClient(t.Context(), srv.url, "minimum-test", names, questionWorkload.flow, proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.close()
+	for _, run := range []string{"right", "wrong"} {
+		sub, err := cl.subscribe(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := cl.send(t.Context(), sub, run, "start", func() (*nats.Msg, error) { return proto.start(names, run) }, "interrupted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run == "wrong" {
+			in.Data = bytes.Replace(in.Data, []byte(`"resumeToken":"`), []byte(`"resumeToken":"x`), 1)
+		}
+		_, err = cl.send(t.Context(), sub, run, "resume", func() (*nats.Msg, error) { return proto.resume(names, run, in) }, "completed")
+		sub.close()
+		if run == "right" && err != nil {
+			t.Errorf("resume with the interrupted event's token: %v", err)
+		}
+		if run == "wrong" && (err == nil || !strings.Contains(err.Error(), "does not match its checkpoint")) {
+			t.Errorf("resume with another token: %v, want a failed event saying it does not match the checkpoint", err)
+		}
+	}
+	if err := m.stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.failure(); err == nil {
+		t.Error("the minimum floor reports no failure after refusing a resume")
 	}
 }
 
@@ -711,6 +835,17 @@ func TestParse(t *testing.T) {
 		{[]string{"--workload", "both", "--concurrency", "1"}, false},
 		{[]string{"--workload", "refund"}, true},
 		{[]string{"--workload", ""}, true},
+		{[]string{"--systems", "minimum,raw,go"}, false},
+		{[]string{"--systems", "minimum,floor,interlock,go", "--concurrency", "1"}, false},
+		{[]string{"--systems", "raw,go", "--client", "go"}, true},
+		{[]string{"--systems", "raw"}, true},
+		{[]string{"--systems", "raw,raw"}, true},
+		{[]string{"--systems", "raw,interlock"}, true},
+		{[]string{"--systems", "minimum,temporal"}, true},
+		{[]string{"--systems", "minimum,raw", "--workload", "approval"}, true},
+		{[]string{"--systems", "minimum,raw", "--stored", "10"}, true},
+		{[]string{"--systems", "floor,raw,go", "--worker-procs", "2"}, true},
+		{[]string{"--client", "go", "--worker-procs", "2"}, false},
 	}
 	for _, tt := range tests {
 		_, err := parse(tt.args, io.Discard)

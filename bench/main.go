@@ -13,6 +13,7 @@
 //
 //	go run ./bench --runs 2000 --concurrency 1
 //	go run ./bench --runs 2000 --concurrency 32
+//	go run ./bench --systems minimum,raw,go --runs 1000 --concurrency 1
 //	go run ./bench --workload approval --runs 2000 --concurrency 32
 //	go run ./bench --runs 0 --paused 20000 --fsync lazy
 //	go run ./bench --runs 0 --count-writes 1000 --fsync always
@@ -35,6 +36,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,6 +125,9 @@ type options struct {
 	// client is how Interlock's clients drive runs in the throughput
 	// measurement: clientRaw or clientGo.
 	client string
+	// systems are the systems the throughput measurement compares
+	// (--systems), in order; none: see systemList.
+	systems []string
 }
 
 // workloads are the workloads o asks for, in the order they are measured.
@@ -200,7 +205,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.stored, "stored", 0, "if > 0, before each leg of the throughput measurement this many runs are started through the system and left waiting at the interrupt, on a server of the leg's own; their cost to the server is reported")
 	fs.BoolVar(&o.storedFinished, "stored-finished", false, "with --stored: the stored runs are run to completion (start, answer) and kept as finished runs instead of left waiting, and a page of the list of runs (client.ListRuns) is timed, with the bytes it reads, at 1,000 runs stored and at --stored, against a raw batched direct get of the same page")
 	fs.IntVar(&o.countWrites, "count-writes", 0, "if > 0, run this many runs of each system to the interrupt, then resume them all, and count what each phase stores in each stream and bucket (messages, bytes) and, with the server in a child process and strace on PATH, the server's fsyncs")
-	fs.StringVar(&o.client, "client", clientRaw, "how the throughput measurement compares: raw (the floor against Interlock driven with raw CloudEvents) or go (Interlock driven with raw CloudEvents, in the floor's place, against Interlock driven through its Go client package: client.Start and client.Resume)")
+	fs.StringVar(&o.client, "client", clientRaw, "how the throughput measurement compares: raw (the floor against Interlock driven with raw CloudEvents) or go (Interlock driven with raw CloudEvents, in the floor's place, against Interlock driven through its Go client package: client.Start and client.Resume); go is --systems raw,go")
+	var systems string
+	fs.StringVar(&systems, "systems", "", "the systems the throughput measurement compares, separated by commas, the ratios taken against the first: minimum (raw JetStream doing the fewest writes a durable pause needs, question workload only), floor (raw JetStream doing Interlock's writes), raw (Interlock driven with raw CloudEvents) and go (Interlock driven through its Go client package); legs in mirrored order (A B C C B A), half of the runs each; unset: floor,raw, or raw,go with --client go")
 	fs.DurationVar(&o.idle, "idle", defaultIdle, "how long the paused check waits without traffic before its last reading")
 	fs.StringVar(&o.interlockBin, "interlock-bin", "", "`PATH` of the interlock binary whose pending listing the paused check times; \"\" builds ./cmd/interlock with go build, \""+cliNone+"\" skips that timing")
 	fs.Usage = func() {
@@ -217,6 +224,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.workerProcs, err = parseProcs(procs); err != nil {
 		return o, usageError{err}
 	}
+	if systems != "" {
+		if o.client == clientGo {
+			return o, usageError{errors.New("--client go is --systems raw,go: give one of --client and --systems")}
+		}
+		if o.systems, err = parseSystems(systems); err != nil {
+			return o, usageError{err}
+		}
+	}
+	minimumWithApproval := slices.Contains(o.systemList(), systemMinimum) && slices.ContainsFunc(o.workloads(), func(w workload) bool { return w.approval })
 	if o.timeout == 0 {
 		o.timeout = defaultTimeout
 		if o.stored > 0 {
@@ -262,6 +278,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{errors.New("--worker-procs applies to the throughput measurement, which --runs 0 skips: give --runs too")}
 	case o.client != clientRaw && o.client != clientGo:
 		return o, usageError{fmt.Errorf("--client is %q; use raw or go", o.client)}
+	case minimumWithApproval:
+		return o, usageError{fmt.Errorf("--systems names minimum and --workload is %q: %w", o.workload, errMinimumApproval)}
+	case len(o.systemList()) > 2 && (o.stored > 0 || len(o.workerProcs) > 0):
+		return o, usageError{errors.New("--stored and --worker-procs compare two systems: give two to --systems")}
+	case o.stored > 0 && slices.Contains(o.systemList(), systemMinimum):
+		return o, usageError{errors.New("--stored reads the pending index, which the minimum floor does not keep: leave minimum out of --systems")}
 	case o.idle < 0:
 		return o, usageError{fmt.Errorf("--idle is %s; it must be 0 or more", o.idle)}
 	}
@@ -297,7 +319,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Machine: machineFacts(), Runs: o.runs, Concurrency: o.concurrency,
 		Workers: o.workers(), Warmup: o.warmupRuns(), PausedRuns: o.paused,
 		Server: o.server, Replicas: o.replicas(), WorkerProcs: o.workerProcs, StoredRuns: o.stored,
-		Client: o.client,
+		Client: o.client, Systems: o.systemList(),
 	}
 	if o.cluster > 1 {
 		rep.ClusterNodes = o.cluster

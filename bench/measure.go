@@ -17,9 +17,10 @@ import (
 
 // Prefixes of the measurements: each has its own streams and buckets.
 const (
-	floorPrefix  = "floor"
-	benchPrefix  = "bench"
-	pausedPrefix = "paused"
+	floorPrefix   = "floor"
+	minimumPrefix = "minimum"
+	benchPrefix   = "bench"
+	pausedPrefix  = "paused"
 )
 
 // runMode runs the measurements o asks for with workload w and fsync mode
@@ -41,10 +42,9 @@ func runMode(ctx context.Context, o options, w workload, m mode, progress io.Wri
 				if err != nil {
 					return err
 				}
-				base, measured := systemLabels(o.client)
-				say("workers %s: %s %.0f runs/s, %s %.0f runs/s, %s/%s %.2fx", workersWhere(procs), base, c.Floor.RunsPerSec, measured, c.Interlock.RunsPerSec, measured, base, c.Ratio.RunsPerSec)
+				say("workers %s: %s", workersWhere(procs), c.summary())
 				if procs == 0 {
-					res.Floor, res.Interlock, res.Ratio, res.Legs = c.Floor, c.Interlock, c.Ratio, c.Legs
+					res.Floor, res.Interlock, res.Ratio, res.Legs, res.Systems = c.Floor, c.Interlock, c.Ratio, c.Legs, c.Systems
 				} else {
 					res.WorkerProcs = append(res.WorkerProcs, c)
 				}

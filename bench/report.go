@@ -61,6 +61,10 @@ type report struct {
 	// driven with raw CloudEvents, and Interlock's are Interlock's driven
 	// through the Go client package.
 	Client string `json:"client"`
+	// Systems are the systems the throughput measurement compared, in
+	// the order of --systems: minimum, floor, interlock (driven with raw
+	// CloudEvents), client (driven through the Go client package).
+	Systems []string `json:"systems"`
 	// Notes say what the memory and CPU figures include.
 	Notes []string     `json:"notes"`
 	Modes []modeResult `json:"modes"`
@@ -88,12 +92,14 @@ type modeResult struct {
 	// Fsync is "always" (fsync before ack) or "lazy".
 	Fsync string `json:"fsync"`
 	// Floor, Interlock and Ratio are the throughput measurement with the
-	// workers in this process: each system's two legs combined (see
-	// comparison), and Legs the four legs in the order they ran.
-	Floor     *systemResult `json:"floor,omitempty"`
-	Interlock *systemResult `json:"interlock,omitempty"`
-	Ratio     *ratio        `json:"ratio,omitempty"`
-	Legs      []legResult   `json:"legs,omitempty"`
+	// workers in this process: the first and the second system's two
+	// legs combined (see comparison), and Legs every leg in the order
+	// they ran. Systems are every system's, with ratios to the first.
+	Floor     *systemResult   `json:"floor,omitempty"`
+	Interlock *systemResult   `json:"interlock,omitempty"`
+	Ratio     *ratio          `json:"ratio,omitempty"`
+	Legs      []legResult     `json:"legs,omitempty"`
+	Systems   []systemFigures `json:"systems,omitempty"`
 	// WorkerProcs are the throughput measurements with the workers in
 	// child processes, one per count of --worker-procs.
 	WorkerProcs []*comparison   `json:"workerProcs,omitempty"`
@@ -144,7 +150,8 @@ type latency struct {
 	MaxMs float64 `json:"maxms"`
 }
 
-// ratio is Interlock's figures divided by the floor's.
+// ratio is a system's figures divided by the first system's (by default
+// Interlock's by the floor's).
 type ratio struct {
 	RunsPerSec            float64 `json:"runsPerSec"`
 	CPUPerRun             float64 `json:"cpuPerRun"`
@@ -313,9 +320,15 @@ func (r report) writeText(w io.Writer) error {
 	fmt.Fprintf(b, "machine: %d CPUs (GOMAXPROCS %d), %s, %d MB, %s %s, %s\n",
 		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.MemoryMB, m.GoVersion, m.OS, m.Date)
 	fmt.Fprintf(b, "load average: %s at start, %s at end (the machine may be shared)\n", m.LoadAvgStart, m.LoadAvgEnd)
+	systems := r.Systems
+	if len(systems) == 0 {
+		systems = options{client: r.Client}.systemList()
+	}
 	if r.Runs > 0 {
-		base, measured := systemLabels(r.Client)
-		fmt.Fprintf(b, "runs: %d per system in two legs, in the order %s, %s, %s, %s; %d client goroutines, %d worker slots per worker, %d warm-up runs before each leg\n", r.Runs, base, measured, measured, base, r.Concurrency, r.Workers, r.Warmup)
+		labels := systemLabels(systems)
+		back := slices.Clone(labels)
+		slices.Reverse(back)
+		fmt.Fprintf(b, "runs: %d per system in two legs, in the order %s; %d client goroutines, %d worker slots per worker, %d warm-up runs before each leg\n", r.Runs, strings.Join(slices.Concat(labels, back), ", "), r.Concurrency, r.Workers, r.Warmup)
 	}
 	fmt.Fprintf(b, "server: %s", r.Server)
 	if r.ClusterNodes > 1 {
@@ -332,10 +345,9 @@ func (r report) writeText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(b, "memory and CPU: %s\n", n)
 	}
-	base, measured := systemLabels(r.Client)
 	for _, mr := range r.Modes {
 		fmt.Fprintf(b, "\n%s\n", modeTitle(mr.Workload, mr.Fsync))
-		if mr.Floor != nil && mr.Interlock != nil {
+		if len(mr.Systems) > 0 {
 			child := mr.Floor.Server == serverProcess
 			tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 			head := "system\truns/s\tCPU ms/run\tstart->interrupted p50\tp99\tresume->completed p50\tp99\tpeak heap MB\tpeak sys MB\tpeak RSS MB\tmax RSS MB\t"
@@ -343,13 +355,10 @@ func (r report) writeText(w io.Writer) error {
 				head += "server peak RSS MB\tserver VmHWM MB\tserver CPU ms/run\t"
 			}
 			fmt.Fprintln(tw, head+"checkpoint bytes\t")
-			for _, s := range []struct {
-				name string
-				res  *systemResult
-			}{{base, mr.Floor}, {measured, mr.Interlock}} {
-				x := s.res
+			for _, s := range mr.Systems {
+				x := s.Result
 				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%.1f\t%.1f\t",
-					s.name, x.RunsPerSec, x.CPUMsPerRun, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
+					s.Label, x.RunsPerSec, x.CPUMsPerRun, x.StartToInterrupted.P50Ms, x.StartToInterrupted.P99Ms,
 					x.ResumeToCompleted.P50Ms, x.ResumeToCompleted.P99Ms,
 					x.Memory.PeakHeapInuseMB, x.Memory.PeakSysMB, x.Memory.PeakRSSMB, x.Memory.MaxRSSMB)
 				if child {
@@ -361,7 +370,9 @@ func (r report) writeText(w io.Writer) error {
 			if child {
 				blanks += "\t\t\t"
 			}
-			fmt.Fprintf(tw, "%s/%s\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", measured, base, mr.Ratio.RunsPerSec, mr.Ratio.CPUPerRun, mr.Ratio.P99StartToInterrupted, mr.Ratio.P99ResumeToCompleted, blanks)
+			for _, s := range mr.Systems[1:] {
+				fmt.Fprintf(tw, "%s/%s\t%.2fx\t%.2fx\t\t%.2fx\t\t%.2fx%s\n", s.Label, mr.Systems[0].Label, s.Ratio.RunsPerSec, s.Ratio.CPUPerRun, s.Ratio.P99StartToInterrupted, s.Ratio.P99ResumeToCompleted, blanks)
+			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}

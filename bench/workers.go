@@ -19,7 +19,10 @@ import (
 
 // The systems measured.
 const (
-	systemFloor     = "floor"
+	systemFloor = "floor"
+	// systemMinimum is the minimum floor: the fewest writes a durable
+	// pause needs.
+	systemMinimum   = "minimum"
 	systemInterlock = "interlock"
 	// systemClient is Interlock's workers with clients that drive runs
 	// through the Go client package (--client go).
@@ -41,7 +44,7 @@ const workerReadyWait = bus.DefaultClusterWait
 // workerSpec says what a worker runs: one system's worker (the floor's
 // pool or an Interlock service) for one workload, on one server.
 type workerSpec struct {
-	// System is systemFloor or systemInterlock.
+	// System is systemFloor, systemMinimum or systemInterlock.
 	System string `json:"system"`
 	// URL is the server's, with the workers' credentials.
 	URL string `json:"url"`
@@ -91,6 +94,16 @@ func runWorker(ctx context.Context, spec workerSpec) (workers, error) {
 			return nil, err
 		}
 		return floorWorkers{f}, nil
+	case systemMinimum:
+		names, err := wire.NewNames(spec.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		m, err := startMinimum(ctx, spec.URL, names, w, spec.Workers, spec.Replicas)
+		if err != nil {
+			return nil, err
+		}
+		return minimumWorkers{m}, nil
 	case systemInterlock:
 		svc, err := startInterlock(ctx, spec.URL, spec.Prefix, spec.Instance, w, spec.Workers, spec.Replicas)
 		if err != nil {
@@ -98,7 +111,7 @@ func runWorker(ctx context.Context, spec workerSpec) (workers, error) {
 		}
 		return &serviceWorkers{svc: svc}, nil
 	}
-	return nil, fmt.Errorf("system %q is neither %s nor %s", spec.System, systemFloor, systemInterlock)
+	return nil, fmt.Errorf("system %q is none of %s, %s and %s", spec.System, systemFloor, systemMinimum, systemInterlock)
 }
 
 // floorWorkers is the floor's pool in this process.
@@ -109,6 +122,16 @@ func (w floorWorkers) pids() []int       { return nil }
 func (w floorWorkers) servers() []string { return []string{w.f.nc.ConnectedServerName()} }
 func (w floorWorkers) stop(ctx context.Context) error {
 	return errors.Join(w.f.stop(ctx), w.f.failure())
+}
+
+// minimumWorkers is the minimum floor's pool in this process.
+type minimumWorkers struct{ m *minimum }
+
+func (w minimumWorkers) failure() error    { return w.m.failure() }
+func (w minimumWorkers) pids() []int       { return nil }
+func (w minimumWorkers) servers() []string { return []string{w.m.nc.ConnectedServerName()} }
+func (w minimumWorkers) stop(ctx context.Context) error {
+	return errors.Join(w.m.stop(ctx), w.m.failure())
 }
 
 // serviceWorkers is an Interlock service in this process.

@@ -76,13 +76,13 @@ type streamWrites struct {
 	Bytes     uint64 `json:"bytes"`
 }
 
-// measureWrites runs o.countWrites runs of w through the floor and then
-// Interlock, each on streams of its own on srv: all started and left
+// measureWrites runs o.countWrites runs of w through each system of
+// --systems in turn (by default the floor, then Interlock), each on streams of its own on srv: all started and left
 // paused, then all resumed to completion, and counts what each phase
 // stored.
 func measureWrites(ctx context.Context, o options, w workload, srv *natsServer, say func(string, ...any)) (*writesResult, error) {
 	res := &writesResult{Runs: o.countWrites, Fsyncs: fsyncCounting(srv)}
-	for _, system := range []string{systemFloor, systemInterlock} {
+	for _, system := range writeSystems(o.systemList()) {
 		say("writes: %s: %d runs to paused, then resumed to done", system, o.countWrites)
 		sw, err := countSystemWrites(ctx, o, w, srv, system, res.Fsyncs == fsyncStrace)
 		if err != nil {
@@ -91,6 +91,20 @@ func measureWrites(ctx context.Context, o options, w workload, srv *natsServer, 
 		res.Systems = append(res.Systems, sw)
 	}
 	return res, nil
+}
+
+// writeSystems are the systems whose writes are counted for a
+// comparison of systems: Interlock's once, whichever way it is driven,
+// since its clients do not change what it stores.
+func writeSystems(systems []string) []string {
+	var out []string
+	for _, s := range systems {
+		_, _, worker := systemSetup(s, workload{})
+		if !slices.Contains(out, worker) {
+			out = append(out, worker)
+		}
+	}
+	return out
 }
 
 // fsyncStrace is writesResult.Fsyncs when the syncs are counted.
@@ -110,10 +124,7 @@ func fsyncCounting(srv *natsServer) string {
 
 func countSystemWrites(ctx context.Context, o options, w workload, srv *natsServer, system string, trace bool) (_ systemsWrites, err error) {
 	sw := systemsWrites{System: system}
-	prefix, proto := floorPrefix, protocol(floorProtocol{w})
-	if system == systemInterlock {
-		prefix, proto = benchPrefix, interlockProtocol{w}
-	}
+	prefix, proto, _ := systemSetup(system, w)
 	names, err := wire.NewNames(prefix)
 	if err != nil {
 		return sw, err

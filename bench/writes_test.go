@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"testing"
 )
 
@@ -70,6 +71,41 @@ func TestCountWritesCountsEachPhase(t *testing.T) {
 					t.Errorf("%s: interlock stored %d in %s, the floor %d", p.Phase, w.Stored, name, stored[key][n])
 				}
 			}
+		}
+	}
+}
+
+// TestMinimumStoresThreeMessagesPerPhase counts the minimum floor's
+// writes: each phase stores exactly the command, the checkpoint and the
+// event per run, in the inbound stream, the runs bucket and the events
+// stream, and nothing anywhere else.
+func TestMinimumStoresThreeMessagesPerPhase(t *testing.T) {
+	var out bytes.Buffer
+	const runs = 4
+	args := []string{"--runs", "0", "--count-writes", "4", "--concurrency", "2", "--fsync", "always", "--systems", "minimum,floor", "--server", "inprocess", "--json"}
+	if err := Run(t.Context(), args, &out, io.Discard); err != nil {
+		t.Fatalf("Run(%v): %v", args, err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding the JSON report: %v\n%s", err, out.String())
+	}
+	wr := rep.Modes[0].Writes
+	if wr == nil || len(wr.Systems) != 2 || wr.Systems[0].System != systemMinimum {
+		t.Fatalf("write count %+v, want the minimum floor's and the floor's", wr)
+	}
+	s := wr.Systems[0]
+	if len(s.Phases) != 2 {
+		t.Fatalf("%d phases, want 2", len(s.Phases))
+	}
+	want := map[string]uint64{"MINIMUM_IN": runs, "KV_minimum_runs": runs, "MINIMUM_EVENTS": runs}
+	for _, p := range s.Phases {
+		got := map[string]uint64{}
+		for _, w := range p.Streams {
+			got[w.Stream] = w.Stored
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: stored %v, want exactly %v", p.Phase, got, want)
 		}
 	}
 }
