@@ -6,7 +6,9 @@
 // cluster of them) per fsync mode and measurement, drives N runs through
 // each system at a given concurrency, in the order floor, Interlock,
 // Interlock, floor, half of the runs each time, and reports runs/s,
-// latency percentiles and memory. The server runs in a child process per
+// latency percentiles and memory. --systems compares others, among them
+// the minimum floor (the fewest writes a durable pause needs), in
+// mirrored order: A B C C B A. The server runs in a child process per
 // node, as a deployment would (the bench binary run again with
 // INTERLOCK_BENCH_SERVER set), or in this process; the workers run in this
 // process or in child processes of their own (INTERLOCK_BENCH_WORKER).
@@ -186,7 +188,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system, workload and fsync mode, half in each of the system's two legs (floor, interlock, interlock, floor); 0 skips the throughput measurement")
+	fs.IntVar(&o.runs, "runs", defaultRuns, "full runs (start->interrupted->resume->completed) per system, workload and fsync mode, half in each of the system's two legs (in mirrored order: floor, interlock, interlock, floor by default); 0 skips the throughput measurement")
 	fs.IntVar(&o.concurrency, "concurrency", defaultConcurrency, "client goroutines with a run in flight at once")
 	fs.StringVar(&o.fsync, "fsync", defaultFsync, "fsync mode of the server: always (fsync before ack), lazy, or both")
 	fs.StringVar(&o.workload, "workload", defaultWorkload, "what each run does between start and completed: question (one question, answered), approval (examples/refund's approval of issue_refund with a 30-minute deadline, approved, then the refund as a step), or both")
