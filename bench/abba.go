@@ -152,13 +152,14 @@ type comparison struct {
 	// Systems are every system's combined figures, in the order of
 	// --systems, each with its ratios to the first.
 	Systems []systemFigures `json:"systems"`
-	// Legs are the four legs, in the order they ran.
+	// Legs are every leg (two per system), in the order they ran.
 	Legs []legResult `json:"legs"`
 }
 
 // legResult is one leg of a comparison.
 type legResult struct {
-	// System is "floor" or "interlock".
+	// System is "minimum", "floor", "interlock" or "client" (Interlock
+	// driven through the Go client package).
 	System string `json:"system"`
 	systemResult
 	// Replicas is the fewest replicas the server reported for the leg's
