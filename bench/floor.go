@@ -27,7 +27,7 @@ import (
 //
 //	start:  consume the start from the work queue; KV Create the checkpoint
 //	        (~1 KB of JSON); KV Put the pending entry while storing the
-//	        transition's audit record, the interrupted record (hash-chained,
+//	        transition's audit record (its outcome the pause, hash-chained,
 //	        the checkpoint keeping the chain's head) and, for an approval,
 //	        the deadline's message schedule; publish started and
 //	        interrupted; ack.
@@ -375,12 +375,10 @@ func (f *floor) start(ctx context.Context, cmd command) error {
 		Flow: f.w.flow, Run: run, Status: "waiting", Node: in.Node, State: state, Interrupt: in,
 		Token: token, CreatedAt: now, UpdatedAt: now, Cause: cmd.ID, Notes: floorDocPadding,
 	}
-	// The transition's record and the interrupted record, chained; the
+	// The transition's record, its outcome the pause, chained; the
 	// checkpoint keeps the chain's head.
-	waiting := map[string]any{"status": "waiting", "node": in.Node, "requestId": in.RequestID, "kind": in.Kind}
 	records, head, err := f.chain(run, now, nil,
-		map[string]any{"action": "started", "by": cmd.Source, "eventId": cmd.ID, "outcome": waiting},
-		f.interruptedRecord(in))
+		map[string]any{"action": "started", "by": cmd.Source, "eventId": cmd.ID, "outcome": f.paused(in)})
 	if err != nil {
 		return err
 	}
@@ -459,17 +457,15 @@ func (f *floor) interrupt(state map[string]any, requestID string, now time.Time)
 	}
 }
 
-// interruptedRecord is the audit record of a run pausing on in.
-func (f *floor) interruptedRecord(in *floorInterrupt) map[string]any {
-	rec := map[string]any{
-		"action": "interrupted", "by": "interlock/floor", "node": in.Node,
-		"requestId": in.RequestID, "kind": in.Kind,
-	}
+// paused is the outcome of the audit record of a transition that paused
+// a run on in.
+func (f *floor) paused(in *floorInterrupt) map[string]any {
+	o := map[string]any{"status": "waiting", "node": in.Node, "requestId": in.RequestID, "kind": in.Kind}
 	if in.Kind == "approval" {
-		rec["approverRole"], rec["expiresAt"], rec["reason"] = in.ApproverRole, in.ExpiresAt, in.Reason
-		rec["approval"] = map[string]any{"action": in.Action, "args": in.Args}
+		o["approverRole"], o["expiresAt"], o["reason"] = in.ApproverRole, in.ExpiresAt, in.Reason
+		o["approval"] = map[string]any{"action": in.Action, "args": in.Args}
 	}
-	return rec
+	return o
 }
 
 // schedule returns the message schedule of in's deadline: the server

@@ -99,10 +99,10 @@ func (f failedFuture) Err() <-chan error {
 func (f failedFuture) Msg() *nats.Msg { return f.msg }
 
 // TestPublisherStoresATransitionsRecordsInOrderThroughAFailure loses the
-// first publish of a transition's two audit records and two events, then
-// publishes the transition again as its redelivery does: the stream holds
-// each pair once, in order (sent together, the second would be stored
-// first, and the first after it on the retry).
+// first publish of a batch's two audit records and two events, then
+// publishes the batch again as a redelivery does: the stream holds each
+// pair once, in order (sent together, the second would be stored first,
+// and the first after it on the retry).
 func TestPublisherStoresATransitionsRecordsInOrderThroughAFailure(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, "")

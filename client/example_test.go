@@ -131,6 +131,14 @@ func ExampleClient_VerifyAudit() {
 	}
 	for _, r := range recs {
 		fmt.Println(r.Seq, r.Action, r.By)
+		if r.Paused() {
+			// The transition paused the run: its outcome says on what.
+			o, role := r.Outcome, ""
+			if o.ApproverRole != "" {
+				role = ", for " + o.ApproverRole
+			}
+			fmt.Printf("  paused: %s at %s%s\n", o.Kind, o.Node, role)
+		}
 	}
 	rep, err := c.VerifyAudit(ctx, "refund", "r-audited")
 	if err != nil {
@@ -139,9 +147,9 @@ func ExampleClient_VerifyAudit() {
 	fmt.Println("intact:", rep.Intact, "records:", rep.Records, "head is the checkpoint's:", rep.HeadCompared && *rep.Checkpoint == rep.Head)
 	// Output:
 	// 1 started /examples/inbox
-	// 2 interrupted interlock/example
-	// 3 answered /examples/inbox
-	// 4 interrupted interlock/example
-	// 5 approved sam@example.com
-	// intact: true records: 5 head is the checkpoint's: true
+	//   paused: question at verify_identity
+	// 2 answered /examples/inbox
+	//   paused: approval at review, for supervisor
+	// 3 approved sam@example.com
+	// intact: true records: 3 head is the checkpoint's: true
 }

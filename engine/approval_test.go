@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -93,12 +94,46 @@ func TestApproveRunsTheActionWithTheProposedArgs(t *testing.T) {
 	for _, rec := range h.Audit(run) {
 		actions = append(actions, rec.Action)
 	}
-	if got := strings.Join(actions, ","); got != "started,interrupted,answered,interrupted,approved" {
+	if got := strings.Join(actions, ","); got != "started,answered,approved" {
 		t.Fatalf("audit actions = %s", got)
 	}
-	rec := h.Audit(run)[4]
+	rec := h.Audit(run)[2]
 	if rec.By != "sam@example.com" || rec.Reason != "Verified against ticket 4821" || rec.Approval == nil || rec.Approval.Action != "issue_refund" {
 		t.Fatalf("approved record = %+v", rec)
+	}
+}
+
+// TestAPauseIsOneAuditRecordWhoseOutcomeSaysWhatTheRunWaitsFor checks
+// that a transition that pauses the run appends one record, its own, and
+// that its outcome carries what the run waits for: the interrupt's node,
+// request, kind, role, deadline, and an approval's reason and proposal.
+func TestAPauseIsOneAuditRecordWhoseOutcomeSaysWhatTheRunWaitsFor(t *testing.T) {
+	h := enginetest.New(t, refund.Flow())
+	run := h.Start(map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "customer": "Ann"})
+	asked := h.Interrupt(run)
+	h.Answer(run, map[string]any{"last4": "4821"})
+	in := h.Interrupt(run)
+	recs := h.Audit(run)
+	if len(recs) != 2 || recs[0].Action != protocol.ActionStarted || recs[1].Action != protocol.ActionAnswered {
+		t.Fatalf("records %+v, want started and answered only", recs)
+	}
+	for i, want := range []enginetest.Interrupt{asked, in} {
+		rec := recs[i]
+		o := rec.Outcome
+		if !rec.Paused() || o == nil || o.Status != engine.Waiting || o.Node != want.Node || o.RequestID != want.RequestID || o.Kind != want.Kind {
+			t.Fatalf("%s record's outcome %+v, want a pause on %s %s at %s", rec.Action, o, want.Kind, want.RequestID, want.Node)
+		}
+	}
+	o := recs[1].Outcome
+	if in.Kind != engine.KindApproval || in.ApproverRole == "" || in.ExpiresAt == nil || in.Reason == "" {
+		t.Fatalf("the refund's approval %+v has no role, deadline or reason to record", in)
+	}
+	if o.ApproverRole != in.ApproverRole || o.ExpiresAt == nil || !o.ExpiresAt.Equal(*in.ExpiresAt) || o.Reason != in.Reason ||
+		o.Approval == nil || o.Approval.Action != in.Action || !bytes.Equal(o.Approval.Args, in.Args) {
+		t.Fatalf("answered record's outcome %+v (approval %+v), want the approval %+v", o, o.Approval, in)
+	}
+	if q := recs[0].Outcome; q.ApproverRole != "" || q.ExpiresAt != nil || q.Reason != "" || q.Approval != nil {
+		t.Fatalf("started record's outcome %+v says more than the question it waits on", q)
 	}
 }
 
@@ -357,7 +392,7 @@ func TestEveryAuditRecordIsSignedWithTheDeploymentsKey(t *testing.T) {
 			sides++
 		}
 	}
-	if sides != 1 || len(recs) < 5 {
+	if sides != 1 || len(recs) < 4 {
 		t.Fatalf("%d records, %d side records; want the refusal's", len(recs), sides)
 	}
 }

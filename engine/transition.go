@@ -453,18 +453,18 @@ func (t *txn) exec() *exec {
 }
 
 // wait pauses the run on in: the transition's record gets the outcome,
-// an interrupted record follows it, and the interrupted event (with the
-// deadline's schedule) goes out.
+// which says what the run now waits for (the interrupt's role, deadline,
+// and an approval's reason and proposal), and the interrupted event (with
+// the deadline's schedule) goes out. A pause is one audit record.
 func (t *txn) wait(in *Interrupt) {
 	cp := t.cp
 	cp.Status, cp.Interrupt = Waiting, in
-	t.outcome(protocol.AuditOutcome{Node: cp.Node, RequestID: in.RequestID, Kind: in.Kind})
-	rec := &protocol.AuditRecord{Action: protocol.ActionInterrupted, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-		By: t.r.cfg.Source, ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt, Reason: in.Reason}
+	o := protocol.AuditOutcome{Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
+		ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt, Reason: in.Reason}
 	if in.Kind == KindApproval {
-		rec.Approval = &protocol.AuditApproval{Action: in.Action, Args: in.Args}
+		o.Approval = &protocol.AuditApproval{Action: in.Action, Args: in.Args}
 	}
-	t.audit(rec)
+	t.outcome(o)
 	t.interrupted(in)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -315,6 +316,24 @@ func TestTheRunPageShowsOnlyAuditRecordsTheVerifierVouchesFor(t *testing.T) {
 	}
 	if strings.Contains(page, "ceo@example.com") {
 		t.Fatalf("the run page shows the forged record:\n%s", page)
+	}
+}
+
+// TestTheRunPageSaysWhatAPauseWaitsFor: the record of the transition that
+// paused the run says, in its outcome, what the run waits for, and the
+// run's history shows it on that record's line.
+func TestTheRunPageSaysWhatAPauseWaitsFor(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, map[string][]string{"ann": {"supervisor"}})
+	if code, out := s.api("ann", "POST", "/v1/runs/refund", map[string]any{"run": "r-3", "state": map[string]any{"orderId": "o-3", "amount": 900, "currency": "USD", "last4": "4242"}}); code != http.StatusAccepted {
+		t.Fatalf("start = %d %s", code, out)
+	}
+	ann := s.visitor()
+	ann.do("POST", "/login", url.Values{"token": {s.tokens["ann"]}, "next": {"/runs/refund/r-3"}})
+	_, page := ann.do("GET", "/runs/refund/r-3", nil)
+	want := "→ waiting on an approval of issue_refund for role supervisor: Refund exceeds $500 threshold. Supervisor review required."
+	if !strings.Contains(html.UnescapeString(page), want) {
+		t.Fatalf("the run page does not say %q:\n%s", want, page)
 	}
 }
 

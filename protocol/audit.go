@@ -10,7 +10,10 @@ import (
 // CloudEvent type is [AuditType] of its action.
 const (
 	ActionStarted = "started"
-	// ActionInterrupted: the run paused on an interrupt.
+	// ActionInterrupted: the run paused on an interrupt. Interlock no
+	// longer writes it: the record of the transition that paused the run
+	// says so in its [AuditOutcome]. Chains written before hold one after
+	// that record, and still verify.
 	ActionInterrupted = "interrupted"
 	// ActionAnswered: a question or choice was answered.
 	ActionAnswered = "answered"
@@ -133,6 +136,12 @@ type AuditApproval struct {
 }
 
 // AuditOutcome is where a transition left the run.
+//
+// When the transition paused the run on a new interrupt, the outcome
+// also says what it waits for: the approver's role, the deadline, and
+// for an approval its reason and proposal. The record is then the whole
+// account of the pause, which chains written before Interlock folded it
+// in gave in a separate [ActionInterrupted] record.
 type AuditOutcome struct {
 	// Status is the run's status afterwards (waiting, completed, ...).
 	Status Status `json:"status"`
@@ -140,8 +149,32 @@ type AuditOutcome struct {
 	// RequestID and Kind name the interrupt the run then waits on.
 	RequestID string `json:"requestId,omitempty"`
 	Kind      string `json:"kind,omitempty"`
+	// ApproverRole is the role the new interrupt waits on, ExpiresAt its
+	// deadline, and Reason and Approval an approval's reason and proposal.
+	ApproverRole string         `json:"approverRole,omitempty"`
+	ExpiresAt    *time.Time     `json:"expiresAt,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
+	Approval     *AuditApproval `json:"approval,omitempty"`
 	// Error says why the run failed.
 	Error string `json:"error,omitempty"`
+}
+
+// Paused reports whether the record's transition paused the run on a new
+// interrupt: it ran the flow's nodes (a start, an answer, a decision) and
+// left the run waiting. Its outcome then says what the run waits for.
+// Records of transitions on the pending interrupt itself (a vote, a
+// claim, a reminder, a reannounce, an escalation) leave the run waiting
+// too, but are not pauses.
+func (r AuditRecord) Paused() bool {
+	o := r.Outcome
+	if o == nil || o.Status != StatusWaiting || o.RequestID == "" {
+		return false
+	}
+	switch r.Action {
+	case ActionStarted, ActionAnswered, ActionApproved, ActionEdited, ActionRejected, ActionResponded:
+		return true
+	}
+	return false
 }
 
 // DecodeAuditRecord decodes the data of an audit record event, keeping

@@ -99,3 +99,36 @@ func TestAuditHashOfARecordWithoutKidIsUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestAPauseIsARecordWhoseTransitionRanNodesAndLeftTheRunWaiting checks
+// which records Paused takes for a pause: those of a start, an answer or
+// a decision that left the run waiting, not those of a transition on the
+// pending interrupt, which also name it in their outcome.
+func TestAPauseIsARecordWhoseTransitionRanNodesAndLeftTheRunWaiting(t *testing.T) {
+	waiting := &AuditOutcome{Status: StatusWaiting, Node: "review", RequestID: "rq_2", Kind: KindApproval}
+	for _, tc := range []struct {
+		action  string
+		outcome *AuditOutcome
+		want    bool
+	}{
+		{ActionStarted, waiting, true},
+		{ActionAnswered, waiting, true},
+		{ActionApproved, waiting, true},
+		{ActionEdited, waiting, true},
+		{ActionRejected, waiting, true},
+		{ActionResponded, waiting, true},
+		{ActionAnswered, &AuditOutcome{Status: StatusCompleted, Node: "done"}, false},
+		{ActionAnswered, &AuditOutcome{Status: StatusWaiting, Node: "review"}, false},
+		{ActionStarted, nil, false},
+		{ActionVoted, waiting, false},
+		{ActionClaimed, waiting, false},
+		{ActionReminded, waiting, false},
+		{ActionReannounced, waiting, false},
+		{ActionEscalated, waiting, false},
+		{ActionInterrupted, waiting, false},
+	} {
+		if got := (AuditRecord{Action: tc.action, Outcome: tc.outcome}).Paused(); got != tc.want {
+			t.Errorf("a %s record with outcome %+v: Paused() = %t, want %t", tc.action, tc.outcome, got, tc.want)
+		}
+	}
+}

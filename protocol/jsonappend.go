@@ -225,13 +225,7 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 	w.StrOmit(`,"approverRole":`, e.ApproverRole)
 	w.StrOmit(`,"escalatedFrom":`, e.EscalatedFrom)
 	w.BoolOmit(`,"timeout":`, e.Timeout)
-	if a := e.Approval; a != nil {
-		w.Str(`,"approval":{"action":`, a.Action)
-		w.RawOmit(`,"args":`, a.Args)
-		w.RawOmit(`,"edits":`, a.Edits)
-		w.RawOmit(`,"final":`, a.Final)
-		w.Lit("}")
-	}
+	appendApproval(&w, e.Approval)
 	if e.ExpiresAt != nil {
 		w.Time(`,"expiresAt":`, *e.ExpiresAt)
 	}
@@ -241,6 +235,12 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 		w.StrOmit(`,"node":`, o.Node)
 		w.StrOmit(`,"requestId":`, o.RequestID)
 		w.StrOmit(`,"kind":`, o.Kind)
+		w.StrOmit(`,"approverRole":`, o.ApproverRole)
+		if o.ExpiresAt != nil {
+			w.Time(`,"expiresAt":`, *o.ExpiresAt)
+		}
+		w.StrOmit(`,"reason":`, o.Reason)
+		appendApproval(&w, o.Approval)
 		w.StrOmit(`,"error":`, o.Error)
 		w.Lit("}")
 	}
@@ -274,13 +274,7 @@ func AuditHash(rec *AuditRecord) (string, error) {
 func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	w := jsonw.Writer{B: dst, Canonical: true}
 	w.Str(`{"action":`, e.Action)
-	if a := e.Approval; a != nil {
-		w.Str(`,"approval":{"action":`, a.Action)
-		w.CanonicalRaw(`,"args":`, a.Args)
-		w.CanonicalRaw(`,"edits":`, a.Edits)
-		w.CanonicalRaw(`,"final":`, a.Final)
-		w.Lit("}")
-	}
+	appendCanonicalApproval(&w, e.Approval)
 	w.StrOmit(`,"approverRole":`, e.ApproverRole)
 	w.Time(`,"at":`, e.At)
 	w.StrOmit(`,"by":`, e.By)
@@ -298,9 +292,15 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	if o := e.Outcome; o != nil {
 		w.Lit(`,"outcome":`)
 		n := len(w.B)
+		appendCanonicalApproval(&w, o.Approval)
+		w.StrOmit(`,"approverRole":`, o.ApproverRole)
 		w.StrOmit(`,"error":`, o.Error)
+		if o.ExpiresAt != nil {
+			w.Time(`,"expiresAt":`, *o.ExpiresAt)
+		}
 		w.StrOmit(`,"kind":`, o.Kind)
 		w.StrOmit(`,"node":`, o.Node)
+		w.StrOmit(`,"reason":`, o.Reason)
 		w.StrOmit(`,"requestId":`, o.RequestID)
 		w.Str(`,"status":`, string(o.Status))
 		w.B[n] = '{' // the first member's comma
@@ -319,6 +319,32 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	w.BoolOmit(`,"trusted":`, e.Trusted)
 	w.Lit("}")
 	return w.B, w.Err
+}
+
+// appendApproval appends a record's approval member, if any, as
+// json.Marshal writes it.
+func appendApproval(w *jsonw.Writer, a *AuditApproval) {
+	if a == nil {
+		return
+	}
+	w.Str(`,"approval":{"action":`, a.Action)
+	w.RawOmit(`,"args":`, a.Args)
+	w.RawOmit(`,"edits":`, a.Edits)
+	w.RawOmit(`,"final":`, a.Final)
+	w.Lit("}")
+}
+
+// appendCanonicalApproval appends a record's approval member, if any, in
+// canonical JSON.
+func appendCanonicalApproval(w *jsonw.Writer, a *AuditApproval) {
+	if a == nil {
+		return
+	}
+	w.Str(`,"approval":{"action":`, a.Action)
+	w.CanonicalRaw(`,"args":`, a.Args)
+	w.CanonicalRaw(`,"edits":`, a.Edits)
+	w.CanonicalRaw(`,"final":`, a.Final)
+	w.Lit("}")
 }
 
 // CanonicalHash returns the hex SHA-256 of the canonical JSON of a JSON

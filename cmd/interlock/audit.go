@@ -146,7 +146,7 @@ func printAudit(w io.Writer, entries []client.AuditEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tTIME\tACTION\tBY\tNODE\tKIND\tDETAILS")
 	deadlines := map[string]time.Time{} // by request id, from the records that set them
-	for _, e := range entries {
+	for i, e := range entries {
 		r := e.Record
 		if !e.Vouched {
 			at, claims := "-", "not an audit record: "+strings.TrimPrefix(fmt.Sprint(e.Err), "protocol: ")
@@ -173,8 +173,45 @@ func printAudit(w io.Writer, entries []client.AuditEntry) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", seq, r.At.Local().Format(time.DateTime), r.Action,
 			orDash(r.By), orDash(r.Node), orDash(r.Kind), auditDetails(r, deadlines))
+		if r.Paused() && !interruptedNext(entries[i+1:]) {
+			// The record's outcome holds the pause: shown on a line of its
+			// own, marked as part of the record above, as the interrupted
+			// record of chains written before showed it.
+			o := r.Outcome
+			if o.ExpiresAt != nil {
+				deadlines[o.RequestID] = *o.ExpiresAt
+			}
+			fmt.Fprintf(tw, "↳\t%s\t%s\t-\t%s\t%s\t%s\n", r.At.Local().Format(time.DateTime), protocol.ActionInterrupted,
+				orDash(o.Node), orDash(o.Kind), pauseDetails(o.Approval, o.ApproverRole, o.ExpiresAt, o.Reason))
+		}
 	}
 	return tw.Flush()
+}
+
+// interruptedNext reports whether the next entry is a vouched interrupted
+// record: a chain written before pauses were folded into the outcome of
+// the record of the transition that paused the run.
+func interruptedNext(rest []client.AuditEntry) bool {
+	return len(rest) > 0 && rest[0].Vouched && rest[0].Record.Action == protocol.ActionInterrupted
+}
+
+// pauseDetails says what a paused run waits for: an approval's proposal,
+// the role, the deadline and the reason.
+func pauseDetails(a *protocol.AuditApproval, role string, expires *time.Time, reason string) string {
+	var parts []string
+	if a != nil {
+		parts = append(parts, fmt.Sprintf("%s %s", a.Action, compactJSON(a.Args)))
+	}
+	if role != "" {
+		parts = append(parts, "for role "+role)
+	}
+	if expires != nil {
+		parts = append(parts, "deadline "+expires.Local().Format(time.DateTime))
+	}
+	if reason != "" {
+		parts = append(parts, "reason: "+reason)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // whyNot says in words why records are not vouched for, from the checks
@@ -222,17 +259,8 @@ func auditDetails(r protocol.AuditRecord, deadlines map[string]time.Time) string
 	a := r.Approval
 	switch r.Action {
 	case protocol.ActionInterrupted:
-		if a != nil {
-			add("%s %s", a.Action, compactJSON(a.Args))
-		}
-		if r.ApproverRole != "" {
-			add("for role %s", r.ApproverRole)
-		}
-		if r.ExpiresAt != nil {
-			add("deadline %s", r.ExpiresAt.Local().Format(time.DateTime))
-		}
-		if r.Reason != "" {
-			add("reason: %s", r.Reason)
+		if d := pauseDetails(a, r.ApproverRole, r.ExpiresAt, r.Reason); d != "" {
+			add("%s", d)
 		}
 	case protocol.ActionApproved, protocol.ActionRejected:
 		if a != nil {

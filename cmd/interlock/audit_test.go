@@ -174,7 +174,7 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 	}
 
 	recs, raw := auditJSON(t, url, "r-a")
-	if len(recs) != 6 {
+	if len(recs) != 4 {
 		t.Fatalf("audit --json: %d records", len(recs))
 	}
 	for i, r := range raw {
@@ -182,40 +182,40 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 			t.Errorf("record %d of --json: hash %v, recomputed %s (%v)", i, recs[i]["hash"], sum, err)
 		}
 	}
-	head := recs[5]["hash"].(string)
-	if recs[5]["action"] != "edited" || recs[5]["seq"] != 5.0 || recs[4]["side"] != true {
+	head := recs[3]["hash"].(string)
+	if recs[3]["action"] != "edited" || recs[3]["seq"] != 3.0 || recs[2]["side"] != true {
 		t.Fatalf("records: %v", recs)
 	}
 	kid := testKey(t).ID
 
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
-	if want := "audit chain of refund r-a intact: 5 records (1 refusal), all signed with key " + kid + " (published), head " + head + "\n"; err != nil || out != want {
+	if want := "audit chain of refund r-a intact: 3 records (1 refusal), all signed with key " + kid + " (published), head " + head + "\n"; err != nil || out != want {
 		t.Fatalf("verify: %v\n%q, want %q", err, out, want)
 	}
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
 	var rep client.AuditReport
-	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.Intact || rep.Records != 5 || !rep.HeadCompared {
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || !rep.Intact || rep.Records != 3 || !rep.HeadCompared {
 		t.Fatalf("verify --json: %v\n%s", err, out)
 	}
 
 	// A record appended by hand, well formed and chained onto the last: it
 	// is unsigned, and the checkpoint's head does not count it.
-	forge(t, js, "r-a", 6, head)
+	forge(t, js, "r-a", 4, head)
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a")
-	if codeOf(err) != exitFailed || !strings.Contains(out, "audit chain of refund r-a NOT VOUCHED FOR: 1 of 7 messages cannot be vouched for, 2 problems; 6 records (1 refusal)") ||
-		!strings.Contains(out, "(seq 6, action approved): unsigned: it carries no signature") ||
-		!strings.Contains(out, "the chain ends at record 6") || !strings.Contains(out, "but the checkpoint's head is record 5 ("+head[:16]) ||
-		!strings.Contains(out, "records after 5 were not written by Interlock") {
+	if codeOf(err) != exitFailed || !strings.Contains(out, "audit chain of refund r-a NOT VOUCHED FOR: 1 of 5 messages cannot be vouched for, 2 problems; 4 records (1 refusal)") ||
+		!strings.Contains(out, "(seq 4, action approved): unsigned: it carries no signature") ||
+		!strings.Contains(out, "the chain ends at record 4") || !strings.Contains(out, "but the checkpoint's head is record 3 ("+head[:16]) ||
+		!strings.Contains(out, "records after 3 were not written by Interlock") {
 		t.Fatalf("verify of a forged record: exit %d (%v)\n%s", codeOf(err), err, out)
 	}
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-a", "--json")
 	if codeOf(err) != exitFailed || json.Unmarshal([]byte(out), &rep) != nil || rep.Intact || len(rep.Unvouched) != 1 ||
-		!slices.Equal(rep.Unvouched[0].Checks, []string{client.CheckUnsigned, client.CheckHead}) || rep.Unvouched[0].Record != 6 || rep.Vouched != 6 {
+		!slices.Equal(rep.Unvouched[0].Checks, []string{client.CheckUnsigned, client.CheckHead}) || rep.Unvouched[0].Record != 4 || rep.Vouched != 4 {
 		t.Fatalf("verify --json of a forged record: exit %d\n%s", codeOf(err), out)
 	}
 	out, _, err = run(t, url, "audit", "refund", "r-a")
 	if l := lineOf(out, "mallory"); err != nil || !strings.HasPrefix(l, "!") || !strings.Contains(l, " UNVOUCHED ") ||
-		!strings.Contains(l, "claims approved by mallory (seq 6); not vouched for: unsigned, after the checkpoint's head") ||
+		!strings.Contains(l, "claims approved by mallory (seq 4); not vouched for: unsigned, after the checkpoint's head") ||
 		!strings.Contains(out, "1 message marked ! cannot be vouched for: it is no part of the run's history. `interlock audit verify refund r-a` says why.") {
 		t.Fatalf("audit after the forgery: %v\n%s", err, out)
 	}
@@ -249,20 +249,20 @@ func TestAuditVerifyNamesAForgedPrev(t *testing.T) {
 		t.Fatalf("refund after approval: %v", r)
 	}
 	out, _, err := run(t, url, "audit", "verify", "refund", "r-b")
-	if err != nil || !strings.Contains(out, "intact: 5 records (0 refusals)") {
+	if err != nil || !strings.Contains(out, "intact: 3 records (0 refusals)") {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
 	list, _ := auditJSON(t, url, "r-b")
-	if len(list) != 5 {
+	if len(list) != 3 {
 		t.Fatalf("audit --json: %d records", len(list))
 	}
-	head := list[4]["hash"].(string)
+	head := list[2]["hash"].(string)
 
 	wrong := strings.Repeat("deadbeef", 8)
-	forge(t, js, "r-b", 6, wrong)
+	forge(t, js, "r-b", 4, wrong)
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-b")
-	prev := regexp.MustCompile(`record at stream seq \d+ \(seq 6, action approved\): prev names deadbeefdeadbeef…, but the record before it \(seq 5, stream seq \d+\) has hash ` + head[:16] + `…`)
-	if codeOf(err) != exitFailed || !prev.MatchString(out) || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 6 messages cannot be vouched for, 2 problems") {
+	prev := regexp.MustCompile(`record at stream seq \d+ \(seq 4, action approved\): prev names deadbeefdeadbeef…, but the record before it \(seq 3, stream seq \d+\) has hash ` + head[:16] + `…`)
+	if codeOf(err) != exitFailed || !prev.MatchString(out) || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 4 messages cannot be vouched for, 2 problems") {
 		t.Fatalf("verify of a forged prev: exit %d (%v)\n%s", codeOf(err), err, out)
 	}
 }
@@ -320,7 +320,7 @@ func TestAuditMarksWhatItCannotVouchFor(t *testing.T) {
 		map[string]any{"action": "approved", "by": "ceo@example.com", "side": true, "prev": head})
 
 	out, _, err := run(t, url, "audit", "verify", "refund", "r-s")
-	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 5 messages cannot be vouched for") ||
+	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 1 of 3 messages cannot be vouched for") ||
 		!strings.Contains(out, "side record at stream seq ") || !strings.Contains(out, "a side record of action approved: only refusals hang off the chain") ||
 		!strings.Contains(out, "(action approved): unsigned") {
 		t.Fatalf("verify of a forged side record: exit %d (%v)\n%s", codeOf(err), err, out)
@@ -374,7 +374,7 @@ func TestAuditKeyPrintsThePublishedKeyAndVerifyPinsOne(t *testing.T) {
 	}
 
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-k", "--key", key.String())
-	if err != nil || !strings.Contains(out, "intact: 4 records (0 refusals), all signed with key "+key.ID+" (pinned)") {
+	if err != nil || !strings.Contains(out, "intact: 2 records (0 refusals), all signed with key "+key.ID+" (pinned)") {
 		t.Fatalf("verify with the key pinned: %v\n%s", err, out)
 	}
 	other, err := engine.AuditKeyOf([]byte("another-secret-another-secret-0123456789"))
@@ -382,12 +382,12 @@ func TestAuditKeyPrintsThePublishedKeyAndVerifyPinsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = run(t, url, "audit", "verify", "refund", "r-k", "--key", other.ID+":"+other.String())
-	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 4 of 4 messages cannot be vouched for") ||
+	if codeOf(err) != exitFailed || !strings.Contains(out, "NOT VOUCHED FOR: 2 of 2 messages cannot be vouched for") ||
 		!strings.Contains(out, "signed with key "+key.ID+", which is not the pinned key ("+other.ID+")") {
 		t.Fatalf("verify with another key pinned: exit %d (%v)\n%s", codeOf(err), err, out)
 	}
 	out, _, err = run(t, url, "audit", "refund", "r-k", "--key", other.String())
-	if err != nil || strings.Count(out, "UNVOUCHED") != 4 || !strings.Contains(out, "not vouched for: signed with an unknown key") {
+	if err != nil || strings.Count(out, "UNVOUCHED") != 2 || !strings.Contains(out, "not vouched for: signed with an unknown key") {
 		t.Fatalf("audit with another key pinned: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{
@@ -510,6 +510,59 @@ func TestEditValuesFollowTheProposedArgs(t *testing.T) {
 			if string(got[k]) != v {
 				t.Errorf("%q: %s = %s, want %s", tc.args, k, got[k], v)
 			}
+		}
+	}
+}
+
+// TestAuditShowsEveryPauseOnceWhicheverWayTheChainRecordedIt lists a
+// chain that records a pause in the outcome of the transition's record
+// and one written before, with a separate interrupted record, and checks
+// that each shows the pause on one line: the folded one marked as part of
+// the record above it, with what the run waits for.
+func TestAuditShowsEveryPauseOnceWhicheverWayTheChainRecordedIt(t *testing.T) {
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	expires := at.Add(time.Hour)
+	approval := &protocol.AuditApproval{Action: "issue_refund", Args: json.RawMessage(`{"amount":4800}`)}
+	started := protocol.AuditRecord{Flow: "refund", Run: "r-1", Action: protocol.ActionStarted, At: at, By: "/agents/refunds", Seq: 1,
+		Outcome: &protocol.AuditOutcome{Status: protocol.StatusWaiting, Node: "review", RequestID: "rq_1", Kind: protocol.KindApproval}}
+	expired := func(seq uint64) protocol.AuditRecord {
+		return protocol.AuditRecord{Flow: "refund", Run: "r-1", Action: protocol.ActionExpired, At: expires, By: "interlock/timeout",
+			Node: "review", RequestID: "rq_1", Kind: protocol.KindApproval, Seq: seq, Outcome: &protocol.AuditOutcome{Status: protocol.StatusExpired}}
+	}
+	folded := started
+	o := *started.Outcome
+	o.ApproverRole, o.ExpiresAt, o.Reason, o.Approval = "supervisor", &expires, "over $500", approval
+	folded.Outcome = &o
+	interrupted := protocol.AuditRecord{Flow: "refund", Run: "r-1", Action: protocol.ActionInterrupted, At: at, By: "interlock/host-1",
+		Node: "review", RequestID: "rq_1", Kind: protocol.KindApproval, ApproverRole: "supervisor", ExpiresAt: &expires, Reason: "over $500",
+		Approval: approval, Seq: 2}
+	deadline := expires.Local().Format(time.DateTime)
+	for name, recs := range map[string][]protocol.AuditRecord{
+		"folded": {folded, expired(2)},
+		"before": {started, interrupted, expired(3)},
+	} {
+		entries := make([]client.AuditEntry, len(recs))
+		for i, r := range recs {
+			entries[i] = client.AuditEntry{StreamSeq: uint64(i + 1), Record: r, Vouched: true}
+		}
+		var out strings.Builder
+		if err := printAudit(&out, entries); err != nil {
+			t.Fatal(err)
+		}
+		if got := auditActions(t, out.String()); !slices.Equal(got, []string{"started", "interrupted", "expired"}) {
+			t.Errorf("%s chain: actions %v, want started, interrupted, expired:\n%s", name, got, out.String())
+		}
+		l := lineOf(out.String(), " interrupted ")
+		for _, want := range []string{`issue_refund {"amount":4800}`, "for role supervisor", "deadline " + deadline, "reason: over $500"} {
+			if !strings.Contains(l, want) {
+				t.Errorf("%s chain: the pause's line does not say %q: %q", name, want, l)
+			}
+		}
+		if marked := strings.HasPrefix(l, "↳"); marked != (name == "folded") {
+			t.Errorf("%s chain: the pause's line %q is marked as part of the record above: %t", name, l, marked)
+		}
+		if l := lineOf(out.String(), " expired "); !strings.Contains(l, "deadline "+deadline+" passed") {
+			t.Errorf("%s chain: the expiry does not name the deadline the pause set: %q", name, l)
 		}
 	}
 }

@@ -174,11 +174,10 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		msgs := []engine.Message{
 			b.audit("a1", protocol.ActionStarted),
 			b.event("e1", protocol.EventStarted),
-			b.audit("a2", protocol.ActionInterrupted),
 			b.deadline("d1"),
 			b.event("e2", "checked"),
 			b.event("e3", protocol.EventInterrupted),
-			b.audit("a3", protocol.ActionInterrupted),
+			b.audit("a2", protocol.ActionReannounced),
 			b.deadline("d2"),
 			b.event("e4", "checked"),
 			b.event("e5", protocol.EventInterrupted),
@@ -218,7 +217,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		b := batch{run: "r-repeat"}
 		msgs := []engine.Message{
 			b.audit("a1", protocol.ActionStarted),
-			b.audit("a2", protocol.ActionInterrupted),
+			b.deadline("d1"),
 			b.event("e1", protocol.EventStarted),
 			b.event("e2", protocol.EventInterrupted),
 		}
@@ -250,7 +249,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		b := batch{run: "r-recheck"}
 		msgs := []engine.Message{
 			b.audit("a1", protocol.ActionStarted),
-			b.audit("a2", protocol.ActionInterrupted),
+			b.deadline("d1"),
 			b.event("e1", protocol.EventStarted),
 			b.event("e2", protocol.EventInterrupted),
 		}
@@ -266,7 +265,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		b := batch{run: "r-retry"}
 		msgs := []engine.Message{
 			b.audit("a1", protocol.ActionAnswered),
-			b.audit("a2", protocol.ActionInterrupted),
+			b.deadline("d1"),
 			b.event("e1", protocol.EventResumed),
 			b.event("e2", "checked"),
 			b.event("e3", protocol.EventInterrupted),
@@ -277,8 +276,8 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		publish(t, p, true, msgs...)
 		holds(t, r, b.run, "a first try that stored a1 and e1, and a rechecked retry past the deduplication window", msgs...)
 		got := r.Stored(t, flow, b.run)
-		if i, j := slices.Index(got, Stored{engine.AuditStream, b.id("a2")}), slices.Index(got, Stored{engine.EventStream, b.id("e2")}); i < 0 || j < i {
-			t.Errorf("stored %q; want the retry's audit record a2 before its events", got)
+		if i, j := slices.Index(got, Stored{engine.ScheduleStream, b.id("d1")}), slices.Index(got, Stored{engine.EventStream, b.id("e2")}); i < 0 || j < i {
+			t.Errorf("stored %q; want the retry's deadline d1 before its events", got)
 		}
 	})
 
@@ -287,7 +286,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		p, r := newPublisher(t)
 		b := batch{run: "r-next"}
 		first := []engine.Message{
-			b.audit("a1", protocol.ActionInterrupted),
+			b.audit("a1", protocol.ActionStarted),
 			b.event("e1", "checked"),
 			b.event("e2", protocol.EventInterrupted),
 		}
@@ -297,7 +296,6 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		// publish): nothing of it is stored, so all of it is published.
 		next := []engine.Message{
 			b.audit("a2", protocol.ActionAnswered),
-			b.audit("a3", protocol.ActionInterrupted),
 			b.event("e3", protocol.EventResumed),
 			b.event("e4", "checked"),
 			b.event("e5", protocol.EventInterrupted),
@@ -312,7 +310,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 		b := batch{run: "r-cancel"}
 		msgs := []engine.Message{
 			b.audit("a1", protocol.ActionStarted),
-			b.audit("a2", protocol.ActionInterrupted),
+			b.deadline("d1"),
 			b.event("e1", protocol.EventStarted),
 			b.event("e2", protocol.EventInterrupted),
 		}
@@ -355,7 +353,7 @@ func Run(t *testing.T, newPublisher func(t *testing.T) (engine.Publisher, Reader
 			b := batch{run: fmt.Sprintf("r-c%d", i)}
 			batches[i] = []engine.Message{
 				b.audit("a1", protocol.ActionStarted),
-				b.audit("a2", protocol.ActionInterrupted),
+				b.deadline("d1"),
 				b.event("e1", protocol.EventStarted),
 				b.event("e2", protocol.EventInterrupted),
 			}

@@ -410,7 +410,7 @@ export type AuditRecord = {
    */
   run: string;
   /**
-   * What happened: started (a run started), interrupted (the run paused on an interrupt; it follows the record of the transition that paused it), answered (a question or choice was answered), approved, edited or rejected (an approval was decided), expired (a deadline ended the run), escalated (a deadline moved an approval to another role), cancelled, reannounced (the interrupt was announced again with a fresh token), refused (a command on the run was refused), responded (an approval was answered with a message instead), voted (a vote short of an approval's quorum), claimed, released or delegated (who may decide an approval changed), reminded (a reminder of a pending interrupt fell due).
+   * What happened: started (a run started), interrupted (the run paused on an interrupt: written only in chains from before a pause was folded into the outcome of the record of the transition that paused it; such chains still verify), answered (a question or choice was answered), approved, edited or rejected (an approval was decided), expired (a deadline ended the run), escalated (a deadline moved an approval to another role), cancelled, reannounced (the interrupt was announced again with a fresh token), refused (a command on the run was refused), responded (an approval was answered with a message instead), voted (a vote short of an approval's quorum), claimed, released or delegated (who may decide an approval changed), reminded (a reminder of a pending interrupt fell due).
    */
   action:
     | "started"
@@ -525,7 +525,7 @@ export type AuditRecord = {
     | "run_exists"
     | "unsupported";
   /**
-   * Where the transition left the run: its status and node, with requestId and kind of the new interrupt when it waits again, error when it failed.
+   * Where the transition left the run: its status and node, with requestId and kind of the new interrupt when it waits again, error when it failed. When the transition paused the run on a new interrupt (a start, an answer or a decision that ran the flow's nodes), the outcome also says what the run waits for: the approver's role, the deadline and, for an approval, its reason and proposal; the record is then the whole account of the pause.
    */
   outcome?: {
     /**
@@ -544,6 +544,33 @@ export type AuditRecord = {
      * The kind of an interrupt: question (fields to fill), choice (options to pick) or approval (a proposed action to approve, edit or reject).
      */
     kind?: "question" | "choice" | "approval";
+    /**
+     * A flow name, run id, tool call id or approver role: 1 to 128 of A-Z a-z 0-9 _ -, so that it is one NATS subject token and one KV key token. Anything else is refused with an error naming the bad byte; a name is never rewritten.
+     */
+    approverRole?: string;
+    /**
+     * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
+     */
+    expiresAt?: string;
+    /**
+     * The new approval's reason.
+     */
+    reason?: string;
+    /**
+     * The new approval's proposal: the action and its args (an outcome has neither edits nor final, which only a decision has).
+     */
+    approval?: {
+      action: string;
+      args?: {
+        [k: string]: unknown | undefined;
+      };
+      edits?: {
+        [k: string]: unknown | undefined;
+      };
+      final?: {
+        [k: string]: unknown | undefined;
+      };
+    };
     error?: string;
   };
   /**
