@@ -281,7 +281,7 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 var tokenPlaceholder = regexp.MustCompile(`"resumeToken":"([A-Z_]*TOKEN)"`)
 
 // checkRefundAudit checks the refund's audit records as `interlock audit
-// --json` prints them: started, interrupted and edited, hash-chained and
+// --json` prints them: started and edited, hash-chained and
 // signed, the edit with the args before and after, as the README shows
 // them.
 func checkRefundAudit(t *testing.T, readme string, recs []protocol.AuditRecord, decision protocol.Resume) {
@@ -323,7 +323,9 @@ func checkRefundAudit(t *testing.T, readme string, recs []protocol.AuditRecord, 
 	if edited.Kid == "" || edited.Sig == "" {
 		t.Fatalf("the edited record is not signed: kid %q, sig %q", edited.Kid, edited.Sig)
 	}
-	for _, want := range []string{`"action":"edited"`, `"by":"` + edited.By + `"`, `"args":` + string(a.Args), `"edits":` + string(a.Edits), `"final":` + string(a.Final), `"kid":"...","sig":"..."`} {
+	ordinal := []string{"first", "second", "third", "fourth"}[edited.Seq-1]
+	for _, want := range []string{`"action":"edited"`, `"by":"` + edited.By + `"`, `"args":` + string(a.Args), `"edits":` + string(a.Edits), `"final":` + string(a.Final),
+		fmt.Sprintf(`"seq":%d,`, edited.Seq), "The " + ordinal + " record, `edited`", `"kid":"...","sig":"..."`} {
 		if !strings.Contains(readme, want) {
 			t.Fatalf("the edited record shows %s; the README does not", want)
 		}
