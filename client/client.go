@@ -335,10 +335,10 @@ func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, 
 	// The follower subscribed before the command was published, so every
 	// settling event stored from then on wakes it: the stream is read only
 	// once woken, or every followPoll in case a live message was lost.
-	read, woken := false, false
+	read := false
 	for {
 		if read {
-			ev, ok, err := c.outcome(ctx, f, woken, verb, flow, run, id, key)
+			ev, ok, err := c.outcome(ctx, f, verb, flow, run, id, key)
 			if err != nil {
 				return Event{}, err
 			}
@@ -346,11 +346,10 @@ func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, 
 				return ev, nil
 			}
 		}
-		read, woken = true, false
+		read = true
 		again.Reset(followPoll)
 		select {
 		case <-f.wake:
-			woken = true
 		case <-again.C:
 		case <-timeout.C:
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
@@ -368,16 +367,11 @@ func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, 
 
 // outcome reads the events the follower has not read yet and returns the
 // first that settles the command with event id (and idempotency key, if
-// any) of verb, or ok false when none does yet. woken says that a live
-// settling event woke the follower: its outcome is most likely stored,
-// so the checkpoint is read at the same time as the events, and read
-// again after an event only if it did not name the command yet.
-func (c *Client) outcome(ctx context.Context, f *follower, woken bool, verb, flow, run, id, key string) (_ Event, ok bool, _ error) {
-	var early *appliedRead
-	if woken {
-		early = c.startApplied(ctx, flow, run, cmp.Or(key, id))
-		defer early.wait()
-	}
+// any) of verb, or ok false when none does yet: the first that names the
+// command as its cause, or, for an event of a worker that predates the
+// causation extension, the first once the run's checkpoint has applied
+// the command.
+func (c *Client) outcome(ctx context.Context, f *follower, verb, flow, run, id, key string) (_ Event, ok bool, _ error) {
 	for {
 		m, ok, err := f.poll(ctx)
 		if err != nil {
@@ -398,38 +392,14 @@ func (c *Client) outcome(ctx context.Context, f *follower, woken bool, verb, flo
 		switch {
 		case !unknown && !mine:
 			continue // another command's outcome
-		case unknown && kind != protocol.EventRefused && (early == nil || !early.wait()) && !c.applied(ctx, flow, run, cmp.Or(key, id)):
-			// An event of an older worker, which names no cause, and
-			// another command's outcome: this one, refused or not yet
-			// applied, has its own event to come. A checkpoint read before
-			// this event was stored may not name the command yet, so only
-			// a read after it says no.
+		case unknown && kind != protocol.EventRefused && !c.applied(ctx, flow, run, cmp.Or(key, id)):
+			// Another command's outcome: this one, refused or not yet
+			// applied, has its own event to come. The checkpoint names
+			// the command before its events are published.
 			continue
 		}
 		return Event{Kind: kind, Event: out}, true, nil
 	}
-}
-
-// appliedRead is a read of [Client.applied] under way.
-type appliedRead struct {
-	done chan struct{}
-	ok   bool
-}
-
-// startApplied starts reading whether the run has applied key.
-func (c *Client) startApplied(ctx context.Context, flow, run, key string) *appliedRead {
-	r := &appliedRead{done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.ok = c.applied(ctx, flow, run, key)
-	}()
-	return r
-}
-
-// wait waits for the read and returns what it found.
-func (r *appliedRead) wait() bool {
-	<-r.done
-	return r.ok
 }
 
 // publish publishes a command to the inbound stream. A command larger than
