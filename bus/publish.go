@@ -104,7 +104,7 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 		return nil, slab, fmt.Errorf("bus: no event type for kind %q", m.Kind)
 	}
 	start := len(slab)
-	slab, err := p.enc.AppendOutbound(slab, m.ID, typ, m.Flow, m.Run, m.Traceparent, m.Time, data)
+	slab, err := p.enc.AppendOutbound(slab, m.ID, typ, m.Flow, m.Run, m.Traceparent, m.Cause, m.Time, data)
 	if err != nil {
 		return nil, slab, err
 	}

@@ -67,6 +67,9 @@ type Client struct {
 	// by is the person the client acts for, named on what it sends.
 	by   string
 	wait time.Duration
+	// hub wakes calls on the live events of their runs, through one
+	// subscription per connection.
+	hub *hub
 }
 
 // As returns a copy of the client that acts for the person named by: the
@@ -88,7 +91,8 @@ func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string,
 	if names.Prefix == "" {
 		names.Prefix = wire.DefaultPrefix
 	}
-	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait)}
+	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait),
+		hub: hubFor(nc, names.Prefix)}
 }
 
 // Event is the outcome of a command: the event Interlock published, or, for
@@ -194,11 +198,100 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err != nil {
 		return Event{}, err
 	}
-	f, err := c.follow(ctx, c.names.Event(flow, run, ">"), func(kind string) bool { return settles(verb, kind) })
-	if err != nil {
+	w := c.hub.watch(ctx, flow, run, verb)
+	if w == nil {
+		return c.sendFollowing(ctx, flow, run, verb, id, body, key, header)
+	}
+	defer c.hub.unwatch(w)
+	if err := c.publish(ctx, c.command(flow, verb, id, body, header), verb); err != nil {
 		return Event{}, err
 	}
-	defer f.stop()
+	deadline := time.Now().Add(c.wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	timeout := time.NewTimer(time.Until(deadline))
+	defer timeout.Stop()
+	poll := firstPoll
+	tick := time.NewTimer(poll)
+	defer tick.Stop()
+	if key == "" {
+		tick.Stop()
+	}
+	again := time.NewTimer(followPoll)
+	defer again.Stop()
+	// A live event of the run that names this command is believed once
+	// the events stream holds it, byte for byte: read back at once, and
+	// again, sooner than the stream is read, until it is stored (the
+	// server may hand it to subscribers before it has stored it).
+	var cand []*nats.Msg
+	backoff := time.Duration(0)
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	s := &scan{g: directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + c.names.EventStream(), filter: c.names.Event(flow, run, ">"), what: "stream " + c.names.EventStream()}, next: 1}
+	for {
+		select {
+		case m := <-w.live:
+			ev, ok, mine, err := c.believe(ctx, m, verb, flow, run, id, key)
+			if err != nil {
+				return Event{}, err
+			}
+			if ok {
+				return ev, nil
+			}
+			if mine {
+				cand = append(cand, m)
+				backoff = recheckFirst
+				recheck.Reset(backoff)
+			}
+		case <-recheck.C:
+			for _, m := range cand {
+				ev, ok, _, err := c.believe(ctx, m, verb, flow, run, id, key)
+				if err != nil {
+					return Event{}, err
+				}
+				if ok {
+					return ev, nil
+				}
+			}
+			backoff = min(2*backoff, recheckMax)
+			recheck.Reset(backoff)
+		case <-again.C:
+			// Live messages may be lost (a reconnection, a slow
+			// subscriber): read the run's events from the stream.
+			ev, ok, err := c.scanOutcome(ctx, s, verb, flow, run, id)
+			if err != nil {
+				return Event{}, err
+			}
+			if ok {
+				return ev, nil
+			}
+			again.Reset(followPoll)
+		case <-timeout.C:
+			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
+		case <-tick.C:
+			if ev, ok := c.absorbed(ctx, flow, run, key, id); ok {
+				return ev, nil
+			}
+			poll = min(2*poll, maxPoll)
+			tick.Reset(poll)
+		}
+	}
+}
+
+// How soon a call reads a live event of its command back from the stream
+// again, when it was not stored yet: first after recheckFirst, then twice
+// as late each time, up to recheckMax.
+const (
+	recheckFirst = time.Millisecond
+	recheckMax   = 50 * time.Millisecond
+)
+
+// command returns the message of a command.
+func (c *Client) command(flow, verb, id string, body []byte, header func(msg *nats.Msg, id string)) *nats.Msg {
 	msg := nats.NewMsg(c.names.In(flow, verb))
 	if strings.Contains(verb, ".") {
 		msg.Subject = c.names.In(flow, "") + verb
@@ -209,7 +302,20 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if header != nil {
 		header(msg, id)
 	}
-	if err := c.publish(ctx, msg, verb); err != nil {
+	return msg
+}
+
+// sendFollowing publishes a command and waits for the event that settles
+// it, following the run on a subscription of its own from the last event
+// the stream holds: the way of a connection that may not subscribe to
+// every event subject.
+func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, body []byte, key string, header func(msg *nats.Msg, id string)) (Event, error) {
+	f, err := c.follow(ctx, c.names.Event(flow, run, ">"), func(kind string) bool { return settles(verb, kind) })
+	if err != nil {
+		return Event{}, err
+	}
+	defer f.stop()
+	if err := c.publish(ctx, c.command(flow, verb, id, body, header), verb); err != nil {
 		return Event{}, err
 	}
 	deadline := time.Now().Add(c.wait)
@@ -229,10 +335,10 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	// The follower subscribed before the command was published, so every
 	// settling event stored from then on wakes it: the stream is read only
 	// once woken, or every followPoll in case a live message was lost.
-	read, woken := false, false
+	read := false
 	for {
 		if read {
-			ev, ok, err := c.outcome(ctx, f, woken, verb, flow, run, id, key)
+			ev, ok, err := c.outcome(ctx, f, verb, flow, run, id, key)
 			if err != nil {
 				return Event{}, err
 			}
@@ -240,11 +346,10 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 				return ev, nil
 			}
 		}
-		read, woken = true, false
+		read = true
 		again.Reset(followPoll)
 		select {
 		case <-f.wake:
-			woken = true
 		case <-again.C:
 		case <-timeout.C:
 			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
@@ -262,16 +367,11 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 
 // outcome reads the events the follower has not read yet and returns the
 // first that settles the command with event id (and idempotency key, if
-// any) of verb, or ok false when none does yet. woken says that a live
-// settling event woke the follower: its outcome is most likely stored,
-// so the checkpoint is read at the same time as the events, and read
-// again after an event only if it did not name the command yet.
-func (c *Client) outcome(ctx context.Context, f *follower, woken bool, verb, flow, run, id, key string) (_ Event, ok bool, _ error) {
-	var early *appliedRead
-	if woken {
-		early = c.startApplied(ctx, flow, run, cmp.Or(key, id))
-		defer early.wait()
-	}
+// any) of verb, or ok false when none does yet: the first that names the
+// command as its cause, or, for an event of a worker that predates the
+// causation extension, the first once the run's checkpoint has applied
+// the command.
+func (c *Client) outcome(ctx context.Context, f *follower, verb, flow, run, id, key string) (_ Event, ok bool, _ error) {
 	for {
 		m, ok, err := f.poll(ctx)
 		if err != nil {
@@ -288,42 +388,18 @@ func (c *Client) outcome(ctx context.Context, f *follower, woken bool, verb, flo
 		if err != nil {
 			return Event{}, false, fmt.Errorf("client: decoding %s: %w", m.subject, err)
 		}
-		if kind == protocol.EventRefused {
-			var r protocol.Refused
-			if json.Unmarshal(out.Data(), &r) == nil && r.EventID != "" && r.EventID != id {
-				continue // someone else's refusal
-			}
-		} else if (early == nil || !early.wait()) && !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+		mine, unknown := causedBy(kind, out, id)
+		switch {
+		case !unknown && !mine:
+			continue // another command's outcome
+		case unknown && kind != protocol.EventRefused && !c.applied(ctx, flow, run, cmp.Or(key, id)):
 			// Another command's outcome: this one, refused or not yet
-			// applied, has its own event to come. A checkpoint read before
-			// this event was stored may not name the command yet, so only
-			// a read after it says no.
+			// applied, has its own event to come. The checkpoint names
+			// the command before its events are published.
 			continue
 		}
 		return Event{Kind: kind, Event: out}, true, nil
 	}
-}
-
-// appliedRead is a read of [Client.applied] under way.
-type appliedRead struct {
-	done chan struct{}
-	ok   bool
-}
-
-// startApplied starts reading whether the run has applied key.
-func (c *Client) startApplied(ctx context.Context, flow, run, key string) *appliedRead {
-	r := &appliedRead{done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.ok = c.applied(ctx, flow, run, key)
-	}()
-	return r
-}
-
-// wait waits for the read and returns what it found.
-func (r *appliedRead) wait() bool {
-	<-r.done
-	return r.ok
 }
 
 // publish publishes a command to the inbound stream. A command larger than

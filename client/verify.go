@@ -1,12 +1,18 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // followPoll is how often a follower reads the stream when no live message
@@ -21,11 +27,17 @@ const followPoll = 500 * time.Millisecond
 // publish on them (a reply aimed at them, a copy of a stored message)
 // could send one.
 type follower struct {
+	scan
+	wake chan struct{}
+	sub  *nats.Subscription
+}
+
+// scan reads the events of one subject filter from the events stream, in
+// stream order, from sequence next on.
+type scan struct {
 	g    directGet
 	next uint64
 	buf  []batchMsg
-	wake chan struct{}
-	sub  *nats.Subscription
 }
 
 // follow starts following filter, a subject filter of the events stream.
@@ -34,7 +46,7 @@ type follower struct {
 // next one that does. Stop the follower when done.
 func (c *Client) follow(ctx context.Context, filter string, wakes func(kind string) bool) (*follower, error) {
 	stream := c.names.EventStream()
-	f := &follower{g: directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: filter, what: "stream " + stream},
+	f := &follower{scan: scan{g: directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: filter, what: "stream " + stream}},
 		wake: make(chan struct{}, 1)}
 	sub, err := c.nc.Subscribe(filter, func(m *nats.Msg) {
 		if wakes != nil && !wakes(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]) {
@@ -62,7 +74,7 @@ func (c *Client) follow(ctx context.Context, filter string, wakes func(kind stri
 }
 
 // poll returns the next stored event, or ok false when there is none yet.
-func (f *follower) poll(ctx context.Context) (m batchMsg, ok bool, err error) {
+func (f *scan) poll(ctx context.Context) (m batchMsg, ok bool, err error) {
 	if len(f.buf) == 0 {
 		b, err := f.g.batch(ctx, f.next, 32)
 		if err != nil {
@@ -79,3 +91,84 @@ func (f *follower) poll(ctx context.Context) (m batchMsg, ok bool, err error) {
 }
 
 func (f *follower) stop() { _ = f.sub.Unsubscribe() }
+
+// causedBy reports whether an event of kind is the outcome of the command
+// with event id: it names the command as its cause (a refusal may name it
+// only in its data). unknown is set for an event that names no cause, as
+// workers that predate the causation extension publish.
+func causedBy(kind string, ev events.Event, id string) (mine, unknown bool) {
+	if cause := events.StringExtension(ev, protocol.ExtCausation); cause != "" {
+		return cause == id, false
+	}
+	if kind == protocol.EventRefused {
+		var r protocol.Refused
+		if json.Unmarshal(ev.Data(), &r) == nil && r.EventID != "" {
+			return r.EventID == id, false
+		}
+	}
+	return false, true
+}
+
+// believe reports whether a live event settles the command with event id
+// (and idempotency key, if any) of verb: it names the command as its cause
+// and the events stream holds it, byte for byte, as the last event on its
+// subject (one direct get). mine is set for a live event that names the
+// command but is not stored, or not yet: the server may hand an event to
+// subscribers before it has stored it, so the call reads it back again.
+// A live event that names no cause (an older worker's) is believed, once
+// stored, if the run's checkpoint has applied the command.
+func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, key string) (_ Event, ok, mine bool, _ error) {
+	kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	out, err := events.Decode(m.Header, m.Data)
+	if err != nil {
+		return Event{}, false, false, nil // not an event Interlock published
+	}
+	mine, unknown := causedBy(kind, out, id)
+	if !mine && !unknown {
+		return Event{}, false, false, nil
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	stream := c.names.EventStream()
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: m.Subject, what: "stream " + stream}
+	stored, err := g.lastMsg(ctx)
+	if err != nil {
+		return Event{}, false, false, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
+	}
+	if stored == nil || !bytes.Equal(stored.data, m.Data) {
+		return Event{}, false, mine, nil
+	}
+	if unknown && !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+		return Event{}, false, false, nil
+	}
+	return Event{Kind: kind, Event: out}, true, true, nil
+}
+
+// scanOutcome reads the run's events the scan has not read yet and returns
+// the first stored one that names the command with event id as its cause
+// and settles it, or ok false when none does yet. An event that names no
+// cause is not taken: the scan starts before the command was sent.
+func (c *Client) scanOutcome(ctx context.Context, s *scan, verb, flow, run, id string) (_ Event, ok bool, _ error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	for {
+		m, ok, err := s.poll(ctx)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, err)
+		}
+		if !ok {
+			return Event{}, false, nil
+		}
+		kind := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
+		if !settles(verb, kind) {
+			continue
+		}
+		out, err := events.Decode(m.header, m.data)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("client: decoding %s: %w", m.subject, err)
+		}
+		if mine, _ := causedBy(kind, out, id); mine {
+			return Event{Kind: kind, Event: out}, true, nil
+		}
+	}
+}

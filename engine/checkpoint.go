@@ -259,6 +259,12 @@ type Message struct {
 	// published, after the checkpoint is written.
 	Data        EventData `json:"data"`
 	Traceparent string    `json:"traceparent,omitempty"`
+	// Cause is the id of the CloudEvent whose transition made the event
+	// (the checkpoint's [Cause] ID), or of the command a refusal refuses:
+	// the causation extension of what is published. It is not stored in
+	// the outbox: the checkpoint names its cause, so a redelivered
+	// transition republishes the same.
+	Cause string `json:"-"`
 }
 
 // Store keeps checkpoints and the pending index. Every write is a

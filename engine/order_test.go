@@ -183,8 +183,65 @@ func TestARedeliveredTransitionPublishesWhatItCommitted(t *testing.T) {
 		if got, want := unstamped(p.Data), unstamped(m.Data); p.Kind != m.Kind || !reflect.DeepEqual(got, want) {
 			t.Errorf("event %s published as %s %v, committed as %s %v", m.ID, p.Kind, got, m.Kind, want)
 		}
+		if p.Cause != "r" {
+			t.Errorf("%s event %s published again with cause %q, want the resume's event id %q", p.Kind, m.ID, p.Cause, "r")
+		}
 	}
 	if events == 0 {
 		t.Fatal("the committed outbox holds no event")
+	}
+}
+
+// TestEveryEventNamesTheCommandThatCausedIt: each event of a transition
+// carries the id of the command the transition applied, and a refusal the
+// id of the command it refuses, so that a client can tell its command's
+// outcome from another's of the same run.
+func TestEveryEventNamesTheCommandThatCausedIt(t *testing.T) {
+	ctx := t.Context()
+	store, pub := enginetest.NewStore(), enginetest.NewPublisher()
+	r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{booking.Flow()}, Store: store, Publisher: pub,
+		Secret: []byte("order-test-secret-order-test-secret-01234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, engine.Start{Flow: "booking", Run: "r-1", Inbound: engine.Inbound{EventID: "start-1", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, m := range pub.Messages("r-1") {
+		if in, ok := m.Data.(*protocol.Interrupted); ok {
+			token = in.ResumeToken
+		}
+	}
+	if _, err := r.Resume(ctx, engine.Resume{Flow: "booking", Run: "r-1", Token: "not-the-token",
+		Inbound: engine.Inbound{EventID: "resume-bad", Seq: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Resume(ctx, engine.Resume{Flow: "booking", Run: "r-1", Token: token,
+		Answers: map[string]json.RawMessage{"email": json.RawMessage(`"ann@example.com"`)},
+		Inbound: engine.Inbound{EventID: "resume-1", Seq: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	causes := map[string][]string{}
+	for _, m := range pub.Messages("r-1") {
+		if m.Stream == engine.EventStream {
+			causes[m.Cause] = append(causes[m.Cause], m.Kind)
+		}
+	}
+	for _, want := range []struct {
+		cause string
+		kind  string
+	}{
+		{"start-1", protocol.EventStarted},
+		{"start-1", protocol.EventInterrupted},
+		{"resume-bad", protocol.EventRefused},
+		{"resume-1", protocol.EventResumed},
+	} {
+		if !slices.Contains(causes[want.cause], want.kind) {
+			t.Errorf("no %s event caused by %s; events by cause: %v", want.kind, want.cause, causes)
+		}
+	}
+	if len(causes[""]) > 0 {
+		t.Errorf("events %v name no cause", causes[""])
 	}
 }

@@ -60,6 +60,9 @@ func (r *Runner) finish(ctx context.Context, cp *Checkpoint, rev uint64, recheck
 			done = &m
 			continue
 		}
+		if cp.Cause != nil && len(cp.Cause.ID) <= maxEcho {
+			m.Cause = cp.Cause.ID
+		}
 		token := ""
 		if in, ok := m.Data.(*protocol.Interrupted); ok {
 			token = r.token(cp.Flow, cp.Run, in.RequestID)
@@ -170,6 +173,9 @@ func (r *Runner) refuseWith(ctx context.Context, flow, run, requestID string, o 
 	msgs := []Message{{Stream: EventStream, Kind: protocol.EventRefused, ID: id, Flow: flow, Run: run, Time: now,
 		Data:        &protocol.Refused{Flow: flow, Run: run, RequestID: requestID, Code: code, Message: msg, EventID: truncate(o.EventID, maxEcho)},
 		Traceparent: tp}}
+	if len(o.EventID) <= maxEcho {
+		msgs[0].Cause = o.EventID
+	}
 	if rec != nil {
 		msgs = append(msgs, Message{Stream: AuditStream, Kind: protocol.ActionRefused, ID: id + "-audit", Flow: flow, Run: run, Time: now,
 			Data: rec, Traceparent: tp})

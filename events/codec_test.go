@@ -396,3 +396,42 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
 }
+
+// An outbound event names the command that caused it in the causationid
+// extension: written as sdk-go writes it, and read back by Decode.
+func TestOutboundCausationIsAnExtensionSDKGoWritesAndReads(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	data := &protocol.Completed{Flow: "booking", Run: "r-42"}
+	for _, tc := range []struct{ name, cause string }{
+		{"plain", "9f86d081884c7d659a2feaa0c55ad015"},
+		{"not plain", "ev 1 <&>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := events.AppendOutbound(nil, "abc-7", "interlock/host-1", protocol.TypeCompleted, "booking", "r-42", "", tc.cause, at, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := events.Outbound("abc-7", "interlock/host-1", protocol.TypeCompleted, "booking", "r-42", "", at, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ev.Context.SetExtension(protocol.ExtCausation, tc.cause); err != nil {
+				t.Fatalf("sdk-go refuses the %s extension: %v", protocol.ExtCausation, err)
+			}
+			want, err := events.EncodeSDK(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("AppendOutbound wrote\n%s\nsdk-go\n%s", got, want)
+			}
+			back, err := events.Decode(structured, got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := events.StringExtension(back, protocol.ExtCausation); c != tc.cause {
+				t.Fatalf("decoded %s = %q, want %q", protocol.ExtCausation, c, tc.cause)
+			}
+		})
+	}
+}

@@ -95,11 +95,12 @@ func appendEvent(dst []byte, ev Event) ([]byte, bool) {
 }
 
 // AppendOutbound appends to dst the event that Outbound(id, source, typ,
-// flow, run, traceparent, at, data) returns, encoded as Encode encodes it,
-// byte for byte, without building it. See [Encoder] for a source checked
-// once.
-func AppendOutbound(dst []byte, id, source, typ, flow, run, traceparent string, at time.Time, data any) ([]byte, error) {
-	return NewEncoder(source).AppendOutbound(dst, id, typ, flow, run, traceparent, at, data)
+// flow, run, traceparent, at, data) returns, with cause, when set, as its
+// causation extension ([protocol.ExtCausation]), encoded as Encode encodes
+// it, byte for byte, without building it. See [Encoder] for a source
+// checked once.
+func AppendOutbound(dst []byte, id, source, typ, flow, run, traceparent, cause string, at time.Time, data any) ([]byte, error) {
+	return NewEncoder(source).AppendOutbound(dst, id, typ, flow, run, traceparent, cause, at, data)
 }
 
 // Encoder encodes the events one source publishes, as Encode(Outbound(...))
@@ -121,15 +122,21 @@ func NewEncoder(source string) *Encoder {
 }
 
 // AppendOutbound appends to dst the event Outbound(id, source, typ, flow,
-// run, traceparent, at, data) returns, with the encoder's source, encoded
+// run, traceparent, at, data) returns, with the encoder's source and cause,
+// when set, as its causation extension ([protocol.ExtCausation]), encoded
 // as Encode encodes it.
-func (e *Encoder) AppendOutbound(dst []byte, id, typ, flow, run, traceparent string, at time.Time, data any) ([]byte, error) {
-	if b, ok := e.appendDirect(dst, id, typ, flow, run, traceparent, at, data); ok {
+func (e *Encoder) AppendOutbound(dst []byte, id, typ, flow, run, traceparent, cause string, at time.Time, data any) ([]byte, error) {
+	if b, ok := e.appendDirect(dst, id, typ, flow, run, traceparent, cause, at, data); ok {
 		return b, nil
 	}
 	ev, err := Outbound(id, e.source, typ, flow, run, traceparent, at, data)
 	if err != nil {
 		return dst, err
+	}
+	if cause != "" {
+		if err := ev.Context.SetExtension(protocol.ExtCausation, cause); err != nil {
+			return dst, fmt.Errorf("events: causation of %s event %q: %w", typ, id, err)
+		}
 	}
 	b, err := Encode(ev)
 	if err != nil {
@@ -142,13 +149,13 @@ func (e *Encoder) AppendOutbound(dst []byte, id, typ, flow, run, traceparent str
 // plain and data is a value encoding/json encodes (not bytes or raw JSON,
 // which sdk-go treats apart), and reports false, leaving dst as it was,
 // otherwise.
-func (e *Encoder) appendDirect(dst []byte, id, typ, flow, run, traceparent string, at time.Time, data any) ([]byte, bool) {
+func (e *Encoder) appendDirect(dst []byte, id, typ, flow, run, traceparent, cause string, at time.Time, data any) ([]byte, bool) {
 	switch data.(type) {
 	case nil, []byte, json.RawMessage:
 		return dst, false
 	}
 	if !e.direct || !plain(id) || !plain(typ) || run != "" && !plain(run) || flow != "" && !plain(flow) ||
-		traceparent != "" && !plain(traceparent) || at.IsZero() {
+		traceparent != "" && !plain(traceparent) || cause != "" && !plain(cause) || at.IsZero() {
 		return dst, false
 	}
 	start := len(dst)
@@ -174,6 +181,10 @@ func (e *Encoder) appendDirect(dst []byte, id, typ, flow, run, traceparent strin
 			return dst[:start], false
 		}
 		dst = w.b[:len(w.b)-1] // Encode ends the value with a newline
+	}
+	// Extensions in sdk-go's order, by name.
+	if cause != "" {
+		dst = appendAttr(dst, `,"`+protocol.ExtCausation+`":`, cause)
 	}
 	dst = appendAttr(dst, `,"`+protocol.ExtFlow+`":`, flow)
 	if traceparent != "" {

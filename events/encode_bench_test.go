@@ -23,7 +23,7 @@ func BenchmarkEncodeOutbound(b *testing.B) {
 		enc := events.NewEncoder("interlock/bench")
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := enc.AppendOutbound(make([]byte, 0, 512), "abc-7", protocol.TypeInterrupted, "bench", "r-000042", tp, at, benchInterrupted); err != nil {
+			if _, err := enc.AppendOutbound(make([]byte, 0, 512), "abc-7", protocol.TypeInterrupted, "bench", "r-000042", tp, "", at, benchInterrupted); err != nil {
 				b.Fatal(err)
 			}
 		}

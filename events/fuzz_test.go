@@ -100,12 +100,13 @@ func FuzzDecodeEvent(f *testing.F) {
 // data and checks that AppendOutbound writes what sdk-go's marshaller
 // writes for the same event, or fails as it does.
 func FuzzEncodeOutbound(f *testing.F) {
-	f.Add("abc-7", "interlock/host-1", protocol.TypeInterrupted, "booking", "r-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", int64(1795255200000000000), []byte(`{"flow":"booking","origin":{"a":"<b>&"}}`))
-	f.Add("a b", "/x y", "t", "", "", "", int64(1), []byte(`"\u2028 <"`))
-	f.Add("id", "http://h/p?q=1#f", "t\"", "f\u00e9", "r", "tp", int64(0), []byte(`[1, 2.50, null]`))
-	f.Add("id", ":bad", "t", "f", " r ", "tp", int64(-1), []byte(`{}`))
+	f.Add("abc-7", "interlock/host-1", protocol.TypeInterrupted, "booking", "r-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "", int64(1795255200000000000), []byte(`{"flow":"booking","origin":{"a":"<b>&"}}`))
+	f.Add("abc-8", "interlock/host-1", protocol.TypeCompleted, "booking", "r-42", "", "9f86d081884c7d65", int64(1795255200000000000), []byte(`{"flow":"booking"}`))
+	f.Add("a b", "/x y", "t", "", "", "", "c <d>", int64(1), []byte(`"\u2028 <"`))
+	f.Add("id", "http://h/p?q=1#f", "t\"", "f\u00e9", "r", "tp", "", int64(0), []byte(`[1, 2.50, null]`))
+	f.Add("id", ":bad", "t", "f", " r ", "tp", "c", int64(-1), []byte(`{}`))
 
-	f.Fuzz(func(t *testing.T, id, source, typ, flow, run, traceparent string, nanos int64, data []byte) {
+	f.Fuzz(func(t *testing.T, id, source, typ, flow, run, traceparent, cause string, nanos int64, data []byte) {
 		var v any
 		if json.Unmarshal(data, &v) != nil {
 			v = map[string]string{"raw": string(data)}
@@ -116,9 +117,12 @@ func FuzzEncodeOutbound(f *testing.F) {
 			Raw  json.RawMessage `json:"raw,omitempty"`
 			Text string          `json:"text"`
 		}{V: v, Text: string(data)}} {
-			got, gotErr := events.AppendOutbound([]byte("prefix"), id, source, typ, flow, run, traceparent, at, d)
+			got, gotErr := events.AppendOutbound([]byte("prefix"), id, source, typ, flow, run, traceparent, cause, at, d)
 			var want []byte
 			ev, wantErr := events.Outbound(id, source, typ, flow, run, traceparent, at, d)
+			if wantErr == nil && cause != "" {
+				wantErr = ev.Context.SetExtension(protocol.ExtCausation, cause)
+			}
 			if wantErr == nil {
 				if wantErr = ev.Validate(); wantErr == nil {
 					want, wantErr = events.EncodeSDK(ev)

@@ -143,7 +143,7 @@ func TestOutboundEventsMatchTheirGoldenFiles(t *testing.T) {
 				t.Fatalf("Encode wrote\n%s\nsdk-go\n%s", got, sdk)
 			}
 			direct, err := events.AppendOutbound(nil, "abc-7", "interlock/host-1", tc.typ, "booking", "r-42",
-				"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", at, tc.data)
+				"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "", at, tc.data)
 			if err != nil {
 				t.Fatal(err)
 			}

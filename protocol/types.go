@@ -108,6 +108,12 @@ const (
 	// ExtTraceparent is the W3C trace context of the CloudEvents
 	// distributed-tracing extension.
 	ExtTraceparent = "traceparent"
+	// ExtCausation names, on every run event a transition publishes and on
+	// every refusal, the id of the CloudEvent that caused it: the command
+	// the transition applied (a deadline's or reminder's, the schedule
+	// message's), or the refused command. A client matches its command's
+	// outcome by it.
+	ExtCausation = "causationid"
 )
 
 // OutboundType returns the CloudEvent type of an outbound event kind, the

@@ -1,0 +1,196 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// pausedRun starts a booking run through a service, stops the service (so
+// that the next command waits in the inbound stream), and returns the
+// server, a client, the run's interrupt and a function that starts the
+// workers again.
+func pausedRun(t *testing.T, run string) (*bus.Server, *client.Client, protocol.Interrupted, func()) {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	svc := natstest.Start(t, srv, booking.Flow())
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := interrupted(t, ev)
+	if err := svc.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c, in, func() { natstest.Start(t, srv, booking.Flow()) }
+}
+
+// sent returns a channel that receives the event id of each command sent
+// on subject, as the server sees it.
+func sent(t *testing.T, srv *bus.Server, subject string) <-chan string {
+	t.Helper()
+	nc, _ := natstest.Connect(t, srv.ClientURL())
+	ids := make(chan string, 4)
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { ids <- m.Header.Get(jetstream.MsgIDHeader) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// outcome is what a call returned.
+type outcome struct {
+	ev  client.Event
+	err error
+}
+
+// resumeAsync resumes the run in the background and returns its outcome's
+// channel.
+func resumeAsync(ctx context.Context, c *client.Client, run string, in protocol.Interrupted) <-chan outcome {
+	done := make(chan outcome, 1)
+	go func() {
+		ev, err := c.Resume(ctx, "booking", run, protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}})
+		done <- outcome{ev, err}
+	}()
+	return done
+}
+
+// eventBody returns an interrupted event of the run as a worker would
+// publish it, caused by the command with event id cause.
+func eventBody(t *testing.T, id, run, cause string) []byte {
+	t.Helper()
+	body, err := events.AppendOutbound(nil, id, "interlock/elsewhere", protocol.TypeInterrupted, "booking", run, "", cause, time.Now().UTC(),
+		&protocol.Interrupted{Flow: "booking", Run: run, Node: "ask_contact", RequestID: "rq-other", Kind: protocol.KindQuestion, ResumeToken: "not-a-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// The outcome of a call is the event that names its command: an event of
+// the same run that another command caused, stored between the call's
+// publish and its outcome, is not taken for it.
+func TestAnotherCommandsEventOfTheRunIsNotTheCallsOutcome(t *testing.T) {
+	t.Parallel()
+	srv, c, in, serve := pausedRun(t, "r-other")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	done := resumeAsync(t.Context(), c, "r-other", in)
+	id := <-ids
+
+	natstest.PublishRaw(t, js, "interlock.ev.booking.r-other.interrupted", eventBody(t, "other-1", "r-other", "another-command"),
+		nats.Header{"Content-Type": {events.Structured}, jetstream.MsgIDHeader: {"other-1"}})
+	serve()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.ev.Event.ID() == "other-1" {
+		t.Fatal("the call took another command's interrupted event for its outcome")
+	}
+	if cause := events.StringExtension(got.ev.Event, protocol.ExtCausation); cause != id {
+		t.Fatalf("outcome %s %s names cause %q, want the resume's id %q", got.ev.Kind, got.ev.Event.ID(), cause, id)
+	}
+	if out := interrupted(t, got.ev); out.Node != "ask_contact" || out.ResumeToken == "" {
+		t.Fatalf("outcome %+v, want the interrupt at ask_contact", out)
+	}
+}
+
+// A live event is believed only once the events stream holds it: a forged
+// one on the run's subject that names the call's command, but that the
+// stream refused to store, is not the call's outcome.
+func TestAForgedLiveEventThatIsNotStoredIsNotBelieved(t *testing.T) {
+	t.Parallel()
+	srv, c, in, serve := pausedRun(t, "r-forged")
+	nc, _ := natstest.Connect(t, srv.ClientURL())
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	subject := "interlock.ev.booking.r-forged.interrupted"
+	seen := make(chan struct{}, 1)
+	if _, err := nc.Subscribe(subject, func(*nats.Msg) { seen <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	done := resumeAsync(t.Context(), c, "r-forged", in)
+	id := <-ids
+
+	// The stream refuses a message whose expected last sequence is wrong,
+	// and every core subscriber receives it all the same.
+	forged := nats.NewMsg(subject)
+	forged.Data = eventBody(t, "forged-1", "r-forged", id)
+	forged.Header.Set("Content-Type", events.Structured)
+	forged.Header.Set(jetstream.ExpectedLastSeqHeader, "1")
+	if err := nc.PublishMsg(forged); err != nil {
+		t.Fatal(err)
+	}
+	<-seen
+	serve()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.ev.Event.ID() == "forged-1" {
+		t.Fatal("the call believed a live event the events stream does not hold")
+	}
+	if cause := events.StringExtension(got.ev.Event, protocol.ExtCausation); cause != id {
+		t.Fatalf("outcome %s names cause %q, want %q", got.ev.Event.ID(), cause, id)
+	}
+}
+
+// A connection that may subscribe to some event subjects only still gets
+// its calls' outcomes: it follows each run on a subscription of its own.
+func TestACallWorksWithoutTheRightToSubscribeToEveryEvent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(`authorization {
+  users = [
+    {user: workers, password: "workers-secret"}
+    {user: narrow, password: "narrow-secret", permissions: {subscribe: {allow: ["_INBOX.>", "interlock.ev.booking.>"]}}}
+  ]
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
+		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: "narrow", Password: "narrow-secret"})
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	for _, run := range []string{"r-narrow-1", "r-narrow-2"} {
+		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", run, err)
+		}
+		in := interrupted(t, ev)
+		ev, err = c.Resume(t.Context(), "booking", run, protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}})
+		if err != nil {
+			t.Fatalf("resume %s: %v", run, err)
+		}
+		if in := interrupted(t, ev); in.Node != "ask_contact" {
+			t.Fatalf("resume %s: interrupt at %s, want ask_contact", run, in.Node)
+		}
+	}
+}
