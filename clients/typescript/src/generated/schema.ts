@@ -2232,6 +2232,10 @@ export interface CloudEventStructuredMode {
    */
   flow?: string;
   /**
+   * Extension: on an event Interlock publishes, the CloudEvent id of the command whose transition published it (a start, resume, cancel, reannounce or assign; for a deadline's or a reminder's transition, its schedule message's id; a refusal's, the refused command's). A client knows the outcome of its command as the run's settling event whose causationid is the id it sent. Absent on events of workers that predate it, and when the id is longer than 1 KiB.
+   */
+  causationid?: string;
+  /**
    * Extension (CloudEvents distributed tracing): the W3C trace context. On a command, the caller's: a start's becomes the run's, replaced by that of each resume, cancel or reannounce that has one. On an event Interlock publishes, the context of the span of the transition that published it when the workers trace, else the run's.
    */
   traceparent?: string;
