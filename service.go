@@ -185,10 +185,13 @@ type JetStreamUser interface {
 // Service is a running Interlock: NATS (embedded or not), the workers, and
 // the background services, with one lifecycle.
 type Service struct {
-	srv     *bus.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	names   wire.Names
+	srv   *bus.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names wire.Names
+	// client is the base of every client Client returns: its copies share
+	// one subscription to the deployment's events.
+	client  *client.Client
 	store   *kv.Store
 	runner  *engine.Runner
 	worker  *bus.Worker
@@ -242,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.client = client.New(s.nc, s.js, s.names, "", 0)
 	streams := cfg.Streams
 	if streams.Logger == nil {
 		streams.Logger = log
@@ -404,7 +408,7 @@ func (s *Service) URL() string {
 // Client returns a client of the wire protocol on the service's own
 // connection; source names it in the audit stream.
 func (s *Service) Client(source string) *client.Client {
-	return client.New(s.nc, s.js, s.names, source, 0)
+	return s.client.WithSource(source)
 }
 
 // ResumeAs sends a resume on behalf of a caller the service has

@@ -68,7 +68,7 @@ type Client struct {
 	by   string
 	wait time.Duration
 	// hub wakes calls on the live events of their runs, through one
-	// subscription per connection.
+	// subscription shared by the client and its copies.
 	hub *hub
 }
 
@@ -84,6 +84,17 @@ func (c *Client) As(by string) *Client {
 	return &cp
 }
 
+// WithSource returns a copy of the client that names source as the
+// CloudEvents source of what it sends. Copies share the client's one
+// subscription to the deployment's events, so a process that sends from
+// several sources on one connection makes one client with [New] and
+// copies of it, rather than a client per source.
+func (c *Client) WithSource(source string) *Client {
+	cp := *c
+	cp.source = cmp.Or(source, "/interlock/client")
+	return &cp
+}
+
 // New returns a client on a connection. source is the CloudEvents source
 // of what it sends ("/cli/ann"); wait bounds how long calls wait for their
 // outcome (0 for DefaultWait).
@@ -92,7 +103,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string,
 		names.Prefix = wire.DefaultPrefix
 	}
 	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait),
-		hub: hubFor(nc, names.Prefix)}
+		hub: newHub(nc, names.Prefix)}
 }
 
 // Event is the outcome of a command: the event Interlock published, or, for

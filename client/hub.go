@@ -16,9 +16,13 @@ import (
 // connection), and an idle client does not receive every event.
 const hubIdle = 2 * time.Second
 
+// hubFlush bounds the round trip that makes sure the server took the
+// hub's subscription.
+const hubFlush = 5 * time.Second
+
 // hub is one core subscription to every event subject of a deployment
-// (<prefix>.ev.>), shared by the calls of every [Client] on one
-// connection: a live event wakes the calls waiting on its run whose
+// (<prefix>.ev.>), shared by the calls of a [Client] and of every copy
+// made of it ([Client.As], [Client.WithWait], [Client.WithSource]): a live event wakes the calls waiting on its run whose
 // command it may settle. A call believes only what it then reads back
 // from the events stream.
 type hub struct {
@@ -45,37 +49,10 @@ type waiter struct {
 	live chan *nats.Msg
 }
 
-type hubKey struct {
-	nc      *nats.Conn
-	subject string
-}
-
-// hubs holds the hub of each connection and prefix.
-var hubs struct {
-	sync.Mutex
-	m map[hubKey]*hub
-}
-
-// hubFor returns the hub of a connection and prefix, making it if need
-// be; hubs of closed connections are forgotten.
-func hubFor(nc *nats.Conn, prefix string) *hub {
-	hubs.Lock()
-	defer hubs.Unlock()
-	if hubs.m == nil {
-		hubs.m = map[hubKey]*hub{}
-	}
-	k := hubKey{nc: nc, subject: prefix + ".ev.>"}
-	if h, ok := hubs.m[k]; ok {
-		return h
-	}
-	for k := range hubs.m {
-		if k.nc.IsClosed() {
-			delete(hubs.m, k)
-		}
-	}
-	h := &hub{nc: nc, subject: k.subject, skip: len(prefix) + len(".ev."), calls: map[string][]*waiter{}}
-	hubs.m[k] = h
-	return h
+// newHub returns the hub of a client on nc for the deployment with
+// prefix; it subscribes at the first call.
+func newHub(nc *nats.Conn, prefix string) *hub {
+	return &hub{nc: nc, subject: prefix + ".ev.>", skip: len(prefix) + len(".ev."), calls: map[string][]*waiter{}}
 }
 
 // watch registers a call of verb waiting on the run's events, subscribing
@@ -109,6 +86,10 @@ func (h *hub) subscribe(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
+	// FlushWithContext needs a deadline, which a caller's context may not
+	// have.
+	ctx, cancel := context.WithTimeout(ctx, hubFlush)
+	defer cancel()
 	if err := h.nc.FlushWithContext(ctx); err != nil {
 		_ = sub.Unsubscribe()
 		return false

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -192,5 +194,67 @@ func TestACallWorksWithoutTheRightToSubscribeToEveryEvent(t *testing.T) {
 		if in := interrupted(t, ev); in.Node != "ask_contact" {
 			t.Fatalf("resume %s: interrupt at %s, want ask_contact", run, in.Node)
 		}
+	}
+}
+
+// Calls waiting at the same time, on a client and on copies of it made for
+// other sources and people, share the client's one subscription to the
+// deployment's events: a call adds no subscription of its own.
+func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
+	srv := natstest.StartServer(t, "")
+	svc := natstest.Start(t, srv, booking.Flow())
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	ev, err := c.Start(t.Context(), "booking", "r-share", map[string]json.RawMessage{"name": raw("Ann")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := interrupted(t, ev)
+	if err := svc.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	waitSent := func() {
+		t.Helper()
+		select {
+		case <-ids:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the resume was not sent")
+		}
+	}
+	// The connection's subscriptions to event subjects, as the server
+	// has them (a call's reads make short-lived subscriptions of their
+	// own to reply subjects).
+	eventSubs := func() int {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		cid, err := nc.GetClientID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := srv.NATS().Connz(&server.ConnzOptions{CID: cid, Subscriptions: true})
+		if err != nil || len(z.Conns) != 1 {
+			t.Fatalf("connz of the client's connection: %v", err)
+		}
+		n := 0
+		for _, s := range z.Conns[0].Subs {
+			if strings.HasPrefix(s, "interlock.ev.") {
+				n++
+			}
+		}
+		return n
+	}
+	resumeAsync(ctx, c.WithSource("/a"), "r-share", in)
+	resumeAsync(ctx, c.As("bea"), "r-share", in)
+	resumeAsync(ctx, c.WithSource("/b").WithWait(time.Minute), "r-share", in)
+	for range 3 {
+		waitSent()
+	}
+	if got := eventSubs(); got != 1 {
+		t.Fatalf("with three calls waiting, on a client and copies of it, the connection has %d subscriptions to event subjects, want 1", got)
 	}
 }

@@ -103,7 +103,7 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &exitError{code: exitUnreachable, err: err}
 	}
 	defer nc.Close()
-	srv, err := mcpserver.New(remotePort{nc: nc, js: js, names: names, secret: secret}, cfg)
+	srv, err := mcpserver.New(remotePort{base: client.New(nc, js, names, "", 0), nc: nc, js: js, names: names, secret: secret}, cfg)
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "mcpserver: "))
 	}
@@ -157,6 +157,9 @@ func serveMCPHTTP(ctx context.Context, what string, h http.Handler, closeFn func
 // clients of the wire protocol, and resumes vouched for with the
 // deployment's secret, when the command has it.
 type remotePort struct {
+	// base is the client every Client copies, so that they share one
+	// subscription to the deployment's events.
+	base   *client.Client
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  wire.Names
@@ -164,7 +167,7 @@ type remotePort struct {
 }
 
 func (p remotePort) Client(source string) *client.Client {
-	return client.New(p.nc, p.js, p.names, source, 0)
+	return p.base.WithSource(source)
 }
 
 func (p remotePort) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error) {

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/interlockhq/interlock/client"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/mcpgateway"
@@ -109,7 +111,7 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return &exitError{code: exitUnreachable, err: err}
 	}
 	defer nc.Close()
-	gw, err := mcpgateway.New(remotePort{nc: nc, js: js, names: names}, cfg)
+	gw, err := mcpgateway.New(remotePort{base: client.New(nc, js, names, "", 0), nc: nc, js: js, names: names}, cfg)
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "mcpgateway: "))
 	}

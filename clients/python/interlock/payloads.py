@@ -273,6 +273,7 @@ class CloudEvent(_CloudEventRequired, total=False):
     datacontenttype: str
     dataschema: str
     flow: str
+    causationid: str
     traceparent: str
     tracestate: str
     data: Any
