@@ -6,6 +6,17 @@
 // `interlock` command's client subcommands are built on it; a Go bot or
 // service can use it the same way.
 //
+// A call learns its outcome from the live events of the deployment: a
+// client, and every copy made of it ([Client.As], [Client.WithWait],
+// [Client.WithSource]), holds one core subscription to <prefix>.ev.>
+// while any of its calls waits (and 2 s after), and believes an event
+// that names its command (the causationid extension) once one direct get
+// reads the same bytes back from the events stream. While it is
+// subscribed the connection receives every event of the deployment; a
+// process that sends from many places on one connection makes one client
+// and copies of it. A connection that may not subscribe to <prefix>.ev.>
+// follows each call's run on a subscription of its own instead.
+//
 // The package stands on [events], [wire] and nats.go alone: a program built
 // on it carries neither a NATS server nor the engine.
 package client
