@@ -63,9 +63,10 @@ const maxDetail = 4 << 10
 // the reason, the error, the original subject and stream sequence in
 // headers of its own, and the original headers under HeaderOriginal.
 //
-// A dead letter never holds a credential: resume tokens in the body and in
-// headers (events.TokenHeader) are redacted, and Interlock-Vouch is
-// dropped. It always fits in one message (the connection's MaxPayload,
+// A dead letter never holds a credential: resume tokens in the body, and
+// every header that may carry a credential (events.CredentialHeader: a
+// resume token, Authorization, a cookie, an API key, ...) are redacted,
+// and Interlock-Vouch is dropped. It always fits in one message (the connection's MaxPayload,
 // and JetStream's 64 KiB of headers): what does not fit of the original
 // headers is dropped, and of the body, redacted first, only the beginning
 // is kept (HeaderTruncated, HeaderBodySHA256). So a dead letter fails to
@@ -101,7 +102,7 @@ func DeadLetter(ctx context.Context, js JetStream, n wire.Names, msg jetstream.M
 		}
 		var add []string
 		for _, v := range orig[k] {
-			if events.TokenHeader(k) {
+			if events.CredentialHeader(k) {
 				v = events.Redacted
 			} else {
 				v = string(events.RedactTokens([]byte(v)))

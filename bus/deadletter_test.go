@@ -76,6 +76,8 @@ func TestADeadLetterKeepsTheOriginalHeadersUnderAPrefixSoNoneActs(t *testing.T) 
 
 // TestADeadLetterHoldsNoResumeTokenAndNoVouch: a resume token in a header
 // (a binary-mode resume's ce-resumetoken) is redacted like one in the body,
+// as is any header that may carry another credential (Authorization, an
+// API key, a cookie),
 // and Interlock-Vouch, a credential of the deployment's services, is
 // dropped, saying so; the approver and roles are kept as information.
 func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
@@ -84,7 +86,8 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 	binary := nats.Header{
 		"ce-specversion": {"1.0"}, "ce-id": {"b1"}, "ce-source": {"/t"}, "ce-type": {protocol.TypeResume},
 		"ce-subject": {"r-bin"}, "ce-time": {"yesterday"}, "ce-resumetoken": {"LIVE-TOKEN-1"},
-		"Resume-Token": {"LIVE-TOKEN-2"},
+		"Resume-Token": {"LIVE-TOKEN-2"}, "Authorization": {"Bearer LIVE-TOKEN-4"}, "X-Api-Key": {"LIVE-TOKEN-5"},
+		"Cookie": {"session=LIVE-TOKEN-6"},
 	}
 	natstest.PublishRaw(t, r.js, r.names.In("booking", "resume"), []byte(`{"answers":{}}`), binary)
 	vouched := nats.Header{
@@ -118,8 +121,10 @@ func TestADeadLetterHoldsNoResumeTokenAndNoVouch(t *testing.T) {
 		byRun[d.Header.Get(bus.HeaderOriginal+"ce-subject")+d.Header.Get(bus.HeaderOriginal+protocol.HeaderApprover)] = d
 	}
 	b := byRun["r-bin"]
-	if b.Header.Get(bus.HeaderOriginal+"ce-resumetoken") != events.Redacted || b.Header.Get(bus.HeaderOriginal+"Resume-Token") != events.Redacted {
-		t.Errorf("binary resume's token headers: %v", b.Header)
+	for _, k := range []string{"ce-resumetoken", "Resume-Token", "Authorization", "X-Api-Key", "Cookie"} {
+		if b.Header.Get(bus.HeaderOriginal+k) != events.Redacted {
+			t.Errorf("binary resume's %s header: %q in the dead letter, want it redacted", k, b.Header.Get(bus.HeaderOriginal+k))
+		}
 	}
 	if b.Header.Get(bus.HeaderOriginal+"ce-id") != "b1" {
 		t.Errorf("binary resume's ce-id not kept: %v", b.Header)

@@ -105,3 +105,24 @@ func TokenHeader(name string) bool {
 	n = strings.ReplaceAll(n, "_", "")
 	return strings.Contains(n, "resumetoken")
 }
+
+// credentialWords are what a header's name contains, without regard to
+// letter case, '-' and '_', when its value may be a credential.
+var credentialWords = [...]string{"resumetoken", "authorization", "cookie", "token", "secret", "passw", "apikey", "credential", "privatekey", "session"}
+
+// CredentialHeader reports whether a message header may carry a
+// credential: a resume token ([TokenHeader]), or, by its name, a bearer
+// token, a cookie, an API key, a password or a secret (Authorization,
+// Proxy-Authorization, Cookie, X-Api-Key, X-Auth-Token, ...). A dead
+// letter keeps such a header redacted.
+func CredentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	n = strings.ReplaceAll(n, "-", "")
+	n = strings.ReplaceAll(n, "_", "")
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -56,3 +56,15 @@ func TestTokenHeaderNamesEveryHeaderThatMayCarryAResumeToken(t *testing.T) {
 		}
 	}
 }
+
+func TestCredentialHeaderNamesHeadersThatMayCarryACredential(t *testing.T) {
+	for name, want := range map[string]bool{
+		"ce-resumetoken": true, "Resume-Token": true, "Authorization": true, "Proxy-Authorization": true, "Cookie": true,
+		"X-Api-Key": true, "X-API_KEY": true, "X-Auth-Token": true, "X-Client-Secret": true, "X-Password": true, "Session-Id": true,
+		"ce-id": false, "Content-Type": false, "Nats-Msg-Id": false, "traceparent": false, "Interlock-Approver": false, "Idempotency-Key": false,
+	} {
+		if got := events.CredentialHeader(name); got != want {
+			t.Errorf("CredentialHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
