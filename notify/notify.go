@@ -231,23 +231,34 @@ func (f *Follower) Delete(ctx context.Context) error {
 }
 
 func (f *Follower) follow() {
+	pause := time.Second
 	for {
 		msg, err := f.it.Next()
 		switch {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed), f.work.Err() != nil:
 			return
+		case errors.Is(err, jetstream.ErrConsumerDeleted):
+			f.log.Error().Err(err).Str("consumer", f.cfg.Name).Dur("retry_in", pause).
+				Msg("notify: the channel's consumer was deleted; restart the process to create it again (events published meanwhile are not sent)")
 		case err != nil:
-			f.log.Warn().Err(err).Msg("notify: following events")
-			select {
-			case <-f.work.Done():
-				return
-			case <-time.After(time.Second):
-			}
+			f.log.Warn().Err(err).Dur("retry_in", pause).Msg("notify: following events")
+		default:
+			pause = time.Second
+			f.handle(msg)
 			continue
 		}
-		f.handle(msg)
+		select {
+		case <-f.work.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxFollowPause)
 	}
 }
+
+// maxFollowPause is the longest a follower waits before it reads again
+// after errors, so that a lasting one is not logged every second.
+const maxFollowPause = 30 * time.Second
 
 // handle hands one event to the channel and settles it.
 func (f *Follower) handle(msg jetstream.Msg) {
