@@ -290,6 +290,24 @@ func TestTheAssignFormIsRefusedWithoutItsCSRFToken(t *testing.T) {
 	}
 }
 
+// A form one process of the deployment served is taken by another, as
+// behind a load balancer: the CSRF token is signed with the deployment's
+// key, not a key of the process's own.
+func TestAFormServedByOneProcessIsTakenByAnother(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1", map[string]any{"orderId": "o-1", "amount": 900})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	_, page := ana.do("GET", "/runs/refund/r-1", nil)
+	form := hidden(page)
+	form.Set("op", "claim")
+	s.base = s.another() // the cookie for 127.0.0.1 goes to any port
+	if code, out := ana.do("POST", "/runs/refund/r-1/assign", form); code != http.StatusOK || !strings.Contains(out, "You claimed it") {
+		t.Fatalf("a claim with the form of another process = %d\n%s", code, out)
+	}
+}
+
 func TestAGateRunsCardShowsTheConversationThatLedToTheCall(t *testing.T) {
 	t.Parallel()
 	rules, err := examples.GateRules()

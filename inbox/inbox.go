@@ -95,8 +95,11 @@ type Inbox struct {
 	cfg   Config
 	log   zerolog.Logger
 	pages map[string]*template.Template
-	// csrfKey signs the forms' CSRF tokens; it lives as long as the
-	// process, so a restart asks open pages to be loaded again.
+	// csrfKey signs the forms' CSRF tokens when the inbox has no Links
+	// (then it lives as long as the process, so a restart asks open
+	// pages to be loaded again); with Links, the tokens are signed with
+	// the deployment's links key, so that every process of a deployment
+	// behind one address takes the forms of every other.
 	csrfKey []byte
 }
 
@@ -276,6 +279,11 @@ func (in *Inbox) signedIn(h func(http.ResponseWriter, *http.Request, session)) h
 // csrf is the session's CSRF token: an HMAC of its bearer token, so it
 // needs no server state and changes with the token.
 func (in *Inbox) csrf(s session) string {
+	if in.cfg.Links != nil {
+		// Link ids are base64url, so no link's form token is a
+		// session's.
+		return in.cfg.Links.FormToken("csrf\x00" + s.token)
+	}
 	m := hmac.New(sha256.New, in.csrfKey)
 	m.Write([]byte("csrf\x00" + s.token))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])

@@ -45,6 +45,8 @@ type site struct {
 	dir atomic.Pointer[people.Directory]
 	// log is what the API and the inbox logged.
 	log *natstest.Buffer
+	// auth is the callers' auth file, nil without callers.
+	auth *httpapi.AuthFile
 }
 
 // startSite starts a service with the API and the inbox; callers maps
@@ -96,7 +98,29 @@ func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Conf
 		t.Fatal(err)
 	}
 	st.base = "http://" + api.Addr()
+	st.auth = auth
 	return st
+}
+
+// another starts a second HTTP API and inbox on the site's service, as
+// another process of the deployment behind the same address would be,
+// and returns its base URL.
+func (s *site) another() string {
+	s.t.Helper()
+	log := zerolog.New(s.log).Level(zerolog.DebugLevel)
+	api, err := httpapi.New(s.svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: s.auth, Links: s.svc.Links(), Uses: s.svc.LinkUses(), People: s.dir.Load, Logger: &log})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	in, err := inbox.New(s.svc, inbox.Config{Auth: s.auth, Links: s.svc.Links(), Uses: s.svc.LinkUses(), People: s.dir.Load, Logger: &log})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	in.Register(api)
+	if err := s.svc.Attach(s.t.Context(), api); err != nil {
+		s.t.Fatal(err)
+	}
+	return "http://" + api.Addr()
 }
 
 // api sends a request to the HTTP API as caller (no token when "").
