@@ -82,10 +82,15 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 	)
 	// nextInterrupt waits for the next interrupted event of run that the
 	// subscriber shows.
+	var cause string // the causationid of the last interrupt
 	nextInterrupt := func(run string) protocol.Interrupted {
 		t.Helper()
-		var ev struct{ Data protocol.Interrupted }
+		var ev struct {
+			Data        protocol.Interrupted
+			Causationid string
+		}
 		interrupts.waitEvent("io.interlock.run.interrupted", run, &ev)
+		cause = ev.Causationid
 		return ev.Data
 	}
 	for _, args := range cmds {
@@ -131,6 +136,9 @@ func TestReadmeWalkWorksAsWritten(t *testing.T) {
 				in := nextInterrupt(run)
 				if in.Node != "ask_email" || in.Run != "r-42" || in.Checkpoint == 0 {
 					t.Fatalf("after the start: %+v", in)
+				}
+				if want := `"causationid":"` + cause + `"`; cause != "start-r-42" || !strings.Contains(string(readme), want) {
+					t.Fatalf("the first interrupt names its cause %q; the README shows the start's id, %s", cause, want)
 				}
 				tokens["TOKEN"] = in.ResumeToken
 			case 2: // a bad email
