@@ -151,7 +151,7 @@ func (h *hub) republishes(ctx context.Context) bool {
 	defer cancel()
 	m, err := h.nc.RequestWithContext(ctx, subject, nil)
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(h.nc.LastError(), nats.ErrPermissionViolation) && strings.Contains(h.nc.LastError().Error(), `"`+subject+`"`) {
+		if last := h.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
 			h.storedDenied = true
 		}
 		return false

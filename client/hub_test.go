@@ -382,3 +382,42 @@ func TestACallWorksOnAnEventsStreamThatDoesNotRepublish(t *testing.T) {
 		t.Fatalf("resume: interrupt at %s, want ask_contact", in.Node)
 	}
 }
+
+// A connection that may not ask for the events stream's configuration
+// cannot know that it republishes: it subscribes to the live events, and
+// its calls are settled all the same.
+func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(`authorization {
+  users = [
+    {user: workers, password: "workers-secret"}
+    {user: noinfo, password: "noinfo-secret", permissions: {publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS"]}}}
+  ]
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
+		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: "noinfo", Password: "noinfo-secret"})
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	for _, run := range []string{"r-noinfo-1", "r-noinfo-2"} {
+		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", run, err)
+		}
+		if in := interrupted(t, ev); in.Node != "ask_email" {
+			t.Fatalf("start %s: interrupt at %s, want ask_email", run, in.Node)
+		}
+		if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.ev.>" {
+			t.Fatalf("the client subscribes to %v, want [interlock.ev.>]", subs)
+		}
+	}
+}
