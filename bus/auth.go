@@ -174,7 +174,7 @@ func Shares(n wire.Names) []Share {
 	for _, s := range configReads(n) {
 		out = append(out, Share{Subject: s})
 	}
-	for _, s := range []string{n.Prefix + ".ev.>", n.Prefix + ".audit.>", n.Prefix + ".dlq.>"} {
+	for _, s := range []string{n.Prefix + ".ev.>", n.StoredEvents(), n.Prefix + ".audit.>", n.Prefix + ".dlq.>"} {
 		out = append(out, Share{Subject: s, Stream: true})
 	}
 	return out
@@ -185,8 +185,9 @@ func Shares(n wire.Names) []Share {
 // ClientsAccount.
 //
 // It may publish commands (<prefix>.in.>) with JetStream
-// acknowledgements; read events (subscribe to <prefix>.ev.> and read the
-// events stream), the audit records (which hold no token, answer or
+// acknowledgements; read events (subscribe to <prefix>.ev.> and to
+// <prefix>.stored.ev.>, where the events stream republishes what it
+// stored, and read the events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
 // pending index (<prefix>_pending), the finished-runs index (the streams
 // <PREFIX>_FINISHED_<STATUS>) and the webhook delivery records
@@ -197,7 +198,8 @@ func Shares(n wire.Names) []Share {
 //
 // It may not: create a consumer (a push consumer delivers anywhere in the
 // account of its stream); read the keys bucket (<prefix>_keys) in any way;
-// write or delete an entry of any bucket; publish events, audit records,
+// write or delete an entry of any bucket; publish events (on either
+// subject), audit records,
 // dead letters or deadlines; create, update, delete or purge a stream;
 // read the inbound stream's messages (other clients' commands, resume
 // tokens included); or read the workers' replies. Most of these do not
@@ -212,21 +214,23 @@ func ClientPermissions(n wire.Names) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{
-			Allow: []string{"_INBOX.>", n.Prefix + ".ev.>", n.Prefix + ".audit.>", n.Prefix + ".dlq.>"},
+			Allow: []string{"_INBOX.>", n.Prefix + ".ev.>", n.StoredEvents(), n.Prefix + ".audit.>", n.Prefix + ".dlq.>"},
 		},
 	}
 }
 
 // workersPermissions are the rights of the workers' user in the deploy
 // configurations: everything on Interlock's subjects, streams and buckets
-// but deleting a stream, and replies on their own prefix.
+// but deleting a stream and publishing stored events, and replies on
+// their own prefix.
 func workersPermissions(n wire.Names) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
 				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>",
 				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
-			Deny: []string{"$JS.API.STREAM.DELETE.>"},
+			// The stored events are the server's to publish.
+			Deny: []string{"$JS.API.STREAM.DELETE.>", n.StoredEvents()},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix(n) + ".>", n.Prefix + ".>"}},
 	}
@@ -289,7 +293,7 @@ func Roles(n wire.Names) []Role {
 			"decides is for people to settle, through a service that vouches for them.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: agentPub},
-			Subscribe: &server.SubjectPermission{Allow: sub("agent", n.Prefix+".ev.>")},
+			Subscribe: &server.SubjectPermission{Allow: sub("agent", n.Prefix+".ev.>", n.StoredEvents())},
 		}},
 		{User: "bot", About: []string{
 			"A Slack bot or an inbox: answer questions and cancel runs; decide",
@@ -301,7 +305,7 @@ func Roles(n wire.Names) []Role {
 			"person: an assign has no role subject.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: botPub},
-			Subscribe: &server.SubjectPermission{Allow: sub("bot", n.Prefix+".ev.>")},
+			Subscribe: &server.SubjectPermission{Allow: sub("bot", n.Prefix+".ev.>", n.StoredEvents())},
 		}},
 		{User: "operator", About: []string{
 			"An operator with the nats CLI: read every stream and bucket but the keys",
@@ -312,7 +316,7 @@ func Roles(n wire.Names) []Role {
 			configPlaceholder + ") take the admin user.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: opPub},
-			Subscribe: &server.SubjectPermission{Allow: sub("operator", n.Prefix+".ev.>", n.Prefix+".audit.>", n.Prefix+".dlq.>")},
+			Subscribe: &server.SubjectPermission{Allow: sub("operator", n.Prefix+".ev.>", n.StoredEvents(), n.Prefix+".audit.>", n.Prefix+".dlq.>")},
 		}},
 	}
 }

@@ -724,3 +724,73 @@ func svcStillWaits(t *testing.T, js jetstream.JetStream, n wire.Names, run, rq s
 	d := &deployment{names: n, admin: js}
 	d.stillWaits(t, run, rq)
 }
+
+// TestNoClientMayPublishStoredEventsAndEveryReaderReceivesThem: the events
+// stream republishes each event it stores on <prefix>.stored.ev.>, and
+// the Go client takes what comes there as stored without reading it back.
+// No client user may publish there, and each that may watch the live
+// events receives the stored ones, with the stream's headers.
+func TestNoClientMayPublishStoredEventsAndEveryReaderReceivesThem(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dep     func(*testing.T, *engine.Flow) *deployment
+		starter string   // a user who may start a run
+		users   []string // the users who watch
+	}{
+		{"deploy config", deployConfigDeployment, "agent", []string{"agent", "bot", "operator"}},
+		{"default install", defaultDeployment, "anonymous", []string{"anonymous"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.dep(t, doorsFlow(0))
+			n := d.names
+			_, starter := d.as(tc.starter)
+			for i, name := range tc.users {
+				run := fmt.Sprintf("r-stored-%d", i)
+				u, _ := d.as(name)
+				got := make(chan *nats.Msg, 16)
+				if _, err := u.nc.Subscribe(n.StoredEvents(), func(m *nats.Msg) { got <- m }); err != nil {
+					t.Fatal(err)
+				}
+				if err := u.nc.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if u.violated(n.StoredEvents()) {
+					t.Fatalf("%s may not subscribe to %s", name, n.StoredEvents())
+				}
+
+				forged := nats.NewMsg("interlock.stored.ev.refund." + run + ".completed")
+				forged.Data = []byte(`{"specversion":"1.0","id":"forged-1","source":"/attacker","type":"` + protocol.TypeCompleted + `","subject":"` + run + `"}`)
+				forged.Header.Set("Content-Type", events.Structured)
+				forged.Header.Set(jetstream.StreamHeader, n.EventStream())
+				forged.Header.Set(jetstream.SubjectHeader, n.Event("refund", run, "completed"))
+				forged.Header.Set(jetstream.SequenceHeader, "1")
+				if err := u.nc.PublishMsg(forged); err != nil {
+					t.Fatal(err)
+				}
+				natstest.Eventually(t, name+" refused publishing on "+forged.Subject, func() bool { return u.violated(forged.Subject) })
+
+				waitingRefund(t, starter, run)
+				want := n.Event("refund", run, protocol.EventInterrupted)
+				timeout := time.After(natstest.Wait)
+				for received := false; !received; {
+					var m *nats.Msg
+					select {
+					case m = <-got:
+					case <-timeout:
+						t.Fatalf("%s did not receive %s stored", name, want)
+					}
+					if strings.Contains(string(m.Data), "forged-1") {
+						t.Fatalf("%s received the event it published on %s", name, m.Subject)
+					}
+					if m.Subject != "interlock.stored."+want[len("interlock."):] {
+						continue
+					}
+					if m.Header.Get(jetstream.StreamHeader) != n.EventStream() || m.Header.Get(jetstream.SubjectHeader) != want || m.Header.Get(jetstream.SequenceHeader) == "" {
+						t.Fatalf("%s received %s with headers %v, want those of %s in %s", name, m.Subject, m.Header, want, n.EventStream())
+					}
+					received = true
+				}
+			}
+		})
+	}
+}

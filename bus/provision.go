@@ -126,6 +126,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 			Description: "Interlock run events",
 			Retention:   jetstream.LimitsPolicy, MaxAge: cfg.EventMaxAge, Storage: storage,
 			Duplicates: cfg.Duplicates, Replicas: cfg.Replicas, AllowDirect: true,
+			// Each event, once stored, again on <prefix>.stored.ev.>,
+			// where only the server publishes: a client learns its
+			// outcome there without reading it back.
+			RePublish: &jetstream.RePublish{Source: n.Prefix + ".ev.>", Destination: n.StoredEvents()},
 		},
 		{
 			Name: n.AuditStream(), Subjects: []string{n.Prefix + ".audit.>"},

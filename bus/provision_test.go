@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,5 +174,58 @@ func TestProvisionWaitsForTheClusterToForm(t *testing.T) {
 	}
 	if got := c.Nodes[0].JetStreamNodes(); got != 3 {
 		t.Errorf("JetStreamNodes = %d, want 3", got)
+	}
+}
+
+// TestProvisionMakesAnOlderEventsStreamRepublishWhatItStores: an events
+// stream provisioned by an earlier version republishes nothing; the next
+// worker's Provision makes it republish each event it stores on
+// <prefix>.stored.ev.>, and keeps the events it holds.
+func TestProvisionMakesAnOlderEventsStreamRepublishWhatItStores(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	n, _ := wire.NewNames("acme")
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
+		Name: n.EventStream(), Subjects: []string{n.Prefix + ".ev.>"}, Description: "Interlock run events",
+		MaxAge: bus.DefaultEventMaxAge, Duplicates: bus.DefaultDuplicates, AllowDirect: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), n.Event("booking", "r-old", "completed"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Provision(t.Context(), js, n, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), n.EventStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := info.Config.RePublish; rp == nil || rp.Source != "acme.ev.>" || rp.Destination != "acme.stored.ev.>" || rp.HeadersOnly {
+		t.Fatalf("%s republishes %+v, want acme.ev.> to acme.stored.ev.>, whole", n.EventStream(), rp)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("%s holds %d events after Provision, want the 1 it held", n.EventStream(), info.State.Msgs)
+	}
+	sub, err := nc.SubscribeSync(n.StoredEvents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(t.Context(), n.Event("booking", "r-new", "completed"), []byte(`{"new":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(natstest.Wait)
+	if err != nil {
+		t.Fatalf("no event republished on %s: %v", n.StoredEvents(), err)
+	}
+	if m.Subject != "acme.stored.ev.booking.r-new.completed" || string(m.Data) != `{"new":true}` ||
+		m.Header.Get(jetstream.StreamHeader) != n.EventStream() || m.Header.Get(jetstream.SequenceHeader) != strconv.FormatUint(ack.Sequence, 10) {
+		t.Fatalf("republished %s %q with headers %v, want the event stored at sequence %d", m.Subject, m.Data, m.Header, ack.Sequence)
 	}
 }

@@ -6,16 +6,23 @@
 // `interlock` command's client subcommands are built on it; a Go bot or
 // service can use it the same way.
 //
-// A call learns its outcome from the live events of the deployment: a
-// client, and every copy made of it ([Client.As], [Client.WithWait],
-// [Client.WithSource]), holds one core subscription to <prefix>.ev.>
-// while any of its calls waits (and 2 s after), and believes an event
-// that names its command (the causationid extension) once one direct get
-// reads the same bytes back from the events stream. While it is
-// subscribed the connection receives every event of the deployment; a
-// process that sends from many places on one connection makes one client
-// and copies of it. A connection that may not subscribe to <prefix>.ev.>
-// follows each call's run on a subscription of its own instead.
+// A call learns its outcome from the stored events of the deployment: the
+// events stream republishes each event, once it has stored it, on
+// <prefix>.stored.ev.>, where no client may publish. A client, and every
+// copy made of it ([Client.As], [Client.WithWait], [Client.WithSource]),
+// holds one core subscription there while any of its calls waits (and 2 s
+// after), and an event that names the call's command (the causationid
+// extension, or a refusal's eventId) is its outcome, with no read. While
+// it is subscribed the connection receives every event of the deployment;
+// a process that sends from many places on one connection makes one
+// client and copies of it. Where the events stream does not republish (a
+// deployment that predates it) or the connection may not subscribe there,
+// the client subscribes to the live events (<prefix>.ev.>) instead, and
+// believes an event that names its command once one direct get reads the
+// same bytes back from the events stream; a connection that may subscribe
+// to neither follows each call's run on a subscription of its own. Every
+// call also reads its run's events from the stream every 500 ms, in case
+// a message was lost.
 //
 // The package stands on [events], [wire] and nats.go alone: a program built
 // on it carries neither a NATS server nor the engine.
@@ -114,7 +121,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string,
 		names.Prefix = wire.DefaultPrefix
 	}
 	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait),
-		hub: newHub(nc, names.Prefix)}
+		hub: newHub(nc, names)}
 }
 
 // Event is the outcome of a command: the event Interlock published, or, for
@@ -242,10 +249,11 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	}
 	again := time.NewTimer(followPoll)
 	defer again.Stop()
-	// A live event of the run that names this command is believed once
-	// the events stream holds it, byte for byte: read back at once, and
-	// again, sooner than the stream is read, until it is stored (the
-	// server may hand it to subscribers before it has stored it).
+	// An event of the run that names this command is its outcome once
+	// the events stream holds it: a stored event at once; a live one
+	// (without the stored events) once read back, byte for byte, at
+	// once and again, sooner than the stream is read, until it is stored
+	// (the server may hand it to subscribers before it has stored it).
 	var cand []*nats.Msg
 	backoff := time.Duration(0)
 	recheck := time.NewTimer(time.Hour)

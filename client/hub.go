@@ -2,12 +2,15 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/interlockhq/interlock/wire"
 )
 
 // hubIdle is how long a hub keeps its subscription once no call waits:
@@ -20,24 +23,37 @@ const hubIdle = 2 * time.Second
 // hub's subscription.
 const hubFlush = 5 * time.Second
 
-// hub is one core subscription to every event subject of a deployment
-// (<prefix>.ev.>), shared by the calls of a [Client] and of every copy
-// made of it ([Client.As], [Client.WithWait], [Client.WithSource]): a live event wakes the calls waiting on its run whose
-// command it may settle. A call believes only what it then reads back
-// from the events stream.
+// hubInfo bounds the request for the events stream's configuration, which
+// a connection of a custom NATS configuration may not be allowed to make
+// (the server then drops it, and no answer comes).
+const hubInfo = time.Second
+
+// hub is one core subscription to the events of a deployment, shared by
+// the calls of a [Client] and of every copy made of it ([Client.As],
+// [Client.WithWait], [Client.WithSource]): an event wakes the calls
+// waiting on its run whose command it may settle. It subscribes to the
+// stored events (<prefix>.stored.ev.>, where the events stream
+// republishes each event once it has stored it, and where no client may
+// publish), and a call believes what comes there at once. Where the
+// events stream does not republish (an older deployment) or the
+// connection may not subscribe to it, the hub subscribes to the live
+// events (<prefix>.ev.>) instead, and a call believes only what it then
+// reads back from the events stream.
 type hub struct {
-	nc      *nats.Conn
-	subject string // <prefix>.ev.>
-	skip    int    // len("<prefix>.ev.")
+	nc     *nats.Conn
+	stream string // the events stream
+	// stored is <prefix>.stored.ev.>, live <prefix>.ev.>.
+	stored, live string
 
 	mu    sync.Mutex
 	sub   *nats.Subscription
 	idle  *time.Timer
 	calls map[string][]*waiter // by "<flow>.<run>"
-	// denied is set once the server refused the subscription (the user may
-	// subscribe to some event subjects only): calls then follow their run
-	// on subscriptions of their own.
-	denied bool
+	// denied is set once the server refused the subscription to the live
+	// events (the user may subscribe to some event subjects only): calls
+	// then follow their run on subscriptions of their own. storedDenied
+	// is set once it refused the one to the stored events.
+	denied, storedDenied bool
 }
 
 // waiter is a call waiting on a run's events.
@@ -51,8 +67,8 @@ type waiter struct {
 
 // newHub returns the hub of a client on nc for the deployment with
 // prefix; it subscribes at the first call.
-func newHub(nc *nats.Conn, prefix string) *hub {
-	return &hub{nc: nc, subject: prefix + ".ev.>", skip: len(prefix) + len(".ev."), calls: map[string][]*waiter{}}
+func newHub(nc *nats.Conn, names wire.Names) *hub {
+	return &hub{nc: nc, stream: names.EventStream(), stored: names.StoredEvents(), live: names.Prefix + ".ev.>", calls: map[string][]*waiter{}}
 }
 
 // watch registers a call of verb waiting on the run's events, subscribing
@@ -77,30 +93,83 @@ func (h *hub) watch(ctx context.Context, flow, run, verb string) *waiter {
 	return w
 }
 
-// subscribe subscribes the hub, and waits for the server to have taken
-// the subscription (a round trip, once per idle period), so that a refusal
-// is known: the server answers a subscription it does not permit with an
-// error before the pong.
+// subscribe subscribes the hub: to the stored events if the events
+// stream republishes there and the server lets the connection subscribe,
+// else to the live events. It asks the stream (once per idle period), and
+// waits for the server to have taken the subscription (a round trip), so
+// that a refusal is known: the server answers a subscription it does not
+// permit with an error before the pong.
 func (h *hub) subscribe(ctx context.Context) bool {
-	sub, err := h.nc.Subscribe(h.subject, h.deliver)
-	if err != nil {
-		return false
-	}
 	// FlushWithContext needs a deadline, which a caller's context may not
 	// have.
 	ctx, cancel := context.WithTimeout(ctx, hubFlush)
 	defer cancel()
+	if !h.storedDenied && h.republishes(ctx) {
+		if sub, ok, denied := h.try(ctx, h.stored); ok {
+			h.sub = sub
+			return true
+		} else if !denied {
+			return false
+		}
+		h.storedDenied = true
+	}
+	sub, ok, denied := h.try(ctx, h.live)
+	if denied {
+		h.denied = true
+	}
+	if ok {
+		h.sub = sub
+	}
+	return ok
+}
+
+// try subscribes to subject and waits for the server to have taken the
+// subscription; denied is set when the server refused it.
+func (h *hub) try(ctx context.Context, subject string) (_ *nats.Subscription, ok, denied bool) {
+	sub, err := h.nc.Subscribe(subject, h.deliver)
+	if err != nil {
+		return nil, false, false
+	}
 	if err := h.nc.FlushWithContext(ctx); err != nil {
 		_ = sub.Unsubscribe()
-		return false
+		return nil, false, false
 	}
-	if err := h.nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+h.subject+`"`) {
+	if err := h.nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`) {
 		_ = sub.Unsubscribe()
-		h.denied = true
+		return nil, false, true
+	}
+	return sub, true, false
+}
+
+// republishes reports whether the events stream republishes every event
+// it stores to the stored events' subjects (one request for the stream's
+// information, bounded by hubInfo). It does not for a deployment that
+// predates it. A connection that may not ask is not asked again.
+func (h *hub) republishes(ctx context.Context) bool {
+	subject := "$JS.API.STREAM.INFO." + h.stream
+	ctx, cancel := context.WithTimeout(ctx, hubInfo)
+	defer cancel()
+	m, err := h.nc.RequestWithContext(ctx, subject, nil)
+	if err != nil {
+		if last := h.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
+			h.storedDenied = true
+		}
 		return false
 	}
-	h.sub = sub
-	return true
+	var info struct {
+		Config struct {
+			RePublish *struct {
+				Source      string `json:"src"`
+				Destination string `json:"dest"`
+				HeadersOnly bool   `json:"headers_only"`
+			} `json:"republish"`
+		} `json:"config"`
+	}
+	if json.Unmarshal(m.Data, &info) != nil {
+		return false
+	}
+	rp := info.Config.RePublish
+	return rp != nil && rp.Source == h.live && rp.Destination == h.stored && !rp.HeadersOnly
 }
 
 // unwatch removes a call; once none is left for hubIdle, the hub
@@ -136,13 +205,13 @@ func (h *hub) drop() {
 	}
 }
 
-// deliver hands a live event to the calls waiting on its run whose
-// command an event of its kind may settle.
+// deliver hands an event to the calls waiting on its run whose command
+// an event of its kind may settle.
 func (h *hub) deliver(m *nats.Msg) {
-	if len(m.Subject) <= h.skip {
+	rest, ok := h.tail(m.Subject) // <flow>.<run>.<kind>
+	if !ok {
 		return
 	}
-	rest := m.Subject[h.skip:] // <flow>.<run>.<kind>
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 {
 		return
@@ -159,4 +228,22 @@ func (h *hub) deliver(m *nats.Msg) {
 		default:
 		}
 	}
+}
+
+// tail returns what follows "<prefix>.ev." or "<prefix>.stored.ev." in
+// subject.
+func (h *hub) tail(subject string) (string, bool) {
+	for _, filter := range []string{h.stored, h.live} {
+		p := filter[:len(filter)-1]
+		if len(subject) > len(p) && strings.HasPrefix(subject, p) {
+			return subject[len(p):], true
+		}
+	}
+	return "", false
+}
+
+// isStored reports whether subject is one of the stored events'.
+func (h *hub) isStored(subject string) bool {
+	p := h.stored[:len(h.stored)-1]
+	return len(subject) > len(p) && strings.HasPrefix(subject, p)
 }

@@ -199,7 +199,7 @@ func TestACallWorksWithoutTheRightToSubscribeToEveryEvent(t *testing.T) {
 
 // Calls waiting at the same time, on a client and on copies of it made for
 // other sources and people, share the client's one subscription to the
-// deployment's events: a call adds no subscription of its own.
+// deployment's stored events: a call adds no subscription of its own.
 func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 	srv := natstest.StartServer(t, "")
 	svc := natstest.Start(t, srv, booking.Flow())
@@ -242,8 +242,11 @@ func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 		}
 		n := 0
 		for _, s := range z.Conns[0].Subs {
-			if strings.HasPrefix(s, "interlock.ev.") {
+			switch {
+			case strings.HasPrefix(s, "interlock.stored.ev."):
 				n++
+			case strings.HasPrefix(s, "interlock.ev."):
+				t.Fatalf("the connection subscribes to %s, want the stored events only: the events stream republishes", s)
 			}
 		}
 		return n
@@ -255,6 +258,166 @@ func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 		waitSent()
 	}
 	if got := eventSubs(); got != 1 {
-		t.Fatalf("with three calls waiting, on a client and copies of it, the connection has %d subscriptions to event subjects, want 1", got)
+		t.Fatalf("with three calls waiting, on a client and copies of it, the connection has %d subscriptions to stored event subjects, want 1", got)
+	}
+}
+
+// anonymous returns a client connected without credentials (the rights of
+// bus.AnonymousUser), and its connection.
+func anonymous(t *testing.T, srv *bus.Server) (*nats.Conn, *client.Client) {
+	t.Helper()
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL()})
+	return nc, client.New(nc, js, wire.Names{}, "/test/anonymous", time.Minute)
+}
+
+// eventSubjects returns the subjects of the connection's subscriptions to
+// events, live or stored, as the server has them.
+func eventSubjects(t *testing.T, srv *bus.Server, nc *nats.Conn) []string {
+	t.Helper()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cid, err := nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := srv.NATS().Connz(&server.ConnzOptions{CID: cid, Subscriptions: true})
+	if err != nil || len(z.Conns) != 1 {
+		t.Fatalf("connz of the client's connection: %v", err)
+	}
+	var out []string
+	for _, s := range z.Conns[0].Subs {
+		if strings.HasPrefix(s, "interlock.ev.") || strings.HasPrefix(s, "interlock.stored.ev.") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A client may make the server answer a request on any subject, a stored
+// event's among them: a direct get of an event the stream holds, aimed
+// at the subject of another kind of the run, is no stored event of that
+// kind, and not the call's outcome, though it names the call's command.
+func TestAStoredEventAimedAtAnotherSubjectIsNotBelieved(t *testing.T) {
+	t.Parallel()
+	srv, _, in, serve := pausedRun(t, "r-aimed")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	nc, c := anonymous(t, srv)
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	target := "interlock.stored.ev.booking.r-aimed.completed"
+	watch, _ := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL()})
+	seen := make(chan *nats.Msg, 1)
+	if _, err := watch.Subscribe(target, func(m *nats.Msg) { seen <- m }); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	done := resumeAsync(t.Context(), c, "r-aimed", in)
+	id := <-ids
+
+	// An event of the run that names the resume, stored on a subject of
+	// a kind that settles nothing.
+	planted := "interlock.ev.booking.r-aimed.noted"
+	natstest.PublishRaw(t, js, planted, eventBody(t, "planted-1", "r-aimed", id),
+		nats.Header{"Content-Type": {events.Structured}, jetstream.MsgIDHeader: {"planted-1"}})
+	get := nats.NewMsg("$JS.API.DIRECT.GET.INTERLOCK_EVENTS")
+	get.Reply = target
+	get.Data = []byte(`{"last_by_subj":"` + planted + `"}`)
+	if err := nc.PublishMsg(get); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-seen:
+		if m.Header.Get(jetstream.SubjectHeader) != planted {
+			t.Fatalf("the direct get's answer on %s has Nats-Subject %q, want %q", target, m.Header.Get(jetstream.SubjectHeader), planted)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the direct get's answer did not reach " + target)
+	}
+	serve()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.ev.Kind != protocol.EventInterrupted || got.ev.Event.ID() == "planted-1" {
+		t.Fatalf("outcome %s %s, want the worker's interrupted event: a direct get aimed at %s was believed", got.ev.Kind, got.ev.Event.ID(), target)
+	}
+}
+
+// A deployment whose events stream does not republish what it stores
+// (provisioned by an older version) still settles calls: the client
+// subscribes to the live events and reads each outcome back.
+func TestACallWorksOnAnEventsStreamThatDoesNotRepublish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	natstest.Start(t, srv, booking.Flow())
+	_, js := natstest.Connect(t, srv.ClientURL())
+	s, err := js.Stream(t.Context(), "INTERLOCK_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.RePublish == nil {
+		t.Fatal("the events stream does not republish: nothing to take away")
+	}
+	cfg.RePublish = nil
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	nc, c := anonymous(t, srv)
+	ev, err := c.Start(t.Context(), "booking", "r-older", map[string]json.RawMessage{"name": raw("Ann")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := interrupted(t, ev)
+	if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.ev.>" {
+		t.Fatalf("the client subscribes to %v, want [interlock.ev.>]", subs)
+	}
+	ev, err = c.Resume(t.Context(), "booking", "r-older", protocol.Resume{ResumeToken: in.ResumeToken, Answers: map[string]json.RawMessage{"email": raw("ann@example.com")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := interrupted(t, ev); in.Node != "ask_contact" {
+		t.Fatalf("resume: interrupt at %s, want ask_contact", in.Node)
+	}
+}
+
+// A connection that may not ask for the events stream's configuration
+// cannot know that it republishes: it subscribes to the live events, and
+// its calls are settled all the same.
+func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(`authorization {
+  users = [
+    {user: workers, password: "workers-secret"}
+    {user: noinfo, password: "noinfo-secret", permissions: {publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS"]}}}
+  ]
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
+		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: "noinfo", Password: "noinfo-secret"})
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	for _, run := range []string{"r-noinfo-1", "r-noinfo-2"} {
+		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", run, err)
+		}
+		if in := interrupted(t, ev); in.Node != "ask_email" {
+			t.Fatalf("start %s: interrupt at %s, want ask_email", run, in.Node)
+		}
+		if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.ev.>" {
+			t.Fatalf("the client subscribes to %v, want [interlock.ev.>]", subs)
+		}
 	}
 }

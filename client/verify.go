@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
@@ -109,16 +110,24 @@ func causedBy(kind string, ev events.Event, id string) (mine, unknown bool) {
 	return false, true
 }
 
-// believe reports whether a live event settles the command with event id
-// (and idempotency key, if any) of verb: it names the command as its cause
-// and the events stream holds it, byte for byte, as the last event on its
+// believe reports whether an event the hub received settles the command
+// with event id (and idempotency key, if any) of verb: it names the
+// command as its cause and the events stream holds it. A stored event (on
+// <prefix>.stored.ev.>, republished by the events stream once stored, its
+// Nats-Stream and Nats-Subject headers naming the stream and the event's
+// subject) is held by the stream as it is. A live one (on <prefix>.ev.>)
+// is held once the stream has it, byte for byte, as the last event on its
 // subject (one direct get). mine is set for a live event that names the
 // command but is not stored, or not yet: the server may hand an event to
 // subscribers before it has stored it, so the call reads it back again.
-// A live event that names no cause (an older worker's) is believed, once
+// An event that names no cause (an older worker's) is believed, once
 // stored, if the run's checkpoint has applied the command.
 func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, key string) (_ Event, ok, mine bool, _ error) {
 	kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	onStored := c.hub.isStored(m.Subject)
+	if onStored && !c.republished(m) {
+		return Event{}, false, false, nil // a reply aimed at the subject, not the stream's
+	}
 	out, err := events.Decode(m.Header, m.Data)
 	if err != nil {
 		return Event{}, false, false, nil // not an event Interlock published
@@ -129,6 +138,12 @@ func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, 
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
+	if onStored {
+		if unknown && !c.applied(ctx, flow, run, cmp.Or(key, id)) {
+			return Event{}, false, false, nil
+		}
+		return Event{Kind: kind, Event: out}, true, true, nil
+	}
 	stream := c.names.EventStream()
 	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: m.Subject, what: "stream " + stream}
 	stored, err := g.lastMsg(ctx)
@@ -142,6 +157,21 @@ func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, 
 		return Event{}, false, false, nil
 	}
 	return Event{Kind: kind, Event: out}, true, true, nil
+}
+
+// republished reports whether m, received on a stored event's subject,
+// is the events stream's copy of what it stored there: it says it comes
+// from the events stream (the server appends Nats-Stream, Nats-Subject and
+// Nats-Sequence to what it republishes), from the subject m's is the copy
+// of, and asks for no reply. No client may publish on these subjects; a
+// reply aimed at them by a request (a direct get of another stream, say)
+// names another stream or asks for nothing else.
+func (c *Client) republished(m *nats.Msg) bool {
+	if m.Reply != "" || m.Header.Get(jetstream.StreamHeader) != c.names.EventStream() || m.Header.Get(jetstream.SequenceHeader) == "" {
+		return false
+	}
+	tail, ok := c.hub.tail(m.Subject)
+	return ok && m.Header.Get(jetstream.SubjectHeader) == c.names.Prefix+".ev."+tail
 }
 
 // scanOutcome reads the run's events the scan has not read yet and returns

@@ -153,6 +153,13 @@ func (n Names) Event(flow, run, kind string) string {
 	return n.Prefix + ".ev." + flow + "." + run + "." + kind
 }
 
+// StoredEvents is the subject filter on which the events stream
+// republishes each event once it has stored it (interlock.stored.ev.>):
+// the event's own subject after "<prefix>.stored.", with the stream's
+// Nats-Stream, Nats-Subject and Nats-Sequence headers. Clients subscribe
+// to it; none may publish to it.
+func (n Names) StoredEvents() string { return n.Prefix + ".stored.ev.>" }
+
 // Audit is the subject of a run's audit records: interlock.audit.<flow>.<run>.
 func (n Names) Audit(flow, run string) string { return n.Prefix + ".audit." + flow + "." + run }
 
