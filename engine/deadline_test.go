@@ -242,3 +242,26 @@ func TestEscalationsChainTwoDeep(t *testing.T) {
 		t.Fatalf("%d escalated records, want 2", n)
 	}
 }
+
+// The events of a transition a deadline made name the expire command the
+// server published from the deadline's schedule as their cause, as a
+// client's command's events name it.
+func TestADeadlinesEventsNameTheExpireThatCausedThem(t *testing.T) {
+	h := enginetest.New(t, approvalFlow(engine.Policy{}))
+	run := h.Start(nil)
+	cp := h.Checkpoint(run)
+	h.Advance(time.Until(*cp.Interrupt.ExpiresAt) + time.Second)
+	if _, err := h.Runner.Expire(t.Context(), engine.Expire{Flow: "send", Run: run, RequestID: cp.Interrupt.RequestID,
+		Inbound: engine.Inbound{EventID: "expire-1", Source: "interlock/schedule"}}); err != nil {
+		t.Fatal(err)
+	}
+	var expired []string
+	for _, m := range h.Publisher.Messages(run) {
+		if m.Stream == engine.EventStream && m.Kind == protocol.EventExpired {
+			expired = append(expired, m.Cause)
+		}
+	}
+	if len(expired) != 1 || expired[0] != "expire-1" {
+		t.Fatalf("the expired events name the causes %q, want the expire command's id, expire-1", expired)
+	}
+}
