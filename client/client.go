@@ -235,20 +235,8 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 	if err := c.publish(ctx, c.command(flow, verb, id, body, header), verb); err != nil {
 		return Event{}, err
 	}
-	deadline := time.Now().Add(c.wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	timeout := time.NewTimer(time.Until(deadline))
-	defer timeout.Stop()
-	poll := firstPoll
-	tick := time.NewTimer(poll)
-	defer tick.Stop()
-	if key == "" {
-		tick.Stop()
-	}
-	again := time.NewTimer(followPoll)
-	defer again.Stop()
+	wt := c.startWait(ctx, key)
+	defer wt.stop()
 	// An event of the run that names this command is its outcome once
 	// the events stream holds it: a stored event at once; a live one
 	// (without the stored events) once read back, byte for byte, at
@@ -287,7 +275,7 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			}
 			backoff = min(2*backoff, recheckMax)
 			recheck.Reset(backoff)
-		case <-again.C:
+		case <-wt.again.C:
 			// Live messages may be lost (a reconnection, a slow
 			// subscriber): read the run's events from the stream.
 			ev, ok, err := c.scanOutcome(ctx, s, verb, flow, run, id)
@@ -297,17 +285,15 @@ func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any
 			if ok {
 				return ev, nil
 			}
-			again.Reset(followPoll)
-		case <-timeout.C:
-			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
+			wt.again.Reset(followPoll)
+		case <-wt.timeout.C:
+			return Event{}, noAnswer(verb, flow, run, id)
 		case <-ctx.Done():
 			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
-		case <-tick.C:
-			if ev, ok := c.absorbed(ctx, flow, run, key, id); ok {
+		case <-wt.tick.C:
+			if ev, ok := c.absorbedNow(ctx, wt, flow, run, key, id); ok {
 				return ev, nil
 			}
-			poll = min(2*poll, maxPoll)
-			tick.Reset(poll)
 		}
 	}
 }
@@ -348,20 +334,8 @@ func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, 
 	if err := c.publish(ctx, c.command(flow, verb, id, body, header), verb); err != nil {
 		return Event{}, err
 	}
-	deadline := time.Now().Add(c.wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	timeout := time.NewTimer(time.Until(deadline))
-	defer timeout.Stop()
-	poll := firstPoll
-	tick := time.NewTimer(poll)
-	defer tick.Stop()
-	if key == "" {
-		tick.Stop()
-	}
-	again := time.NewTimer(followPoll)
-	defer again.Stop()
+	wt := c.startWait(ctx, key)
+	defer wt.stop()
 	// The follower subscribed before the command was published, so every
 	// settling event stored from then on wakes it: the stream is read only
 	// once woken, or every followPoll in case a live message was lost.
@@ -377,22 +351,66 @@ func (c *Client) sendFollowing(ctx context.Context, flow, run, verb, id string, 
 			}
 		}
 		read = true
-		again.Reset(followPoll)
+		wt.again.Reset(followPoll)
 		select {
 		case <-f.wake:
-		case <-again.C:
-		case <-timeout.C:
-			return Event{}, fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
+		case <-wt.again.C:
+		case <-wt.timeout.C:
+			return Event{}, noAnswer(verb, flow, run, id)
 		case <-ctx.Done():
 			return Event{}, fmt.Errorf("client: waiting for the outcome of %s %s.%s: %w", verb, flow, run, ctx.Err())
-		case <-tick.C:
-			if ev, ok := c.absorbed(ctx, flow, run, key, id); ok {
+		case <-wt.tick.C:
+			if ev, ok := c.absorbedNow(ctx, wt, flow, run, key, id); ok {
 				return ev, nil
 			}
-			poll = min(2*poll, maxPoll)
-			tick.Reset(poll)
 		}
 	}
+}
+
+// wait holds the timers of a call waiting for its outcome: its deadline
+// (the client's wait, or the context's if sooner), the poll of whether
+// the run absorbed the call's idempotency key through another command
+// (none without a key), and the next read of the run's events from the
+// stream.
+type wait struct {
+	timeout, tick, again *time.Timer
+	poll                 time.Duration
+}
+
+// startWait starts the timers of a call with idempotency key.
+func (c *Client) startWait(ctx context.Context, key string) *wait {
+	deadline := time.Now().Add(c.wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	wt := &wait{timeout: time.NewTimer(time.Until(deadline)), poll: firstPoll, again: time.NewTimer(followPoll)}
+	wt.tick = time.NewTimer(wt.poll)
+	if key == "" {
+		wt.tick.Stop()
+	}
+	return wt
+}
+
+func (wt *wait) stop() {
+	wt.timeout.Stop()
+	wt.tick.Stop()
+	wt.again.Stop()
+}
+
+// absorbedNow is [Client.absorbed] when the poll's timer fires; it sets
+// the next poll, twice as late, up to maxPoll.
+func (c *Client) absorbedNow(ctx context.Context, wt *wait, flow, run, key, id string) (Event, bool) {
+	if ev, ok := c.absorbed(ctx, flow, run, key, id); ok {
+		return ev, true
+	}
+	wt.poll = min(2*wt.poll, maxPoll)
+	wt.tick.Reset(wt.poll)
+	return Event{}, false
+}
+
+// noAnswer is the error of a call whose outcome did not come in time.
+func noAnswer(verb, flow, run, id string) error {
+	return fmt.Errorf("%w: %s %s.%s was queued as event %s; is `interlock serve` running?", ErrNoAnswer, verb, flow, run, id)
 }
 
 // outcome reads the events the follower has not read yet and returns the
