@@ -6,11 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -193,49 +191,32 @@ func (c command) msg(subject string) (*nats.Msg, error) {
 // floor is the floor's worker: a durable pull consumer on the work-queue
 // stream, configured as Interlock's, feeding a fixed pool of goroutines.
 type floor struct {
-	nc            *nats.Conn
-	js            jetstream.JetStream
-	names         wire.Names
-	w             workload
+	*pool
 	runs, pending jetstream.KeyValue
 	// markerTTL is how long the marker of a removed pending entry stays:
 	// the pending bucket's LimitMarkerTTL.
 	markerTTL time.Duration
-	iter      jetstream.MessagesContext
-	msgs      chan jetstream.Msg
-	wg        sync.WaitGroup
-	abort     context.CancelFunc
-	stopOnce  sync.Once
-	stopErr   error
-
-	mu  sync.Mutex
-	err error
 }
 
 // startFloor provisions the streams and buckets of names on the server at
 // url, with replicas replicas, and starts a pool of workers goroutines
 // consuming the inbound stream and doing the work of workload w.
 func startFloor(ctx context.Context, url string, names wire.Names, w workload, workers, replicas int) (_ *floor, err error) {
-	nc, js, err := wire.Connect(ctx, connConfig(url, "bench-floor-worker"))
+	p, err := connectPool(ctx, url, "bench-floor-worker", "floor", names, w, replicas)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			nc.Close()
+			_ = p.stop(ctx)
 		}
 	}()
-	if err := bus.Provision(ctx, js, names, bus.StreamConfig{Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	if err := kv.Provision(ctx, js, names, kv.BucketConfig{Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	f := &floor{nc: nc, js: js, names: names, w: w, msgs: make(chan jetstream.Msg)}
-	if f.runs, err = js.KeyValue(ctx, names.RunsBucket()); err != nil {
+	f := &floor{pool: p}
+	p.start, p.resume = f.start, f.resume
+	if f.runs, err = p.js.KeyValue(ctx, names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)
 	}
-	if f.pending, err = js.KeyValue(ctx, names.PendingBucket()); err != nil {
+	if f.pending, err = p.js.KeyValue(ctx, names.PendingBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.PendingBucket(), err)
 	}
 	st, err := f.pending.Status(ctx)
@@ -243,122 +224,10 @@ func startFloor(ctx context.Context, url string, names wire.Names, w workload, w
 		return nil, fmt.Errorf("reading the configuration of bucket %s: %w", names.PendingBucket(), err)
 	}
 	f.markerTTL = st.LimitMarkerTTL()
-	stream, err := js.Stream(ctx, names.InStream())
-	if err != nil {
-		return nil, fmt.Errorf("binding stream %s: %w", names.InStream(), err)
-	}
-	// The same consumer configuration as bus.Worker's.
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       names.Consumer(),
-		FilterSubject: names.Prefix + ".in.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       bus.DefaultAckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 4 * workers,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating consumer %s: %w", names.Consumer(), err)
-	}
-	if f.iter, err = cons.Messages(jetstream.PullMaxMessages(workers)); err != nil {
-		return nil, fmt.Errorf("consuming %s: %w", names.Consumer(), err)
-	}
-	base, abort := context.WithCancel(context.WithoutCancel(ctx))
-	f.abort = abort
-	f.wg.Go(f.dispatch)
-	for range workers {
-		f.wg.Go(func() {
-			for msg := range f.msgs {
-				f.handle(base, msg)
-			}
-		})
+	if err := p.run(ctx, workers); err != nil {
+		return nil, err
 	}
 	return f, nil
-}
-
-// dispatch hands messages to the pool until the iterator is closed.
-func (f *floor) dispatch() {
-	defer close(f.msgs)
-	for {
-		msg, err := f.iter.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return
-		}
-		if err != nil {
-			continue // a missed heartbeat or the like; the iterator carries on
-		}
-		f.msgs <- msg
-	}
-}
-
-// stop stops consuming, waits for the pool, and closes the connection.
-// Stopping twice is safe.
-func (f *floor) stop(ctx context.Context) error {
-	f.stopOnce.Do(func() { f.stopErr = f.shutdown(ctx) })
-	return f.stopErr
-}
-
-func (f *floor) shutdown(ctx context.Context) error {
-	f.iter.Drain()
-	done := make(chan struct{})
-	go func() {
-		f.wg.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-time.After(stopWait):
-		err = fmt.Errorf("floor workers did not stop within %s", stopWait)
-		f.abort()
-		f.iter.Stop()
-		<-done
-	case <-ctx.Done():
-		err = fmt.Errorf("stopping floor workers: %w", ctx.Err())
-		f.abort()
-		f.iter.Stop()
-		<-done
-	}
-	f.abort()
-	f.nc.Close()
-	return err
-}
-
-// failure is the first error a worker met, if any.
-func (f *floor) failure() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
-}
-
-func (f *floor) handle(base context.Context, msg jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(base, floorHandlerTimeout)
-	defer cancel()
-	var cmd command
-	err := json.Unmarshal(msg.Data(), &cmd)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("decoding %s: %w", msg.Subject(), err)
-	case strings.HasSuffix(msg.Subject(), ".start"):
-		err = f.start(ctx, cmd)
-	case strings.HasSuffix(msg.Subject(), ".resume"):
-		err = f.resume(ctx, cmd)
-	default:
-		err = fmt.Errorf("unexpected subject %s", msg.Subject())
-	}
-	if err != nil {
-		f.mu.Lock()
-		if f.err == nil {
-			f.err = fmt.Errorf("floor worker: %w", err)
-		}
-		f.mu.Unlock()
-		// Tell the waiting client at once rather than let it time out.
-		if cmd.Subject != "" {
-			_ = f.nc.Publish(f.names.Event(f.w.flow, cmd.Subject, "failed"), []byte(err.Error()))
-		}
-		_ = msg.Term()
-		return
-	}
-	_ = msg.Ack()
 }
 
 // start starts a run and leaves it waiting on the workload's interrupt.

@@ -9,14 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -69,164 +66,32 @@ var minimumDocPadding = strings.Repeat("n", 700)
 // work-queue stream, configured as Interlock's and the floor's, feeding a
 // fixed pool of goroutines.
 type minimum struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	names    wire.Names
-	w        workload
-	runs     jetstream.KeyValue
-	iter     jetstream.MessagesContext
-	msgs     chan jetstream.Msg
-	wg       sync.WaitGroup
-	abort    context.CancelFunc
-	stopOnce sync.Once
-	stopErr  error
-
-	mu  sync.Mutex
-	err error
+	*pool
+	runs jetstream.KeyValue
 }
 
 // startMinimum provisions the streams and buckets of names on the server
 // at url, with replicas replicas, and starts a pool of workers goroutines
 // consuming the inbound stream and doing the minimum work of workload w.
 func startMinimum(ctx context.Context, url string, names wire.Names, w workload, workers, replicas int) (_ *minimum, err error) {
-	if w.approval {
-		return nil, errMinimumApproval
-	}
-	nc, js, err := wire.Connect(ctx, connConfig(url, "bench-minimum-worker"))
+	p, err := connectPool(ctx, url, "bench-minimum-worker", "minimum floor", names, w, replicas)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			nc.Close()
+			_ = p.stop(ctx)
 		}
 	}()
-	if err := bus.Provision(ctx, js, names, bus.StreamConfig{Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	if err := kv.Provision(ctx, js, names, kv.BucketConfig{Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	m := &minimum{nc: nc, js: js, names: names, w: w, msgs: make(chan jetstream.Msg)}
-	if m.runs, err = js.KeyValue(ctx, names.RunsBucket()); err != nil {
+	m := &minimum{pool: p}
+	p.start, p.resume = m.start, m.resume
+	if m.runs, err = p.js.KeyValue(ctx, names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)
 	}
-	stream, err := js.Stream(ctx, names.InStream())
-	if err != nil {
-		return nil, fmt.Errorf("binding stream %s: %w", names.InStream(), err)
-	}
-	// The same consumer configuration as bus.Worker's and the floor's.
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       names.Consumer(),
-		FilterSubject: names.Prefix + ".in.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       bus.DefaultAckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 4 * workers,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating consumer %s: %w", names.Consumer(), err)
-	}
-	if m.iter, err = cons.Messages(jetstream.PullMaxMessages(workers)); err != nil {
-		return nil, fmt.Errorf("consuming %s: %w", names.Consumer(), err)
-	}
-	base, abort := context.WithCancel(context.WithoutCancel(ctx))
-	m.abort = abort
-	m.wg.Go(m.dispatch)
-	for range workers {
-		m.wg.Go(func() {
-			for msg := range m.msgs {
-				m.handle(base, msg)
-			}
-		})
+	if err := p.run(ctx, workers); err != nil {
+		return nil, err
 	}
 	return m, nil
-}
-
-// dispatch hands messages to the pool until the iterator is closed.
-func (m *minimum) dispatch() {
-	defer close(m.msgs)
-	for {
-		msg, err := m.iter.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return
-		}
-		if err != nil {
-			continue // a missed heartbeat or the like; the iterator carries on
-		}
-		m.msgs <- msg
-	}
-}
-
-// stop stops consuming, waits for the pool, and closes the connection.
-// Stopping twice is safe.
-func (m *minimum) stop(ctx context.Context) error {
-	m.stopOnce.Do(func() { m.stopErr = m.shutdown(ctx) })
-	return m.stopErr
-}
-
-func (m *minimum) shutdown(ctx context.Context) error {
-	m.iter.Drain()
-	done := make(chan struct{})
-	go func() {
-		m.wg.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-time.After(stopWait):
-		err = fmt.Errorf("minimum floor workers did not stop within %s", stopWait)
-		m.abort()
-		m.iter.Stop()
-		<-done
-	case <-ctx.Done():
-		err = fmt.Errorf("stopping minimum floor workers: %w", ctx.Err())
-		m.abort()
-		m.iter.Stop()
-		<-done
-	}
-	m.abort()
-	m.nc.Close()
-	return err
-}
-
-// failure is the first error a worker met, if any.
-func (m *minimum) failure() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
-}
-
-func (m *minimum) handle(base context.Context, msg jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(base, floorHandlerTimeout)
-	defer cancel()
-	var cmd command
-	err := json.Unmarshal(msg.Data(), &cmd)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("decoding %s: %w", msg.Subject(), err)
-	case strings.HasSuffix(msg.Subject(), ".start"):
-		err = m.start(ctx, cmd)
-	case strings.HasSuffix(msg.Subject(), ".resume"):
-		err = m.resume(ctx, cmd)
-	default:
-		err = fmt.Errorf("unexpected subject %s", msg.Subject())
-	}
-	if err != nil {
-		m.mu.Lock()
-		if m.err == nil {
-			m.err = fmt.Errorf("minimum floor worker: %w", err)
-		}
-		m.mu.Unlock()
-		// Tell the waiting client at once rather than let it time out.
-		if cmd.Subject != "" {
-			_ = m.nc.Publish(m.names.Event(m.w.flow, cmd.Subject, "failed"), []byte(err.Error()))
-		}
-		_ = msg.Term()
-		return
-	}
-	_ = msg.Ack()
 }
 
 // tokenHash is the hex SHA-256 of a resume token.
