@@ -161,26 +161,7 @@ func TestAForgedLiveEventThatIsNotStoredIsNotBelieved(t *testing.T) {
 // its calls' outcomes: it follows each run on a subscription of its own.
 func TestACallWorksWithoutTheRightToSubscribeToEveryEvent(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte(`authorization {
-  users = [
-    {user: workers, password: "workers-secret"}
-    {user: narrow, password: "narrow-secret", permissions: {subscribe: {allow: ["_INBOX.>", "interlock.ev.booking.>"]}}}
-  ]
-}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
-		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
-	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: "narrow", Password: "narrow-secret"})
-	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	c, _, _ := clientWith(t, "narrow", `{subscribe: {allow: ["_INBOX.>", "interlock.ev.booking.>"]}}`)
 	for _, run := range []string{"r-narrow-1", "r-narrow-2"} {
 		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
 		if err != nil {
@@ -388,26 +369,7 @@ func TestACallWorksOnAnEventsStreamThatDoesNotRepublish(t *testing.T) {
 // its calls are settled all the same.
 func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte(`authorization {
-  users = [
-    {user: workers, password: "workers-secret"}
-    {user: noinfo, password: "noinfo-secret", permissions: {publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS"]}}}
-  ]
-}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
-		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
-	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: "noinfo", Password: "noinfo-secret"})
-	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	c, srv, nc := clientWith(t, "noinfo", `{publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS"]}}`)
 	for _, run := range []string{"r-noinfo-1", "r-noinfo-2"} {
 		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
 		if err != nil {
@@ -420,4 +382,28 @@ func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T)
 			t.Fatalf("the client subscribes to %v, want [interlock.ev.>]", subs)
 		}
 	}
+}
+
+// clientWith starts a booking service on a server whose users are the
+// workers and user, with permissions (a NATS config permissions block),
+// and returns a client connected as user, the server and the client's
+// connection.
+func clientWith(t *testing.T, user, permissions string) (*client.Client, *bus.Server, *nats.Conn) {
+	t.Helper()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	users := "authorization {\n  users = [\n    {user: workers, password: \"workers-secret\"}\n" +
+		"    {user: " + user + ", password: \"" + user + "-secret\", permissions: " + permissions + "}\n  ]\n}\n"
+	if err := os.WriteFile(conf, []byte(users), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(t.Context(), bus.ServerConfig{ConfigFile: conf, DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", Port: -1,
+		LazyFsync: true, WorkersUser: "workers", WorkersPassword: "workers-secret", InsecureSharedAccount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
+	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: user, Password: user + "-secret"})
+	return client.New(nc, js, wire.Names{}, "/test", time.Minute), srv, nc
 }
