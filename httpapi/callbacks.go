@@ -120,7 +120,9 @@ func mayDecide(c Caller, in *protocol.CheckpointInterrupt) bool {
 // with no detail, an expired one 410, one used already 409 not_waiting.
 // The link is given back when the decision was not applied (the engine
 // refused it, or Interlock could not be reached): it settles its request
-// once, not fails once.
+// once, not fails once. A POST with the Idempotency-Key of the use that
+// was made of the link is a retry of that use: it is sent again, and
+// answered as the first was or as a repeat (the run as it stands).
 func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 	if s.cfg.Links == nil || s.cfg.Uses == nil {
 		writeProblem(w, newProblem(codeUnsupported, "this API was started without a link signer, so it takes no callback URLs"))
@@ -177,7 +179,7 @@ func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 		writeProblem(w, problemOf(codeForbidden, cl.Flow, cl.Run, cl.RequestID, fmt.Sprintf("this callback URL speaks for %s, who is no longer among the deployment's people; ask someone who may decide for a new one", cl.Person)))
 		return
 	}
-	claim, err := s.cfg.Uses.Claim(r.Context(), cl, time.Now())
+	claim, err := s.cfg.Uses.Claim(r.Context(), cl, res.IdempotencyKey, time.Now())
 	switch {
 	case errors.Is(err, links.ErrUsed):
 		writeProblem(w, problemOf(codeNotWaiting, cl.Flow, cl.Run, cl.RequestID, "this callback URL was already used"))
@@ -195,7 +197,10 @@ func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 		}
 	}
 	ev, err := s.port.ResumeAs(r.Context(), cli, cl.Flow, cl.Run, res, c.Name, roles)
-	if GivesBack(ev, err) {
+	// A retry (the same Idempotency-Key as the use) is sent again:
+	// Interlock applies a key once, and answers a repeat with the run as
+	// it stands. Its use is the first's, and stays.
+	if GivesBack(ev, err) && !claim.Retry {
 		if rerr := s.cfg.Uses.Release(r.Context(), claim); rerr != nil {
 			s.log.Error().Err(rerr).Str("flow", cl.Flow).Str("run", cl.Run).Msg("a callback URL's use was not given back; it stays used")
 		}

@@ -92,6 +92,47 @@ func TestACallbackURLSettlesItsRequestOnceAsTheCallerWhoAskedForIt(t *testing.T)
 	}
 }
 
+func TestARetryOfACallbackWithItsIdempotencyKeyIsAnsweredAsARepeat(t *testing.T) {
+	t.Parallel()
+	sam, _, anon := callbackAPI(t, nil, examples.Flows()...)
+	sam.accepted("POST", "/v1/runs/refund", map[string]any{"run": "r-1", "state": refundState(nil)["state"]})
+	_, path := sam.mintCallback("r-1")
+	if acc := anon.accepted("POST", path, map[string]any{"decision": "approve"}, "Idempotency-Key", "ticket-4821"); acc.Outcome == httpapi.OutcomeQueued || acc.Outcome == httpapi.OutcomeRepeat {
+		t.Fatalf("first POST: %+v, want the decision applied", acc)
+	}
+	// The caller did not hear the answer and sends the same request again
+	// (even with another body): the same use, answered as a repeat.
+	for _, decision := range []string{"approve", "reject"} {
+		acc := anon.accepted("POST", path, map[string]any{"decision": decision}, "Idempotency-Key", "ticket-4821")
+		if acc.Outcome != httpapi.OutcomeRepeat || acc.Checkpoint == nil || acc.Checkpoint.Status != protocol.StatusCompleted {
+			t.Fatalf("retry with the use's key (%s): %+v, want a repeat with the completed run", decision, acc)
+		}
+	}
+	// Another key, or none, is another use of a used URL.
+	for _, h := range [][]string{{"Idempotency-Key", "ticket-9999"}, nil} {
+		p := anon.must(http.StatusConflict, "POST", path, map[string]any{"decision": "reject"}, h...).problem(t)
+		if p.Code != "not_waiting" || p.Detail != "this callback URL was already used" {
+			t.Errorf("POST with %v = %+v, want 409 already used", h, p)
+		}
+	}
+	recs, err := anon.svc.Client("/test").Audit(t.Context(), "refund", "r-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided := 0
+	for _, r := range recs {
+		if r.Action == protocol.ActionApproved || r.Action == protocol.ActionRejected {
+			decided++
+			if r.Action != protocol.ActionApproved {
+				t.Errorf("audited %s, want the first POST's approval", r.Action)
+			}
+		}
+	}
+	if decided != 1 {
+		t.Errorf("%d decisions audited, want 1", decided)
+	}
+}
+
 func TestTwoRacingPostsOfOneCallbackURLDecideOnce(t *testing.T) {
 	t.Parallel()
 	sam, _, anon := callbackAPI(t, nil, examples.Flows()...)

@@ -273,7 +273,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 		in.showDecide(w, s, c, cp, http.StatusUnprocessableEntity, iv)
 		return
 	}
-	claim, err := in.cfg.Uses.Claim(r.Context(), c, time.Now())
+	claim, err := in.cfg.Uses.Claim(r.Context(), c, "", time.Now())
 	switch {
 	case errors.Is(err, links.ErrUsed):
 		if !in.used(w, r, c, s) {

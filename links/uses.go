@@ -2,6 +2,8 @@ package links
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,9 @@ type Use struct {
 	Person string `json:"person"`
 	// At is when the link was claimed.
 	At time.Time `json:"at"`
+	// KeyDigest is the SHA-256 (hex) of the idempotency key the link was
+	// used with, if any: a retry with the same key is the same use.
+	KeyDigest string `json:"keyDigest,omitempty"`
 }
 
 // Claim is a link claimed for one use: Release gives it back.
@@ -37,6 +42,11 @@ type Claim struct {
 	ID string
 	// Revision is the revision of the use in the bucket.
 	Revision uint64
+	// Retry is set when the link was used already with the same
+	// idempotency key: the claim is that use, retried. Send the same
+	// command again with the key (Interlock applies a key once) and do
+	// not Release it.
+	Retry bool
 }
 
 // Uses records the links used, in the bucket <prefix>_links
@@ -65,19 +75,41 @@ func OpenUses(ctx context.Context, js jetstream.JetStream, n wire.Names, replica
 	return &Uses{kv: kv}, nil
 }
 
-// Claim records c's link as used at now, unless it was used already:
-// then it returns ErrUsed. The use stays unless Release gives it back.
-func (u *Uses) Claim(ctx context.Context, c Claims, now time.Time) (Claim, error) {
+// Claim records c's link as used at now, with idempotency key key (""
+// for none), unless it was used already: then it returns ErrUsed, or,
+// when it was used with the same non-empty key, the claim of that use
+// with Retry set. The use stays unless Release gives it back.
+func (u *Uses) Claim(ctx context.Context, c Claims, key string, now time.Time) (Claim, error) {
 	ttl := max(c.ExpiresAt().Sub(now)+keepAfter, time.Second)
-	val, _ := json.Marshal(Use{Person: c.Person, At: now.UTC()})
+	val, _ := json.Marshal(Use{Person: c.Person, At: now.UTC(), KeyDigest: keyDigest(key)})
 	rev, err := u.kv.Create(ctx, c.ID, val, jetstream.KeyTTL(ttl.Round(time.Second)))
 	switch {
+	case errors.Is(err, jetstream.ErrKeyExists) && key != "":
+		e, gerr := u.kv.Get(ctx, c.ID)
+		if gerr != nil {
+			return Claim{}, ErrUsed
+		}
+		var use Use
+		if json.Unmarshal(e.Value(), &use) == nil && use.KeyDigest == keyDigest(key) {
+			return Claim{ID: c.ID, Revision: e.Revision(), Retry: true}, nil
+		}
+		return Claim{}, ErrUsed
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return Claim{}, ErrUsed
 	case err != nil:
 		return Claim{}, fmt.Errorf("links: recording the use of link %s: %w", c.ID, err)
 	}
 	return Claim{ID: c.ID, Revision: rev}, nil
+}
+
+// keyDigest is the SHA-256 (hex) of an idempotency key, "" for none: the
+// bucket of uses never holds a key itself.
+func keyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // Release gives back a claim whose decision was not applied, for a
