@@ -24,9 +24,12 @@ const interlock = await connectInterlock(`/bots/${NAME}`);
 const stop = new AbortController();
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => stop.abort());
 // Every interrupted event from now on, of any flow: the bot sees what is
-// asked while it runs.
-const events = interlock.watch({ kinds: ["interrupted"] }, { signal: stop.signal });
+// asked while it runs. It says it is ready once the watch is in place.
+let inPlace;
+const ready = new Promise((resolve) => (inPlace = resolve));
+const events = interlock.watch({ kinds: ["interrupted"] }, { signal: stop.signal, onReady: inPlace });
 const first = events.next();
+await Promise.race([ready, first]);
 console.log(JSON.stringify({ ready: NAME, role: ROLE, url: URL }));
 
 for (let e = await first; !e.done; e = await events.next()) {

@@ -177,10 +177,10 @@ class HttpInterlock implements Interlock {
     if (q.flow !== undefined) query.flow = q.flow;
     if (q.run !== undefined) query.run = q.run;
     if (q.kinds !== undefined && q.kinds.length > 0) query.kind = q.kinds;
-    return this.#watch(query, q.after, opts.signal);
+    return this.#watch(query, q.after, opts.signal, opts.onReady);
   }
 
-  async *#watch(query: Record<string, string | string[]>, after: number | undefined, signal: AbortSignal | undefined): AsyncGenerator<InterlockEvent> {
+  async *#watch(query: Record<string, string | string[]>, after: number | undefined, signal: AbortSignal | undefined, onReady: (() => void) | undefined): AsyncGenerator<InterlockEvent> {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener("abort", onAbort);
@@ -201,6 +201,9 @@ class HttpInterlock implements Interlock {
         }
         if (!res.ok) throw await this.#problem(res, "the events");
         failures = 0;
+        // The server fixed where the stream starts before it answered.
+        onReady?.();
+        onReady = undefined;
         try {
           for await (const m of sse(res.body!)) {
             if (m.id !== undefined) last = m.id;

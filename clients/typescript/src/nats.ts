@@ -366,11 +366,12 @@ class NatsInterlock implements Interlock {
     const kinds = q.kinds !== undefined && q.kinds.length > 0 ? new Set<string>(q.kinds) : undefined;
     for (const k of kinds ?? []) checkName("event kind", k);
     const kind = kinds?.size === 1 ? [...kinds][0]! : ">";
-    return this.#watch(this.#subject(q.flow ?? "*", q.run ?? "*", kind), kinds, q.after, opts.signal);
+    return this.#watch(this.#subject(q.flow ?? "*", q.run ?? "*", kind), kinds, q.after, opts.signal, opts.onReady);
   }
 
-  async *#watch(filter: string, kinds: Set<string> | undefined, after: number | undefined, signal: AbortSignal | undefined): AsyncGenerator<InterlockEvent> {
+  async *#watch(filter: string, kinds: Set<string> | undefined, after: number | undefined, signal: AbortSignal | undefined, onReady: (() => void) | undefined): AsyncGenerator<InterlockEvent> {
     const f = await this.#follow(filter, after);
+    onReady?.();
     try {
       let failures = 0;
       while (!signal?.aborted) {

@@ -188,6 +188,12 @@ export interface WatchQuery {
 export interface WatchOptions {
   /** Ends the watch. */
   signal?: AbortSignal;
+  /**
+   * Called once, when the watch is in place (it starts with the first
+   * next()): every event stored from then on comes through it. A program
+   * that says it is ready, or publishes what it watches for, waits for it.
+   */
+  onReady?: () => void;
 }
 
 /** Which pending interrupts listPending returns. */

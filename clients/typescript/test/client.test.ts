@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { RefusedError, mayRun, type AskOutcome, type Interlock, type InterlockEvent } from "../src/index.js";
-import { WAIT, eventually, id, pendingOf, transports } from "./env.js";
+import { WAIT, id, pendingOf, transports } from "./env.js";
 
 for (const tr of transports) {
   describe(`over ${tr.name}`, () => {
@@ -161,24 +161,27 @@ for (const tr of transports) {
       assert.ok(all.every((e) => e.flow === "ask" && e.run === askId));
     });
 
-    it("watches from now on: sees an event published after it started", async () => {
+    it("watches from now on: once onReady is called, sees the next event published", async () => {
       const ctl = new AbortController();
       const t = setTimeout(() => ctl.abort(), WAIT);
-      const w = c.watch({ flow: "ask", kinds: ["interrupted"] }, { signal: ctl.signal });
-      const next = w.next(); // connects
-      // Asks until the watch, once in place, sees one.
-      const asked: string[] = [];
-      const got = await eventually("an interrupted event of an ask made after the watch began", async () => {
-        const askId = id("ask-");
-        asked.push(askId);
-        await c.ask({ askId, interrupt: { kind: "question", questions: [{ field: "x", question: "X?" }] } });
-        return Promise.race([next, new Promise<undefined>((r) => setTimeout(r, 300, undefined))]);
-      });
+      let ready!: () => void;
+      const isReady = new Promise<void>((r) => (ready = r));
+      let calls = 0;
+      const w = c.watch({ flow: "ask", kinds: ["interrupted"] }, { signal: ctl.signal, onReady: () => { calls++; ready(); } });
+      const next = w.next(); // starts the watch
+      let late: NodeJS.Timeout | undefined;
+      await Promise.race([isReady, new Promise((_, fail) => (late = setTimeout(fail, WAIT, new Error("onReady was not called"))))]);
+      clearTimeout(late);
+      // One ask, made once the watch said it is in place: its event is the first.
+      const askId = id("ask-");
+      await c.ask({ askId, interrupt: { kind: "question", questions: [{ field: "x", question: "X?" }] } });
+      const got = await next;
       clearTimeout(t);
       await w.return?.();
       assert.equal(got.done, false);
-      assert.ok(asked.includes(got.value?.run as string), `the watch saw ${got.value?.run}, not an ask made after it began`);
+      assert.equal(got.value?.run, askId, "the watch's first event is the ask made once it was ready");
       assert.equal(got.value?.kind, "interrupted");
+      assert.equal(calls, 1, "onReady is called once");
     });
 
     it("pages through the pending list, each waiting ask once, in the order asked", async () => {
