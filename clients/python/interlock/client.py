@@ -167,6 +167,7 @@ class Client:
         agent: Optional[str] = None,
         conversation_id: Optional[str] = None,
         context: Optional[Mapping[str, Any]] = None,
+        call_id: Optional[Callable[..., str]] = None,
     ) -> Any:
         """A decorator that puts every call of a tool function through the
         tool-call gate, as tool (the function's name by default) with its
@@ -180,7 +181,16 @@ class Client:
         ApprovalResponded (message), expired ApprovalExpired: all are
         NotApproved, whose text an agent can hand to its model. timeout is as
         request_tool's. An async function stays async (the wait runs in a
-        thread)."""
+        thread).
+
+        call_id, a function of the tool's arguments, names each call (by
+        default every call is a new one): a call with the id of one still
+        waiting waits for that one's decision, and one decided returns that
+        decision, so a call that raised ApprovalPending, or whose process
+        stopped while it waited, is made again, with the same arguments,
+        without asking twice. Make the id name one action, not a kind of
+        action (call_id=lambda order_id, amount: f"refund-{order_id}"): an
+        approved id runs again whenever it is called."""
 
         def decorate(f: F) -> F:
             name = tool or f.__name__
@@ -190,8 +200,13 @@ class Client:
                 bound = sig.bind(*args, **kwargs)
                 bound.apply_defaults()
                 call_args = _args_of(name, sig, bound)
+                cid = None
+                if call_id is not None:
+                    cid = call_id(*args, **kwargs)
+                    if not isinstance(cid, str) or not cid:
+                        raise TypeError(f"call_id of {name} returned {cid!r}; it must return a non-empty str naming the call, e.g. f\"refund-{{order_id}}\"")
                 decided = self.request_tool(
-                    name, call_args, timeout=timeout, agent=agent,
+                    name, call_args, call_id=cid, timeout=timeout, agent=agent,
                     conversation_id=conversation_id, context=context,
                 )
                 decision = decided["decision"]

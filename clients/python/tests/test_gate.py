@@ -7,7 +7,7 @@ import concurrent.futures
 from typing import Any, Dict, List
 
 import interlock
-from support import APPROVER, WAIT, APITest, decide, gate_call, unique
+from support import APPROVER, WAIT, APITest, decide, gate_call, http_call, unique
 
 
 class RequireApprovalTest(APITest):
@@ -109,6 +109,41 @@ class RequireApprovalTest(APITest):
             return await asyncio.wait_for(call, WAIT)
 
         self.assertEqual(asyncio.run(main()), f"{order}:650")
+
+    def test_decorated_call_with_a_call_id_is_made_again_without_asking_twice(self) -> None:
+        ran: List[str] = []
+
+        @self.client.require_approval(timeout=0.5, call_id=lambda order_id, amount: f"refund-{order_id}")
+        def issue_refund(order_id: str, amount: float) -> str:
+            ran.append(order_id)
+            return f"refunded {amount} on {order_id}"
+
+        order = unique("o")
+        with self.assertRaises(interlock.ApprovalPending) as caught:
+            issue_refund(order, 800)
+        self.assertEqual(caught.exception.call_id, f"refund-{order}")
+        # Made again while it waits: the same call, not a second approval.
+        with self.assertRaises(interlock.ApprovalPending):
+            issue_refund(order, 800)
+        status, page = http_call("GET", "/v1/interrupts?flow=gate&order=newest&limit=100")
+        self.assertEqual(status, 200, page)
+        waiting = []
+        for item in page["items"]:
+            _, cp = http_call("GET", f"/v1/runs/gate/{item['run']}")
+            if ((cp.get("interrupt") or {}).get("args") or {}).get("order_id") == order:
+                waiting.append(item["run"])
+        self.assertEqual(waiting, [f"refund-{order}"], "the call made again was asked again")
+        status, ans = decide("gate", f"refund-{order}", {"decision": "approve"})
+        self.assertEqual(status, 202, ans)
+        self.assertEqual(issue_refund(order, 800), f"refunded 800 on {order}")
+        self.assertEqual(ran, [order])
+
+        @self.client.require_approval(call_id=lambda order_id, amount: "")
+        def broken(order_id: str, amount: float) -> None:
+            raise AssertionError("ran")
+
+        with self.assertRaisesRegex(TypeError, "non-empty str"):
+            broken(order, 1)
 
     def test_call_still_pending_is_waited_for_again_with_its_call_id(self) -> None:
         order = unique("o")
