@@ -249,19 +249,33 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 			Detail: "Nothing was decided. Open the link from the mail again and decide on its page."})
 		return
 	}
-	if in.used(w, r, c, s) {
+	cl := in.client(s)
+	key := r.PostFormValue("key")
+	if !validKey(key) {
+		key = ""
+	}
+	// The same form sent again (a browser's retry, a person sending again
+	// after the page hung) is the use it made: applied, it says so; not
+	// applied yet (the process that took it stopped), it is sent again
+	// with its key, which Interlock applies once.
+	use, used, err := in.cfg.Uses.Used(r.Context(), c.ID)
+	retry := err == nil && used && use.MadeWith(key)
+	if retry {
+		if cp, err := cl.Checkpoint(r.Context(), c.Flow, c.Run); err == nil && cp.HasApplied(key) {
+			in.decidedPage(w, http.StatusOK, decidedView{State: "done", Heading: "Your decision was recorded",
+				Detail: fmt.Sprintf("This form was sent at %s, and Interlock recorded it as %s. This link is now used; you can close this page.", linkTime(use.At), s.Name)})
+			return
+		}
+	}
+	if !retry && in.used(w, r, c, s) {
 		return
 	}
-	cl := in.client(s)
 	cp, ok := in.linkCheckpoint(w, r, cl, c)
 	if !ok {
 		return
 	}
 	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
-	res := protocol.Resume{RequestID: c.RequestID, IdempotencyKey: r.PostFormValue("key")}
-	if !validKey(res.IdempotencyKey) {
-		res.IdempotencyKey = ""
-	}
+	res := protocol.Resume{RequestID: c.RequestID, IdempotencyKey: key}
 	kv := viewOf(cp.Interrupt.Kind)
 	sent := kv.read(r, iv, &res)
 	if spec, ok := protocol.SpecOf(iv.Kind); ok && len(iv.Errors) == 0 {
@@ -273,7 +287,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 		in.showDecide(w, s, c, cp, http.StatusUnprocessableEntity, iv)
 		return
 	}
-	claim, err := in.cfg.Uses.Claim(r.Context(), c, "", time.Now())
+	claim, err := in.cfg.Uses.Claim(r.Context(), c, res.IdempotencyKey, time.Now())
 	switch {
 	case errors.Is(err, links.ErrUsed):
 		if !in.used(w, r, c, s) {
@@ -286,7 +300,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	roles := s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum)
 	ev, err := in.port.ResumeAs(r.Context(), cl, c.Flow, c.Run, res, s.Name, roles)
-	if httpapi.GivesBack(ev, err) {
+	if httpapi.GivesBack(ev, err) && !claim.Retry {
 		if rerr := in.cfg.Uses.Release(context.WithoutCancel(r.Context()), claim); rerr != nil {
 			in.log.Error().Err(rerr).Str("flow", c.Flow).Str("run", c.Run).Msg("inbox: a decision link's use was not given back; it stays used")
 		}

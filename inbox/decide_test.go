@@ -240,6 +240,61 @@ func TestARefusedDecisionGivesTheLinkBack(t *testing.T) {
 	}
 }
 
+var keyField = regexp.MustCompile(`name="key" value="([^"]+)"`)
+
+func TestTheSameFormOfADecisionLinkSentAgainIsTheSameDecision(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}}, cardFlow())
+	s.startCard("ana", "r-1", map[string]any{"orderId": "o-1", "amount": 4800})
+	path := s.decisionLink("r-1", "ana", time.Time{})
+	page := s.open("GET", path, nil)
+	key := keyField.FindStringSubmatch(page.body)
+	if key == nil {
+		t.Fatalf("no idempotency key on the form:\n%s", page.body)
+	}
+	form := url.Values{"csrf": {page.csrf(t)}, "key": {key[1]}, "decision": {"approve"}, "reason": {"checked"}}
+	if p := s.open("POST", path, form); p.status != http.StatusOK || !strings.Contains(p.body, "You approved") {
+		t.Fatalf("the form = %d\n%s", p.status, p.body)
+	}
+	if p := s.open("POST", path, form); p.status != http.StatusOK || !strings.Contains(p.body, "Your decision was recorded") {
+		t.Fatalf("the same form again = %d\n%s", p.status, p.body)
+	}
+	// A use claimed by a process that stopped before it sent the
+	// decision: the same form sent again decides.
+	s.startCard("ana", "r-2", map[string]any{"orderId": "o-2", "amount": 4800})
+	path2 := s.decisionLink("r-2", "ana", time.Time{})
+	page2 := s.open("GET", path2, nil)
+	key2 := keyField.FindStringSubmatch(page2.body)[1]
+	cl, err := s.svc.Links().Check(strings.TrimPrefix(path2, links.DecidePath), links.KindDecide, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.LinkUses().Claim(t.Context(), cl, key2, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.open("POST", path2, url.Values{"csrf": {page2.csrf(t)}, "key": {key2}, "decision": {"approve"}}); p.status != http.StatusOK || !strings.Contains(p.body, "You approved") {
+		t.Fatalf("the form of a use that was never sent = %d\n%s", p.status, p.body)
+	}
+	if st := s.status("r-2"); st == "waiting" {
+		t.Errorf("run r-2 is still waiting after its form was sent again")
+	}
+
+	// Another form (another key) is another use.
+	other := url.Values{"csrf": {page.csrf(t)}, "key": {"inbox-" + strings.Repeat("ab", 12)}, "decision": {"reject"}, "reason": {"no"}}
+	if p := s.open("POST", path, other); p.status != http.StatusConflict || !strings.Contains(p.body, "This link was used") {
+		t.Errorf("another form = %d\n%s", p.status, p.body)
+	}
+	recs, _ := s.svc.Client("/test").Audit(t.Context(), "refund", "r-1")
+	n := 0
+	for _, r := range recs {
+		if r.Action == protocol.ActionApproved || r.Action == protocol.ActionRejected {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d decisions audited, want 1", n)
+	}
+}
+
 func TestTwoFormsOfOneDecisionLinkRacingDecideOnce(t *testing.T) {
 	s := startSiteOf(t, map[string][]string{"ana": {"finance"}}, cardFlow())
 	s.startCard("ana", "r-1", map[string]any{"orderId": "o-1", "amount": 4800})

@@ -36,6 +36,10 @@ type Use struct {
 	KeyDigest string `json:"keyDigest,omitempty"`
 }
 
+// MadeWith reports whether the use was made with idempotency key key (not
+// "").
+func (u Use) MadeWith(key string) bool { return key != "" && u.KeyDigest == keyDigest(key) }
+
 // Claim is a link claimed for one use: Release gives it back.
 type Claim struct {
 	// ID is the link's id, the key of its use.
@@ -90,7 +94,7 @@ func (u *Uses) Claim(ctx context.Context, c Claims, key string, now time.Time) (
 			return Claim{}, ErrUsed
 		}
 		var use Use
-		if json.Unmarshal(e.Value(), &use) == nil && use.KeyDigest == keyDigest(key) {
+		if json.Unmarshal(e.Value(), &use) == nil && use.MadeWith(key) {
 			return Claim{ID: c.ID, Revision: e.Revision(), Retry: true}, nil
 		}
 		return Claim{}, ErrUsed
