@@ -126,11 +126,7 @@ func (m *Mailer) Start(ctx context.Context) error {
 	}
 	m.started = true
 	js, names := m.port.JetStream(), m.port.Names()
-	replicas := 1
-	if st, err := js.Stream(ctx, names.EventStream()); err == nil {
-		replicas = st.CachedInfo().Config.Replicas
-	}
-	sent, err := notify.OpenSent(ctx, js, names, 0, replicas)
+	sent, err := notify.OpenSent(ctx, js, names, 0, 0)
 	if err != nil {
 		return fmt.Errorf("mail: %w", err)
 	}

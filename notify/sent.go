@@ -29,7 +29,7 @@ type Sent struct {
 
 // OpenSent binds the bucket of deliveries made, making it if need be.
 // keep (DefaultKeepSent when 0) is how long records are kept; replicas
-// (1 when 0) how many copies the bucket has.
+// how many copies the bucket has (see [Replicas] for 0).
 func OpenSent(ctx context.Context, js jetstream.JetStream, names wire.Names, keep time.Duration, replicas int) (*Sent, error) {
 	if keep == 0 {
 		keep = DefaultKeepSent
@@ -39,13 +39,29 @@ func OpenSent(ctx context.Context, js jetstream.JetStream, names wire.Names, kee
 		Description: "Interlock's channels: the deliveries made (mail, webhooks, Teams), so that none is made twice",
 		History:     1,
 		TTL:         keep,
-		Replicas:    max(replicas, 1),
+		Replicas:    Replicas(ctx, js, names, replicas),
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("notify: binding bucket %s: %w", SentBucket(names), err)
 	}
 	return &Sent{kv: kv}, nil
+}
+
+// Replicas is how many copies a channel's bucket has: n when it is not
+// 0, else as many as the deployment's events stream has (the replicas
+// `serve --replicas auto` picked for every stream and bucket of the
+// cluster), or 1 when that stream cannot be read. Every channel opening a
+// shared bucket with 0 so asks for the same count, and none scales down
+// what another made.
+func Replicas(ctx context.Context, js jetstream.JetStream, names wire.Names, n int) int {
+	if n > 0 {
+		return n
+	}
+	if st, err := js.Stream(ctx, names.EventStream()); err == nil {
+		return max(st.CachedInfo().Config.Replicas, 1)
+	}
+	return 1
 }
 
 // Key is the record's key of a delivery to one recipient on one channel:

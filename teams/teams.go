@@ -62,7 +62,8 @@ type Config struct {
 	// Keep is how long the channel remembers where it posted an interrupt,
 	// to follow it up when it is settled. Defaults to DefaultKeep.
 	Keep time.Duration
-	// Replicas of the channel's buckets. Defaults to 1.
+	// Replicas of the channel's buckets. 0: as many as the deployment's
+	// events stream has.
 	Replicas int
 	// Observe, if set, hears the end of every attempt (see
 	// notify.Config.Observe). It must not block.
@@ -74,7 +75,6 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.Keep = cmp.Or(c.Keep, DefaultKeep)
-	c.Replicas = max(c.Replicas, 1)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Transport == nil {
 		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
@@ -177,7 +177,7 @@ func (t *Teams) Start(ctx context.Context) error {
 		Description: "Interlock's Teams channel: the roles each waiting run's interrupt was posted to",
 		History:     1,
 		TTL:         t.cfg.Keep,
-		Replicas:    t.cfg.Replicas,
+		Replicas:    notify.Replicas(ctx, js, names, t.cfg.Replicas),
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -74,7 +75,7 @@ func openRecords(ctx context.Context, js jetstream.JetStream, names wire.Names, 
 		Description: "Interlock's outbound webhooks: each event's delivery to each subscription, its attempts and last error",
 		History:     1,
 		TTL:         cmp.Or(keep, DefaultKeepDeliveries),
-		Replicas:    max(replicas, 1),
+		Replicas:    notify.Replicas(ctx, js, names, replicas),
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {

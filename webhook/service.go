@@ -73,7 +73,8 @@ type Config struct {
 	// KeepDeliveries is how long delivery records are kept. Defaults to
 	// DefaultKeepDeliveries.
 	KeepDeliveries time.Duration
-	// Replicas of the delivery records' bucket. Defaults to 1.
+	// Replicas of the delivery records' bucket. 0: as many as the
+	// deployment's events stream has.
 	Replicas int
 	// Transport sends the requests. Defaults to a clone of
 	// http.DefaultTransport. Redirects are never followed.
