@@ -317,8 +317,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		s.started = append(s.started, g)
 		tools = &toolRules{live: live, log: *log}
 	}
+	signer, err := engine.NewEventSigner(secret)
+	if err != nil {
+		return fail(err)
+	}
 	s.runner, err = engine.NewRunner(engine.Config{
-		Flows: flows, Store: store, Publisher: bus.NewPublisher(s.js, names, source),
+		Flows: flows, Store: store, Publisher: bus.NewPublisher(s.js, names, source).SignEvents(signer.Sign),
 		Queue: queue, Secret: secret, Source: source,
 	})
 	if err != nil {

@@ -37,6 +37,8 @@ type Publisher struct {
 	js    JetStream
 	names wire.Names
 	enc   *events.Encoder
+	// sign, when set, signs the events that settle a command.
+	sign func(subject string, body []byte) string
 }
 
 var _ engine.Publisher = (*Publisher)(nil)
@@ -45,6 +47,15 @@ var _ engine.Publisher = (*Publisher)(nil)
 // what it publishes ("interlock/<instance>").
 func NewPublisher(js JetStream, n wire.Names, source string) *Publisher {
 	return &Publisher{js: js, names: n, enc: events.NewEncoder(cmp.Or(source, engine.DefaultSource))}
+}
+
+// SignEvents makes the publisher sign each event that settles a command
+// ([protocol.SignedKind]) with sign, in [protocol.HeaderEventSignature]
+// ([engine.EventSigner.Sign] signs with the deployment's audit key). It
+// returns p.
+func (p *Publisher) SignEvents(sign func(subject string, body []byte) string) *Publisher {
+	p.sign = sign
+	return p
 }
 
 func (p *Publisher) subject(m engine.Message) string {
@@ -112,6 +123,9 @@ func (p *Publisher) encode(m engine.Message, slab []byte) (*nats.Msg, []byte, er
 	msg.Data = slab[start:len(slab):len(slab)]
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+	if p.sign != nil && m.Stream == engine.EventStream && protocol.SignedKind(m.Kind) {
+		msg.Header.Set(protocol.HeaderEventSignature, p.sign(msg.Subject, msg.Data))
+	}
 	switch s := m.Data.(type) {
 	case *protocol.Expire:
 		msg.Header.Set(HeaderSchedule, "@at "+s.ExpiresAt.UTC().Format(time.RFC3339))

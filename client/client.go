@@ -6,19 +6,24 @@
 // `interlock` command's client subcommands are built on it; a Go bot or
 // service can use it the same way.
 //
-// A call learns its outcome from the stored events of the deployment: the
-// events stream republishes each event, once it has stored it, on
-// <prefix>.stored.ev.>, where no client may publish. A client, and every
-// copy made of it ([Client.As], [Client.WithWait], [Client.WithSource]),
-// holds one core subscription there while any of its calls waits (and 2 s
-// after), and an event that names the call's command (the causationid
-// extension, or a refusal's eventId) is its outcome, with no read. While
-// it is subscribed the connection receives every event of the deployment;
-// a process that sends from many places on one connection makes one
-// client and copies of it. Where the events stream does not republish (a
-// deployment that predates it) or the connection may not subscribe there,
-// the client subscribes to the live events (<prefix>.ev.>) instead, and
-// believes an event that names its command once one direct get reads the
+// A call learns its outcome from the events of the deployment, believing
+// only what the deployment made. The workers sign each event that settles
+// a command with the deployment's audit key (protocol.HeaderEventSignature,
+// over the event's subject and body); a client that can read the audit
+// keys (<prefix>_config, audit.keys) holds, with every copy made of it
+// ([Client.As], [Client.WithWait], [Client.WithSource]), one core
+// subscription to the live events (<prefix>.ev.>) while any of its calls
+// waits (and 2 s after), and a signed event that names the call's command
+// (the causationid extension, or a refusal's eventId) is its outcome at
+// once, with no read. While it is subscribed the connection receives
+// every event of the deployment; a process that sends from many places on
+// one connection makes one client and copies of it. A client that cannot
+// read the keys subscribes to the stored events instead (the events
+// stream republishes each event, once stored, on <prefix>.stored.ev.>,
+// where no client may publish), and believes what comes there; where the
+// stream does not republish (a deployment that predates it) or the
+// connection may not subscribe there, to the live events, believing an
+// unsigned event that names its command once one direct get reads the
 // same bytes back from the events stream; a connection that may subscribe
 // to neither follows each call's run on a subscription of its own. Every
 // call also reads its run's events from the stream every 500 ms, in case
@@ -120,8 +125,9 @@ func New(nc *nats.Conn, js jetstream.JetStream, names wire.Names, source string,
 	if names.Prefix == "" {
 		names.Prefix = wire.DefaultPrefix
 	}
-	return &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait),
-		hub: newHub(nc, names)}
+	c := &Client{nc: nc, js: js, names: names, source: cmp.Or(source, "/interlock/client"), wait: cmp.Or(wait, DefaultWait)}
+	c.hub = newHub(nc, names, c.AuditKeys)
+	return c
 }
 
 // Event is the outcome of a command: the event Interlock published, or, for

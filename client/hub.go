@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -31,21 +33,28 @@ const hubInfo = time.Second
 // hub is one core subscription to the events of a deployment, shared by
 // the calls of a [Client] and of every copy made of it ([Client.As],
 // [Client.WithWait], [Client.WithSource]): an event wakes the calls
-// waiting on its run whose command it may settle. It subscribes to the
-// stored events (<prefix>.stored.ev.>, where the events stream
-// republishes each event once it has stored it, and where no client may
-// publish), and a call believes what comes there at once. Where the
-// events stream does not republish (an older deployment) or the
-// connection may not subscribe to it, the hub subscribes to the live
-// events (<prefix>.ev.>) instead, and a call believes only what it then
-// reads back from the events stream.
+// waiting on its run whose command it may settle. Where it can read the
+// deployment's audit keys, it subscribes to the live events
+// (<prefix>.ev.>), and a call believes at once an event signed with one
+// of them ([protocol.HeaderEventSignature]); else to the stored events
+// (<prefix>.stored.ev.>, where the events stream republishes each event
+// once it has stored it, and where no client may publish), and a call
+// believes what comes there at once. Where neither applies (an older
+// deployment, a connection that may not subscribe there), it subscribes
+// to the live events, and a call believes only what it then reads back
+// from the events stream, as it does an unsigned live event.
 type hub struct {
 	nc     *nats.Conn
 	stream string // the events stream
 	// stored is <prefix>.stored.ev.>, live <prefix>.ev.>.
 	stored, live string
+	// auditKeys reads the deployment's audit keys.
+	auditKeys func(ctx context.Context) ([]protocol.AuditKey, error)
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// keys are the audit keys by kid while the hub is subscribed to the
+	// live events trusting signatures, else nil.
+	keys  map[string]ed25519.PublicKey
 	sub   *nats.Subscription
 	idle  *time.Timer
 	calls map[string][]*waiter // by "<flow>.<run>"
@@ -66,9 +75,10 @@ type waiter struct {
 }
 
 // newHub returns the hub of a client on nc for the deployment with
-// prefix; it subscribes at the first call.
-func newHub(nc *nats.Conn, names wire.Names) *hub {
-	return &hub{nc: nc, stream: names.EventStream(), stored: names.StoredEvents(), live: names.Prefix + ".ev.>", calls: map[string][]*waiter{}}
+// prefix, reading its audit keys with auditKeys; it subscribes at the
+// first call.
+func newHub(nc *nats.Conn, names wire.Names, auditKeys func(ctx context.Context) ([]protocol.AuditKey, error)) *hub {
+	return &hub{nc: nc, stream: names.EventStream(), stored: names.StoredEvents(), live: names.Prefix + ".ev.>", auditKeys: auditKeys, calls: map[string][]*waiter{}}
 }
 
 // watch registers a call of verb waiting on the run's events, subscribing
@@ -93,17 +103,31 @@ func (h *hub) watch(ctx context.Context, flow, run, verb string) *waiter {
 	return w
 }
 
-// subscribe subscribes the hub: to the stored events if the events
-// stream republishes there and the server lets the connection subscribe,
-// else to the live events. It asks the stream (once per idle period), and
-// waits for the server to have taken the subscription (a round trip), so
-// that a refusal is known: the server answers a subscription it does not
-// permit with an error before the pong.
+// subscribe subscribes the hub: to the live events trusting signatures
+// if it can read the audit keys; else to the stored events if the events
+// stream republishes there and the server lets the connection subscribe;
+// else to the live events. It reads the keys and asks the stream (once
+// per idle period), and waits for the server to have taken the
+// subscription (a round trip), so that a refusal is known: the server
+// answers a subscription it does not permit with an error before the
+// pong.
 func (h *hub) subscribe(ctx context.Context) bool {
 	// FlushWithContext needs a deadline, which a caller's context may not
 	// have.
 	ctx, cancel := context.WithTimeout(ctx, hubFlush)
 	defer cancel()
+	h.keys = nil
+	if keys := h.readKeys(ctx); len(keys) > 0 {
+		sub, ok, denied := h.try(ctx, h.live)
+		switch {
+		case ok:
+			h.sub, h.keys = sub, keys
+			return true
+		case denied:
+			h.denied = true
+		}
+		return false
+	}
 	if !h.storedDenied && h.republishes(ctx) {
 		if sub, ok, denied := h.try(ctx, h.stored); ok {
 			h.sub = sub
@@ -139,6 +163,41 @@ func (h *hub) try(ctx context.Context, subject string) (_ *nats.Subscription, ok
 		return nil, false, true
 	}
 	return sub, true, false
+}
+
+// readKeys returns the deployment's audit keys by kid, or none when they
+// cannot be read within hubInfo (none published, or a connection that may
+// not read them).
+func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
+	if h.auditKeys == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, hubInfo)
+	defer cancel()
+	list, err := h.auditKeys(ctx)
+	if err != nil {
+		return nil
+	}
+	keys := make(map[string]ed25519.PublicKey, len(list))
+	for _, k := range list {
+		if pub, err := k.Key(); err == nil {
+			keys[k.Kid] = pub
+		}
+	}
+	return keys
+}
+
+// signed reports whether m, a live event, is signed with one of the
+// deployment's audit keys the hub trusts.
+func (h *hub) signed(m *nats.Msg) bool {
+	sig := m.Header.Get(protocol.HeaderEventSignature)
+	if sig == "" {
+		return false
+	}
+	h.mu.Lock()
+	keys := h.keys
+	h.mu.Unlock()
+	return keys != nil && protocol.VerifyEventSignature(keys, m.Subject, m.Data, sig)
 }
 
 // republishes reports whether the events stream republishes every event
@@ -201,7 +260,7 @@ func (h *hub) drop() {
 	h.idle = nil
 	if len(h.calls) == 0 && h.sub != nil {
 		_ = h.sub.Unsubscribe()
-		h.sub = nil
+		h.sub, h.keys = nil, nil
 	}
 }
 

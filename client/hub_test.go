@@ -180,7 +180,7 @@ func TestACallWorksWithoutTheRightToSubscribeToEveryEvent(t *testing.T) {
 
 // Calls waiting at the same time, on a client and on copies of it made for
 // other sources and people, share the client's one subscription to the
-// deployment's stored events: a call adds no subscription of its own.
+// deployment's events: a call adds no subscription of its own.
 func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 	srv := natstest.StartServer(t, "")
 	svc := natstest.Start(t, srv, booking.Flow())
@@ -224,10 +224,10 @@ func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 		n := 0
 		for _, s := range z.Conns[0].Subs {
 			switch {
-			case strings.HasPrefix(s, "interlock.stored.ev."):
-				n++
 			case strings.HasPrefix(s, "interlock.ev."):
-				t.Fatalf("the connection subscribes to %s, want the stored events only: the events stream republishes", s)
+				n++
+			case strings.HasPrefix(s, "interlock.stored.ev."):
+				t.Fatalf("the connection subscribes to %s, want the live events only: it can read the audit keys that sign them", s)
 			}
 		}
 		return n
@@ -239,7 +239,7 @@ func TestCopiesOfAClientShareOneSubscription(t *testing.T) {
 		waitSent()
 	}
 	if got := eventSubs(); got != 1 {
-		t.Fatalf("with three calls waiting, on a client and copies of it, the connection has %d subscriptions to stored event subjects, want 1", got)
+		t.Fatalf("with three calls waiting, on a client and copies of it, the connection has %d subscriptions to event subjects, want 1", got)
 	}
 }
 
@@ -283,6 +283,7 @@ func TestAStoredEventAimedAtAnotherSubjectIsNotBelieved(t *testing.T) {
 	t.Parallel()
 	srv, _, in, serve := pausedRun(t, "r-aimed")
 	_, js := natstest.Connect(t, srv.ClientURL())
+	withoutAuditKeys(t, js) // so that the client trusts the stored events
 	nc, c := anonymous(t, srv)
 	ids := sent(t, srv, "interlock.in.booking.resume")
 	target := "interlock.stored.ev.booking.r-aimed.completed"
@@ -296,6 +297,9 @@ func TestAStoredEventAimedAtAnotherSubjectIsNotBelieved(t *testing.T) {
 	}
 	done := resumeAsync(t.Context(), c, "r-aimed", in)
 	id := <-ids
+	if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.stored.ev.>" {
+		t.Fatalf("the client subscribes to %v, want [interlock.stored.ev.>]", subs)
+	}
 
 	// An event of the run that names the resume, stored on a subject of
 	// a kind that settles nothing.
@@ -346,6 +350,7 @@ func TestACallWorksOnAnEventsStreamThatDoesNotRepublish(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
+	withoutAuditKeys(t, js) // nor did it sign its events
 	nc, c := anonymous(t, srv)
 	ev, err := c.Start(t.Context(), "booking", "r-older", map[string]json.RawMessage{"name": raw("Ann")}, nil)
 	if err != nil {
@@ -364,12 +369,13 @@ func TestACallWorksOnAnEventsStreamThatDoesNotRepublish(t *testing.T) {
 	}
 }
 
-// A connection that may not ask for the events stream's configuration
-// cannot know that it republishes: it subscribes to the live events, and
-// its calls are settled all the same.
+// A connection that may neither read the audit keys nor ask for the
+// events stream's configuration cannot trust signatures nor know that the
+// stream republishes: it subscribes to the live events, reads each
+// outcome back, and its calls are settled all the same.
 func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T) {
 	t.Parallel()
-	c, srv, nc := clientWith(t, "noinfo", `{publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS"]}}`)
+	c, srv, nc := clientWith(t, "noinfo", `{publish: {deny: ["$JS.API.STREAM.INFO.INTERLOCK_EVENTS", "$JS.API.STREAM.INFO.KV_interlock_config", "$JS.API.DIRECT.GET.KV_interlock_config", "$JS.API.DIRECT.GET.KV_interlock_config.>"]}}`)
 	for _, run := range []string{"r-noinfo-1", "r-noinfo-2"} {
 		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
 		if err != nil {
@@ -381,6 +387,109 @@ func TestACallWorksWithoutTheRightToAskWhetherTheStreamRepublishes(t *testing.T)
 		if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.ev.>" {
 			t.Fatalf("the client subscribes to %v, want [interlock.ev.>]", subs)
 		}
+	}
+}
+
+// withoutAuditKeys removes the audit keys the workers published, as a
+// deployment that predates them has none.
+func withoutAuditKeys(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), "interlock_config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(t.Context(), protocol.AuditKeysKey); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signedEvent returns an interrupted event of the run caused by the
+// command with event id cause, as a worker with the deployment's key
+// publishes it on subject, not stored (the stream refuses it: its
+// expected last sequence is wrong), with signature sig ("" to sign it
+// for subject).
+func signedEvent(t *testing.T, subject, id, run, cause, sig string) *nats.Msg {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = eventBody(t, id, run, cause)
+	if sig == "" {
+		signer, err := engine.NewEventSigner(natstest.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig = signer.Sign(subject, m.Data)
+	}
+	m.Header.Set("Content-Type", events.Structured)
+	m.Header.Set(protocol.HeaderEventSignature, sig)
+	m.Header.Set(jetstream.ExpectedLastSeqHeader, "1")
+	return m
+}
+
+// A live event signed with the deployment's key, over its subject and
+// body, is the call's outcome at once, before the events stream holds it:
+// here the stream never does, and no worker runs.
+func TestALiveEventSignedWithTheDeploymentsKeyIsBelievedBeforeItIsStored(t *testing.T) {
+	t.Parallel()
+	srv, c, in, _ := pausedRun(t, "r-signed")
+	nc, _ := natstest.Connect(t, srv.ClientURL())
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	done := resumeAsync(t.Context(), c, "r-signed", in)
+	id := <-ids
+	if err := nc.PublishMsg(signedEvent(t, "interlock.ev.booking.r-signed.interrupted", "signed-1", "r-signed", id, "")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if got.err != nil || got.ev.Event.ID() != "signed-1" {
+			t.Fatalf("outcome %v %v, want the signed event", got.ev.Event.ID(), got.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not take the signed event for its outcome")
+	}
+}
+
+// A signature vouches for one body on one subject: a body changed to
+// name the call's command under another event's signature, and an event
+// signed for another run's subject, are not believed (nor stored), and
+// the call waits for the worker's outcome.
+func TestALiveEventWithAnotherEventsSignatureIsNotBelieved(t *testing.T) {
+	t.Parallel()
+	srv, c, in, serve := pausedRun(t, "r-copied")
+	nc, _ := natstest.Connect(t, srv.ClientURL())
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	subject := "interlock.ev.booking.r-copied.interrupted"
+	seen := make(chan struct{}, 2)
+	if _, err := nc.Subscribe(subject, func(*nats.Msg) { seen <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	done := resumeAsync(t.Context(), c, "r-copied", in)
+	id := <-ids
+
+	genuine := signedEvent(t, subject, "copied-1", "r-copied", "another-command", "")
+	altered := signedEvent(t, subject, "copied-1", "r-copied", id, genuine.Header.Get(protocol.HeaderEventSignature))
+	elsewhere := signedEvent(t, "interlock.ev.booking.r-other.interrupted", "copied-2", "r-copied", id, "")
+	moved := signedEvent(t, subject, "copied-2", "r-copied", id, elsewhere.Header.Get(protocol.HeaderEventSignature))
+	for _, m := range []*nats.Msg{altered, moved} {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		<-seen
+	}
+	select {
+	case got := <-done:
+		t.Fatalf("the call ended with %v %v before any worker ran: it believed an event whose signature is another's", got.ev.Event.ID(), got.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	serve()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.ev.Event.ID() == "copied-1" || got.ev.Event.ID() == "copied-2" {
+		t.Fatalf("the call believed %s, whose signature is another event's", got.ev.Event.ID())
+	}
+	if cause := events.StringExtension(got.ev.Event, protocol.ExtCausation); cause != id {
+		t.Fatalf("outcome %s names cause %q, want %q", got.ev.Event.ID(), cause, id)
 	}
 }
 

@@ -112,12 +112,14 @@ func causedBy(kind string, ev events.Event, id string) (mine, unknown bool) {
 
 // believe reports whether an event the hub received settles the command
 // with event id (and idempotency key, if any) of verb: it names the
-// command as its cause and the events stream holds it. A stored event (on
-// <prefix>.stored.ev.>, republished by the events stream once stored, its
-// Nats-Stream and Nats-Subject headers naming the stream and the event's
-// subject) is held by the stream as it is. A live one (on <prefix>.ev.>)
-// is held once the stream has it, byte for byte, as the last event on its
-// subject (one direct get). mine is set for a live event that names the
+// command as its cause and the deployment made it. A live event signed
+// with one of the deployment's audit keys, over its subject and body, is
+// the deployment's at once. A stored event (on <prefix>.stored.ev.>,
+// republished by the events stream once stored, its Nats-Stream and
+// Nats-Subject headers naming the stream and the event's subject) is held
+// by the stream as it is. Another live one (on <prefix>.ev.>) is the
+// deployment's once the stream has it, byte for byte, as the last event
+// on its subject (one direct get). mine is set for a live event that names the
 // command but is not stored, or not yet: the server may hand an event to
 // subscribers before it has stored it, so the call reads it back again.
 // An event that names no cause (an older worker's) is believed, once
@@ -128,7 +130,16 @@ func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, 
 	if onStored && !c.republished(m) {
 		return Event{}, false, false, nil // a reply aimed at the subject, not the stream's
 	}
-	out, err := events.Decode(m.Header, m.Data)
+	// A signed event is read from its body alone, which the signature
+	// covers with the subject: headers could be anyone's.
+	signed := !onStored && c.hub.signed(m)
+	var out events.Event
+	var err error
+	if signed {
+		out, err = events.Decode(nil, m.Data)
+	} else {
+		out, err = events.Decode(m.Header, m.Data)
+	}
 	if err != nil {
 		return Event{}, false, false, nil // not an event Interlock published
 	}
@@ -138,7 +149,7 @@ func (c *Client) believe(ctx context.Context, m *nats.Msg, verb, flow, run, id, 
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if onStored {
+	if onStored || signed {
 		if unknown && !c.applied(ctx, flow, run, cmp.Or(key, id)) {
 			return Event{}, false, false, nil
 		}

@@ -82,3 +82,28 @@ func (s *auditSigner) seal(rec *protocol.AuditRecord) error {
 	rec.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, digest))
 	return nil
 }
+
+// EventSigner signs the events that settle a command (see
+// [protocol.SignedKind] and [protocol.HeaderEventSignature]) with the
+// deployment's audit key, so that a client believes them before the
+// events stream has stored them.
+type EventSigner struct {
+	s *auditSigner
+}
+
+// NewEventSigner returns the event signer of a deployment whose
+// resume-token secret is secret (at least 32 bytes): it signs with the
+// key [AuditKeyOf] returns.
+func NewEventSigner(secret []byte) (*EventSigner, error) {
+	s, err := newAuditSigner(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &EventSigner{s: s}, nil
+}
+
+// Sign returns the value of [protocol.HeaderEventSignature] for an event
+// published on subject with body.
+func (e *EventSigner) Sign(subject string, body []byte) string {
+	return protocol.EventSignature(e.s.pub.ID, e.s.priv, subject, body)
+}
