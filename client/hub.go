@@ -165,9 +165,12 @@ func (h *hub) try(ctx context.Context, subject string) (_ *nats.Subscription, ok
 	return sub, true, false
 }
 
-// readKeys returns the deployment's audit keys by kid, or none when they
-// cannot be read within hubInfo (none published, or a connection that may
-// not read them).
+// readKeys returns the deployment's current audit key by kid (the one
+// published last, with any published at the same time), or none when
+// they cannot be read within hubInfo (none published, or a connection
+// that may not read them). The list keeps every key a deployment ever
+// had, to verify old audit records; a key replaced (a secret changed,
+// perhaps because it leaked) vouches for no outcome.
 func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
 	if h.auditKeys == nil {
 		return nil
@@ -178,9 +181,15 @@ func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
 	if err != nil {
 		return nil
 	}
-	keys := make(map[string]ed25519.PublicKey, len(list))
+	var latest time.Time
 	for _, k := range list {
-		if pub, err := k.Key(); err == nil {
+		if k.Since.After(latest) {
+			latest = k.Since
+		}
+	}
+	keys := make(map[string]ed25519.PublicKey, 1)
+	for _, k := range list {
+		if pub, err := k.Key(); err == nil && k.Since.Equal(latest) {
 			keys[k.Kid] = pub
 		}
 	}

@@ -404,16 +404,19 @@ func withoutAuditKeys(t *testing.T, js jetstream.JetStream) {
 }
 
 // signedEvent returns an interrupted event of the run caused by the
-// command with event id cause, as a worker with the deployment's key
-// publishes it on subject, not stored (the stream refuses it: its
-// expected last sequence is wrong), with signature sig ("" to sign it
-// for subject).
-func signedEvent(t *testing.T, subject, id, run, cause, sig string) *nats.Msg {
+// command with event id cause, as a worker publishes it on subject, not
+// stored (the stream refuses it: its expected last sequence is wrong),
+// with signature sig, or, when sig is "", signed for subject by the
+// worker whose secret is secret (the deployment's when nil).
+func signedEvent(t *testing.T, subject, id, run, cause, sig string, secret ...byte) *nats.Msg {
 	t.Helper()
 	m := nats.NewMsg(subject)
 	m.Data = eventBody(t, id, run, cause)
 	if sig == "" {
-		signer, err := engine.NewEventSigner(natstest.Secret)
+		if secret == nil {
+			secret = natstest.Secret
+		}
+		signer, err := engine.NewEventSigner(secret)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,6 +493,58 @@ func TestALiveEventWithAnotherEventsSignatureIsNotBelieved(t *testing.T) {
 	}
 	if cause := events.StringExtension(got.ev.Event, protocol.ExtCausation); cause != id {
 		t.Fatalf("outcome %s names cause %q, want %q", got.ev.Event.ID(), cause, id)
+	}
+}
+
+// A key the deployment replaced (its secret changed, perhaps because it
+// leaked) is kept to verify old audit records, but vouches for no
+// outcome: an event it signs waits to be stored like any other.
+func TestALiveEventSignedWithAReplacedKeyIsNotBelieved(t *testing.T) {
+	t.Parallel()
+	srv, _, in, serve := pausedRun(t, "r-retired")
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	old := []byte("an-older-secret-of-this-deployment-0123456789")
+	oldKey, err := engine.AuditKeyOf(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), "interlock_config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), protocol.AuditKeysKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := protocol.DecodeAuditKeys(e.Value())
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("audit keys %v, %v", keys, err)
+	}
+	keys = append([]protocol.AuditKey{{Kid: oldKey.ID, PublicKey: oldKey.String(), Since: keys[0].Since.Add(-24 * time.Hour)}}, keys...)
+	b, _ := json.Marshal(keys)
+	if _, err := kv.Put(t.Context(), protocol.AuditKeysKey, b); err != nil {
+		t.Fatal(err)
+	}
+	_, c := anonymous(t, srv)
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	done := resumeAsync(t.Context(), c, "r-retired", in)
+	id := <-ids
+	subject := "interlock.ev.booking.r-retired.interrupted"
+	if err := nc.PublishMsg(signedEvent(t, subject, "retired-1", "r-retired", id, "", old...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		t.Fatalf("the call ended with %v %v before any worker ran: it believed an event signed with a replaced key", got.ev.Event.ID(), got.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	serve()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.ev.Event.ID() == "retired-1" {
+		t.Fatal("the call believed an event signed with a replaced key")
 	}
 }
 
