@@ -129,9 +129,21 @@ func readable(n wire.Names) []struct {
 // a direct get by sequence, could read any.
 func configReads(n wire.Names) []string {
 	stream := kvStream(n.ConfigBucket())
-	get := "$JS.API.DIRECT.GET." + stream + ".$KV." + n.ConfigBucket() + "."
-	return []string{"$JS.API.STREAM.INFO." + stream, get + protocol.AuditKeysKey, get + protocol.FlowKeyPrefix + "*", get + GateRulesKey}
+	get := configGet(n)
+	return []string{"$JS.API.STREAM.INFO." + stream, auditKeysRead(n), get + protocol.FlowKeyPrefix + "*", get + GateRulesKey}
 }
+
+// configGet is the start of the subject of a direct get of one key of the
+// configuration bucket.
+func configGet(n wire.Names) string {
+	return "$JS.API.DIRECT.GET." + kvStream(n.ConfigBucket()) + ".$KV." + n.ConfigBucket() + "."
+}
+
+// auditKeysRead is the direct get of the audit keys (public keys), the
+// one read of the configuration bucket every client user has: the Go
+// client checks the signatures of the events that settle its commands
+// with them.
+func auditKeysRead(n wire.Names) string { return configGet(n) + protocol.AuditKeysKey }
 
 // GateRulesKey is the key of the gate rules in the configuration bucket
 // (gate.Key), which clients may read.
@@ -265,12 +277,12 @@ func Roles(n wire.Names) []Role {
 		}
 		return s
 	}
-	agentPub := append(in("start", "resume", "cancel"), n.GateRequest(), n.AskRequest(), "$JS.API.INFO")
+	agentPub := append(in("start", "resume", "cancel"), n.GateRequest(), n.AskRequest(), "$JS.API.INFO", auditKeysRead(n))
 	agentPub = append(agentPub, read(n.EventStream(), kvStream(n.RunsBucket()))...)
 	// Counts only, no entries: the Go client binds both buckets to read a checkpoint.
 	agentPub = append(agentPub, "$JS.API.STREAM.INFO."+kvStream(n.PendingBucket()))
 
-	botPub := append(in("resume", "resume.supervisor", "cancel"), "$JS.API.INFO")
+	botPub := append(in("resume", "resume.supervisor", "cancel"), "$JS.API.INFO", auditKeysRead(n))
 	botPub = append(botPub, read(n.EventStream(), kvStream(n.RunsBucket()), kvStream(n.PendingBucket()))...)
 	botPub = append(botPub, read(finishedStreams(n)...)...)
 
@@ -289,8 +301,9 @@ func Roles(n wire.Names) []Role {
 		{User: "agent", About: []string{
 			"An agent service: start runs, answer them, cancel them, ask the tool-call",
 			"gate; read the events of runs (live, and the last of a subject with a",
-			"direct get) and checkpoints (nats kv get). Never assign an approval: who",
-			"decides is for people to settle, through a service that vouches for them.",
+			"direct get), checkpoints (nats kv get) and the audit keys that sign",
+			"outcomes. Never assign an approval: who decides is for people to",
+			"settle, through a service that vouches for them.",
 		}, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: agentPub},
 			Subscribe: &server.SubjectPermission{Allow: sub("agent", n.Prefix+".ev.>", n.StoredEvents())},
@@ -299,8 +312,9 @@ func Roles(n wire.Names) []Role {
 			"A Slack bot or an inbox: answer questions and cancel runs; decide",
 			"approvals for the supervisor role only (" + n.Prefix + ".in.<flow>.resume.supervisor:",
 			"with authorization configured, Interlock takes approval decisions only on",
-			"role subjects); read events, checkpoints, the pending index and the",
-			"finished-runs index, a page at a time by batched direct get. Claims,",
+			"role subjects); read events, checkpoints, the pending index, the",
+			"finished-runs index, a page at a time by batched direct get, and the",
+			"audit keys that sign outcomes. Claims,",
 			"releases and delegations go through the HTTP API, which vouches for the",
 			"person: an assign has no role subject.",
 		}, Permissions: &server.Permissions{

@@ -2,9 +2,11 @@ package bus_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -725,21 +727,25 @@ func svcStillWaits(t *testing.T, js jetstream.JetStream, n wire.Names, run, rq s
 	d.stillWaits(t, run, rq)
 }
 
+// watchers are the client users who may watch the live events, in each
+// kind of deployment, with a user of it who may start a run.
+var watchers = []struct {
+	name    string
+	dep     func(*testing.T, *engine.Flow) *deployment
+	starter string   // a user who may start a run
+	users   []string // the users who watch
+}{
+	{"deploy config", deployConfigDeployment, "agent", []string{"agent", "bot", "operator"}},
+	{"default install", defaultDeployment, "anonymous", []string{"anonymous"}},
+}
+
 // TestNoClientMayPublishStoredEventsAndEveryReaderReceivesThem: the events
 // stream republishes each event it stores on <prefix>.stored.ev.>, and
 // the Go client takes what comes there as stored without reading it back.
 // No client user may publish there, and each that may watch the live
 // events receives the stored ones, with the stream's headers.
 func TestNoClientMayPublishStoredEventsAndEveryReaderReceivesThem(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		dep     func(*testing.T, *engine.Flow) *deployment
-		starter string   // a user who may start a run
-		users   []string // the users who watch
-	}{
-		{"deploy config", deployConfigDeployment, "agent", []string{"agent", "bot", "operator"}},
-		{"default install", defaultDeployment, "anonymous", []string{"anonymous"}},
-	} {
+	for _, tc := range watchers {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.dep(t, doorsFlow(0))
 			n := d.names
@@ -789,6 +795,67 @@ func TestNoClientMayPublishStoredEventsAndEveryReaderReceivesThem(t *testing.T) 
 						t.Fatalf("%s received %s with headers %v, want those of %s in %s", name, m.Subject, m.Header, want, n.EventStream())
 					}
 					received = true
+				}
+			}
+		})
+	}
+}
+
+// signatureHeader is the shape docs/asyncapi.yaml gives Interlock-Signature.
+var signatureHeader = regexp.MustCompile(`^[0-9a-f]{16}:[A-Za-z0-9+/]{86}==$`)
+
+// TestEverySettlingEventIsSignedAndEveryClientUserMayCheckIt: the workers
+// sign each event that settles a command with the deployment's audit key,
+// over its subject and body, and every client user that may watch the
+// live events may read the audit keys that check the signature (so the Go
+// client believes its outcomes live); an event that settles nothing is
+// not signed.
+func TestEverySettlingEventIsSignedAndEveryClientUserMayCheckIt(t *testing.T) {
+	for _, tc := range watchers {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.dep(t, doorsFlow(0))
+			n := d.names
+			_, starter := d.as(tc.starter)
+			for i, name := range tc.users {
+				run := fmt.Sprintf("r-signed-%d", i)
+				u, c := d.as(name)
+				list, err := c.AuditKeys(t.Context())
+				if err != nil {
+					t.Fatalf("%s: reading the audit keys: %v", name, err)
+				}
+				keys := map[string]ed25519.PublicKey{}
+				for _, k := range list {
+					pub, err := k.Key()
+					if err != nil {
+						t.Fatal(err)
+					}
+					keys[k.Kid] = pub
+				}
+				got := make(chan *nats.Msg, 16)
+				if _, err := u.nc.Subscribe(n.Event("refund", run, ">"), func(m *nats.Msg) { got <- m }); err != nil {
+					t.Fatal(err)
+				}
+				if err := u.nc.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				waitingRefund(t, starter, run)
+				seen := map[string]bool{}
+				for !seen[protocol.EventInterrupted] || !seen[protocol.EventStarted] {
+					var m *nats.Msg
+					select {
+					case m = <-got:
+					case <-time.After(natstest.Wait):
+						t.Fatalf("%s: saw %v of run %s, want started and interrupted", name, seen, run)
+					}
+					kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+					seen[kind] = true
+					sig := m.Header.Get(protocol.HeaderEventSignature)
+					switch {
+					case protocol.SignedKind(kind) && (!signatureHeader.MatchString(sig) || !protocol.VerifyEventSignature(keys, m.Subject, m.Data, sig)):
+						t.Errorf("%s: %s carries %s %q, which the audit keys do not verify", name, m.Subject, protocol.HeaderEventSignature, sig)
+					case !protocol.SignedKind(kind) && sig != "":
+						t.Errorf("%s: %s, which settles nothing, is signed", name, m.Subject)
+					}
 				}
 			}
 		})

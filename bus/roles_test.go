@@ -246,10 +246,17 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 				"direct-get-dead-letters": {"$JS.API.DIRECT.GET." + n.DeadLetterStream(), req("$JS.API.DIRECT.GET."+n.DeadLetterStream(), `{"seq":1}`), nil},
 				"read-deadlines":          {"$JS.API.STREAM.INFO." + n.ScheduleStream(), req("$JS.API.STREAM.INFO."+n.ScheduleStream(), ""), nil},
 				"read-config":             {"$JS.API.STREAM.INFO.KV_" + n.ConfigBucket(), req("$JS.API.STREAM.INFO.KV_"+n.ConfigBucket(), ""), nil},
-				"write-config":            {"$KV." + n.ConfigBucket() + ".gate.rules", publish(u.js, "$KV."+n.ConfigBucket()+".gate.rules"), nil},
-				"backlog":                 {"$JS.API.CONSUMER.INFO." + n.InStream() + "." + n.Consumer(), req("$JS.API.CONSUMER.INFO."+n.InStream()+"."+n.Consumer(), ""), nil},
-				"read-commands":           {n.Prefix + ".in.>", sub(n.Prefix + ".in.>"), nil},
-				"read-keys":               {"$JS.API.STREAM.INFO.KV_" + n.KeysBucket(), req("$JS.API.STREAM.INFO.KV_"+n.KeysBucket(), ""), nil},
+				"read-audit-keys": {"$JS.API.DIRECT.GET.KV_" + n.ConfigBucket() + ".$KV." + n.ConfigBucket() + "." + protocol.AuditKeysKey, func(ctx context.Context) error {
+					keys, err := c.AuditKeys(ctx)
+					if err == nil && len(keys) == 0 {
+						err = errors.New("read no audit key")
+					}
+					return err
+				}, nil},
+				"write-config":  {"$KV." + n.ConfigBucket() + ".gate.rules", publish(u.js, "$KV."+n.ConfigBucket()+".gate.rules"), nil},
+				"backlog":       {"$JS.API.CONSUMER.INFO." + n.InStream() + "." + n.Consumer(), req("$JS.API.CONSUMER.INFO."+n.InStream()+"."+n.Consumer(), ""), nil},
+				"read-commands": {n.Prefix + ".in.>", sub(n.Prefix + ".in.>"), nil},
+				"read-keys":     {"$JS.API.STREAM.INFO.KV_" + n.KeysBucket(), req("$JS.API.STREAM.INFO.KV_"+n.KeysBucket(), ""), nil},
 				"read-webhook-deliveries": {"$JS.API.STREAM.INFO.KV_" + n.WebhookDeliveriesBucket(),
 					req("$JS.API.STREAM.INFO.KV_"+n.WebhookDeliveriesBucket(), ""), nil},
 				"read-links": {"$JS.API.STREAM.INFO.KV_" + n.LinksBucket(), func(ctx context.Context) error {

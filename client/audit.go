@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
@@ -124,21 +124,23 @@ var (
 func (c *Client) AuditKeys(ctx context.Context) ([]protocol.AuditKey, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
+	// One direct get with the key in its subject: the one right to the
+	// bucket a client user needs.
 	bucket := c.names.ConfigBucket()
-	b, err := c.bucket(ctx, bucket)
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET.KV_" + bucket, filter: "$KV." + bucket + "." + protocol.AuditKeysKey, keyed: true, what: "bucket " + bucket}
+	m, err := g.lastMsg(ctx)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("client: reading %s in bucket %s (has `interlock serve` run once, with the same --prefix?): %w", protocol.AuditKeysKey, bucket, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	e, err := b.Get(ctx, protocol.AuditKeysKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	if m == nil || m.marker {
 		return nil, fmt.Errorf("%w: %s holds no %s; each worker publishes its key there when it starts (workers that predate audit signing publish none)", ErrNoAuditKeys, bucket, protocol.AuditKeysKey)
 	}
+	keys, err := protocol.DecodeAuditKeys(m.data)
 	if err != nil {
-		return nil, fmt.Errorf("client: reading %s in %s: %w", protocol.AuditKeysKey, bucket, err)
-	}
-	keys, err := protocol.DecodeAuditKeys(e.Value())
-	if err != nil {
-		return nil, fmt.Errorf("client: %s in %s (revision %d): %w; pin the deployment's key instead (`interlock audit verify --key`)", protocol.AuditKeysKey, bucket, e.Revision(), err)
+		return nil, fmt.Errorf("client: %s in %s (revision %d): %w; pin the deployment's key instead (`interlock audit verify --key`)", protocol.AuditKeysKey, bucket, m.seq, err)
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: %s in %s is an empty list", ErrNoAuditKeys, protocol.AuditKeysKey, bucket)

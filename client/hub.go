@@ -25,6 +25,12 @@ const hubIdle = 2 * time.Second
 // hub's subscription.
 const hubFlush = 5 * time.Second
 
+// hubKeys is how long a hub trusts the audit keys it read: a hub that
+// stays subscribed, because calls keep coming, reads them again at the
+// first call after that, so that a key replaced since vouches for
+// nothing.
+const hubKeys = time.Minute
+
 // hubInfo bounds the request for the events stream's configuration, which
 // a connection of a custom NATS configuration may not be allowed to make
 // (the server then drops it, and no answer comes).
@@ -48,21 +54,27 @@ type hub struct {
 	stream string // the events stream
 	// stored is <prefix>.stored.ev.>, live <prefix>.ev.>.
 	stored, live string
-	// auditKeys reads the deployment's audit keys.
-	auditKeys func(ctx context.Context) ([]protocol.AuditKey, error)
+	// auditKeys reads the deployment's audit keys, with a request to
+	// keysSubject.
+	auditKeys   func(ctx context.Context) ([]protocol.AuditKey, error)
+	keysSubject string
 
 	mu sync.Mutex
 	// keys are the audit keys by kid while the hub is subscribed to the
-	// live events trusting signatures, else nil.
-	keys  map[string]ed25519.PublicKey
-	sub   *nats.Subscription
-	idle  *time.Timer
-	calls map[string][]*waiter // by "<flow>.<run>"
+	// live events trusting signatures, else nil; read at keysAt, and
+	// again after keysEvery.
+	keys      map[string]ed25519.PublicKey
+	keysAt    time.Time
+	keysEvery time.Duration
+	sub       *nats.Subscription
+	idle      *time.Timer
+	calls     map[string][]*waiter // by "<flow>.<run>"
 	// denied is set once the server refused the subscription to the live
 	// events (the user may subscribe to some event subjects only): calls
 	// then follow their run on subscriptions of their own. storedDenied
-	// is set once it refused the one to the stored events.
-	denied, storedDenied bool
+	// is set once it refused the one to the stored events, keysDenied
+	// once it refused the connection the audit keys.
+	denied, storedDenied, keysDenied bool
 }
 
 // waiter is a call waiting on a run's events.
@@ -78,7 +90,10 @@ type waiter struct {
 // prefix, reading its audit keys with auditKeys; it subscribes at the
 // first call.
 func newHub(nc *nats.Conn, names wire.Names, auditKeys func(ctx context.Context) ([]protocol.AuditKey, error)) *hub {
-	return &hub{nc: nc, stream: names.EventStream(), stored: names.StoredEvents(), live: names.Prefix + ".ev.>", auditKeys: auditKeys, calls: map[string][]*waiter{}}
+	config := names.ConfigBucket()
+	return &hub{nc: nc, stream: names.EventStream(), stored: names.StoredEvents(), live: names.Prefix + ".ev.>", auditKeys: auditKeys,
+		keysSubject: "$JS.API.DIRECT.GET.KV_" + config + ".$KV." + config + "." + protocol.AuditKeysKey,
+		keysEvery:   hubKeys, calls: map[string][]*waiter{}}
 }
 
 // watch registers a call of verb waiting on the run's events, subscribing
@@ -98,35 +113,41 @@ func (h *hub) watch(ctx context.Context, flow, run, verb string) *waiter {
 	if h.sub == nil && !h.subscribe(ctx) {
 		return nil
 	}
+	if h.keys != nil && time.Since(h.keysAt) >= h.keysEvery {
+		// None read (nil) trusts no signature: calls read back what
+		// comes live until the keys are read again.
+		h.keys, h.keysAt = h.readKeys(ctx), time.Now()
+	}
 	w := &waiter{key: flow + "." + run, verb: verb, live: make(chan *nats.Msg, 4)}
 	h.calls[w.key] = append(h.calls[w.key], w)
 	return w
 }
 
 // subscribe subscribes the hub: to the live events trusting signatures
-// if it can read the audit keys; else to the stored events if the events
-// stream republishes there and the server lets the connection subscribe;
-// else to the live events. It reads the keys and asks the stream (once
-// per idle period), and waits for the server to have taken the
-// subscription (a round trip), so that a refusal is known: the server
-// answers a subscription it does not permit with an error before the
-// pong.
+// if it can read the audit keys and the server lets the connection
+// subscribe there; else to the stored events if the events stream
+// republishes there and the server lets it; else to the live events. It
+// reads the keys and asks the stream (once per idle period), and waits
+// for the server to have taken the subscription (a round trip), so that a
+// refusal is known: the server answers a subscription it does not permit
+// with an error before the pong.
 func (h *hub) subscribe(ctx context.Context) bool {
 	// FlushWithContext needs a deadline, which a caller's context may not
 	// have.
 	ctx, cancel := context.WithTimeout(ctx, hubFlush)
 	defer cancel()
 	h.keys = nil
+	liveDenied := false
 	if keys := h.readKeys(ctx); len(keys) > 0 {
 		sub, ok, denied := h.try(ctx, h.live)
 		switch {
 		case ok:
-			h.sub, h.keys = sub, keys
+			h.sub, h.keys, h.keysAt = sub, keys, time.Now()
 			return true
-		case denied:
-			h.denied = true
+		case !denied:
+			return false
 		}
-		return false
+		liveDenied = true
 	}
 	if !h.storedDenied && h.republishes(ctx) {
 		if sub, ok, denied := h.try(ctx, h.stored); ok {
@@ -136,6 +157,10 @@ func (h *hub) subscribe(ctx context.Context) bool {
 			return false
 		}
 		h.storedDenied = true
+	}
+	if liveDenied {
+		h.denied = true
+		return false
 	}
 	sub, ok, denied := h.try(ctx, h.live)
 	if denied {
@@ -168,17 +193,20 @@ func (h *hub) try(ctx context.Context, subject string) (_ *nats.Subscription, ok
 // readKeys returns the deployment's current audit key by kid (the one
 // published last, with any published at the same time), or none when
 // they cannot be read within hubInfo (none published, or a connection
-// that may not read them). The list keeps every key a deployment ever
-// had, to verify old audit records; a key replaced (a secret changed,
-// perhaps because it leaked) vouches for no outcome.
+// that may not read them: it is not asked again). The list keeps every
+// key a deployment ever had, to verify old audit records; a key replaced
+// (a secret changed, perhaps because it leaked) vouches for no outcome.
 func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
-	if h.auditKeys == nil {
+	if h.auditKeys == nil || h.keysDenied {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, hubInfo)
 	defer cancel()
 	list, err := h.auditKeys(ctx)
 	if err != nil {
+		if last := h.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+h.keysSubject+`"`) {
+			h.keysDenied = true
+		}
 		return nil
 	}
 	var latest time.Time

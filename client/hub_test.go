@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -478,9 +479,18 @@ func TestALiveEventWithAnotherEventsSignatureIsNotBelieved(t *testing.T) {
 		}
 		<-seen
 	}
+	settledByTheWorker(t, done, serve, id, "copied-1", "copied-2")
+}
+
+// settledByTheWorker checks that the call whose outcome comes on done,
+// for the command with event id id, does not end before serve starts a
+// worker, and that its outcome is then the worker's, none of the forged
+// events.
+func settledByTheWorker(t *testing.T, done <-chan outcome, serve func(), id string, forged ...string) {
+	t.Helper()
 	select {
 	case got := <-done:
-		t.Fatalf("the call ended with %v %v before any worker ran: it believed an event whose signature is another's", got.ev.Event.ID(), got.err)
+		t.Fatalf("the call ended with %v %v before any worker ran: it believed a forged event", got.ev.Event.ID(), got.err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	serve()
@@ -488,11 +498,34 @@ func TestALiveEventWithAnotherEventsSignatureIsNotBelieved(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	if got.ev.Event.ID() == "copied-1" || got.ev.Event.ID() == "copied-2" {
-		t.Fatalf("the call believed %s, whose signature is another event's", got.ev.Event.ID())
+	if slices.Contains(forged, got.ev.Event.ID()) {
+		t.Fatalf("the call believed the forged event %s", got.ev.Event.ID())
 	}
 	if cause := events.StringExtension(got.ev.Event, protocol.ExtCausation); cause != id {
 		t.Fatalf("outcome %s names cause %q, want %q", got.ev.Event.ID(), cause, id)
+	}
+}
+
+// publishKeys replaces the audit keys the workers published with keys,
+// each the key of a secret, published at since.
+func publishKeys(t *testing.T, js jetstream.JetStream, keys map[time.Time][]byte) {
+	t.Helper()
+	var list []protocol.AuditKey
+	for since, secret := range keys {
+		k, err := engine.AuditKeyOf(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, protocol.AuditKey{Kid: k.ID, PublicKey: k.String(), Since: since})
+	}
+	slices.SortFunc(list, func(a, b protocol.AuditKey) int { return a.Since.Compare(b.Since) })
+	kv, err := js.KeyValue(t.Context(), "interlock_config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(list)
+	if _, err := kv.Put(t.Context(), protocol.AuditKeysKey, b); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -504,47 +537,72 @@ func TestALiveEventSignedWithAReplacedKeyIsNotBelieved(t *testing.T) {
 	srv, _, in, serve := pausedRun(t, "r-retired")
 	nc, js := natstest.Connect(t, srv.ClientURL())
 	old := []byte("an-older-secret-of-this-deployment-0123456789")
-	oldKey, err := engine.AuditKeyOf(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), "interlock_config")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(t.Context(), protocol.AuditKeysKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := protocol.DecodeAuditKeys(e.Value())
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("audit keys %v, %v", keys, err)
-	}
-	keys = append([]protocol.AuditKey{{Kid: oldKey.ID, PublicKey: oldKey.String(), Since: keys[0].Since.Add(-24 * time.Hour)}}, keys...)
-	b, _ := json.Marshal(keys)
-	if _, err := kv.Put(t.Context(), protocol.AuditKeysKey, b); err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now().UTC()
+	publishKeys(t, js, map[time.Time][]byte{now.Add(-24 * time.Hour): old, now: natstest.Secret})
 	_, c := anonymous(t, srv)
 	ids := sent(t, srv, "interlock.in.booking.resume")
 	done := resumeAsync(t.Context(), c, "r-retired", in)
 	id := <-ids
-	subject := "interlock.ev.booking.r-retired.interrupted"
-	if err := nc.PublishMsg(signedEvent(t, subject, "retired-1", "r-retired", id, "", old...)); err != nil {
+	if err := nc.PublishMsg(signedEvent(t, "interlock.ev.booking.r-retired.interrupted", "retired-1", "r-retired", id, "", old...)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-done:
-		t.Fatalf("the call ended with %v %v before any worker ran: it believed an event signed with a replaced key", got.ev.Event.ID(), got.err)
-	case <-time.After(300 * time.Millisecond):
+	settledByTheWorker(t, done, serve, id, "retired-1")
+}
+
+// A client whose calls keep coming stays subscribed, and reads the audit
+// keys again once it has trusted them for a while: a key replaced in the
+// meantime no longer vouches for an outcome.
+func TestAClientThatStaysSubscribedReadsTheKeysAgain(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	svc := natstest.Start(t, srv, booking.Flow())
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	c := client.New(nc, js, wire.Names{}, "/test", time.Minute)
+	client.SetKeyRefresh(c, time.Nanosecond)
+	var ins []protocol.Interrupted
+	for _, run := range []string{"r-keys-1", "r-keys-2"} {
+		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, interrupted(t, ev))
 	}
-	serve()
-	got := <-done
-	if got.err != nil {
+	if err := svc.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	serve := func() { natstest.Start(t, srv, booking.Flow()) }
+	ids := sent(t, srv, "interlock.in.booking.resume")
+	// A call that waits keeps the client subscribed with the keys it read.
+	first := resumeAsync(t.Context(), c, "r-keys-1", ins[0])
+	<-ids
+	// The deployment's key is replaced by a newer one.
+	now := time.Now().UTC()
+	publishKeys(t, js, map[time.Time][]byte{now.Add(-time.Hour): natstest.Secret, now: []byte("the-new-secret-of-this-deployment-0123456789")})
+	done := resumeAsync(t.Context(), c, "r-keys-2", ins[1])
+	id := <-ids
+	if err := nc.PublishMsg(signedEvent(t, "interlock.ev.booking.r-keys-2.interrupted", "stale-1", "r-keys-2", id, "")); err != nil {
+		t.Fatal(err)
+	}
+	settledByTheWorker(t, done, serve, id, "stale-1")
+	if got := <-first; got.err != nil {
 		t.Fatal(got.err)
 	}
-	if got.ev.Event.ID() == "retired-1" {
-		t.Fatal("the call believed an event signed with a replaced key")
+}
+
+// A connection that may subscribe to the stored events but not to the
+// live ones settles its calls there, though it can read the audit keys.
+func TestACallWorksWithTheRightToSubscribeToTheStoredEventsOnly(t *testing.T) {
+	t.Parallel()
+	c, srv, nc := clientWith(t, "stored", `{subscribe: {allow: ["_INBOX.>", "interlock.stored.ev.>"]}}`)
+	ev, err := c.Start(t.Context(), "booking", "r-stored-only", map[string]json.RawMessage{"name": raw("Ann")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := interrupted(t, ev); in.Node != "ask_email" {
+		t.Fatalf("start: interrupt at %s, want ask_email", in.Node)
+	}
+	if subs := eventSubjects(t, srv, nc); len(subs) != 1 || subs[0] != "interlock.stored.ev.>" {
+		t.Fatalf("the client subscribes to %v, want [interlock.stored.ev.>]", subs)
 	}
 }
 

@@ -343,6 +343,10 @@ type directGet struct {
 	what    string // "bucket interlock_pending", for errors
 	// every is the filter of every message of the stream, for last.
 	every string
+	// keyed makes lastMsg name filter, a subject, in the request's
+	// subject ($JS.API.DIRECT.GET.<stream>.<subject>, no body): the form
+	// a user may be allowed for one key and no other.
+	keyed bool
 }
 
 // batchMsg is one message of a batch.
@@ -475,12 +479,16 @@ func (g directGet) lastMsg(ctx context.Context) (*batchMsg, error) {
 	if err != nil {
 		return nil, err
 	}
+	subject := g.subject
+	if g.keyed {
+		subject, req = g.subject+"."+g.filter, nil
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
 		defer cancel()
 	}
-	m, err := g.nc.RequestWithContext(ctx, g.subject, req)
+	m, err := g.nc.RequestWithContext(ctx, subject, req)
 	if err != nil {
 		return nil, fmt.Errorf("client: reading %s: %w", g.what, err)
 	}

@@ -1,0 +1,11 @@
+package client
+
+import "time"
+
+// SetKeyRefresh sets how long c's hub, shared with its copies, trusts the
+// audit keys it read before it reads them again.
+func SetKeyRefresh(c *Client, d time.Duration) {
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	c.hub.keysEvery = d
+}
