@@ -83,7 +83,14 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 	if err != nil {
 		return failed(Gate{CallID: callID}, "The call of %s did not run: %v.", name, err)
 	}
-	ans, err := c.RequestTool(ctx, tr, g.cfg.Wait)
+	// A client that takes tasks gets a task handle as soon as the call
+	// waits for a person, instead of waiting for the decision.
+	slot, tasks := ctx.Value(taskSlotKey{}).(*taskSlot)
+	ask := c.RequestTool
+	if tasks {
+		ask = c.AskTool
+	}
+	ans, err := ask(ctx, tr, g.cfg.Wait)
 	var ref *client.RefusedError
 	switch {
 	case errors.As(err, &ref) && ref.Refused.Code == protocol.CodeUnsupported:
@@ -94,16 +101,29 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 		return failed(Gate{CallID: callID}, "The call of %s did not run: the approval service did not answer within %s. Tell the user; call it again later with the same arguments (callId %s).", name, g.cfg.Wait, callID)
 	case err != nil:
 		return failed(Gate{CallID: callID}, "The call of %s did not run: asking the approval gate failed (%s).", name, strings.TrimPrefix(err.Error(), "client: "))
+	case ans.Pending != nil && tasks:
+		task, err := g.newTask(ctx, c, agent, callID)
+		if err != nil {
+			return failed(Gate{CallID: callID}, "The call of %s waits for a person's approval (callId %s), but reading its task back from Interlock failed (%v). Call it again later with the same arguments.", name, callID, err)
+		}
+		slot.task = task
+		return pending(name, callID, *ans.Pending)
 	case ans.Pending != nil:
 		return pending(name, callID, *ans.Pending)
 	case ans.Decided == nil:
 		return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate gave no answer; call it again later with the same arguments.", name)
 	}
-	d := *ans.Decided
+	return g.outcome(ctx, r, name, callID, *ans.Decided, req.Params.Arguments)
+}
+
+// outcome is the result of a decided call: the upstream's result for
+// args (or the approver's edited args) when the gate lets it run, else
+// why it did not run.
+func (g *Gateway) outcome(ctx context.Context, r route, name, callID string, d protocol.Decided, args json.RawMessage) *mcp.CallToolResult {
 	gate := Gate{CallID: callID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
 	switch d.Decision {
 	case protocol.DecidedAllowed, protocol.DecidedApproved:
-		return g.forward(ctx, r, gate, req.Params.Arguments)
+		return g.forward(ctx, r, gate, args)
 	case protocol.DecidedEdited:
 		return g.forward(ctx, r, gate, d.Args)
 	case protocol.DecidedRejected:
@@ -132,8 +152,15 @@ func (g *Gateway) forward(ctx context.Context, r route, gate Gate, args json.Raw
 
 // pending is the result of a call still waiting for a person.
 func pending(name, callID string, in protocol.Interrupted) *mcp.CallToolResult {
+	msg := fmt.Sprintf("The call of %s needs a person's approval and has not run yet%s", name, waitsFor(in))
+	msg += fmt.Sprintf(" Tell the user it awaits approval (callId %s). Call %s again with the same arguments later to get the outcome: it will not ask twice.", callID, name)
+	return failed(Gate{CallID: callID, Decision: DecisionPending, Reason: in.Reason}, "%s", msg)
+}
+
+// waitsFor says who a waiting call waits for, until when, and why: " (it
+// waits for the supervisor role until T). Why: ...", a sentence's end.
+func waitsFor(in protocol.Interrupted) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The call of %s needs a person's approval and has not run yet", name)
 	if in.ApproverRole != "" {
 		fmt.Fprintf(&b, " (it waits for the %s role", in.ApproverRole)
 		if in.ExpiresAt != nil {
@@ -142,14 +169,13 @@ func pending(name, callID string, in protocol.Interrupted) *mcp.CallToolResult {
 		b.WriteString(")")
 	}
 	b.WriteString(".")
-	if in.Reason != "" {
-		fmt.Fprintf(&b, " Why: %s", strings.TrimSpace(in.Reason))
-		if !strings.HasSuffix(b.String(), ".") {
+	if r := strings.TrimSpace(in.Reason); r != "" {
+		fmt.Fprintf(&b, " Why: %s", r)
+		if !strings.HasSuffix(r, ".") {
 			b.WriteString(".")
 		}
 	}
-	fmt.Fprintf(&b, " Tell the user it awaits approval (callId %s). Call %s again with the same arguments later to get the outcome: it will not ask twice.", callID, name)
-	return failed(Gate{CallID: callID, Decision: DecisionPending, Reason: in.Reason}, "%s", b.String())
+	return b.String()
 }
 
 // failed is a tool error result the model reads: the call did not run.

@@ -27,6 +27,9 @@
 //
 // Every result the gate touched carries [MetaKey] in its _meta.
 //
-// The gateway does not offer MCP tasks: the Go SDK it stands on (v1.8.0)
-// has no tasks utility, so a call waits up to [Config.Wait] instead.
+// A client that names [TasksExtension] in its request's capabilities gets
+// a [Task] at once for a call that waits for a person, and polls it with
+// tasks/get: the task id is the callId, the task is the gate run stored in
+// Interlock, and an approved call runs at the first poll after its
+// decision, at most once (see docs/mcp-gateway.md).
 package mcpgateway

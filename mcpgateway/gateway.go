@@ -53,6 +53,11 @@ type Gateway struct {
 	ups    []*upstream
 	routes map[string]route // by the name the gateway shows
 	closed bool
+	// tasks are the runs of decided tasks' calls, by task id, kept for
+	// the repeat window; started is when the gateway was made: a task
+	// decided before it may have run in an earlier gateway.
+	tasks   map[string]*taskRun
+	started time.Time
 }
 
 // upstream is a connected upstream and the tools it lists.
@@ -78,10 +83,15 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, started: time.Now()}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
-	g.mcp = mcp.NewServer(&impl, &mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	caps.AddExtension(TasksExtension, map[string]any{})
+	g.mcp = mcp.NewServer(&impl, &mcp.ServerOptions{Instructions: instructions, Capabilities: caps})
+	if err := g.serveTasks(); err != nil {
+		return nil, fmt.Errorf("mcpgateway: serving tasks: %w", err)
+	}
 	return g, nil
 }
 

@@ -26,7 +26,9 @@ serve --gate-rules FILE). An allowed call is forwarded at once; a call a rule st
 waits up to --wait for a person, then returns the tool's real result (with the
 approver's edited args), the approver's reason as an error, or an error saying it
 awaits approval with its callId. The same call made again gets the decision
-instead of asking twice. See docs/mcp-gateway.md.
+instead of asking twice. A client that takes MCP task handles (the extension
+io.modelcontextprotocol/tasks) gets a task to poll at once instead of waiting.
+See docs/mcp-gateway.md.
 `
 
 // mcpGatewayEnv lists the environment variables `mcp gateway` reads.
