@@ -9,3 +9,7 @@ func SetKeyRefresh(c *Client, d time.Duration) {
 	defer c.hub.mu.Unlock()
 	c.hub.keysEvery = d
 }
+
+// DropHub unsubscribes c's hub now, as it does once idle, if no call
+// waits: the next call subscribes it again.
+func DropHub(c *Client) { c.hub.drop() }

@@ -3,10 +3,12 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -628,4 +630,45 @@ func clientWith(t *testing.T, user, permissions string) (*client.Client, *bus.Se
 	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
 	nc, js := natstest.ConnectWith(t, wire.ConnConfig{URL: srv.ClientURL(), User: user, Password: user + "-secret"})
 	return client.New(nc, js, wire.Names{}, "/test", time.Minute), srv, nc
+}
+
+// A connection refused the audit keys is not refused again and again: it
+// asks once, then settles its calls from the stored events.
+func TestAClientRefusedTheAuditKeysAsksForThemOnce(t *testing.T) {
+	t.Parallel()
+	c, _, nc := clientWith(t, "nokeys", `{publish: {allow: [">"], deny: ["$JS.API.DIRECT.GET.KV_interlock_config.>"]}, subscribe: {allow: [">"]}}`)
+	var mu sync.Mutex
+	refused := 0
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "KV_interlock_config") {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+		}
+	})
+	client.SetKeyRefresh(c, time.Nanosecond)
+	for _, run := range []string{"r-nokeys-1", "r-nokeys-2", "r-nokeys-3"} {
+		ev, err := c.Start(t.Context(), "booking", run, map[string]json.RawMessage{"name": raw("Ann")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := interrupted(t, ev); in.Node != "ask_email" {
+			t.Fatalf("%s: interrupt at %s, want ask_email", run, in.Node)
+		}
+		// As once idle: the next call subscribes the hub again.
+		client.DropHub(c)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the refusal of the keys reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return refused > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if refused != 1 {
+		t.Errorf("the audit keys were asked for %d times after a refusal, want once", refused)
+	}
 }
