@@ -20,6 +20,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/mail"
@@ -57,6 +58,8 @@ type refundState struct {
 	Approvers   int      `json:"approvers,omitempty"`
 	RemindSoon  bool     `json:"remindSoon,omitempty"`
 	Verdict     string   `json:"verdict,omitempty"`
+	// Quick gives the approval a one-second deadline.
+	Quick bool `json:"quick,omitempty"`
 }
 
 // refundFlow asks the finance role to approve a refund with a title, a
@@ -82,6 +85,9 @@ func refundFlow() *engine.Flow {
 			}
 			if s.Description == "" {
 				a.Description = "The customer was **charged twice** for order " + s.OrderID + ".\n\nSee [the ticket](https://support.example/tickets/4821)."
+			}
+			if s.Quick {
+				a.Timeout = time.Second
 			}
 			if s.Approvers > 1 {
 				a.Quorum = &protocol.Quorum{Required: s.Approvers}
@@ -115,6 +121,18 @@ const directory = `people:
 roles:
   - name: finance
     email: finance@example.com
+`
+
+// gateRules hold a large refund for the finance role.
+const gateRules = `
+rules:
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    title: "Refund {{args.amount}} on order {{args.orderId}}"
+    reason: Refunds over $500 need finance.
+    approverRole: finance
+    timeout: 1h
 `
 
 // publicURL is where the tests' links point.
@@ -157,7 +175,11 @@ func startEnv(t *testing.T, implicit bool, change func(*mail.Config)) *env {
 	t.Helper()
 	e := &env{t: t, smtpd: startSMTPD(t, implicit), log: &syncBuffer{}}
 	e.srv = natstest.StartServer(t, "")
-	e.svc = natstest.Start(t, e.srv, refundFlow())
+	rs, err := gate.Parse([]byte(gateRules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = natstest.StartWith(t, e.srv, interlock.Config{Flows: []*engine.Flow{refundFlow()}, Secret: natstest.Secret, GateRules: rs})
 	dir, err := people.Parse([]byte(directory), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -635,5 +657,65 @@ func TestAConfigurationErrorNeverHoldsThePassword(t *testing.T) {
 	})
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// messages are the conversation an agent sends with its call: the
+// customer's words, with markup that must reach the mail as text.
+const messages = `[{"role": "user", "content": "I was charged twice for order A-77 <b>please</b> help"},
+ {"role": "assistant", "content": [{"type": "text", "text": "I will ask finance for a refund."}]}]`
+
+func TestTheConversationBehindAGateCallOrAnAskIsMailed(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, false, nil)
+	c := e.svc.Client("/test")
+	if _, err := c.AskTool(t.Context(), protocol.ToolRequest{CallID: "call-77", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-77",
+		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"A-77"`), "amount": json.RawMessage("900")}, Messages: json.RawMessage(messages)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AskNoWait(t.Context(), protocol.AskRequest{AskID: "ask-78", Agent: "support-bot", ConversationID: "conv-78", Messages: json.RawMessage(messages),
+		Interrupt: protocol.AskInterrupt{Kind: "approval", Title: "Refund $900 on order A-78", Action: "issue_refund", Args: json.RawMessage(`{"orderId": "A-78", "amount": 900}`),
+			ApproverRole: "finance"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "two mails to ann", func() bool { return len(e.smtpd.to("ann@example.com")) >= 2 })
+	for _, m := range e.smtpd.to("ann@example.com") {
+		p := parseMail(t, m.Raw)
+		conv := "conv-77"
+		if strings.Contains(p.Subject, "A-78") {
+			conv = "conv-78"
+		}
+		for part, body := range map[string]string{"text": p.Text, "HTML": p.HTML} {
+			if !strings.Contains(body, "The conversation that led here") || !strings.Contains(body, conv) || !strings.Contains(body, "support-bot") ||
+				!strings.Contains(body, "I will ask finance for a refund.") || !strings.Contains(body, "charged twice for order A-77") {
+				t.Errorf("%q: the %s part does not show the conversation %s:\n%s", p.Subject, part, conv, body)
+			}
+		}
+		if strings.Contains(p.HTML, "<b>please</b>") || !strings.Contains(p.HTML, "&lt;b&gt;please&lt;/b&gt;") {
+			t.Errorf("%q: the HTML part does not show the customer's markup as text", p.Subject)
+		}
+	}
+}
+
+func TestAnEscalationIsMailedToTheRoleItGoesTo(t *testing.T) {
+	t.Parallel()
+	const dir = directory + `  - name: finance_lead
+    email: leads@example.com
+`
+	e := startEnv(t, false, func(c *mail.Config) {
+		d, err := people.Parse([]byte(dir), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Directory = func() *people.Directory { return d }
+	})
+	// The deadline passes after a second: the approval goes to
+	// finance_lead.
+	e.start("r-esc", refundState{OrderID: "A-90", Amount: 900, Quick: true})
+	natstest.Eventually(t, "the finance role's mail", func() bool { return len(e.smtpd.to("finance@example.com")) >= 1 })
+	natstest.Eventually(t, "finance_lead's mail", func() bool { return len(e.smtpd.to("leads@example.com")) >= 1 })
+	p := parseMail(t, e.smtpd.to("leads@example.com")[0].Raw)
+	if !strings.Contains(p.Subject, "Refund $900.00 on order A-90") || !strings.Contains(p.Text, "finance_lead") {
+		t.Errorf("the escalation's mail: %q\n%s", p.Subject, p.Text)
 	}
 }

@@ -405,10 +405,10 @@ func (m *Mailer) link(in protocol.Interrupted, r recipient, now time.Time) (stri
 	return base + links.DecidePath + text, nil
 }
 
-// conversation reads the conversation behind a gate run's call, or nil
-// for another run.
+// conversation reads the conversation behind a gate run's call or an
+// ask, or nil for another run.
 func (m *Mailer) conversation(ctx context.Context, in protocol.Interrupted) (*conversation, error) {
-	if in.Flow != protocol.GateFlow {
+	if in.Flow != protocol.GateFlow && in.Flow != protocol.AskFlow {
 		return nil, nil
 	}
 	cp, err := m.cl.Checkpoint(ctx, in.Flow, in.Run)
