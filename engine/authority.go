@@ -160,6 +160,9 @@ func (t *txn) authorize(ctx context.Context, cmd Resume, in *Interrupt) (out Out
 		if in.SeparationOfDuties && in.Requester != "" && who == in.Requester {
 			return refuse(cmd.RequestID, CodeForbidden, "%s asked for %s and may not vote on it: the quorum separates duties", who, in.Action)
 		}
+		if in.SeparationOfDuties && cp.StartedBy != "" && who == cp.StartedBy {
+			return refuse(cmd.RequestID, CodeForbidden, "%s started run %s and may not vote on its %s: the quorum separates duties", who, cp.Run, in.Action)
+		}
 		// With separation of duties each approver votes once; without,
 		// an approver may vote again only for other args (an edit), and
 		// counts once for any args.

@@ -45,6 +45,10 @@ type Checkpoint struct {
 	Origin json.RawMessage `json:"origin,omitempty"`
 	// Traceparent is carried into every event the run publishes.
 	Traceparent string `json:"traceparent,omitempty"`
+	// StartedBy names who started the run: the caller a service of the
+	// deployment vouched for, else the start's by, else its source. With
+	// a quorum's separation of duties, they may not vote on its approvals.
+	StartedBy string `json:"startedBy,omitempty"`
 
 	// Resumes are the resolved interrupts of the current node, by index,
 	// returned again when the node re-runs.

@@ -143,7 +143,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		t := r.newTxn(f, nil, 0, false, cmd.Inbound, key)
 		t.cp = &Checkpoint{
 			Flow: cmd.Flow, Run: cmd.Run, Status: Running, Node: f.start, State: Doc{},
-			CreatedAt: t.now, Origin: cmd.Origin, Traceparent: cmd.Traceparent, UID: randomID(8),
+			CreatedAt: t.now, Origin: cmd.Origin, Traceparent: cmd.Traceparent, StartedBy: actor(cmd.By, cmd.Inbound), UID: randomID(8),
 			Cause: &Cause{ID: cmd.EventID, Key: key, Seq: cmd.Seq}, Applied: []string{key},
 		}
 		if err := applyDoc(f, t.cp, cmd.State); err != nil {
@@ -153,7 +153,7 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 		t.input += rawSize(cmd.State) + len(cmd.Origin)
 		t.action = protocol.ActionStarted
 		t.emit(protocol.EventStarted, &protocol.Started{Flow: cmd.Flow, Run: cmd.Run, Origin: cmd.Origin})
-		t.audit(&protocol.AuditRecord{Action: protocol.ActionStarted, By: actor(cmd.By, cmd.Inbound), Source: cmd.Source, EventID: cmd.EventID})
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionStarted, By: t.cp.StartedBy, Source: cmd.Source, EventID: cmd.EventID})
 		out, err := r.run(ctx, t)
 		if isConflict(err) {
 			continue

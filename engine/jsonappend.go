@@ -32,6 +32,7 @@ func (cp *Checkpoint) AppendJSON(dst []byte) ([]byte, error) {
 	w.Time(`,"updatedAt":`, cp.UpdatedAt)
 	w.RawOmit(`,"origin":`, cp.Origin)
 	w.StrOmit(`,"traceparent":`, cp.Traceparent)
+	w.StrOmit(`,"startedBy":`, cp.StartedBy)
 	if len(cp.Resumes) > 0 {
 		w.Lit(`,"resumes":`)
 		for i, r := range cp.Resumes {

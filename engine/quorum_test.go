@@ -168,6 +168,29 @@ func TestTheRequesterMayNotVoteOnWhatTheyAskedFor(t *testing.T) {
 	}
 }
 
+func TestWhoStartedTheRunMayNotVoteOnItsApproval(t *testing.T) {
+	h := enginetest.New(t, contractFlow(twoApprovers()))
+	// The requester the node names is sales-bot; sam started the run.
+	out, err := h.Runner.Start(t.Context(), engine.Start{Flow: "contract", Run: "r-sam", By: "sam",
+		State: map[string]json.RawMessage{"value": json.RawMessage("12000")}, Inbound: engine.Inbound{EventID: "start-r-sam", Source: "/http/sam"}})
+	if err != nil || out.Refused != nil {
+		t.Fatalf("start: %+v %v", out, err)
+	}
+	if cp := h.Checkpoint("r-sam"); cp.StartedBy != "sam" {
+		t.Fatalf("startedBy %q, want sam", cp.StartedBy)
+	}
+	wantRefused(t, vote(t, h, "r-sam", "sam", "approve", nil), protocol.CodeForbidden, "sam started run r-sam and may not vote on its send_contract")
+	wantRefused(t, vote(t, h, "r-sam", "sam", "edit", map[string]any{"value": 1}), protocol.CodeForbidden, "sam started run r-sam")
+	wantAccepted(t, vote(t, h, "r-sam", "ana", "approve", nil))
+	wantAccepted(t, vote(t, h, "r-sam", "ben", "approve", nil))
+	h.WantStatus("r-sam", engine.Completed)
+	// A start that names nobody was started by its source.
+	run := h.Start(map[string]any{"value": 12000})
+	if cp := h.Checkpoint(run); cp.StartedBy != "/enginetest" {
+		t.Fatalf("startedBy %q, want the source", cp.StartedBy)
+	}
+}
+
 func TestWithoutSeparationOfDutiesTheRequesterMayVote(t *testing.T) {
 	off := false
 	a := twoApprovers()

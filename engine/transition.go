@@ -334,7 +334,7 @@ func (r *Runner) tooLarge(ctx context.Context, t *txn, big *TooLargeError) (Outc
 		cp, t.rev = loaded, rev
 	} else {
 		cp = &Checkpoint{Flow: flow, Run: run, Node: t.f.start, State: t.initial, CreatedAt: t.cp.CreatedAt,
-			Origin: t.cp.Origin, Traceparent: t.cp.Traceparent, UID: t.cp.UID}
+			Origin: t.cp.Origin, Traceparent: t.cp.Traceparent, StartedBy: t.cp.StartedBy, UID: t.cp.UID}
 	}
 	if cp.Status.Finished() {
 		return Outcome{Flow: flow, Run: run, Status: cp.Status, Checkpoint: t.rev, Duplicate: true}, nil

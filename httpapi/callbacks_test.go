@@ -231,8 +231,9 @@ func quorumFlow() *engine.Flow {
 
 func TestACallbackURLCastsOneVoteOfAQuorum(t *testing.T) {
 	t.Parallel()
-	sam, _, anon := callbackAPI(t, nil, quorumFlow())
-	sam.accepted("POST", "/v1/runs/payout", map[string]any{"run": "p-1"})
+	sam, bob, anon := callbackAPI(t, nil, quorumFlow())
+	// Bob starts the payout: sam, who did not, may vote on it.
+	bob.accepted("POST", "/v1/runs/payout", map[string]any{"run": "p-1"})
 	var cb links.Callback
 	sam.must(http.StatusCreated, "POST", "/v1/runs/payout/p-1/callbacks", nil).decode(t, &cb)
 	path := strings.TrimPrefix(cb.URL, sam.server.PublicURL())

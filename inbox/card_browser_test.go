@@ -116,8 +116,9 @@ func noSideScroll(t *testing.T, ctx context.Context, width int, what string) {
 // the votes so far and that it was reminded. With
 // INTERLOCK_UPDATE_SCREENSHOTS=1 it saves the inbox's screenshots.
 func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
-	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}}, cardFlow())
-	s.startCard("ana", "r-1042", map[string]any{"orderId": "o-1042", "amount": 4800, "approvers": 2, "remindSoon": true})
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}, "sue": {"support"}}, cardFlow())
+	// Sue, who starts the two-person refund, may not vote on it.
+	s.startCard("sue", "r-1042", map[string]any{"orderId": "o-1042", "amount": 4800, "approvers": 2, "remindSoon": true})
 	s.startCard("ana", "r-1043", map[string]any{"orderId": "o-1043", "amount": 780, "assignees": []string{"ben"}, "customer": "lee@example.com"})
 	s.startCard("ana", "r-1044", map[string]any{"orderId": "o-1044", "amount": 1250.5, "customer": "kim@example.com"})
 	ana := as(t, s, "ana")
@@ -312,8 +313,8 @@ func TestBrowserDelegateRespondAndAHostileDescription(t *testing.T) {
 // fit the screen; axe-core finds nothing serious or critical on them, nor
 // on the sign-in page.
 func TestBrowserAtPhoneWidthWithNoSideScrollAndNoSeriousAxeViolations(t *testing.T) {
-	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}}, cardFlow())
-	s.startCard("ana", "r-1042", map[string]any{"orderId": "o-1042-with-a-long-unbroken-reference-number-0123456789", "amount": 4800, "approvers": 2,
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}, "sue": {"support"}}, cardFlow())
+	s.startCard("sue", "r-1042", map[string]any{"orderId": "o-1042-with-a-long-unbroken-reference-number-0123456789", "amount": 4800, "approvers": 2,
 		"customer": "a.very.long.address.of.a.customer@subdomain.example.com"})
 	s.startCard("ana", "r-1043", map[string]any{"orderId": "o-1043", "amount": 780, "assignees": []string{"ben"}})
 	s.startCard("ana", "r-1044", map[string]any{"orderId": "o-1044", "amount": 90})

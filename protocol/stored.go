@@ -28,6 +28,9 @@ type Checkpoint struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Origin is the object given at start, echoed in every event of the run.
 	Origin json.RawMessage `json:"origin,omitempty"`
+	// StartedBy names who started the run: the caller a service of the
+	// deployment vouched for, else the start's by, else its source.
+	StartedBy string `json:"startedBy,omitempty"`
 	// Checkpoint is the document's KV revision, the number that
 	// expectedCheckpoint refers to. The stored document does not hold it;
 	// readers fill it from the KV entry.

@@ -105,24 +105,27 @@ func serveAnnounced(t *testing.T, dataDir string, args ...string) servedAt {
 	return at
 }
 
-// readmeHTTPCommands returns the commands of the README's HTTP section,
-// continuation lines joined.
+// readmeHTTPCommands returns the commands of the README's HTTP section
+// and of the two-person refund that continues it, continuation lines
+// joined.
 func readmeHTTPCommands(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "## Over HTTP")
-	if !ok {
-		t.Fatal(`README.md has no "## Over HTTP" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	var cmds []string
-	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
-		for line := range strings.SplitSeq(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
-			if strings.TrimSpace(line) != "" {
-				cmds = append(cmds, line)
+	for _, title := range []string{"## Over HTTP", "## Two people for a large refund"} {
+		_, section, ok := strings.Cut(string(b), title)
+		if !ok {
+			t.Fatalf("README.md has no %q section", title)
+		}
+		section, _, _ = strings.Cut(section, "\n## ")
+		for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+			for line := range strings.SplitSeq(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+				if strings.TrimSpace(line) != "" {
+					cmds = append(cmds, line)
+				}
 			}
 		}
 	}
@@ -147,7 +150,8 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "interlock-data")
 	at := serveAnnounced(t, data) // go run ./cmd/interlock serve, as in the two commands
-	token := ""
+	// tokens are the shell variables the walk sets (TOKEN, FAY, RAY).
+	tokens := map[string]string{}
 
 	// sh runs a README line in bash, its addresses moved to the test's.
 	sh := func(line string) string {
@@ -156,7 +160,10 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 		line = strings.ReplaceAll(line, "http://127.0.0.1:9090", "http://"+at.metrics)
 		cmd := exec.CommandContext(t.Context(), "bash", "-c", line)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TOKEN="+token)
+		cmd.Env = os.Environ()
+		for k, v := range tokens {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("README: %s: %v\n%s", line, err, out)
@@ -175,11 +182,22 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 		}
 		return decoded
 	}
-	peopleAdd := regexp.MustCompile(`^TOKEN=\$\(go run \./cmd/interlock (people add .*)\)$`)
+	peopleAdd := regexp.MustCompile(`^([A-Z]+)=\$\(go run \./cmd/interlock (people add .*)\)$`)
 	for _, line := range cmds {
 		switch {
 		case strings.HasPrefix(line, "curl "):
 			out := sh(line)
+			if strings.Contains(line, "$RAY") {
+				// serve reads the people file again within a second of
+				// its change: a person just added may wait that long.
+				natstest.Eventually(t, "ray known to serve", func() bool {
+					if !strings.Contains(out, `"code":"unauthorized"`) {
+						return true
+					}
+					out = sh(line)
+					return false
+				})
+			}
 			curls++
 			switch curls {
 			case 1: // start r-8
@@ -232,13 +250,47 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 				if d := decode(line, out); d["outcome"] != "interrupted" || d["run"] != "r-mail" {
 					t.Fatalf("start r-mail: %s", out)
 				}
-				decideByMail(t, at, "r-mail", token)
+				decideByMail(t, at, "r-mail", tokens["TOKEN"])
+			case 8: // r-9, started by ray, waits on two votes
+				d := decode(line, out)
+				ev, _ := d["event"].(map[string]any)
+				data, _ := ev["data"].(map[string]any)
+				if d["outcome"] != "interrupted" || d["run"] != "r-9" || data["separationOfDuties"] != true || data["title"] != "Refund $12,500.00 to Ann on order o-9" ||
+					!strings.Contains(out, `"quorum":[{"role":"supervisor","count":1},{"role":"finance_lead","count":1}]`) {
+					t.Fatalf("start r-9: %s", out)
+				}
+				// Had Sam started it, he could not have voted on it.
+				samStart := strings.Replace(strings.Replace(line, "$RAY", "$TOKEN", 1), `"run":"r-9"`, `"run":"r-9-sam"`, 1)
+				if d := decode(samStart, sh(samStart)); d["outcome"] != "interrupted" {
+					t.Fatalf("r-9 started by sam: %v", d)
+				}
+				vote := `curl -s -X POST http://127.0.0.1:8080/v1/runs/refund/r-9-sam/resume -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"decision":"approve"}'`
+				if out := sh(vote); decode(vote, out)["status"] != float64(http.StatusForbidden) || !strings.Contains(out, "sam@example.com started run r-9-sam and may not vote") {
+					t.Fatalf("sam's vote on the refund he started: %s", out)
+				}
+			case 9: // sam claims it
+				if d := decode(line, out); d["outcome"] != "assigned" || !strings.Contains(out, `"claimedBy":"sam@example.com"`) {
+					t.Fatalf("claim: %s", out)
+				}
+			case 10: // fay's approve, refused: sam claimed it
+				if d := decode(line, out); d["status"] != float64(http.StatusForbidden) || d["code"] != "forbidden" || !strings.Contains(out, "claimed by sam@example.com") {
+					t.Fatalf("fay's approve while sam holds the claim: %s", out)
+				}
+			case 11: // sam's vote, one of two
+				if d := decode(line, out); d["outcome"] != "interrupted" || !strings.Contains(out, `"approver":"sam@example.com","verdict":"approve","role":"supervisor"`) {
+					t.Fatalf("sam's vote: %s", out)
+				}
+			case 12: // fay's vote completes it
+				if d := decode(line, out); d["outcome"] != "completed" || !strings.Contains(out, `"approvedBy":"fay@example.com"`) {
+					t.Fatalf("fay's vote: %s", out)
+				}
 			default:
 				t.Fatalf("README: teach this test what %s shows", line)
 			}
 
 		case peopleAdd.MatchString(line):
-			args := strings.Fields(peopleAdd.FindStringSubmatch(line)[1])
+			m := peopleAdd.FindStringSubmatch(line)
+			args := strings.Fields(m[2])
 			var out, errOut strings.Builder
 			for i, a := range args {
 				if i > 0 && args[i-1] == "--people" {
@@ -248,13 +300,14 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 			if err := Run(t.Context(), args, &out, &errOut); err != nil {
 				t.Fatalf("README: %s: %v\n%s", line, err, errOut.String())
 			}
-			token = strings.TrimSpace(out.String())
+			token := strings.TrimSpace(out.String())
 			if token == "" || strings.Contains(token, "\n") {
 				t.Fatalf("people add printed %q on stdout and %q on stderr: the token alone belongs on stdout", out.String(), errOut.String())
 			}
+			tokens[m[1]] = token
 			b, err := os.ReadFile(filepath.Join(dir, "people.yaml"))
-			if err != nil || strings.Contains(string(b), token) || !strings.Contains(string(b), "sam@example.com") {
-				t.Fatalf("people.yaml holds the token, or not sam: %v\n%s", err, b)
+			if err != nil || strings.Contains(string(b), token) || !strings.Contains(string(b), args[2]) {
+				t.Fatalf("people.yaml holds the token, or not %s: %v\n%s", args[2], err, b)
 			}
 
 		case strings.HasPrefix(line, "go run ./cmd/interlock serve "):
@@ -274,8 +327,8 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 			t.Fatalf("README: teach this test to run %s", line)
 		}
 	}
-	if curls != 7 || token == "" {
-		t.Fatalf("the walk ran %d curl lines and added a person %v; the test expects 7 and one", curls, token != "")
+	if curls != 12 || len(tokens) != 3 {
+		t.Fatalf("the walk ran %d curl lines and added %d people; the test expects 12 and three", curls, len(tokens))
 	}
 }
 
