@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -340,5 +343,32 @@ func TestAGateRunsCardShowsTheConversationThatLedToTheCall(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Fatalf("page:\n%s", page)
+	}
+}
+
+// A refusal is a side record, outside the run's audit chain: the run
+// page's audit table gives it no number in the chain (it showed 0).
+func TestARefusalInTheAuditTableHasNoNumberInTheChain(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "sue": {"support"}}, cardFlow())
+	s.startCard("sue", "r-1", map[string]any{"orderId": "o-1", "amount": 900})
+	// Sue holds no finance role: her approve is refused, and audited.
+	if code, out := s.api("sue", "POST", "/v1/runs/refund/r-1/resume", map[string]any{"decision": "approve"}); code != http.StatusForbidden {
+		t.Fatalf("sue's approve = %d %s, want 403", code, out)
+	}
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	var page string
+	natstest.Eventually(t, "the refusal in the audit table", func() bool {
+		_, page = ana.do("GET", "/runs/refund/r-1", nil)
+		return strings.Contains(page, "<td>refused</td>")
+	})
+	rows := regexp.MustCompile(`<tr><td>([^<]*|<span[^>]*>[^<]*</span>)</td><td><time[^>]*>[^<]*</time></td><td>(\w+)</td>`).FindAllStringSubmatch(page, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[2]+"="+regexp.MustCompile(`<[^>]*>`).ReplaceAllString(r[1], ""))
+	}
+	if want := "started=1,refused=–"; !strings.HasPrefix(strings.Join(got, ","), "started=1") || !slices.Contains(got, "refused=–") {
+		t.Fatalf("audit rows %v, want %s", got, want)
 	}
 }
