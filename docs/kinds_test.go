@@ -56,3 +56,44 @@ func TestAddingAKindListsEverySurfaceTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNoSurfaceSwitchesOnAKindsName keeps adding-a-kind.md's promise:
+// outside the protocol package, the engine and each surface's kinds.go,
+// no Go code names an interrupt kind. A surface asks protocol.SpecOf or
+// its own kind views.
+func TestNoSurfaceSwitchesOnAKindsName(t *testing.T) {
+	t.Parallel()
+	named := regexp.MustCompile(`\bKind(Question|Choice|Approval)\b|(==|!=|case) *"(question|choice|approval)"`)
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			switch {
+			case path == "..":
+			case strings.HasPrefix(d.Name(), "."), d.Name() == "node_modules", d.Name() == "testdata",
+				rel == "protocol", rel == "engine", rel == "bench", rel == "clients":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || d.Name() == "kinds.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if named.MatchString(line) {
+				t.Errorf("%s:%d names an interrupt kind: ask protocol.SpecOf, or move it to the package's kinds.go\n\t%s", rel, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -138,7 +138,8 @@ func letterOf(in protocol.Interrupted, why, by string, r recipient) letter {
 		q.Question = cut(q.Question, maxArg)
 		l.Questions = append(l.Questions, q)
 	}
-	if in.Kind == protocol.KindApproval {
+	view := viewOf(in.Kind)
+	if view.args {
 		for _, a := range protocol.Args(in.Args, in.ArgsSchema) {
 			a.Title, a.Text = oneLine(a.Title, 120), cut(a.Text, maxArg)
 			l.Args = append(l.Args, a)
@@ -154,10 +155,7 @@ func letterOf(in protocol.Interrupted, why, by string, r recipient) letter {
 			l.Consequence = "then it expires"
 		}
 	}
-	what := map[string]string{protocol.KindApproval: "approval", protocol.KindQuestion: "question", protocol.KindChoice: "choice"}[in.Kind]
-	if what == "" {
-		what = "request"
-	}
+	what := view.noun
 	whom := "you"
 	if r.Role != "" {
 		whom = "the " + r.Role + " role"
@@ -172,10 +170,7 @@ func letterOf(in protocol.Interrupted, why, by string, r recipient) letter {
 	default:
 		l.Intro = fmt.Sprintf("This %s waits on %s.", what, whom)
 	}
-	l.Button = "Review and decide"
-	if in.Kind != protocol.KindApproval {
-		l.Button = "Review and answer"
-	}
+	l.Button = view.button
 	if r.Person == "" {
 		l.Button = "Open it in the inbox"
 	}
@@ -192,15 +187,11 @@ func orSomeone(s string) string {
 // heading is what the mail is about: the interrupt's title, else its
 // action, question or first question.
 func heading(in protocol.Interrupted) string {
-	switch {
-	case in.Title != "":
+	if in.Title != "" {
 		return in.Title
-	case in.Kind == protocol.KindApproval:
-		return in.Action
-	case in.Kind == protocol.KindChoice:
-		return in.Question
-	case len(in.Questions) > 0:
-		return in.Questions[0].Question
+	}
+	if h := viewOf(in.Kind).heading(in); h != "" {
+		return h
 	}
 	return in.Flow + " " + in.Run
 }
@@ -208,10 +199,7 @@ func heading(in protocol.Interrupted) string {
 // subject is the mail's subject: one line, such as "[Interlock] Approve:
 // Refund $4,800.00 on order A-1001".
 func subject(prefix string, in protocol.Interrupted, why string) string {
-	verb := map[string]string{protocol.KindApproval: "Approve", protocol.KindQuestion: "Answer", protocol.KindChoice: "Choose"}[in.Kind]
-	if verb == "" {
-		verb = "Respond"
-	}
+	verb := viewOf(in.Kind).verb
 	if why == whyVote && in.Quorum != nil {
 		verb = fmt.Sprintf("%s (%d of %d approvals)", verb, len(in.Votes), in.Quorum.Total())
 	}

@@ -91,13 +91,11 @@ func elicitation(req *mcp.CallToolRequest, in protocol.Interrupted) *mcp.CallToo
 	if !canElicit(req) || round >= maxElicitRounds {
 		return nil
 	}
-	var params *mcp.ElicitParams
-	switch in.Kind {
-	case protocol.KindQuestion:
-		params = questionForm(in.Questions)
-	case protocol.KindChoice:
-		params = choiceForm(in)
+	form := viewOf(in.Kind).form
+	if form == nil {
+		return nil
 	}
+	params := form(in)
 	if params == nil {
 		return nil
 	}
@@ -211,21 +209,11 @@ func (s *Server) elicited(ctx context.Context, req *mcp.CallToolRequest, tool st
 		return s.stillWaiting(ctx, st, map[string]string{"decline": declinedNext}[res.Action])
 	}
 	in := ContinueInput{Flow: st.Flow, Run: st.Run, RequestID: st.RequestID}
-	switch st.Kind {
-	case protocol.KindChoice:
-		switch v := res.Content["selected"].(type) {
-		case string:
-			in.Selected = []string{v}
-		case []any:
-			for _, id := range v {
-				if s, ok := id.(string); ok {
-					in.Selected = append(in.Selected, s)
-				}
-			}
-		}
-	default:
-		in.StateUpdates = res.Content
+	fromForm := viewOf(st.Kind).fromForm
+	if fromForm == nil {
+		return nil, RunResult{}, fmt.Errorf("the form of run %s of flow %s answered a %s, which no form asks; call get_run to see what it waits on", st.Run, st.Flow, st.Kind)
 	}
+	fromForm(res.Content, &in)
 	return s.continueRun(ctx, req, tool, in)
 }
 

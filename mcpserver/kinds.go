@@ -1,6 +1,10 @@
 package mcpserver
 
-import "github.com/interlockhq/interlock/protocol"
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlockhq/interlock/protocol"
+)
 
 // kindView is how the MCP server puts one kind of interrupt to the model:
 // the server's template of the kind. Checking an answer is the kind's
@@ -11,6 +15,12 @@ type kindView struct {
 	next string
 	// answer tells the model what continue_flow takes for it.
 	answer string
+	// form is the form that asks the interrupt of the user by MCP
+	// elicitation, or nil when a form cannot ask it (then the model asks
+	// in conversation); fromForm puts what the user gave in the form
+	// into the answer. A kind has both or neither.
+	form     func(in protocol.Interrupted) *mcp.ElicitParams
+	fromForm func(content map[string]any, in *ContinueInput)
 }
 
 // kindViews are the views of the kinds.
@@ -18,10 +28,27 @@ var kindViews = map[string]kindView{
 	protocol.KindQuestion: {
 		next:   "Ask the user the questions in one natural message, following hiddenContext without showing it, then call continue_flow with stateUpdates keyed by field.",
 		answer: "answer with stateUpdates, keyed by the questions' fields, and nothing else",
+		form:   func(in protocol.Interrupted) *mcp.ElicitParams { return questionForm(in.Questions) },
+		fromForm: func(content map[string]any, in *ContinueInput) {
+			in.StateUpdates = content
+		},
 	},
 	protocol.KindChoice: {
 		next:   "Offer the user the options, then call continue_flow with selected, the ids chosen.",
 		answer: "answer with selected, the ids of the options chosen, and nothing else",
+		form:   choiceForm,
+		fromForm: func(content map[string]any, in *ContinueInput) {
+			switch v := content["selected"].(type) {
+			case string:
+				in.Selected = []string{v}
+			case []any:
+				for _, id := range v {
+					if s, ok := id.(string); ok {
+						in.Selected = append(in.Selected, s)
+					}
+				}
+			}
+		},
 	},
 	protocol.KindApproval: {
 		next:   "Show the user the proposed action and its args, and ask for a decision; then call continue_flow with decision approve, edit (with edits) or reject (with a reason), or, where decisions list it, respond (with message, the user's answer in place of a decision).",

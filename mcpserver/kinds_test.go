@@ -10,6 +10,8 @@ func TestEveryInterruptKindHasAView(t *testing.T) {
 	for _, k := range protocol.Kinds() {
 		if v, ok := kindViews[k]; !ok || v.next == "" || v.answer == "" {
 			t.Errorf("kind %s has no complete view in kinds.go: the model is not told how to answer it", k)
+		} else if (v.form == nil) != (v.fromForm == nil) {
+			t.Errorf("kind %s has a form but no reading of it, or a reading but no form", k)
 		}
 	}
 	for k := range kindViews {

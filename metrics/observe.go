@@ -336,7 +336,7 @@ func (c *counters) transition(verb, flow string, out engine.Outcome) {
 	case expired != nil:
 		kind = expired.Kind
 		c.expiries.WithLabelValues(flow).Inc()
-		if expired.Kind == protocol.KindApproval && !decided {
+		if protocol.RoleRestricted(expired.Kind) && !decided {
 			c.decisions.WithLabelValues(flow, c.action(out.Action), engine.ToolExpired, byTimeout).Inc()
 		}
 	case verb == protocol.VerbExpire && len(asked) > 0:

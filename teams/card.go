@@ -173,21 +173,12 @@ func openCard(in protocol.Interrupted, roles []string, link string, dir *people.
 	if d := markdown(in.Description, maxDescription); d != "" {
 		body = append(body, textBlock(d))
 	}
-	switch in.Kind {
-	case protocol.KindQuestion:
-		for _, q := range in.Questions {
-			body = append(body, textBlock("- "+plain(q.Question, maxLine)))
-		}
-	case protocol.KindChoice:
-		if in.Title != "" && in.Question != "" {
-			body = append(body, textBlock(plain(in.Question, maxLine)))
-		}
-		for _, o := range in.Options {
-			body = append(body, textBlock("- "+plain(o.Label, maxLine)))
-		}
+	view, known := kindViews[in.Kind]
+	if known {
+		body = append(body, view.body(in)...)
 	}
 	var args []fact
-	if in.Kind == protocol.KindApproval && in.Title != "" && in.Action != "" {
+	if view.action && in.Title != "" && in.Action != "" {
 		args = append(args, fact{"Action", plain(in.Action, maxLine)})
 	}
 	for _, a := range protocol.Args(in.Args, in.ArgsSchema) {

@@ -77,48 +77,13 @@ func askCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageOf("ask", "ask needs a kind and its text: interlock %s", askSynopsis)
 	default:
 		in := protocol.AskInterrupt{Kind: pos[0], Title: title, Description: description, Timeout: timeout}
-		raw := func(flag, s string) (json.RawMessage, error) {
-			if s == "" {
-				return nil, nil
-			}
-			if !json.Valid([]byte(s)) {
-				return nil, usageOf("ask", "--%s must be JSON, such as {\"type\":\"string\",\"minLength\":10}", flag)
-			}
-			return json.RawMessage(s), nil
-		}
-		switch pos[0] {
-		case protocol.KindQuestion:
-			if len(pos) > 2 {
-				return usageOf("ask", "ask question takes one text, but was also given %s; quote the question", quoteAll(pos[2:]))
-			}
-			s, err := raw("schema", schema)
-			if err != nil {
-				return err
-			}
-			in.Questions = []protocol.Question{{Field: field, Question: pos[1], Schema: s}}
-		case protocol.KindChoice:
-			in.Question, in.Multiple = pos[1], multiple
-			for _, o := range pos[2:] {
-				k, label, ok := strings.Cut(o, "=")
-				if !ok || k == "" {
-					return usageOf("ask", "option %q: write each option as id=label, such as pro=\"Pro plan\"", o)
-				}
-				in.Options = append(in.Options, protocol.Option{ID: k, Label: label})
-			}
-		case protocol.KindApproval:
-			a, err := toolArgs(pos[2:])
-			if err != nil {
-				return err
-			}
-			if in.Args, err = json.Marshal(a); err != nil {
-				return err
-			}
-			if in.ArgsSchema, err = raw("args-schema", argsSchema); err != nil {
-				return err
-			}
-			in.Action, in.ApproverRole, in.Assignees, in.Reminders = pos[1], role, assignees, reminders
-		default:
+		v, ok := kindViews[pos[0]]
+		if !ok {
 			return usageOf("ask", "unknown kind %q: interlock %s", pos[0], askSynopsis)
+		}
+		f := askFlags{field: field, schema: schema, multiple: multiple, role: role, argsSchema: argsSchema, assignees: assignees, reminders: reminders}
+		if err := v.ask(&in, pos[1:], f); err != nil {
+			return err
 		}
 		req = protocol.AskRequest{Interrupt: in}
 	}
@@ -185,4 +150,68 @@ func reportAsk(w io.Writer, asJSON bool, id string, ans client.AskAnswer) error 
 		return reported(exitRefused)
 	}
 	return reported(exitReasked)
+}
+
+// askFlags are the flags of `interlock ask` that shape one kind's
+// interrupt.
+type askFlags struct {
+	field, schema        string
+	multiple             bool
+	role, argsSchema     string
+	assignees, reminders []string
+}
+
+// rawFlag is the JSON a flag gives, or nil when it is not given.
+func rawFlag(flag, s string) (json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(s)) {
+		return nil, usageOf("ask", "--%s must be JSON, such as {\"type\":\"string\",\"minLength\":10}", flag)
+	}
+	return json.RawMessage(s), nil
+}
+
+// questionAsk makes a question ask of its text: one question, answered
+// under --field.
+func questionAsk(in *protocol.AskInterrupt, args []string, f askFlags) error {
+	if len(args) > 1 {
+		return usageOf("ask", "ask question takes one text, but was also given %s; quote the question", quoteAll(args[1:]))
+	}
+	s, err := rawFlag("schema", f.schema)
+	if err != nil {
+		return err
+	}
+	in.Questions = []protocol.Question{{Field: f.field, Question: args[0], Schema: s}}
+	return nil
+}
+
+// choiceAsk makes a choice ask of its question and its id=label options.
+func choiceAsk(in *protocol.AskInterrupt, args []string, f askFlags) error {
+	in.Question, in.Multiple = args[0], f.multiple
+	for _, o := range args[1:] {
+		k, label, ok := strings.Cut(o, "=")
+		if !ok || k == "" {
+			return usageOf("ask", "option %q: write each option as id=label, such as pro=\"Pro plan\"", o)
+		}
+		in.Options = append(in.Options, protocol.Option{ID: k, Label: label})
+	}
+	return nil
+}
+
+// approvalAsk makes an approval ask of its action and its arg=value
+// args.
+func approvalAsk(in *protocol.AskInterrupt, args []string, f askFlags) error {
+	a, err := toolArgs(args[1:])
+	if err != nil {
+		return err
+	}
+	if in.Args, err = json.Marshal(a); err != nil {
+		return err
+	}
+	if in.ArgsSchema, err = rawFlag("args-schema", f.argsSchema); err != nil {
+		return err
+	}
+	in.Action, in.ApproverRole, in.Assignees, in.Reminders = args[0], f.role, f.assignees, f.reminders
+	return nil
 }

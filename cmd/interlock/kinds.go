@@ -24,13 +24,16 @@ type kindView struct {
 	answers func(in protocol.Interrupted) []string
 	// reasked reports whether next asks again what prev asked.
 	reasked func(prev, next protocol.Interrupted) bool
+	// ask fills an ask of the kind from the arguments of interlock ask
+	// after the kind (at least one) and its flags.
+	ask func(in *protocol.AskInterrupt, args []string, f askFlags) error
 }
 
 // kindViews are the views of the kinds.
 var kindViews = map[string]kindView{
-	protocol.KindQuestion: {what: questionWhat, show: questionShow, answers: questionAnswers, reasked: questionReasked},
-	protocol.KindChoice:   {what: choiceWhat, show: choiceShow, answers: choiceAnswers, reasked: choiceReasked},
-	protocol.KindApproval: {what: approvalWhat, show: approvalShow, answers: approvalAnswers, reasked: approvalReasked},
+	protocol.KindQuestion: {what: questionWhat, show: questionShow, answers: questionAnswers, reasked: questionReasked, ask: questionAsk},
+	protocol.KindChoice:   {what: choiceWhat, show: choiceShow, answers: choiceAnswers, reasked: choiceReasked, ask: choiceAsk},
+	protocol.KindApproval: {what: approvalWhat, show: approvalShow, answers: approvalAnswers, reasked: approvalReasked, ask: approvalAsk},
 }
 
 // viewOf returns the view of an interrupt kind, and for a kind this

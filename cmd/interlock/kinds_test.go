@@ -9,8 +9,8 @@ import (
 func TestEveryInterruptKindHasAView(t *testing.T) {
 	for _, k := range protocol.Kinds() {
 		v, ok := kindViews[k]
-		if !ok || v.what == nil || v.show == nil || v.answers == nil || v.reasked == nil {
-			t.Errorf("kind %s has no complete view in kinds.go: the command line cannot show it or say how to answer it", k)
+		if !ok || v.what == nil || v.show == nil || v.answers == nil || v.reasked == nil || v.ask == nil {
+			t.Errorf("kind %s has no complete view in kinds.go: the command line cannot show it, say how to answer it, or ask it", k)
 		}
 	}
 	for k := range kindViews {

@@ -11,8 +11,16 @@ import type {
   Interrupted,
   InterlockEvent,
   JsonObject,
+  Kind,
   ToolDecision,
 } from "./types.js";
+
+// Every kind the schemas name, and no other: tsc refuses this object when
+// docs/schema/defs.json gains or loses a kind.
+const kindSet: Record<Kind, true> = { question: true, choice: true, approval: true };
+
+/** The interrupt kinds, as docs/schema/defs.json names them. */
+export const KINDS = Object.keys(kindSet) as Kind[];
 
 /** Default waits, in milliseconds. */
 export const DEFAULT_GATE_WAIT = 30_000;

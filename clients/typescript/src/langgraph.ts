@@ -20,7 +20,7 @@
 // "approval", ...} (docs/schema/ask-requested.json).
 import { createHash } from "node:crypto";
 import { Command } from "@langchain/langgraph";
-import { isObject } from "./common.js";
+import { KINDS, isObject } from "./common.js";
 import { ArgumentError } from "./errors.js";
 import type { Answered, AskInterrupt, AskOutcome, AskRequest, Interlock, JsonObject } from "./types.js";
 
@@ -83,7 +83,7 @@ export type GraphOutcome = { done: true; values: unknown } | { done: false; pend
 /** The field a string interrupt's question is asked under. */
 export const ANSWER_FIELD = "answer";
 
-const kinds = new Set(["question", "choice", "approval"]);
+const kinds = new Set<string>(KINDS);
 
 /**
  * The ask's interrupt for an interrupt's value: a string is one question

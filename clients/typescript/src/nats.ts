@@ -11,6 +11,7 @@ import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
 import {
   DEFAULT_GATE_WAIT,
   DEFAULT_WAIT,
+  KINDS,
   askAnswered,
   askPending,
   checkName,
@@ -405,7 +406,7 @@ class NatsInterlock implements Interlock {
     const kinds = q.kind === undefined ? [] : ([] as string[]).concat(q.kind);
     const roles = q.role === undefined ? [] : ([] as string[]).concat(q.role);
     for (const k of kinds) {
-      if (!["question", "choice", "approval"].includes(k)) throw new ArgumentError(`kind ${JSON.stringify(k)} is not a kind: use question, choice or approval`);
+      if (!(KINDS as string[]).includes(k)) throw new ArgumentError(`kind ${JSON.stringify(k)} is not a kind: use ${KINDS.join(", ")}`);
     }
     for (const r of roles) checkName("role", r);
     const bucket = `${this.#p}_pending`;

@@ -9,6 +9,9 @@ export type JsonObject = { [key: string]: unknown };
 
 /** The data of an interrupted event: what a run, a gated call or an ask waits on. */
 export type Interrupted = schema.Interrupted;
+
+/** An interrupt's kind: question, choice or approval. */
+export type Kind = schema.Interrupted["kind"];
 /** A pending index entry (docs/schema/pending.json). */
 export type PendingEntry = schema.PendingIndexEntry;
 /** The data of a gate's decided event. */
@@ -199,7 +202,7 @@ export interface WatchOptions {
 /** Which pending interrupts listPending returns. */
 export interface PendingQuery {
   flow?: string;
-  kind?: "question" | "choice" | "approval" | Array<"question" | "choice" | "approval">;
+  kind?: Kind | Kind[];
   /** Only approvals for these approver roles. */
   role?: string | string[];
   /** 1 to 1000. Defaults to 50. */

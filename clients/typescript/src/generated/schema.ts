@@ -1470,6 +1470,10 @@ export interface CheckpointDocument {
   updatedAt: string;
   origin?: Origin;
   /**
+   * Who started the run: the caller a service of the deployment vouched for (over HTTP, the signed-in caller), else the start's by, else its source. With a quorum's separation of duties they may not vote on the run's approvals.
+   */
+  startedBy?: string;
+  /**
    * The run's W3C trace context: the start's, replaced by that of each resume, cancel or reannounce that has one. Without tracing, every event the run publishes carries it; with tracing, the span of each transition links to it.
    */
   traceparent?: string;
