@@ -1,5 +1,7 @@
 package mcpserver
 
+import "github.com/interlockhq/interlock/protocol"
+
 // The tools' inputs and outputs. The SDK derives each tool's input and
 // output JSON Schema from these types; the jsonschema tag is a property's
 // description, which the model reads. No type here has a place for a
@@ -46,14 +48,15 @@ type RunRef struct {
 	Run  string `json:"run" jsonschema:"the run's id"`
 }
 
-// Statuses of a [RunResult] and a [RunInfo].
+// Statuses of a [RunResult] and a [RunInfo]: the protocol's, but
+// "interrupt" for a run that waits, the word the model is told to act on.
 const (
 	StatusInterrupt = "interrupt"
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-	StatusExpired   = "expired"
-	StatusCancelled = "cancelled"
+	StatusRunning   = string(protocol.StatusRunning)
+	StatusCompleted = string(protocol.StatusCompleted)
+	StatusFailed    = string(protocol.StatusFailed)
+	StatusExpired   = string(protocol.StatusExpired)
+	StatusCancelled = string(protocol.StatusCancelled)
 )
 
 // RunResult is the output of start_flow and continue_flow: where the run

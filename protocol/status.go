@@ -25,3 +25,16 @@ func Statuses() []Status {
 func (s Status) Finished() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled || s == StatusExpired
 }
+
+// FinishedStatuses returns the final statuses, each with a stream of its
+// own in the finished-runs index: completed, failed, cancelled and
+// expired.
+func FinishedStatuses() []Status {
+	var out []Status
+	for _, s := range Statuses() {
+		if s.Finished() {
+			out = append(out, s)
+		}
+	}
+	return out
+}

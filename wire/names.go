@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // DefaultPrefix is the prefix of every stream, subject and bucket name.
@@ -54,10 +56,18 @@ func (n Names) RunsBucket() string { return n.Prefix + "_runs" }
 // PendingBucket is the pending index (interlock_pending).
 func (n Names) PendingBucket() string { return n.Prefix + "_pending" }
 
-// FinishedStatuses are the statuses of a finished run, each with a
-// stream of its own in the finished-runs index: completed, failed,
-// cancelled and expired.
-var FinishedStatuses = []string{"completed", "failed", "cancelled", "expired"}
+// FinishedStatuses are the statuses of a finished run
+// ([protocol.FinishedStatuses]), each with a stream of its own in the
+// finished-runs index: completed, failed, cancelled and expired.
+var FinishedStatuses = finishedStatuses()
+
+func finishedStatuses() []string {
+	var out []string
+	for _, s := range protocol.FinishedStatuses() {
+		out = append(out, string(s))
+	}
+	return out
+}
 
 // FinishedStream is the stream of the finished-runs index that holds the
 // runs that finished with status (INTERLOCK_FINISHED_COMPLETED for
