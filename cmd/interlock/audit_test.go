@@ -566,3 +566,32 @@ func TestAuditShowsEveryPauseOnceWhicheverWayTheChainRecordedIt(t *testing.T) {
 		}
 	}
 }
+
+// The command line decides as its user: --as, else $INTERLOCK_AS, else
+// the login name; never as the process's source (it was /cli, which
+// landed in a refund's approvedBy).
+func TestTheCommandLineDecidesAsItsUser(t *testing.T) {
+	url, _ := refundServer(t)
+	t.Setenv("INTERLOCK_AS", "dana")
+	startRefund(t, url, "r-as", 900)
+	out, errOut, err := run(t, url, "answer", "refund", "r-as", "--approve")
+	if err != nil {
+		t.Fatalf("approve: %v\n%s%s", err, out, errOut)
+	}
+	if r, _ := completedState(t, out)["refund"].(map[string]any); r["approvedBy"] != "dana" {
+		t.Fatalf("approvedBy %v with INTERLOCK_AS=dana, want dana\n%s", r["approvedBy"], out)
+	}
+	t.Setenv("INTERLOCK_AS", "")
+	login := loginName()
+	if login == "" {
+		t.Skip("this machine names no user")
+	}
+	startRefund(t, url, "r-login", 900)
+	out, errOut, err = run(t, url, "answer", "refund", "r-login", "--approve")
+	if err != nil {
+		t.Fatalf("approve: %v\n%s%s", err, out, errOut)
+	}
+	if r, _ := completedState(t, out)["refund"].(map[string]any); r["approvedBy"] != login {
+		t.Fatalf("approvedBy %v, want the login name %s\n%s", r["approvedBy"], login, out)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	httpAddr := fs.String("http", envOr("INTERLOCK_MCP_HTTP", ""), "serve the streamable HTTP transport on `host:port` (at "+mcpPath+") instead of stdio; loopback only, unless --http-insecure-public")
 	public := fs.Bool("http-insecure-public", false, "let --http listen beyond loopback: the MCP server authenticates no one, and anyone who reaches it starts runs and decides approvals as --approver")
 	secretFile := fs.String("secret-file", "", "`file` holding the deployment's resume-token secret (as given to serve; or set INTERLOCK_SECRET): resumes are then vouched for; without it the server keeps each interrupt's token itself, for the MCP session that saw it")
-	approver := fs.String("approver", envOr("INTERLOCK_MCP_APPROVER", mcpserver.DefaultApprover), "`name` of the person behind the MCP client, in audit records")
+	approver := fs.String("approver", defaultMCPApprover(), "`name` of the person behind the MCP client, in audit records (default: $INTERLOCK_MCP_APPROVER, else $INTERLOCK_AS, else your login name)")
 	var roles, flowArgs listFlag
 	fs.Var(&roles, "role", "approver `role` the person behind the MCP client holds (repeat for more): continue_flow decides approvals for these roles only")
 	fs.Var(&flowArgs, "flow", "`name[=description]` of a flow list_flows offers (repeat for more; default: the flows of interlock serve)")
@@ -183,3 +184,10 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 var _ mcpserver.Port = remotePort{}
+
+// defaultMCPApprover names the person behind an MCP client as the
+// command line names its user: $INTERLOCK_MCP_APPROVER, else
+// $INTERLOCK_AS, else the login name, else mcpserver.DefaultApprover.
+func defaultMCPApprover() string {
+	return cmp.Or(os.Getenv("INTERLOCK_MCP_APPROVER"), os.Getenv("INTERLOCK_AS"), loginName(), mcpserver.DefaultApprover)
+}

@@ -137,3 +137,22 @@ func TestMCPCommandListensOnLoopbackUnlessToldItIsUnsafe(t *testing.T) {
 		t.Fatalf("mcp --http-insecure-public alone: %v", err)
 	}
 }
+
+// interlock mcp names the person behind the MCP client as the command
+// line names its user, not "mcp".
+func TestTheMCPServerDecidesAsItsUserByDefault(t *testing.T) {
+	t.Setenv("INTERLOCK_MCP_APPROVER", "")
+	t.Setenv("INTERLOCK_AS", "dana")
+	if got := defaultMCPApprover(); got != "dana" {
+		t.Errorf("with INTERLOCK_AS=dana the approver is %q", got)
+	}
+	t.Setenv("INTERLOCK_MCP_APPROVER", "erin")
+	if got := defaultMCPApprover(); got != "erin" {
+		t.Errorf("with INTERLOCK_MCP_APPROVER=erin the approver is %q", got)
+	}
+	t.Setenv("INTERLOCK_MCP_APPROVER", "")
+	t.Setenv("INTERLOCK_AS", "")
+	if got, login := defaultMCPApprover(), loginName(); login != "" && got != login {
+		t.Errorf("the approver is %q, want the login name %q", got, login)
+	}
+}

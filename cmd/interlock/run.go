@@ -471,6 +471,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_SECRET    the deployment's resume-token secret, when --secret-file is not given
   INTERLOCK_MCP_HTTP  default of --http
   INTERLOCK_MCP_APPROVER  default of --approver
+  INTERLOCK_AS        default of --approver when INTERLOCK_MCP_APPROVER is not set
 `
 	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
