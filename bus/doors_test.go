@@ -267,6 +267,42 @@ func TestNoClientCanPurgeQueuedCommandsOrDeleteADeadline(t *testing.T) {
 	}
 }
 
+// TestTheDeployUsersCannotPurgeOrExpireCommands sends, as the deploy
+// config's agent and bot, each command they may send with each header
+// that would purge the inbound stream, delete a deadline or expire a
+// command: the stream refuses them all, and the run still waits.
+func TestTheDeployUsersCannotPurgeOrExpireCommands(t *testing.T) {
+	d := deployConfigDeployment(t, doorsFlow(0))
+	n := d.names
+	_, agent := d.as("agent")
+	in := waitingRefund(t, agent, "r-rollup")
+	for _, tc := range []struct{ user, subject string }{
+		{"agent", n.In("refund", "start")},
+		{"agent", n.In("refund", "cancel")},
+		{"bot", n.In("refund", "resume")},
+		{"bot", n.ResumeAs("refund", "supervisor")},
+	} {
+		u, _ := d.as(tc.user)
+		for _, h := range []struct {
+			h    nats.Header
+			code jetstream.ErrorCode
+		}{
+			{nats.Header{"Nats-Rollup": {"all"}}, errRollupFailed},
+			{nats.Header{"Nats-Rollup": {"sub"}}, errRollupFailed},
+			{nats.Header{"Nats-Schedule-Next": {"purge"}, "Nats-Scheduler": {n.Schedule("refund", "r-rollup", in.RequestID)}}, errSchedulesDisabled},
+			{nats.Header{"Nats-TTL": {"1s"}}, errTTLDisabled},
+		} {
+			m := nats.NewMsg(tc.subject)
+			m.Data = []byte(`{}`)
+			m.Header = h.h
+			if _, err := u.js.PublishMsg(t.Context(), m); apiCode(err) != h.code {
+				t.Errorf("%s on %s with %v: %v, want refused with code %d", tc.user, tc.subject, h.h, err, h.code)
+			}
+		}
+	}
+	d.stillWaits(t, "r-rollup", in.RequestID)
+}
+
 // TestTheInboundStreamRefusesOrNeutralisesEveryHeaderThatActs tries, as
 // the anonymous user, each header of a published message that the NATS
 // server acts on: the inbound stream refuses those that would act on it,
