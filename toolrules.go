@@ -62,7 +62,7 @@ func gateRule(r *gate.Rule, req gate.Request) *engine.GateRule {
 	return &engine.GateRule{Name: r.Name, Reason: r.Reason, ApproverRole: r.ApproverRole, Timeout: r.Timeout,
 		OnTimeout: policyOf(r.OnTimeout, r.Escalate), Decisions: slices.Clone(r.Decisions),
 		Title: title, Description: description, ArgsSchema: bytes.Clone(r.ArgsSchema),
-		Assignees: slices.Clone(r.Assignees), Quorum: q, Reminders: slices.Clone(r.Reminders)}
+		Assignees: slices.Clone(r.Assignees), Quorum: q, Reminders: slices.Clone(r.Reminders), RemindEvery: r.RemindEvery}
 }
 
 // policyOf turns a rule's timeout action, and its escalations, into the

@@ -74,6 +74,7 @@ func TestAValueCannotBreakTheTitleOntoASecondLine(t *testing.T) {
 func TestARuleCarriesItsSchemaDecisionsAssigneesQuorumAndReminders(t *testing.T) {
 	r := fire(t, ruleHead+`    timeout: 30m
     reminders: [10m, 2m]
+    remindEvery: 1h
     decisions: [approve, reject, respond]
     assignees: [ann@example.com, bob@example.com]
     quorum: {required: 2}
@@ -97,6 +98,9 @@ func TestARuleCarriesItsSchemaDecisionsAssigneesQuorumAndReminders(t *testing.T)
 	}
 	if len(r.Reminders) != 2 || r.Reminders[0] != 10*time.Minute || r.Reminders[1] != 2*time.Minute {
 		t.Errorf("reminders = %v", r.Reminders)
+	}
+	if r.RemindEvery != time.Hour {
+		t.Errorf("remindEvery = %v", r.RemindEvery)
 	}
 }
 
@@ -133,6 +137,14 @@ func TestTheExampleRulesSayWhatEachCallProposes(t *testing.T) {
 	}
 	if n := len(contract.Decisions); n == 0 || contract.Decisions[n-1] != protocol.VerdictRespond {
 		t.Errorf("large-contract's decisions = %v, want respond among them", contract.Decisions)
+	}
+	cancel := tr.Rule(t.Context(), protocol.ToolRequest{CallID: "c-3", Tool: "cancel_subscription",
+		Args: map[string]json.RawMessage{"plan": json.RawMessage(`"Pro"`), "reason": json.RawMessage(`"too expensive"`)}, Context: json.RawMessage(`{"customer": "Acme"}`)})
+	if cancel == nil || cancel.Title != "Cancel the Pro subscription of Acme" || cancel.ApproverRole != "retention_lead" || !strings.Contains(cancel.Description, "retention team") {
+		t.Fatalf("cancellation-review = %+v", cancel)
+	}
+	if args := protocol.Args(json.RawMessage(`{"plan":"Pro","reason":"too expensive"}`), cancel.ArgsSchema); len(args) != 2 || args[0].Title != "Plan" || args[1].Title != "Customer's reason" {
+		t.Errorf("the cancellation's args as shown = %+v", args)
 	}
 }
 
@@ -175,6 +187,8 @@ func TestBadCardFieldsAreRefusedNamingTheRuleAndHowToFixThem(t *testing.T) {
 		{"reminder not a duration", "    timeout: 30m\n    reminders: [soon]\n", []string{"reminders[0]: \"soon\" is not a duration"}},
 		{"reminder past the timeout", "    timeout: 30m\n    reminders: [45m]\n", []string{"reminders[0]: 45m before the deadline is before the approval is asked (timeout is 30m0s)"}},
 		{"reminder twice", "    timeout: 30m\n    reminders: [2m, 2m]\n", []string{"reminders[1]: 2m is listed twice"}},
+		{"remindEvery not a duration", "    remindEvery: hourly\n", []string{"rule 1 (big): remindEvery: \"hourly\" is not a duration"}},
+		{"remindEvery too often", "    remindEvery: 10s\n", []string{"remindEvery: 10s is less than a minute"}},
 		{"reminder under a second", "    timeout: 30m\n    reminders: [10ms]\n", []string{"reminders[0]: 10ms is less than a second"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,9 @@ type GateRule struct {
 	Assignees []string
 	Quorum    *protocol.Quorum
 	Reminders []time.Duration
+	// RemindEvery, if set, reminds them every so often while the call
+	// waits.
+	RemindEvery time.Duration
 }
 
 // gateState is the state of a gate run.
@@ -97,6 +100,7 @@ type gateRuleState struct {
 	Assignees    []string         `json:"assignees,omitempty"`
 	Quorum       *protocol.Quorum `json:"quorum,omitempty"`
 	Reminders    []string         `json:"reminders,omitempty"`
+	RemindEvery  string           `json:"remindEvery,omitempty"`
 }
 
 // GateFlow returns the built-in gate flow. A worker that serves the tool
@@ -148,6 +152,14 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 		}
 		reminders = append(reminders, d)
 	}
+	var every time.Duration
+	if s.Rule.RemindEvery != "" {
+		d, err := time.ParseDuration(s.Rule.RemindEvery)
+		if err != nil {
+			return fmt.Errorf("gate rule %q: remindEvery: %w", s.Rule.Name, err)
+		}
+		every = d
+	}
 	args := map[string]json.RawMessage{}
 	for k, v := range s.Args {
 		args[k] = v
@@ -155,7 +167,7 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
 		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions,
 		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema,
-		Assignees: s.Rule.Assignees, Quorum: s.Rule.Quorum, Reminders: reminders})
+		Assignees: s.Rule.Assignees, Quorum: s.Rule.Quorum, Reminders: reminders, RemindEvery: every})
 	if err != nil {
 		return err
 	}
@@ -220,6 +232,9 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 			Assignees: req.Rule.Assignees, Quorum: req.Rule.Quorum}}
 	for _, d := range req.Rule.Reminders {
 		state.Rule.Reminders = append(state.Rule.Reminders, d.String())
+	}
+	if req.Rule.RemindEvery > 0 {
+		state.Rule.RemindEvery = req.Rule.RemindEvery.String()
 	}
 	if state.Args == nil {
 		state.Args = map[string]json.RawMessage{}

@@ -118,12 +118,12 @@ func decodeArgs(raw json.RawMessage) map[string]any {
 func TestAGateRulesAssigneesQuorumAndRemindersHoldTheCall(t *testing.T) {
 	h := enginetest.New(t, engine.GateFlow())
 	rule := &engine.GateRule{Name: "huge-refund", Reason: "over $10,000", ApproverRole: "supervisor", Timeout: 30 * time.Minute,
-		Assignees: []string{"ann@example.com"}, Quorum: &protocol.Quorum{Required: 2}, Reminders: []time.Duration{10 * time.Minute}}
+		Assignees: []string{"ann@example.com"}, Quorum: &protocol.Quorum{Required: 2}, Reminders: []time.Duration{10 * time.Minute}, RemindEvery: time.Hour}
 	request(t, h, "req-1", "call-q", 12000, rule)
 	cp := h.Checkpoint("call-q")
 	in := cp.Interrupt
 	if in == nil || len(in.Assignees) != 1 || in.Quorum == nil || in.Quorum.Required != 2 || in.Requester != "support-bot" ||
-		in.Remind == nil || len(in.Remind.Before) != 1 || in.Remind.Before[0] != 10*time.Minute {
+		in.Remind == nil || len(in.Remind.Before) != 1 || in.Remind.Before[0] != 10*time.Minute || in.Remind.Every != time.Hour {
 		t.Fatalf("gate interrupt = %+v, want the rule's assignee, quorum of two, the agent as requester and a reminder", in)
 	}
 	decide := func(who string) engine.Outcome {

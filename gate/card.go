@@ -263,6 +263,26 @@ func (p *parser) card(r *Rule, fs map[string]*yaml.Node, a at) {
 	r.Assignees = p.assignees(fs, a)
 	r.Quorum = p.quorum(fs, a)
 	r.Reminders = p.reminders(fs, r.Timeout, a)
+	r.RemindEvery = p.remindEvery(fs, a)
+}
+
+// remindEvery reads field remindEvery: how often to remind the people
+// who may decide while the call waits, at least a minute.
+func (p *parser) remindEvery(fs map[string]*yaml.Node, a at) time.Duration {
+	s, line, ok := p.text(fs, "remindEvery", a, "")
+	if !ok || s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		p.add(line, a, "remindEvery", "%.40q is not a duration; write how often to remind, such as 30m or 4h", s)
+	case d < time.Minute:
+		p.add(line, a, "remindEvery", "%s is less than a minute; remind at most once a minute, e.g. 30m", s)
+	default:
+		return d
+	}
+	return 0
 }
 
 // argsSchema reads field argsSchema: a YAML mapping, or text holding a

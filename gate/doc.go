@@ -40,6 +40,7 @@
 //	assignees: [ann@example.com]
 //	quorum: {required: 2}         # or [{role: legal, count: 1}, {role: finance, count: 1}]
 //	reminders: [10m, 2m]          # before timeout
+//	remindEvery: 4h               # and every 4h while it waits
 //
 // Title and description are filled with the call's values by [Rule.Card]:
 // a placeholder is {{args.<name>}} (dots reach into objects),

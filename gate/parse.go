@@ -84,7 +84,7 @@ func (e *Error) Error() string {
 var (
 	topFields  = []string{"rules"}
 	ruleFields = []string{"name", "tool", "when", "reason", "approverRole", "timeout", "onTimeout", "escalate",
-		"title", "description", "argsSchema", "decisions", "assignees", "quorum", "reminders"}
+		"title", "description", "argsSchema", "decisions", "assignees", "quorum", "reminders", "remindEvery"}
 	escalationFields = []string{"approverRole", "timeout", "onTimeout", "escalate"}
 )
 

@@ -120,6 +120,9 @@ type Rule struct {
 	// Reminders are how long before the deadline the people who may
 	// decide are reminded, each shorter than Timeout.
 	Reminders []time.Duration
+	// RemindEvery, if set, reminds them every so often while the call
+	// waits (at least a minute).
+	RemindEvery time.Duration
 
 	program            cel.Program // nil when When is empty
 	title, description template
