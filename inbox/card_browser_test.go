@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -122,6 +124,12 @@ func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
 	s.startCard("ana", "r-1043", map[string]any{"orderId": "o-1043", "amount": 780, "assignees": []string{"ben"}, "customer": "lee@example.com"})
 	s.startCard("ana", "r-1044", map[string]any{"orderId": "o-1044", "amount": 1250.5, "customer": "kim@example.com"})
 	ana := as(t, s, "ana")
+	// Ana reads in UTC+14, where the day is not UTC's: every time the
+	// card shows must be hers.
+	step(t, ana, "read in Pacific/Kiritimati", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Pacific/Kiritimati"})
+		return err
+	}))
 
 	step(t, ana, "see the queue say what is proposed",
 		chromedp.Navigate(s.base+"/"),
@@ -150,6 +158,11 @@ func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
 		until(`document.querySelector(".requester").textContent === "support-bot"`),
 		// Times are the reader's own, the UTC text kept as their title.
 		until(`[...document.querySelectorAll("time[data-local]")].every(t => t.title.endsWith("UTC") && !t.textContent.includes("UTC"))`),
+		until(`(() => {
+			const ts = [...document.querySelectorAll("time[data-local]")];
+			const as = (t, zone) => new Date(t.getAttribute("datetime")).toLocaleString([], {dateStyle: "medium", timeStyle: "short", timeZone: zone});
+			return ts.length > 0 && ts.every(t => t.textContent === as(t, "Pacific/Kiritimati") && t.textContent !== as(t, "UTC"));
+		})()`),
 		until(`document.querySelector("#tally").textContent.includes("0 of 2 approvals")`),
 		until(`document.querySelector("#tally .still").textContent.includes("not support-bot")`),
 	)
