@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +109,63 @@ func TestARejectVetoesAHalfVotedRefund(t *testing.T) {
 	r.finalState("refund", run, &s)
 	if s.Outcome != "rejected" || s.Refund != nil || s.Rejection == nil || s.Rejection.Approver != "fay" {
 		t.Fatalf("after a veto the state is %+v", s)
+	}
+}
+
+// Two people who both saw the first approval vote at the same moment, on
+// the real bus: both votes count (the one applied second carries the
+// token of a request the first replaced), and the refund runs once.
+func TestTwoVotesSentAtOnceBothCount(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, refund.Flow())
+	const run = "r-race"
+	in := r.largeRefund(run)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.vote("refund", run, refund.SupervisorRole, in, "sam", "approve") })
+	wg.Go(func() { r.vote("refund", run, refund.FinanceLeadRole, in, "fay", "approve") })
+	wg.Wait()
+	var s refund.State
+	r.finalState("refund", run, &s)
+	if s.Outcome != "refunded" || s.Refund == nil || s.Refund.Amount != 12000 {
+		t.Fatalf("final state = %+v", s)
+	}
+	evs := r.wait("refund", run, "completed", 1)
+	if n := natstest.Count(evs, "refused"); n != 0 {
+		t.Errorf("%d votes refused, want none", n)
+	}
+	if n := natstest.Count(evs, "voted"); n != 1 {
+		t.Errorf("%d voted events, want one", n)
+	}
+}
+
+// An edit is a vote for the args it would run with: over the bus, a
+// finance lead's edit does not add to a supervisor's approve of the
+// original amount, and the refund runs with the edited amount once a
+// supervisor agrees to it.
+func TestAnEditsVoteCountsOnlyForItsArgsOverTheBus(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, refund.Flow())
+	const run = "r-edit-votes"
+	in := r.largeRefund(run)
+	r.vote("refund", run, refund.SupervisorRole, in, "sam", "approve")
+	again := r.interrupt("refund", run, 2)
+	edit := func(role string, in protocol.Interrupted, who string) {
+		natstest.Publish(t, r.js, r.names.ResumeAs("refund", role), protocol.TypeResume, run,
+			map[string]any{"resumeToken": in.ResumeToken, "decision": "edit", "edits": map[string]any{"amount": 11000}, "approver": who, "reason": "partial"})
+	}
+	edit(refund.FinanceLeadRole, again, "fay")
+	third := r.interrupt("refund", run, 3)
+	if len(third.Votes) != 2 || third.Votes[0].Digest == third.Votes[1].Digest {
+		t.Fatalf("votes after the edit = %+v, want two, for different args", third.Votes)
+	}
+	if cp, _ := r.checkpoint("refund", run); cp.Status != engine.Waiting {
+		t.Fatalf("after votes for different args the run is %s, want waiting", cp.Status)
+	}
+	edit(refund.SupervisorRole, third, "sue")
+	var s refund.State
+	r.finalState("refund", run, &s)
+	if s.Outcome != "refunded" || s.Refund == nil || s.Refund.Amount != 11000 {
+		t.Fatalf("final state = %+v, want the edited amount refunded", s)
 	}
 }
 

@@ -229,6 +229,27 @@ func quorumFlow() *engine.Flow {
 		}).Start("review").MustBuild()
 }
 
+// Over HTTP as everywhere: an approver votes once, and whoever started
+// the run votes not at all (separation of duties).
+func TestOverHTTPEachApproverVotesOnceAndTheStarterNotAtAll(t *testing.T) {
+	t.Parallel()
+	sam, bob, _ := callbackAPI(t, nil, quorumFlow())
+	sam.accepted("POST", "/v1/runs/payout", map[string]any{"run": "p-sam"})
+	if p := sam.must(http.StatusForbidden, "POST", "/v1/runs/payout/p-sam/resume", map[string]any{"decision": "approve"}).problem(t); p.Code != "forbidden" ||
+		!strings.Contains(p.Detail, "sam@example.com started run p-sam and may not vote") {
+		t.Errorf("the starter's vote: %+v", p)
+	}
+	bob.accepted("POST", "/v1/runs/payout", map[string]any{"run": "p-2"})
+	sam.accepted("POST", "/v1/runs/payout/p-2/resume", map[string]any{"decision": "approve"})
+	if p := sam.must(http.StatusForbidden, "POST", "/v1/runs/payout/p-2/resume", map[string]any{"decision": "approve"}).problem(t); p.Code != "forbidden" ||
+		!strings.Contains(p.Detail, "sam@example.com voted on pay already") {
+		t.Errorf("a second vote by the same approver: %+v", p)
+	}
+	if cp := sam.run("payout", "p-2").Checkpoint; cp.Status != "waiting" || len(cp.Interrupt.Votes) != 1 {
+		t.Errorf("after a refused second vote: %s with %+v", cp.Status, cp.Interrupt)
+	}
+}
+
 func TestACallbackURLCastsOneVoteOfAQuorum(t *testing.T) {
 	t.Parallel()
 	sam, bob, anon := callbackAPI(t, nil, quorumFlow())

@@ -595,3 +595,24 @@ func TestTheCommandLineDecidesAsItsUser(t *testing.T) {
 		t.Fatalf("approvedBy %v, want the login name %s\n%s", r["approvedBy"], login, out)
 	}
 }
+
+// From the shell as everywhere: an approver votes once, and whoever
+// started the run votes not at all.
+func TestFromTheShellEachApproverVotesOnceAndTheStarterNotAtAll(t *testing.T) {
+	t.Parallel()
+	url, _ := refundServer(t)
+	if _, errOut, err := run(t, url, "start", "refund", "--run", "r-q", "--as", "ray", "orderId=o-1", "amount:=12000", "last4=1234"); err != nil {
+		t.Fatalf("start: %v\n%s", err, errOut)
+	}
+	_, errOut, err := run(t, url, "answer", "refund", "r-q", "--approve", "--role", "supervisor", "--as", "ray")
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "ray started run r-q and may not vote") {
+		t.Fatalf("the starter's vote: exit %d (%v) %q", codeOf(err), err, errOut)
+	}
+	if out, errOut, err := run(t, url, "answer", "refund", "r-q", "--approve", "--role", "supervisor", "--as", "sam"); err != nil || !strings.Contains(out, "waiting") {
+		t.Fatalf("sam's vote: %v\n%s%s", err, out, errOut)
+	}
+	_, errOut, err = run(t, url, "answer", "refund", "r-q", "--approve", "--role", "finance_lead", "--as", "sam")
+	if codeOf(err) != exitRefused || !strings.Contains(errOut, "sam voted on issue_refund already") {
+		t.Fatalf("sam's second vote: exit %d (%v) %q", codeOf(err), err, errOut)
+	}
+}
