@@ -21,7 +21,7 @@ func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	flow, run, requestID, cl, cp := f.flow, f.run, f.requestID, f.cl, f.cp
 	a := protocol.Assign{RequestID: requestID, Op: r.PostFormValue("op"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
+	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, StartedBy: cp.StartedBy, Errors: map[string]string{}, Values: map[string]string{}}
 	switch a.Op {
 	case protocol.AssignClaim, protocol.AssignRelease:
 	case protocol.AssignDelegate:

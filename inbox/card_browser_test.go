@@ -164,7 +164,7 @@ func TestBrowserTwoPersonApprovalWithAClaim(t *testing.T) {
 			return ts.length > 0 && ts.every(t => t.textContent === as(t, "Pacific/Kiritimati") && t.textContent !== as(t, "UTC"));
 		})()`),
 		until(`document.querySelector("#tally").textContent.includes("0 of 2 approvals")`),
-		until(`document.querySelector("#tally .still").textContent.includes("not support-bot")`),
+		until(`document.querySelector("#tally .still").textContent.includes("not support-bot or sue:")`),
 	)
 	step(t, ana, "claim it",
 		chromedp.Click(chromedp.CSS("#claim")),

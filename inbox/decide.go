@@ -209,7 +209,7 @@ func (in *Inbox) showDecide(w http.ResponseWriter, s session, c links.Claims, cp
 	if iv == nil {
 		iv = &interruptView{}
 	}
-	iv.CheckpointInterrupt = *cp.Interrupt
+	iv.CheckpointInterrupt, iv.StartedBy = *cp.Interrupt, cp.StartedBy
 	ci := cp.Interrupt
 	iv.MayDecide = !protocol.RoleRestricted(ci.Kind) || s.mayAct(ci.ApproverRole, ci.Quorum, ci.Assignees, ci.ClaimedBy)
 	iv.MayClaim, iv.Mine = false, false // claiming is the inbox's
@@ -274,7 +274,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
+	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, StartedBy: cp.StartedBy, Errors: map[string]string{}, Values: map[string]string{}}
 	res := protocol.Resume{RequestID: c.RequestID, IdempotencyKey: key}
 	kv := viewOf(cp.Interrupt.Kind)
 	sent := kv.read(r, iv, &res)

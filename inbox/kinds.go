@@ -154,7 +154,7 @@ func prepareApproval(iv *interruptView) {
 		iv.Fields = append(iv.Fields, f)
 	}
 	if iv.CheckpointInterrupt.Quorum != nil {
-		iv.Tally = tally(iv.CheckpointInterrupt)
+		iv.Tally = tally(iv.CheckpointInterrupt, iv.StartedBy)
 	}
 }
 
@@ -198,8 +198,10 @@ func control(a protocol.Arg) string {
 	return "text"
 }
 
-// tally says where an approval's quorum stands, and who may still vote.
-func tally(in protocol.CheckpointInterrupt) *quorumView {
+// tally says where an approval's quorum stands, and who may still vote:
+// with separation of duties, not the requester, not startedBy (who
+// started the run), and nobody twice.
+func tally(in protocol.CheckpointInterrupt, startedBy string) *quorumView {
 	q := in.Quorum
 	t := &quorumView{Required: q.Total(), Votes: in.Votes}
 	voters := []string{}
@@ -240,12 +242,14 @@ func tally(in protocol.CheckpointInterrupt) *quorumView {
 	}
 	t.Still = strings.Join(need, "; ")
 	if in.SeparationOfDuties {
-		not := slices.Clone(voters)
-		if in.Requester != "" {
-			not = append([]string{in.Requester}, not...)
+		var not []string
+		for _, who := range append([]string{in.Requester, startedBy}, voters...) {
+			if who != "" && !slices.Contains(not, who) {
+				not = append(not, who)
+			}
 		}
 		if len(not) > 0 {
-			t.Still += " (not " + strings.Join(not, " or ") + ": each person votes once, and the requester not at all)"
+			t.Still += " (not " + strings.Join(not, " or ") + ": each person votes once, and who asked for it or started it not at all)"
 		}
 	}
 	return t

@@ -57,6 +57,9 @@ const foldAt = 360
 // interruptView is the pending interrupt and its forms.
 type interruptView struct {
 	protocol.CheckpointInterrupt
+	// StartedBy is who started the run, who may not vote on its quorum
+	// with separation of duties.
+	StartedBy string
 	// Allowed are the decisions an approval allows.
 	Allowed []protocol.Verdict
 	// ArgsJSON is the proposal's args, indented, or the edit sent back.
@@ -180,7 +183,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 		if iv == nil {
 			iv = &interruptView{}
 		}
-		iv.CheckpointInterrupt = *cp.Interrupt
+		iv.CheckpointInterrupt, iv.StartedBy = *cp.Interrupt, cp.StartedBy
 		ci := cp.Interrupt
 		iv.MayDecide = !protocol.RoleRestricted(ci.Kind) || s.mayAct(ci.ApproverRole, ci.Quorum, ci.Assignees, ci.ClaimedBy)
 		iv.Mine = ci.ClaimedBy != "" && ci.ClaimedBy == s.Name
@@ -387,7 +390,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	flow, run, requestID, cl, cp := f.flow, f.run, f.requestID, f.cl, f.cp
-	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, Errors: map[string]string{}, Values: map[string]string{}}
+	iv := &interruptView{CheckpointInterrupt: *cp.Interrupt, StartedBy: cp.StartedBy, Errors: map[string]string{}, Values: map[string]string{}}
 	res := protocol.Resume{RequestID: requestID, IdempotencyKey: r.PostFormValue("key")}
 	if !validKey(res.IdempotencyKey) {
 		res.IdempotencyKey = ""
