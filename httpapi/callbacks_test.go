@@ -313,3 +313,27 @@ func TestThePublicURLDefaultsToTheAPIsAddress(t *testing.T) {
 		t.Errorf("callback URL %s is not under the public URL", cb.URL)
 	}
 }
+
+// An ask hands out a callback URL as a flow's interrupt does: a system
+// that holds no token settles it once, as the caller who asked for the
+// URL, and the ask's answer says so.
+func TestACallbackURLSettlesAnAskOnce(t *testing.T) {
+	t.Parallel()
+	sam, bob, anon := callbackAPI(t, nil, quorumFlow())
+	bob.must(http.StatusAccepted, "POST", "/v1/asks", map[string]any{"askId": "ask-cb", "interrupt": map[string]any{
+		"kind": "approval", "action": "rotate_keys", "args": map[string]any{"service": "billing"}, "approverRole": "supervisor"}})
+	var cb links.Callback
+	sam.must(http.StatusCreated, "POST", "/v1/runs/ask/ask-cb/callbacks", nil).decode(t, &cb)
+	path := strings.TrimPrefix(cb.URL, sam.server.PublicURL())
+	if acc := anon.accepted("POST", path, map[string]any{"decision": "approve", "reason": "change window open"}); acc.Outcome == httpapi.OutcomeQueued {
+		t.Fatalf("the callback's resume was not applied: %+v", acc)
+	}
+	var ans httpapi.AskAnswer
+	sam.must(http.StatusOK, "GET", "/v1/asks/ask-cb", nil).decode(t, &ans)
+	if a := ans.Answered; a == nil || a.Decision != protocol.VerdictApprove || a.Approver != "sam@example.com" || a.Reason != "change window open" {
+		t.Fatalf("the ask after its callback: %+v", ans.Answered)
+	}
+	if p := anon.must(http.StatusConflict, "POST", path, map[string]any{"decision": "reject", "reason": "no"}).problem(t); p.Code != "not_waiting" {
+		t.Errorf("a second POST: %+v", p)
+	}
+}
