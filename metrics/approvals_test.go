@@ -221,7 +221,7 @@ func TestApprovalMetricLabelsAreBounded(t *testing.T) {
 
 	// Tool names come from agents' requests and gate rules: past a bound
 	// they count as other, in every metric labelled by action.
-	m, err := metrics.New(metrics.Config{})
+	m, err := metrics.New(metrics.Config{Timeout: natstest.Wait})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func startRig(t *testing.T, srv *bus.Server, m *metrics.Service, cfg interlock.C
 	}
 	if m == nil {
 		var err error
-		if m, err = metrics.New(metrics.Config{Addr: "127.0.0.1:0", PendingEvery: countEvery}); err != nil {
+		if m, err = metrics.New(metrics.Config{Addr: "127.0.0.1:0", PendingEvery: countEvery, Timeout: natstest.Wait}); err != nil {
 			t.Fatal(err)
 		}
 	}
