@@ -719,3 +719,20 @@ func TestAnEscalationIsMailedToTheRoleItGoesTo(t *testing.T) {
 		t.Errorf("the escalation's mail: %q\n%s", p.Subject, p.Text)
 	}
 }
+
+func TestAQuorumIsNotMailedToWhoStartedItsRun(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, false, nil)
+	b, _ := json.Marshal(refundState{OrderID: "A-11", Amount: 5000, Approvers: 2})
+	var s map[string]json.RawMessage
+	_ = json.Unmarshal(b, &s)
+	// cat, who holds finance, starts the refund: she may not vote on it.
+	if _, err := e.svc.Client("/test").As("cat").Start(t.Context(), "refund", "r-cat", s, nil); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "ann's mail", func() bool { return len(e.smtpd.to("ann@example.com")) >= 1 })
+	e.idle()
+	if got := e.smtpd.to("cat@example.com"); len(got) != 0 {
+		t.Errorf("cat, who started the run, got %d mails asking her vote", len(got))
+	}
+}

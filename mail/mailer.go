@@ -239,8 +239,9 @@ type recipient struct {
 // assignees, else the holders of its approver role and of its quorum's
 // roles, and those roles' own addresses; never a person without an
 // address, a person who already voted on it, or (with separation of
-// duties) its requester. Each address once.
-func (m *Mailer) recipients(in protocol.Interrupted) []recipient {
+// duties) its requester or whoever started the run (startedBy). Each
+// address once.
+func (m *Mailer) recipients(in protocol.Interrupted, startedBy string) []recipient {
 	dir := m.cfg.Directory()
 	var roles []string
 	if in.ApproverRole != "" {
@@ -268,7 +269,7 @@ func (m *Mailer) recipients(in protocol.Interrupted) []recipient {
 		}
 	}
 	for _, p := range ps {
-		if voted(in.Votes, p) || in.SeparationOfDuties && in.Requester != "" && in.Requester == p.Name {
+		if voted(in.Votes, p) || in.SeparationOfDuties && p.Name != "" && (p.Name == in.Requester || p.Name == startedBy) {
 			continue
 		}
 		add(recipient{Person: p.Name, Address: p.Email})
@@ -277,6 +278,23 @@ func (m *Mailer) recipients(in protocol.Interrupted) []recipient {
 		add(recipient{Role: r.Name, Address: r.Email})
 	}
 	return out
+}
+
+// startedBy is who started the run of a quorum's approval with
+// separation of duties, from its checkpoint, who may not vote on it; ""
+// for another interrupt, or a run no longer stored.
+func (m *Mailer) startedBy(ctx context.Context, in protocol.Interrupted) (string, error) {
+	if in.Quorum == nil || !in.SeparationOfDuties {
+		return "", nil
+	}
+	cp, err := m.cl.Checkpoint(ctx, in.Flow, in.Run)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading who started %s %s: %w", in.Flow, in.Run, err)
+	}
+	return cp.StartedBy, nil
 }
 
 // voted reports whether p cast one of votes.
@@ -289,7 +307,11 @@ func voted(votes []protocol.Vote, p people.Person) bool {
 // delivered again, skips them, and the event is dead-lettered naming them
 // once the others have theirs.
 func (m *Mailer) mail(ctx context.Context, d notify.Delivery, in protocol.Interrupted, why, by string) error {
-	rs := m.recipients(in)
+	startedBy, err := m.startedBy(ctx, in)
+	if err != nil {
+		return err
+	}
+	rs := m.recipients(in, startedBy)
 	if len(rs) == 0 {
 		m.log.Debug().Str("flow", in.Flow).Str("run", in.Run).Str("request_id", in.RequestID).Str("kind", d.Kind).
 			Msg("mail: nobody with an address is reached by this event")
