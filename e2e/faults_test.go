@@ -3,10 +3,13 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
@@ -29,7 +33,9 @@ const (
 	envCrashWorker    = "INTERLOCK_TEST_CRASH_WORKER"     // NATS URL
 	envCrashOn        = "INTERLOCK_TEST_CRASH_ON"         // die when publishing an event of this kind
 	envCrashAfterStep = "INTERLOCK_TEST_CRASH_AFTER_STEP" // die in the pay flow after its step is recorded
+	envCrashAtWrite   = "INTERLOCK_TEST_CRASH_AT_WRITE"   // die just before the transition's n-th write
 	crashExit         = 3
+	doneExit          = 4 // the transition finished with fewer writes
 	testAckWait       = 2 * time.Second
 )
 
@@ -57,6 +63,69 @@ func (p crashPublisher) Publish(ctx context.Context, msgs []engine.Message, rech
 	return p.Publisher.Publish(ctx, msgs, recheck)
 }
 
+// writeCounter kills the process just before the n-th write of the
+// worker's first transition (a checkpoint, a pending index entry, or one
+// message published), as kill -9 would.
+type writeCounter struct {
+	mu     sync.Mutex
+	n, max int
+}
+
+func (c *writeCounter) write() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.n == c.max {
+		os.Exit(crashExit)
+	}
+}
+
+// crashStore counts the store's writes.
+type crashStore struct {
+	engine.Store
+	w *writeCounter
+}
+
+func (s crashStore) Create(ctx context.Context, cp *engine.Checkpoint) (uint64, error) {
+	s.w.write()
+	return s.Store.Create(ctx, cp)
+}
+
+func (s crashStore) Update(ctx context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {
+	s.w.write()
+	return s.Store.Update(ctx, cp, rev)
+}
+
+func (s crashStore) PutPending(ctx context.Context, p *protocol.Pending) error {
+	s.w.write()
+	return s.Store.PutPending(ctx, p)
+}
+
+func (s crashStore) DeletePending(ctx context.Context, flow, run string) error {
+	s.w.write()
+	return s.Store.DeletePending(ctx, flow, run)
+}
+
+// countingPublisher publishes a transition's messages one at a time,
+// counting each as a write.
+type countingPublisher struct {
+	engine.Publisher
+	w *writeCounter
+}
+
+func (p countingPublisher) Publish(ctx context.Context, msgs []engine.Message, recheck bool) error {
+	for i := range msgs {
+		p.w.write()
+		if err := p.Publisher.Publish(ctx, msgs[i:i+1], recheck); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func crashWorker(url string) int {
 	ctx := context.Background()
 	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url})
@@ -70,14 +139,24 @@ func crashWorker(url string) int {
 	if err := errors.Join(err1, err2); err != nil {
 		return 1
 	}
-	runner, err := engine.NewRunner(engine.Config{
-		Flows: testFlows(), Store: kv.New(runs, pending), Secret: natstest.Secret,
-		Publisher: crashPublisher{bus.NewPublisher(js, names, "interlock/crash"), os.Getenv(envCrashOn)},
-	})
+	var store engine.Store = kv.New(runs, pending)
+	var pub engine.Publisher = crashPublisher{bus.NewPublisher(js, names, "interlock/crash"), os.Getenv(envCrashOn)}
+	var observe func(bus.Observation)
+	if at := os.Getenv(envCrashAtWrite); at != "" {
+		n, err := strconv.Atoi(at)
+		if err != nil {
+			return 1
+		}
+		w := &writeCounter{max: n}
+		store, pub = crashStore{store, w}, countingPublisher{bus.NewPublisher(js, names, "interlock/crash"), w}
+		// Every write done and no crash: the transition has fewer.
+		observe = func(bus.Observation) { os.Exit(doneExit) }
+	}
+	runner, err := engine.NewRunner(engine.Config{Flows: testFlows(), Store: store, Secret: natstest.Secret, Publisher: pub})
 	if err != nil {
 		return 1
 	}
-	w, err := bus.NewWorker(js, bus.WorkerConfig{Names: names, Runner: runner, Concurrency: 1, AckWait: testAckWait, HandlerTimeout: time.Second})
+	w, err := bus.NewWorker(js, bus.WorkerConfig{Names: names, Runner: runner, Concurrency: 1, AckWait: testAckWait, HandlerTimeout: time.Second, Observe: observe})
 	if err != nil || w.Start(ctx) != nil {
 		return 1
 	}
@@ -89,15 +168,25 @@ func crashWorker(url string) int {
 // where it was told to.
 func runCrashWorker(t *testing.T, url string, env ...string) {
 	t.Helper()
+	if code := crashWorkerExit(t, url, env...); code != crashExit {
+		t.Fatalf("crash worker exited %d, want %d", code, crashExit)
+	}
+}
+
+// crashWorkerExit runs the crash worker until it dies, and returns its
+// exit code: crashExit or doneExit.
+func crashWorkerExit(t *testing.T, url string, env ...string) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), natstest.Wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, envCrashWorker+"="+url)...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != crashExit {
-		t.Fatalf("crash worker: %v (want exit %d)\n%s", err, crashExit, out)
+	if !errors.As(err, &exit) || (exit.ExitCode() != crashExit && exit.ExitCode() != doneExit) {
+		t.Fatalf("crash worker: %v (want exit %d or %d)\n%s", err, crashExit, doneExit, out)
 	}
+	return exit.ExitCode()
 }
 
 // payState is the state of the pay flow, which charges in a step, then asks
@@ -365,5 +454,90 @@ func TestServerRestartBetweenInterruptAndResume(t *testing.T) {
 	r.resume("booking", run, answer(in, map[string]any{"email": "a@b.c"}))
 	if in = r.interrupt("booking", run, 3); in.Node != "ask_contact" {
 		t.Fatalf("after restart the run went to %s", in.Node)
+	}
+}
+
+// TestAWorkerKilledBeforeAnyWriteOfATransitionLosesAndDoublesNothing
+// kills a worker, as kill -9 would, just before each write of a
+// transition in turn (a checkpoint, a pending index entry, each audit
+// record, deadline and event), and after the last one before its ack;
+// a healthy worker then takes over. Whatever the point, the refund's
+// start pauses it once and its approval completes it once: each event
+// once, an audit chain that verifies, the pending index right.
+func TestAWorkerKilledBeforeAnyWriteOfATransitionLosesAndDoublesNothing(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := wire.NewNames("")
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, srv: srv, js: js, names: names}
+	nc, _ := natstest.Connect(t, srv.ClientURL())
+	audit := client.New(nc, js, names, "/test", natstest.Wait)
+	state := map[string]any{"orderId": "o-1", "amount": 900, "currency": "USD", "customer": "Ann", "last4": "4821"}
+	serve := func() *interlock.Service {
+		return natstest.StartWith(t, srv, interlock.Config{Flows: testFlows(), Secret: natstest.Secret, AckWait: testAckWait})
+	}
+	stop := func(svc *interlock.Service) {
+		if err := svc.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(run string, want map[string]int, pending bool) {
+		t.Helper()
+		evs := natstest.Read(t, js, names.EventStream(), names.Event("refund", run, ">"))
+		for kind, n := range want {
+			if got := natstest.Count(evs, kind); got != n {
+				t.Errorf("%s: %d %s events, want %d", run, got, kind, n)
+			}
+		}
+		rep, err := audit.VerifyAudit(t.Context(), "refund", run)
+		if err != nil || !rep.Intact {
+			t.Errorf("%s: the audit chain does not verify: %v %+v", run, err, rep)
+		}
+		pk, err := js.KeyValue(t.Context(), names.PendingBucket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pk.Get(t.Context(), "refund."+run); (err == nil) != pending {
+			t.Errorf("%s: pending entry present %v, want %v (%v)", run, err == nil, pending, err)
+		}
+	}
+	for _, phase := range []string{"start", "approve"} {
+		for n := 1; ; n++ {
+			if n > 40 {
+				t.Fatalf("%s: the crash worker never finished a transition", phase)
+			}
+			run := fmt.Sprintf("r-%s-%d", phase, n)
+			var in protocol.Interrupted
+			if phase == "approve" {
+				svc := serve()
+				r.start("refund", run, state)
+				in = r.interrupt("refund", run, 1)
+				stop(svc)
+				r.vote("refund", run, refund.SupervisorRole, in, "sam", "approve")
+			} else {
+				r.start("refund", run, state)
+			}
+			code := crashWorkerExit(t, natstest.WorkersURL(srv), envCrashAtWrite+"="+strconv.Itoa(n))
+			svc := serve()
+			if phase == "start" {
+				r.interrupt("refund", run, 1)
+				r.wait("refund", run, "interrupted", 1)
+				check(run, map[string]int{"started": 1, "interrupted": 1}, true)
+			} else {
+				r.wait("refund", run, "completed", 1)
+				check(run, map[string]int{"started": 1, "interrupted": 1, "resumed": 1, "completed": 1}, false)
+			}
+			stop(svc)
+			if code == doneExit {
+				t.Logf("%s: killed before each of its %d writes, and after them", phase, n-1)
+				break
+			}
+		}
 	}
 }
