@@ -599,3 +599,26 @@ func TestApproveByAClickRecordsNoReasonNobodyGave(t *testing.T) {
 		t.Errorf("approved with reason %q, which nobody gave", rec.Reason)
 	}
 }
+
+// An ask from an agent reaches Slack as a flow's approval does, with the
+// conversation that led the agent to ask.
+func TestAnAsksMessageShowsTheConversationBehindIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if _, err := h.svc.Client("/test").AskNoWait(t.Context(), protocol.AskRequest{AskID: "ask-slack", Agent: "support-bot", ConversationID: "conv-42",
+		Messages: json.RawMessage(`[{"role": "user", "content": "Please rotate the billing keys"}, {"role": "assistant", "content": "I will ask a supervisor."}]`),
+		Interrupt: protocol.AskInterrupt{Kind: "approval", Title: "Rotate the billing keys", Action: "rotate_keys", Args: json.RawMessage(`{"service": "billing"}`),
+			ApproverRole: refund.SupervisorRole}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	msg := h.slack.wait(t, "chat.postMessage", 1)[0]
+	blocks := msg.Form.Get("blocks")
+	for _, want := range []string{"Rotate the billing keys", "conv-42", "Please rotate the billing keys", "I will ask a supervisor."} {
+		if !strings.Contains(blocks, want) {
+			t.Errorf("the ask's message lacks %q: %s", want, blocks)
+		}
+	}
+	if got := msg.Form.Get("channel"); got != channelSup {
+		t.Errorf("posted in %q, want the supervisor's channel %s", got, channelSup)
+	}
+}

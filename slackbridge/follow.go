@@ -211,10 +211,10 @@ func refOf(in protocol.Interrupted) ref {
 	return ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, Why: in.RejectReasonRequired}
 }
 
-// conversation is the conversation behind a gate run's call, its last
-// messages, or nil for another run.
+// conversation is the conversation behind a gate run's call or an ask,
+// its last messages, or nil for another run.
 func (b *Bridge) conversation(ctx context.Context, in protocol.Interrupted) (*talk, error) {
-	if in.Flow != protocol.GateFlow {
+	if in.Flow != protocol.GateFlow && in.Flow != protocol.AskFlow {
 		return nil, nil
 	}
 	cp, err := b.port.Client("/slack").Checkpoint(ctx, in.Flow, in.Run)
