@@ -326,7 +326,7 @@ class Client:
     ) -> Any:
         """Ask one question and return its answer. schema is a JSON Schema
         the answer must fit (a wrong answer is refused and the question
-        stays open). kw: ask_id, timeout, deadline, assignees, agent,
+        stays open). kw: ask_id, timeout, deadline, on_timeout, agent,
         conversation_id, messages, context, origin, callback_url."""
         q: Question = {"field": field, "question": text}
         if schema is not None:
@@ -370,7 +370,8 @@ class Client:
         """Ask people holding role (or kw assignees) to approve action with
         args; return the args to run it with (edited ones when the approver
         edited them), or raise ApprovalRejected, ApprovalResponded or
-        ApprovalExpired as the tool-call gate does. kw as ask_question's."""
+        ApprovalExpired as the tool-call gate does. kw as ask_question's,
+        and assignees and reminders (durations before the deadline)."""
         interrupt: AskInterrupt = {"kind": "approval", "action": action, "args": dict(args or {})}
         _put(interrupt, "approverRole", role)
         _put(interrupt, "description", description)
@@ -638,8 +639,15 @@ def _interrupt(interrupt: AskInterrupt, *, title: Optional[str], kw: Dict[str, A
     if isinstance(on_timeout, str):
         on_timeout = {"action": on_timeout}
     _put(interrupt, "onTimeout", on_timeout)
-    _put(interrupt, "assignees", kw.pop("assignees", None))
-    reminders = kw.pop("reminders", None)
+    assignees, reminders = kw.pop("assignees", None), kw.pop("reminders", None)
+    if interrupt.get("kind") != "approval" and (assignees is not None or reminders is not None):
+        # Interlock refuses them on a question or a choice: say so here,
+        # before anything is sent.
+        raise TypeError(
+            f"assignees and reminders are for approvals (ask_approval); a {interrupt.get('kind')} goes to whoever "
+            "the deployment shows it to: leave them out"
+        )
+    _put(interrupt, "assignees", assignees)
     if reminders is not None:
         interrupt["reminders"] = [go_duration(r) for r in reminders]
     unknown = sorted(set(kw) - set(_ASK_OPTIONS))

@@ -49,6 +49,15 @@ class AskTest(APITest):
         decide("ask", ask_id, {"selected": ["product", "sales"]})
         self.assertEqual(sorted(picked.result(WAIT)), ["product", "sales"])
 
+    def test_assignees_and_reminders_are_refused_on_a_question_or_choice_before_sending(self) -> None:
+        for call in (
+            lambda: self.client.ask_question("Where to?", ask_id=unique("ask"), assignees=["ann@example.com"]),
+            lambda: self.client.ask_choice("Which plan?", ["pro"], ask_id=unique("ask"), reminders=["10m"]),
+        ):
+            with self.assertRaises(TypeError) as e:
+                call()
+            self.assertIn("assignees and reminders are for approvals", str(e.exception))
+
     def test_approval_edited_returns_the_final_args(self) -> None:
         ask_id = unique("ask")
         args = self.pool.submit(
