@@ -122,9 +122,13 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 func (g *Gateway) outcome(ctx context.Context, r route, name, callID string, d protocol.Decided, args json.RawMessage) *mcp.CallToolResult {
 	gate := Gate{CallID: callID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
 	switch d.Decision {
-	case protocol.DecidedAllowed, protocol.DecidedApproved:
+	case protocol.DecidedAllowed:
+		return g.forward(ctx, r, gate, args)
+	case protocol.DecidedApproved:
+		g.markRan(callID)
 		return g.forward(ctx, r, gate, args)
 	case protocol.DecidedEdited:
+		g.markRan(callID)
 		return g.forward(ctx, r, gate, d.Args)
 	case protocol.DecidedRejected:
 		return failed(gate, "The call of %s was rejected by %s and did not run. Their reason: %s. Tell the user, and do not retry it unchanged.", name, or(d.Approver, "the approver"), or(d.Reason, "none given"))
@@ -213,8 +217,9 @@ func (g *Gateway) agent(ss *mcp.ServerSession) (agent string, info map[string]st
 // callID is the id of a call: derived from the agent, the tool and a
 // digest of its args, so that an identical call is the same gate run and
 // gets its decision instead of asking again, also after the gateway
-// restarts. Once a call's decision is older than the repeat window, the
-// next identical call takes the next id of the chain, and asks anew.
+// restarts. Once a call's decision is older than the repeat window, or
+// an approval let it run through this gateway, the next identical call
+// takes the next id of the chain, and asks anew.
 func (g *Gateway) callID(ctx context.Context, c *client.Client, agent, tool string, args map[string]json.RawMessage) (string, error) {
 	// Decoded and encoded again, the args have their keys sorted at
 	// every depth and no spacing: the same args, however written, have
@@ -237,12 +242,34 @@ func (g *Gateway) callID(ctx context.Context, c *client.Client, agent, tool stri
 			return id, nil
 		case err != nil:
 			return "", err
-		case !cp.Finished() || time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow:
+		case !cp.Finished() || time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && !g.hasRun(id):
 			return id, nil
 		}
 		sum = sha256.Sum256([]byte(id))
 	}
 	return "", fmt.Errorf("call of %s asked %d times", tool, maxGenerations)
+}
+
+// markRan records that a person's approval let call id run here: the
+// same call made again is asked anew (the next id of its chain), not run
+// again on the same approval.
+func (g *Gateway) markRan(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for old, at := range g.ran {
+		if time.Since(at) > g.cfg.RepeatWindow {
+			delete(g.ran, old)
+		}
+	}
+	g.ran[id] = time.Now()
+}
+
+// hasRun reports whether call id ran here on a person's approval.
+func (g *Gateway) hasRun(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.ran[id]
+	return ok
 }
 
 // argsOf decodes a call's arguments, a JSON object (or nothing).

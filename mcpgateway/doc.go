@@ -23,7 +23,9 @@
 //     awaits approval, with its callId. The same call made again (same
 //     tool, args and agent, within [Config.RepeatWindow] of its decision)
 //     is the same gate run: it returns the decision, never asks twice, and
-//     this holds across a restart of the gateway.
+//     this holds across a restart of the gateway. An approval lets its
+//     call run once through a gateway: made again after it ran, the call
+//     is asked anew.
 //
 // Every result the gate touched carries [MetaKey] in its _meta.
 //

@@ -58,6 +58,9 @@ type Gateway struct {
 	// decided before it may have run in an earlier gateway.
 	tasks   map[string]*taskRun
 	started time.Time
+	// ran are the calls a person's approval let run through this
+	// gateway, by callId, with when: an approval lets its call run once.
+	ran map[string]time.Time
 }
 
 // upstream is a connected upstream and the tools it lists.
@@ -83,7 +86,7 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, started: time.Now()}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, started: time.Now(), ran: map[string]time.Time{}}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}

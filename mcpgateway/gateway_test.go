@@ -538,3 +538,31 @@ func TestGatewayShowsTheToolsAnUpstreamAddsLater(t *testing.T) {
 	e.up.srv.RemoveTools("track_parcel")
 	natstest.Eventually(t, "the removed tool gone", func() bool { return !slices.Contains(gw.Tools(), "track_parcel") })
 }
+
+// A person's approval lets its call run once: the same call made again
+// after it ran is asked anew, not run again on the same approval (a
+// refund approved once is not paid twice). A call no rule holds runs
+// each time.
+func TestAnApprovalLetsItsCallRunOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	args := map[string]any{"orderId": "o-once", "amount": 900}
+	first := gateOf(t, call(t, cs, "issue_refund", args)).CallID
+	e.decide(first, protocol.Resume{Decision: "approve"})
+	if res := call(t, cs, "issue_refund", args); res.IsError || text(res) != "refunded 900 on o-once" || gateOf(t, res).CallID != first {
+		t.Fatalf("the approved call: %s (isError %v)", text(res), res.IsError)
+	}
+	again := call(t, cs, "issue_refund", args)
+	if g := gateOf(t, again); !again.IsError || g.Decision != mcpgateway.DecisionPending || g.CallID == first {
+		t.Fatalf("the same call after it ran: %s (gate %+v), want asked anew under another callId", text(again), g)
+	}
+	for range 2 {
+		if res := call(t, cs, "lookup_order", map[string]any{"orderId": "o-once"}); res.IsError {
+			t.Fatalf("an allowed call: %s", text(res))
+		}
+	}
+	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-once 900", "lookup_order o-once", "lookup_order o-once"}) {
+		t.Errorf("upstream got %v, want the refund once and each lookup", got)
+	}
+}
