@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +51,46 @@ func TestAskWaitsForTheAnswerAndAskStatusReadsIt(t *testing.T) {
 	out, errOut, err = run(t, url, "ask", "question", "Q?", "--field", "answered", "--id", "ask-bad")
 	if codeOf(err) != exitRefused || !strings.Contains(err.Error(), "kept by the ask run") {
 		t.Fatalf("a malformed ask: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+}
+
+func TestAskApprovalAndAskFromAFile(t *testing.T) {
+	url := serveForTest(t)
+
+	out, errOut, err := run(t, url, "ask", "approval", "rotate_keys", "service=billing", "keys:=2", "--role", "supervisor",
+		"--args-schema", `{"type":"object","properties":{"keys":{"type":"integer","maximum":3}}}`, "--title", "Rotate the billing keys", "--id", "ask-rotate", "--wait", "1s")
+	if codeOf(err) != exitReasked || !strings.Contains(out, "Waiting: ask ask-rotate has no answer yet") || !strings.Contains(out, "rotate_keys") {
+		t.Fatalf("ask approval: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	// The args schema holds the approver's edit.
+	out, errOut, err = run(t, url, "answer", "ask", "ask-rotate", "--edit", "keys=5", "--role", "supervisor", "--as", "sam")
+	if codeOf(err) != exitRefused || !strings.Contains(out+errOut, "/keys") {
+		t.Fatalf("an edit the args schema refuses: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	if out, errOut, err = run(t, url, "answer", "ask", "ask-rotate", "--edit", "keys=3", "--role", "supervisor", "--as", "sam"); err != nil {
+		t.Fatalf("edit: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, url, "ask", "status", "ask-rotate", "--json")
+	if err != nil || !strings.Contains(out, `"decision": "edit"`) || !strings.Contains(out, `"keys": 3`) || !strings.Contains(out, `"approver": "sam"`) {
+		t.Fatalf("ask status: %v\n%s%s", err, out, errOut)
+	}
+
+	file := filepath.Join(t.TempDir(), "ask.json")
+	if err := os.WriteFile(file, []byte(`{"askId": "ask-file", "interrupt": {"kind": "choice", "question": "Which region?",
+		"options": [{"id": "eu", "label": "Europe"}, {"id": "us", "label": "United States"}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err = run(t, url, "ask", "--file", file, "--wait", "1s")
+	if codeOf(err) != exitReasked || !strings.Contains(out, "ask-file") || !strings.Contains(out, "Europe") {
+		t.Fatalf("ask --file: %v (exit %d)\n%s%s", err, codeOf(err), out, errOut)
+	}
+	if _, errOut, err := run(t, url, "ask", "--file", file, "question", "Q?"); codeOf(err) != exitUsage || !strings.Contains(fmt.Sprint(err)+errOut, "--file holds the whole ask") {
+		t.Errorf("--file with a kind too: exit %d\n%s", codeOf(err), errOut)
+	}
+	if err := os.WriteFile(file, []byte(`{"askId": `), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := run(t, url, "ask", "--file", file); codeOf(err) != exitUsage || !strings.Contains(fmt.Sprint(err)+errOut, "is not an ask in JSON") {
+		t.Errorf("--file of broken JSON: exit %d\n%s", codeOf(err), errOut)
 	}
 }
