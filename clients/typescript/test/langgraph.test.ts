@@ -4,47 +4,23 @@
 // instance on the same checkpointer, as after a restart of the agent.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { execFile } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { Annotation, END, MemorySaver, START, StateGraph, interrupt } from "@langchain/langgraph";
 import type { Interlock, ResumeInput } from "../src/index.js";
 import { askIdOf, askInterruptOf, askInterrupts, resumeAnswered, runWithInterlock } from "../src/langgraph.js";
 import { ArgumentError, RefusedError } from "../src/index.js";
 import { WAIT, eventually, id, interruptedOf, transports } from "./env.js";
+import { type State, refundGraph } from "./langgraph-support.js";
 
-const State = Annotation.Root({
-  orderId: Annotation<string>(),
-  amount: Annotation<number>(),
-  address: Annotation<string | undefined>(),
-  plan: Annotation<string | undefined>(),
-  refunded: Annotation<number | undefined>(),
-  decision: Annotation<string | undefined>(),
-  reason: Annotation<string | undefined>(),
-});
 type S = typeof State.State;
 
-/** A refund graph: it asks where to ship, which plan, and a supervisor's approval of the refund. */
-function refundGraph(opts: { timeout?: string } = {}) {
-  return new StateGraph(State)
-    .addNode("ask_address", () => ({ address: interrupt<string, string>("Where should we ship the replacement?") }))
-    .addNode("pick_plan", () => ({
-      plan: interrupt<unknown, string>({ kind: "choice", question: "Which plan?", options: [{ id: "basic", label: "Basic" }, { id: "pro", label: "Pro" }] }),
-    }))
-    .addNode("approve_refund", (s: S) => {
-      const d = interrupt<unknown, { decision: string; args?: { amount?: number }; reason?: string }>({
-        kind: "approval",
-        title: `Refund ${s.amount} on ${s.orderId}`,
-        action: "issue_refund",
-        args: { orderId: s.orderId, amount: s.amount },
-        approverRole: "supervisor",
-        ...(opts.timeout !== undefined && { timeout: opts.timeout }),
-      });
-      const ok = d.decision === "approve" || d.decision === "edit";
-      return { refunded: ok ? (d.args?.amount ?? s.amount) : 0, decision: d.decision, ...(d.reason !== undefined && { reason: d.reason }) };
-    })
-    .addEdge(START, "ask_address")
-    .addEdge("ask_address", "pick_plan")
-    .addEdge("pick_plan", "approve_refund")
-    .addEdge("approve_refund", END);
-}
+const run = promisify(execFile);
+const agentProcess = fileURLToPath(new URL("./langgraph-support.js", import.meta.url));
 
 for (const tr of transports) {
   describe(`LangGraph interrupts as Interlock asks, over ${tr.name}`, () => {
@@ -97,6 +73,32 @@ for (const tr of transports) {
         decision: "edit",
         reason: "partial",
       });
+    });
+
+    it("survives a restart of the agent process: each process carries the thread on from the asks' answers", async () => {
+      const thread = id("t-");
+      const file = join(mkdtempSync(join(tmpdir(), "langgraph-")), "checkpoints.json");
+      const agent = async (stage: "start" | "resume") => {
+        const { stdout } = await run(process.execPath, [agentProcess, tr.name, stage, thread, file], { timeout: WAIT });
+        return JSON.parse(stdout) as { done: boolean; pending?: string[]; values?: unknown };
+      };
+      let out = await agent("start");
+      assert.equal(out.done, false);
+      // Another process before anyone answers: the same ask, not a second.
+      assert.deepEqual((await agent("resume")).pending, out.pending);
+      const answers: ResumeInput[] = [{ answers: { answer: "9 Harbour Lane, Ogdenville" } }, { selected: ["basic"] }, { decision: "approve", ...tr.approver }];
+      const asked: string[] = [];
+      for (const answer of answers) {
+        const askId = out.pending?.[0];
+        assert.ok(askId !== undefined && !asked.includes(askId), `the process asked ${JSON.stringify(out.pending)}, want one new ask`);
+        asked.push(askId);
+        await c.resume("ask", askId, answer, { wait: WAIT });
+        // A new process: the answered ask resumes the thread, which asks
+        // the next one (the same ask, not a second, if asked twice).
+        out = await agent("resume");
+      }
+      assert.ok(out.done, `after the last answer: ${JSON.stringify(out)}`);
+      assert.deepEqual(out.values, { orderId: "o-9", amount: 900, address: "9 Harbour Lane, Ogdenville", plan: "basic", refunded: 900, decision: "approve" });
     });
 
     it("waits for each answer and resumes by itself until the graph ends", async () => {
