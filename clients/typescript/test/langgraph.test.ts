@@ -1,7 +1,8 @@
 // The LangGraph.js adapter against a real Interlock: a graph's interrupt()s
 // (a question, a choice, an approval) become asks, answered by the test in
 // Interlock, and the thread is resumed with the answers by a new graph
-// instance on the same checkpointer, as after a restart of the agent.
+// instance on the same checkpointer, and by new agent processes on a
+// checkpointer kept in a file, as after a restart of the agent.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { execFile } from "node:child_process";
