@@ -1,0 +1,47 @@
+// The TypeScript example of docs/asks.md, run as written (its import
+// pointed at this build, its NATS URL at the test's server): it gets the
+// answer a person gives.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { after, before, it } from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import { connectNats, type Interlock } from "../src/index.js";
+import { WAIT, eventually, natsUrl } from "./env.js";
+
+const run = promisify(execFile);
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = join(here, "..", "..", "..", "..");
+
+let c: Interlock;
+before(async () => {
+  c = await connectNats({ servers: natsUrl, source: "/docs-test" });
+});
+after(async () => {
+  await c.close();
+});
+
+it("docs/asks.md's TypeScript example gets the answer a person gives", async () => {
+  const doc = readFileSync(join(repo, "docs", "asks.md"), "utf8");
+  const section = doc.split("\n## TypeScript\n")[1]?.split("\n## ")[0] ?? "";
+  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  assert.equal(blocks.length, 1, "docs/asks.md's TypeScript section has one example");
+  const src = blocks[0]!
+    .replace('from "@interlockhq/client"', `from ${JSON.stringify(pathToFileURL(join(here, "..", "src", "index.js")).href)}`)
+    .replace('"nats://127.0.0.1:4222"', JSON.stringify(natsUrl));
+  assert.ok(src.includes(natsUrl) && !src.includes("@interlockhq/client"), "the example no longer imports the client or connects as the test expects: teach this test");
+  const file = join(here, "doc-ask.mjs");
+  writeFileSync(file, src);
+
+  const seen = new Set((await c.listPending({ flow: "ask", limit: 1000 })).items.map((i) => i.run));
+  const example = run(process.execPath, [file], { timeout: WAIT * 2 });
+  const askId = await eventually("the example's ask", async () => {
+    const items = (await c.listPending({ flow: "ask", limit: 1000 })).items;
+    return items.find((i) => !seen.has(i.run) && i.title === "Delivery address")?.run;
+  });
+  await c.resume("ask", askId, { answers: { address: "1 Rue de Rivoli, Paris" } }, { wait: WAIT });
+  const { stdout } = await example;
+  assert.equal(stdout, "answered 1 Rue de Rivoli, Paris\n");
+});
