@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,11 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -373,4 +378,43 @@ func TestBrowserAtPhoneWidthWithNoSideScrollAndNoSeriousAxeViolations(t *testing
 	)
 	noSideScroll(t, browser, 390, "the done view")
 	checkAxe(t, browser, script, "the done view")
+}
+
+// TestBrowserAGateRunsCardWithItsConversationFitsAPhoneAndPassesAxe: a
+// tool call's card with a long conversation behind it (a long message
+// folded, an unbroken link) fits 390 px with the long message open, and
+// axe-core finds nothing serious or critical on it, at phone and desktop
+// width.
+func TestBrowserAGateRunsCardWithItsConversationFitsAPhoneAndPassesAxe(t *testing.T) {
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSiteWith(t, map[string][]string{"sam": {"supervisor"}}, interlock.Config{Flows: []*engine.Flow{cardFlow()}, GateRules: rules})
+	long := "Here is the whole story. " + strings.Repeat("The parcel never came and the courier says it was delivered. ", 12) +
+		"Tracking: https://courier.example.com/track/" + strings.Repeat("0123456789", 12)
+	msgs, _ := json.Marshal([]map[string]any{
+		{"role": "user", "content": "I was charged twice for order o-9, please refund one."},
+		{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "Let me check the charges."}}},
+		{"role": "user", "content": long},
+	})
+	req := protocol.ToolRequest{CallID: "call-9", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-9",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("900"), "currency": json.RawMessage(`"USD"`), "orderId": json.RawMessage(`"o-9"`)}, Messages: msgs}
+	if _, err := s.svc.Client("/test").AskTool(t.Context(), req, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	script := axeScript(t)
+	browser := startBrowser(t)
+	step(t, browser, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	signIn(t, browser, s, "sam")
+	step(t, browser, "the tool call's card, its long message open",
+		chromedp.Navigate(s.base+"/runs/gate/call-9"),
+		chromedp.WaitVisible(chromedp.CSS("#conversation-h")),
+		chromedp.Click(chromedp.CSS(".conversation details summary")),
+		until(`document.querySelector(".conversation details").open`),
+	)
+	noSideScroll(t, browser, 390, "the tool call's card")
+	checkAxe(t, browser, script, "the tool call's card at 390 px")
+	step(t, browser, "a desktop's viewport", chromedp.EmulateViewport(1280, 900))
+	checkAxe(t, browser, script, "the tool call's card at 1280 px")
 }
