@@ -75,6 +75,8 @@ type hub struct {
 	// is set once it refused the one to the stored events, keysDenied
 	// once it refused the connection the audit keys.
 	denied, storedDenied, keysDenied bool
+	// refreshing is set while a call reads the keys again, outside mu.
+	refreshing bool
 }
 
 // waiter is a call waiting on a run's events.
@@ -103,6 +105,7 @@ func newHub(nc *nats.Conn, names wire.Names, auditKeys func(ctx context.Context)
 func (h *hub) watch(ctx context.Context, flow, run, verb string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.refreshKeys(ctx)
 	if h.denied {
 		return nil
 	}
@@ -112,11 +115,6 @@ func (h *hub) watch(ctx context.Context, flow, run, verb string) *waiter {
 	}
 	if h.sub == nil && !h.subscribe(ctx) {
 		return nil
-	}
-	if h.keys != nil && time.Since(h.keysAt) >= h.keysEvery {
-		// None read (nil) trusts no signature: calls read back what
-		// comes live until the keys are read again.
-		h.keys, h.keysAt = h.readKeys(ctx), time.Now()
 	}
 	w := &waiter{key: flow + "." + run, verb: verb, live: make(chan *nats.Msg, 4)}
 	h.calls[w.key] = append(h.calls[w.key], w)
@@ -190,24 +188,54 @@ func (h *hub) try(ctx context.Context, subject string) (_ *nats.Subscription, ok
 	return sub, true, false
 }
 
-// readKeys returns the deployment's current audit key by kid (the one
+// refreshKeys reads the audit keys again once those the hub trusts are
+// keysEvery old. It reads them without holding the hub: calls arriving
+// meanwhile trust the keys read before, and only one call reads. h.mu is
+// held, and held again when it returns.
+func (h *hub) refreshKeys(ctx context.Context) {
+	if h.keys == nil || h.refreshing || time.Since(h.keysAt) < h.keysEvery {
+		return
+	}
+	h.refreshing = true
+	sub, knownDenied := h.sub, h.keysDenied
+	h.mu.Unlock()
+	keys, denied := h.fetchKeys(ctx, knownDenied)
+	h.mu.Lock()
+	h.refreshing = false
+	h.keysDenied = h.keysDenied || denied
+	if h.sub == sub && h.keys != nil {
+		// None read (nil) trusts no signature: calls read back what
+		// comes live until the hub subscribes again.
+		h.keys, h.keysAt = keys, time.Now()
+	}
+}
+
+// readKeys returns the keys fetchKeys reads, noting a refusal. h.mu is
+// held.
+func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
+	keys, denied := h.fetchKeys(ctx, h.keysDenied)
+	h.keysDenied = h.keysDenied || denied
+	return keys
+}
+
+// fetchKeys returns the deployment's current audit key by kid (the one
 // published last, with any published at the same time), or none when
 // they cannot be read within hubInfo (none published, or a connection
-// that may not read them: it is not asked again). The list keeps every
-// key a deployment ever had, to verify old audit records; a key replaced
-// (a secret changed, perhaps because it leaked) vouches for no outcome.
-func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
-	if h.auditKeys == nil || h.keysDenied {
-		return nil
+// that may not read them: denied is then set, and the hub does not ask
+// again, nor when knownDenied). The list keeps every key a deployment
+// ever had, to verify old audit records; a key replaced (a secret
+// changed, perhaps because it leaked) vouches for no outcome. It reads
+// only what never changes in the hub, and may run without h.mu.
+func (h *hub) fetchKeys(ctx context.Context, knownDenied bool) (_ map[string]ed25519.PublicKey, denied bool) {
+	if h.auditKeys == nil || knownDenied {
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, hubInfo)
 	defer cancel()
 	list, err := h.auditKeys(ctx)
 	if err != nil {
-		if last := h.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+h.keysSubject+`"`) {
-			h.keysDenied = true
-		}
-		return nil
+		last := h.nc.LastError()
+		return nil, errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+h.keysSubject+`"`)
 	}
 	var latest time.Time
 	for _, k := range list {
@@ -221,7 +249,7 @@ func (h *hub) readKeys(ctx context.Context) map[string]ed25519.PublicKey {
 			keys[k.Kid] = pub
 		}
 	}
-	return keys
+	return keys, false
 }
 
 // signed reports whether m, a live event, is signed with one of the
