@@ -96,12 +96,32 @@ def watch(*args: Any, **kw: Any) -> Any:
     return default_client().watch(*args, **kw)
 
 
+def start(flow: str, state: Any = None, **kw: Any) -> Any:
+    """Client.start on the default client."""
+    return default_client().start(flow, state, **kw)
+
+
+def resume(flow: str, run: str, answer: Any, **kw: Any) -> Any:
+    """Client.resume on the default client."""
+    return default_client().resume(flow, run, answer, **kw)
+
+
+def cancel(flow: str, run: str, reason: Optional[str] = None, **kw: Any) -> Any:
+    """Client.cancel on the default client."""
+    return default_client().cancel(flow, run, reason, **kw)
+
+
+def get_run(flow: str, run: str) -> Any:
+    """Client.get_run on the default client."""
+    return default_client().get_run(flow, run)
+
+
 __all__ = [
     "ApprovalExpired", "ApprovalPending", "ApprovalRejected", "ApprovalResponded",
     "AskCancelled", "AskExpired", "AskNotAnswered", "AskPending", "Client",
     "DEFAULT_TIMEOUT", "DEFAULT_URL", "InterlockError", "MAX_WAIT", "NotApproved",
     "ProblemError", "ProtocolError", "STREAM_KINDS", "StillPending", "Unauthorized",
     "Unreachable", "__version__", "ask", "ask_approval", "ask_choice", "ask_question",
-    "default_client", "list_pending", "new_id", "request_tool", "require_approval",
-    "wait_for", "watch",
+    "cancel", "default_client", "get_run", "list_pending", "new_id", "request_tool",
+    "require_approval", "resume", "start", "wait_for", "watch",
 ]

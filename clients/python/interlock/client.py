@@ -392,6 +392,65 @@ class Client:
 
     # Reading.
 
+    def start(
+        self,
+        flow: str,
+        state: Optional[Mapping[str, Any]] = None,
+        *,
+        run: Optional[str] = None,
+        origin: Optional[Mapping[str, Any]] = None,
+        wait: Seconds = None,
+    ) -> JSONObject:
+        """Start a run of flow with state (POST /v1/runs/{flow}) and return
+        what it came to: {flow, run, outcome, event} once it paused on an
+        interrupt ("interrupted", the event's data saying what it asks),
+        completed or failed, or {flow, run, outcome: "queued"} when no
+        worker answered within wait. A refused start (a run id taken, a
+        state the flow refuses) raises ProblemError with the reason."""
+        body: Dict[str, Any] = {}
+        _put(body, "run", run)
+        _put(body, "state", state)
+        _put(body, "origin", origin)
+        return self._command("POST", "/v1/runs/" + quote(flow, safe=""), body, wait)
+
+    def resume(
+        self,
+        flow: str,
+        run: str,
+        answer: Mapping[str, Any],
+        *,
+        idempotency_key: Optional[str] = None,
+        wait: Seconds = None,
+    ) -> JSONObject:
+        """Answer the interrupt flow's run waits on (POST .../resume) with
+        answer, a resume body: {"answers": {...}} for a question,
+        {"selected": [...]} for a choice, {"decision": "approve" | "edit" |
+        "reject" | "respond", ...} for an approval. The caller is who
+        answers; the API never hands out resume tokens. A wrong answer
+        raises ProblemError invalid_answer, and the run still waits. With
+        idempotency_key, the same answer sent again is a repeat."""
+        path = "/v1/runs/" + quote(flow, safe="") + "/" + quote(run, safe="") + "/resume"
+        return self._command("POST", path, dict(answer), wait, idempotency_key)
+
+    def cancel(self, flow: str, run: str, reason: Optional[str] = None, *, wait: Seconds = None) -> JSONObject:
+        """Cancel flow's run (POST .../cancel), with reason for the audit."""
+        body: Dict[str, Any] = {}
+        _put(body, "reason", reason)
+        return self._command("POST", "/v1/runs/" + quote(flow, safe="") + "/" + quote(run, safe="") + "/cancel", body, wait)
+
+    def get_run(self, flow: str, run: str) -> JSONObject:
+        """Flow's run as it stands (GET /v1/runs/{flow}/{run}): its
+        checkpoint (status, node, state, interrupt, ...) and its events.
+        An unknown run raises ProblemError unknown_run."""
+        _, ans = self._call("GET", "/v1/runs/" + quote(flow, safe="") + "/" + quote(run, safe=""), None, None)
+        return ans  # type: ignore[no-any-return]
+
+    def _command(self, method: str, path: str, body: Any, wait: Seconds, key: Optional[str] = None) -> JSONObject:
+        query = {"wait": go_duration(min(wait, MAX_WAIT))} if wait is not None else None
+        headers = {"Idempotency-Key": key} if key else None
+        _, ans = self._call(method, path, body, query, wait=wait or 0, headers=headers)
+        return ans  # type: ignore[no-any-return]
+
     def list_pending(
         self,
         *,
@@ -539,7 +598,7 @@ class Client:
             conn.close()
             raise Unreachable(self.url, str(e) or type(e).__name__) from None
 
-    def _call(self, method: str, path: str, body: Any, query: Any, wait: float = 0) -> Tuple[int, Any]:
+    def _call(self, method: str, path: str, body: Any, query: Any, wait: float = 0, headers: Optional[Dict[str, str]] = None) -> Tuple[int, Any]:
         """Send a request and return its status and JSON answer; raise the
         problem of a refusal."""
         if query:
@@ -550,7 +609,7 @@ class Client:
                 data = json.dumps(body, separators=(",", ":")).encode()
             except (TypeError, ValueError) as e:
                 raise TypeError(f"{method} {path}: the body is not JSON: {e}; pass only str, int, float, bool, None, lists and dicts") from None
-        conn, resp = self._open(method, path, data, {}, timeout=wait + self.timeout)
+        conn, resp = self._open(method, path, data, dict(headers or {}), timeout=wait + self.timeout)
         try:
             return resp.status, self._answer(method, path, resp)
         except socket.timeout:
