@@ -246,8 +246,10 @@ func ledgerLines(t *testing.T, path string) int {
 	return strings.Count(string(b), "\n")
 }
 
-func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *testing.T) {
-	t.Parallel()
+// workerlessRig is a server with Interlock's streams and buckets and no
+// worker: the test runs the crash worker, then healthy ones, itself.
+func workerlessRig(t *testing.T) *rig {
+	t.Helper()
 	srv := natstest.StartServer(t, "")
 	_, js := natstest.Connect(t, srv.ClientURL())
 	names, _ := wire.NewNames("")
@@ -257,7 +259,13 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, srv: srv, js: js, names: names}
+	return &rig{t: t, srv: srv, js: js, names: names}
+}
+
+func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	r := workerlessRig(t)
+	srv, js, names := r.srv, r.js, r.names
 	const run = "r-crash"
 	r.start("booking", run, nil)
 	runCrashWorker(t, natstest.WorkersURL(srv), envCrashOn+"=interrupted")
@@ -301,16 +309,8 @@ func TestWorkerKilledBetweenCheckpointAndPublishLosesAndDuplicatesNothing(t *tes
 
 func TestWorkerKilledBetweenAnApprovalsCheckpointAndItsPublish(t *testing.T) {
 	t.Parallel()
-	srv := natstest.StartServer(t, "")
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, srv: srv, js: js, names: names}
+	r := workerlessRig(t)
+	srv, js, names := r.srv, r.js, r.names
 	const run = "r-crash-approval"
 	r.start("refund", run, map[string]any{"orderId": "o-1", "amount": 4800, "last4": "4821"})
 	// The started record is the first message the transition publishes.
@@ -386,16 +386,8 @@ func TestRedeliveredResumeHasItsEffectOnce(t *testing.T) {
 
 func TestWorkerKilledMidNodeDoesNotRepeatAStep(t *testing.T) {
 	t.Parallel()
-	srv := natstest.StartServer(t, "")
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, srv: srv, js: js, names: names}
+	r := workerlessRig(t)
+	srv := r.srv
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	const run = "r-step"
 	r.start("pay", run, map[string]any{"ledger": ledger, "amount": 4800})
@@ -466,16 +458,8 @@ func TestServerRestartBetweenInterruptAndResume(t *testing.T) {
 // once, an audit chain that verifies, the pending index right.
 func TestAWorkerKilledBeforeAnyWriteOfATransitionLosesAndDoublesNothing(t *testing.T) {
 	t.Parallel()
-	srv := natstest.StartServer(t, "")
-	_, js := natstest.Connect(t, srv.ClientURL())
-	names, _ := wire.NewNames("")
-	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Provision(t.Context(), js, names, kv.BucketConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, srv: srv, js: js, names: names}
+	r := workerlessRig(t)
+	srv, js, names := r.srv, r.js, r.names
 	nc, _ := natstest.Connect(t, srv.ClientURL())
 	audit := client.New(nc, js, names, "/test", natstest.Wait)
 	state := map[string]any{"orderId": "o-1", "amount": 900, "currency": "USD", "customer": "Ann", "last4": "4821"}
