@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -215,4 +216,33 @@ func TestServeWithPeopleAuthenticatesAndFollowsTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(ann, http.StatusUnauthorized)
+}
+
+// serve reads an auth file as a directory of people, and says how to
+// move it to one.
+func TestServeSaysHowToMoveAnAuthFileToADirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	auth := filepath.Join(dir, "callers.yaml")
+	if _, err := authRun(t, "add", "sam", "--role", "supervisor", "--auth-file", auth); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", filepath.Join(dir, "data"), "--lazy-fsync",
+			"--log-format", "json", "--log-level", "warn", "--metrics", "", "--http", "127.0.0.1:0", "--auth-file", auth}, out, errOut)
+	}()
+	natstest.Eventually(t, "serve announcing its HTTP API", func() bool { return strings.Contains(out.String(), "HTTP API on ") })
+	natstest.Eventually(t, "serve saying how to move the auth file", func() bool {
+		return strings.Contains(errOut.String(), "--auth-file is read as a directory of people; move to --people FILE")
+	})
+	if want := "interlock people import --auth-file " + auth + " > people.yaml"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("serve's warning does not say %q:\n%s", want, errOut.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve returned %v after Ctrl-C", err)
+	}
 }

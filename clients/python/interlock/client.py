@@ -84,7 +84,7 @@ class Client:
     """A client of Interlock's HTTP API (`interlock serve`).
 
     url is the API's address, INTERLOCK_URL or http://127.0.0.1:8080 by
-    default; token a bearer token from `interlock auth add`, INTERLOCK_TOKEN
+    default; token a bearer token from `interlock people add --token`, INTERLOCK_TOKEN
     by default (an API on loopback without an auth file needs none);
     timeout the seconds a request may take on the network, beyond any wait
     for a person it asks for; agent names the agent in its tool requests

@@ -8,8 +8,8 @@ from .payloads import Answered, Decided, Interrupted, Problem
 
 _TOKEN_HELP = (
     "send a bearer token: set INTERLOCK_TOKEN, or pass Client(token=...), to a token "
-    "from `interlock auth add NAME --role ROLE --auth-file FILE` (run it where "
-    "`interlock serve --auth-file FILE` runs)"
+    "from `interlock people add NAME --role ROLE --token --people FILE` (run it where "
+    "`interlock serve --people FILE` runs)"
 )
 
 

@@ -19,7 +19,7 @@ class ErrorTest(APITest):
         e = caught.exception
         self.assertEqual((e.status, e.code), (401, "unauthorized"))
         self.assertIn("INTERLOCK_TOKEN", str(e))
-        self.assertIn("interlock auth add", str(e))
+        self.assertIn("interlock people add", str(e))
 
     def test_gated_tool_does_not_run_when_the_token_is_bad(self) -> None:
         ran = []
