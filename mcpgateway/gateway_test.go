@@ -44,6 +44,13 @@ func TestMain(m *testing.M) {
 // rules are the test deployment's gate rules.
 const rules = `
 rules:
+  - name: ask-first
+    tool: issue_refund
+    when: args.orderId == "o-respond"
+    reason: A supervisor may answer instead of approving.
+    approverRole: supervisor
+    timeout: 1h
+    decisions: [approve, reject, respond]
   - name: quick-expiry
     tool: issue_refund
     when: args.orderId == "o-expire"
@@ -564,5 +571,25 @@ func TestAnApprovalLetsItsCallRunOnce(t *testing.T) {
 	}
 	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-once 900", "lookup_order o-once", "lookup_order o-once"}) {
 		t.Errorf("upstream got %v, want the refund once and each lookup", got)
+	}
+}
+
+// A supervisor who answers instead of deciding: the model gets the
+// answer, and the call does not run.
+func TestGatewayTellsTheModelWhatTheApproverAnsweredInstead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, cs := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "claude-desktop")
+	done := background(t, cs, "issue_refund", map[string]any{"orderId": "o-respond", "amount": 900})
+	e.decide(e.waitingCall(), protocol.Resume{Decision: "respond", Message: "Ask Dana first: she handles this customer."})
+	res := result(t, done)
+	if !res.IsError || !strings.Contains(text(res), "answered instead of approving it: Ask Dana first") {
+		t.Fatalf("responded call: %s (isError %v)", text(res), res.IsError)
+	}
+	if g := gateOf(t, res); g.Decision != "responded" {
+		t.Errorf("gate %+v, want responded", g)
+	}
+	if got := e.up.got(); len(got) != 0 {
+		t.Errorf("upstream got %v, want nothing", got)
 	}
 }
