@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import io
 import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Set
 
-from support import WAIT, APITest, decide, eventually, http_call
+from support import WAIT, APITest, decide, eventually, gate_call, http_call
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "asks.md"
 
@@ -43,3 +45,21 @@ class DocsTest(APITest):
             decide("ask", run, {"answers": {"address": "1 Rue de Rivoli, Paris"}})
             running.result(WAIT)
         self.assertEqual(scope["address"], "1 Rue de Rivoli, Paris")
+
+    def test_the_asks_gated_tool_example_runs_the_tool_once_approved(self) -> None:
+        text = DOC.read_text(encoding="utf8")
+        section = text.split("\n## A gated tool call\n", 1)[1].split("\n## ", 1)[0]
+        blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+        self.assertEqual(len(blocks), 1, "docs/asks.md's gated tool call has one Python example")
+        out = io.StringIO()
+
+        def run() -> None:
+            with contextlib.redirect_stdout(out):
+                exec(blocks[0], {})
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            running = pool.submit(run)
+            cp = gate_call("issue_refund", orderId="o-2", amount=900)
+            decide("gate", cp["run"], {"decision": "approve"})
+            running.result(WAIT)
+        self.assertEqual(out.getvalue(), "refunded 900 USD on o-2\n")

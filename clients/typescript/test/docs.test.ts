@@ -45,3 +45,26 @@ it("docs/asks.md's TypeScript example gets the answer a person gives", async () 
   const { stdout } = await example;
   assert.equal(stdout, "answered 1 Rue de Rivoli, Paris\n");
 });
+
+it("docs/asks.md's gated tool call runs the refund once a person approves it", async () => {
+  const doc = readFileSync(join(repo, "docs", "asks.md"), "utf8");
+  const section = doc.split("\n## A gated tool call\n")[1]?.split("\n## ")[0] ?? "";
+  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  assert.equal(blocks.length, 1, "docs/asks.md's gated tool call has one TypeScript example");
+  const src = blocks[0]!
+    .replace('from "@interlockhq/client"', `from ${JSON.stringify(pathToFileURL(join(here, "..", "src", "index.js")).href)}`)
+    .replace('connect("http://127.0.0.1:8080")', `connect(${JSON.stringify(natsUrl)})`);
+  assert.ok(src.includes(natsUrl) && !src.includes("@interlockhq/client"), "the example no longer imports the client or connects as the test expects: teach this test");
+  const file = join(here, "doc-gate.mjs");
+  writeFileSync(file, src);
+
+  const seen = new Set((await c.listPending({ flow: "gate", limit: 1000 })).items.map((i) => i.run));
+  const example = run(process.execPath, [file], { timeout: WAIT * 2 });
+  const callId = await eventually("the example's gated call", async () => {
+    const items = (await c.listPending({ flow: "gate", limit: 1000 })).items;
+    return items.find((i) => !seen.has(i.run) && i.action === "issue_refund")?.run;
+  });
+  await c.resume("gate", callId, { decision: "edit", edits: { amount: 400 }, reason: "partial", approver: "ts-bot" }, { wait: WAIT });
+  const { stdout } = await example;
+  assert.equal(stdout, 'refund {"amount":400,"currency":"USD","orderId":"o-1"}\n');
+});
