@@ -283,14 +283,7 @@ func TestTheSameFormOfADecisionLinkSentAgainIsTheSameDecision(t *testing.T) {
 	if p := s.open("POST", path, other); p.status != http.StatusConflict || !strings.Contains(p.body, "This link was used") {
 		t.Errorf("another form = %d\n%s", p.status, p.body)
 	}
-	recs, _ := s.svc.Client("/test").Audit(t.Context(), "refund", "r-1")
-	n := 0
-	for _, r := range recs {
-		if r.Action == protocol.ActionApproved || r.Action == protocol.ActionRejected {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := s.decisionsAudited("r-1"); n != 1 {
 		t.Errorf("%d decisions audited, want 1", n)
 	}
 }
@@ -312,14 +305,7 @@ func TestTwoFormsOfOneDecisionLinkRacingDecideOnce(t *testing.T) {
 	if !slices.Equal(statuses, []int{http.StatusOK, http.StatusConflict}) {
 		t.Fatalf("statuses %v, want one 200 and one 409", statuses)
 	}
-	recs, _ := s.svc.Client("/test").Audit(t.Context(), "refund", "r-1")
-	n := 0
-	for _, r := range recs {
-		if r.Action == protocol.ActionApproved || r.Action == protocol.ActionRejected {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := s.decisionsAudited("r-1"); n != 1 {
 		t.Errorf("%d decisions audited, want 1", n)
 	}
 }
@@ -367,4 +353,21 @@ func TestADecisionLinkDecidesWithTheRolesThePersonHoldsNow(t *testing.T) {
 	if i := slices.IndexFunc(recs, func(r protocol.AuditRecord) bool { return r.Action == protocol.ActionApproved }); i < 0 || recs[i].By != "cleo" {
 		t.Errorf("audit %+v: want the approval by cleo", recs)
 	}
+}
+
+// decisionsAudited counts the approvals and rejections audited on the
+// refund run.
+func (s *site) decisionsAudited(run string) int {
+	s.t.Helper()
+	recs, err := s.svc.Client("/test").Audit(s.t.Context(), "refund", run)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Action == protocol.ActionApproved || r.Action == protocol.ActionRejected {
+			n++
+		}
+	}
+	return n
 }

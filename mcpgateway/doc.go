@@ -33,5 +33,5 @@
 // a [Task] at once for a call that waits for a person, and polls it with
 // tasks/get: the task id is the callId, the task is the gate run stored in
 // Interlock, and an approved call runs at the first poll after its
-// decision, at most once (see docs/mcp-gateway.md).
+// decision, at most once per gateway (see docs/mcp-gateway.md).
 package mcpgateway
