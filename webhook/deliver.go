@@ -114,6 +114,22 @@ func (s *Service) post(ctx context.Context, sub Subscription, key []byte, id str
 	return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s", Redact(sub.URL), resp.Status)
 }
 
+// markDead records a delivery the follower dead-lettered as dead, if its
+// last attempt's record says otherwise.
+func (s *Service) markDead(sub Subscription, d notify.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	id := ID(sub.Name, d.Event.ID())
+	rec, err := s.records.get(ctx, recordKey(sub.Name, id))
+	if err != nil || rec.First.IsZero() || rec.Status == StatusDead {
+		return
+	}
+	rec.Status, rec.Attempts = StatusDead, max(rec.Attempts, d.Attempt)
+	if perr := s.records.put(ctx, rec); perr != nil {
+		s.log.Warn().Err(perr).Str("subscription", sub.Name).Str("webhook_id", id).Msg("webhooks: the dead delivery's record was not written")
+	}
+}
+
 // unwrapURL drops the *url.Error around err: it repeats the whole URL,
 // query included.
 func unwrapURL(err error) error {

@@ -350,3 +350,20 @@ func TestDeliveriesAreListedNewestFirstAPageAtATime(t *testing.T) {
 		t.Fatalf("Deliveries(status lost) = %v", err)
 	}
 }
+
+// An attempt that was not the last when it began, but after which
+// retryFor has passed (the receiver took its time), ends the delivery:
+// its record says dead, as the dead letter does, not failed.
+func TestASlowFailureThatUsesUpRetryForIsRecordedDead(t *testing.T) {
+	_, js := deployment(t)
+	rcv := newReceiver(t)
+	rcv.status.Store(http.StatusServiceUnavailable)
+	rcv.slow.Store(int64(600 * time.Millisecond))
+	start(t, js, subscriptions(subscription("crm", rcv.URL, "retryFor: 1s")))
+	publish(t, js, "r-slow", protocol.EventInterrupted)
+	natstest.WaitFor(t, js, names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable), func(rs []natstest.Received) bool { return len(rs) > 0 })
+	natstest.Eventually(t, "the delivery recorded as dead", func() bool {
+		d := deliveries(t, js, webhook.Query{Status: webhook.StatusDead})
+		return len(d) == 1 && d[0].HTTPStatus == http.StatusServiceUnavailable && d[0].Attempts == len(rcv.got())
+	})
+}

@@ -125,8 +125,10 @@ type receiver struct {
 	mu     sync.Mutex
 	hits   []hit
 	status atomic.Int32
-	// hang, when set, holds every request until the client gives up.
+	// hang, when set, holds every request until the client gives up;
+	// slow, when set, answers each after that long.
 	hang atomic.Bool
+	slow atomic.Int64
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -153,6 +155,7 @@ func newReceiver(t *testing.T) *receiver {
 		if s := r.status.Load(); s != 0 {
 			h.answered = int(s)
 		}
+		time.Sleep(time.Duration(r.slow.Load()))
 		r.mu.Lock()
 		r.hits = append(r.hits, h)
 		r.mu.Unlock()

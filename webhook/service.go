@@ -355,6 +355,15 @@ func (s *Service) reconcile(ctx context.Context, set *Set, log zerolog.Logger) e
 			FirstRetry: s.cfg.FirstRetry, MaxRetry: s.cfg.MaxRetry, RetryFor: sub.RetryFor,
 			AckWait: sub.Timeout + 30*time.Second,
 			Logger:  &log,
+			// The follower may give up after an attempt the handler
+			// did not know was the last (time passed while it ran, or a
+			// Retry-After pushed the next past retryFor): the record
+			// follows.
+			Observe: func(d notify.Delivery, err error, dead bool) {
+				if dead {
+					s.markDead(sub, d)
+				}
+			},
 		}, func(ctx context.Context, d notify.Delivery) error { return s.deliver(ctx, r, d) })
 		cancel()
 		if err != nil {
