@@ -41,7 +41,9 @@ func TestMCPGatewayCommandGatesAnUpstreamsToolsOverStdio(t *testing.T) {
 	saved := stdin
 	stdin = inR
 	t.Cleanup(func() { stdin = saved })
-	runMCP(t, outW, "gateway", "--config", config, "--nats-url", url, "--wait", "300ms")
+	// The wait bounds the large refund's; the small one must be allowed
+	// within it also on a loaded machine.
+	runMCP(t, outW, "gateway", "--config", config, "--nats-url", url, "--wait", "3s")
 	t.Cleanup(func() { _ = inW.Close(); _ = outW.Close() })
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-model", Version: "v0"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
