@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/command"
@@ -36,6 +37,7 @@ import (
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/links"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -95,12 +97,27 @@ type Config struct {
 	// MaxDeliver is how many times a failing message is delivered before it
 	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.
 	MaxDeliver int
-	// RequireRoles takes approval decisions only with an approver role:
-	// on <prefix>.in.<flow>.resume.<role> (NATS permissions decide who may
-	// publish there) or vouched for by the HTTP API. Set it whenever NATS
-	// authorization is configured; without it the plain resume subject
-	// decides approvals too, as on the local default.
+	// RequireRoles says the NATS server authenticates its clients and its
+	// permissions grant the approver roles' subjects
+	// (<prefix>.in.<flow>.resume.<role>): a sender there holds the role,
+	// and callers are identified (see People). Set it whenever NATS
+	// authorization is configured.
 	RequireRoles bool
+	// People is the directory of people in force, which the HTTP API,
+	// the inbox and the channels authenticate against. While it holds a
+	// directory, callers are identified: a name a NATS sender types is a
+	// label, never an identity, and approvals are decided only by callers
+	// a service of the deployment vouches for (or on role subjects, with
+	// RequireRoles). The service follows the configuration bucket's
+	// directory (key people) into it before its workers start, and stops
+	// following at Stop. Defaults to a directory of the bucket alone.
+	People *people.Live
+	// CancelRoles are approver roles that may cancel any waiting run,
+	// beside whoever started it and whoever may decide it. Optional.
+	CancelRoles []string
+	// ReadRoles are approver roles that may read any run, an ask's and a
+	// tool call's included (auditors). Optional.
+	ReadRoles []string
 	// GateRules, if set, are the tool-call gate's rules: the service then
 	// runs the built-in gate flow, answers tool requests on
 	// <prefix>.in.gate.request, writes the rules to the <prefix>_config
@@ -208,6 +225,9 @@ type Service struct {
 	links *links.Signer
 	// uses records the links used, each settling its request once.
 	uses *links.Uses
+	// people is the directory in force; authority decides with it.
+	people    *people.Live
+	authority *authority.Authority
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
@@ -296,6 +316,23 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}); err != nil {
 		return fail(err)
 	}
+	// Who is who is known before the first command is taken.
+	s.people = cfg.People
+	if s.people == nil {
+		s.people = people.NewLive(nil)
+	}
+	config, err := s.js.KeyValue(ctx, names.ConfigBucket())
+	if err != nil {
+		return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.ConfigBucket(), err))
+	}
+	if err := s.people.Watch(ctx, config, *log); err != nil {
+		return fail(err)
+	}
+	s.started = append(s.started, peopleWatch{s.people})
+	s.authority = authority.New(authority.Config{
+		Identified:   func() bool { return s.people.Current() != nil },
+		RoleSubjects: cfg.RequireRoles, CancelRoles: cfg.CancelRoles, ReadRoles: cfg.ReadRoles,
+	})
 	queue, err := bus.NewQueue(ctx, s.js, names)
 	if err != nil {
 		return fail(err)
@@ -305,10 +342,6 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	var tools command.ToolRules
 	if cfg.GateRules != nil {
 		flows = append(flows, engine.GateFlow())
-		config, err := s.js.KeyValue(ctx, names.ConfigBucket())
-		if err != nil {
-			return fail(fmt.Errorf("interlock: binding bucket %s: %w", names.ConfigBucket(), err))
-		}
 		live := gate.NewLive(cfg.GateRules)
 		g := &gateService{live: live, kv: config, rules: cfg.GateRules, log: *log}
 		if err := g.Start(ctx); err != nil {
@@ -323,7 +356,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.runner, err = engine.NewRunner(engine.Config{
 		Flows: flows, Store: store, Publisher: bus.NewPublisher(s.js, names, source).SignEvents(signer.Sign),
-		Queue: queue, Secret: secret, Source: source,
+		Queue: queue, Secret: secret, Source: source, Authority: s.authority,
 	})
 	if err != nil {
 		return fail(err)
@@ -341,7 +374,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
-		RequireRoles: cfg.RequireRoles, Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
+		Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {
@@ -413,6 +446,29 @@ func (s *Service) URL() string {
 // connection; source names it in the audit stream.
 func (s *Service) Client(source string) *client.Client {
 	return s.client.WithSource(source)
+}
+
+// peopleWatch stops following the bucket's directory when the service
+// stops.
+type peopleWatch struct{ live *people.Live }
+
+func (p peopleWatch) Start(context.Context) error    { return nil }
+func (p peopleWatch) Stop(ctx context.Context) error { return p.live.Stop(ctx) }
+
+// People is the directory of people in force (see Config.People).
+func (s *Service) People() *people.Live { return s.people }
+
+// Authority is what decides, for every surface of the service, what a
+// caller may do (see package authority).
+func (s *Service) Authority() *authority.Authority { return s.authority }
+
+// ClientAs returns a client of the wire protocol that sends every command
+// vouched for caller, whom the surface sending it authenticated, with the
+// deployment's secret: the engine then takes caller as who sent it (the
+// audit names them, an approval is decided only if they may, a start or
+// an ask is theirs). source names the events' sender.
+func (s *Service) ClientAs(source string, caller protocol.Caller) (*client.Client, error) {
+	return s.client.WithSource(source).Vouched(s.secret, caller)
 }
 
 // ResumeAs sends a resume on behalf of a caller the service has

@@ -472,7 +472,7 @@ func TestApproverRolesAreEnforcedByNATSAndByInterlock(t *testing.T) {
 			approvedBy = append(approvedBy, r.By)
 		}
 	}
-	if strings.Join(refused, ",") != "forbidden,forbidden" || strings.Join(approvedBy, ",") != "lena@example.com,/test/bot" {
+	if strings.Join(refused, ",") != "forbidden,forbidden" || strings.Join(approvedBy, ",") != "lena@example.com,nats:supervisor" {
 		t.Fatalf("audit: refused %v, approved by %v", refused, approvedBy)
 	}
 	// The operator reads the audit keys the workers published and

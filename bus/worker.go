@@ -68,11 +68,6 @@ type WorkerConfig struct {
 	// MaxDeliver is how many times a message is delivered before a failing
 	// one is dead-lettered. Defaults to DefaultMaxDeliver.
 	MaxDeliver int
-	// RequireRoles takes approval decisions only with an approver role:
-	// on <prefix>.in.<flow>.resume.<role>, whose NATS permissions say who
-	// may send them, or vouched for by the HTTP API. Set it whenever NATS
-	// authorization is configured.
-	RequireRoles bool
 	// Tools, if set, answers tool requests on <prefix>.in.gate.request;
 	// the runner must run [engine.GateFlow]. Without it the gate is off:
 	// each request is refused unsupported, saying so, and dead-lettered.
@@ -494,11 +489,12 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if v.NeedsRun && ev.Subject() == "" {
 		return w.reject(ctx, flow, name, "", in, events.ReasonInvalidPayload, fmt.Sprintf("the event's subject must be the run id to %s", name))
 	}
-	in.Authority = engine.Authority{Role: role, RoleRequired: w.cfg.RequireRoles, Subject: msg.Subject(), Body: msg.Data()}
+	in.Authority = engine.Authority{Role: role, Subject: msg.Subject(), Body: msg.Data()}
 	if vouch := msg.Headers().Get(protocol.HeaderVouch); vouch != "" {
 		in.Authority.Vouch = vouch
 		in.Authority.Approver = msg.Headers().Get(protocol.HeaderApprover)
 		in.Authority.Roles = protocol.ParseRoles(msg.Headers().Get(protocol.HeaderRoles))
+		in.Authority.Method = protocol.AuthMethod(msg.Headers().Get(protocol.HeaderAuth))
 	}
 	out, err := v.Apply(ctx, w.cfg.Runner, flow, ev, in)
 	var perr *events.Error

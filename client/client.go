@@ -88,8 +88,10 @@ type Client struct {
 	names  wire.Names
 	source string
 	// by is the person the client acts for, named on what it sends.
-	by   string
-	wait time.Duration
+	by string
+	// vouch, if set, vouches for the caller on every command sent.
+	vouch *vouching
+	wait  time.Duration
 	// hub wakes calls on the live events of their runs, through one
 	// subscription shared by the client and its copies.
 	hub *hub
@@ -195,7 +197,14 @@ func (c *Client) Start(ctx context.Context, flow, run string, state map[string]j
 // interrupted (a re-ask or the next interrupt), completed, failed or
 // refused. A resume whose IdempotencyKey was already applied returns an
 // Event with Repeat set and the run as it stands.
+//
+// A client made by [Client.Vouched] sends it vouched for its caller, with
+// no token and no approver: it names the request pending now when r names
+// none.
 func (c *Client) Resume(ctx context.Context, flow, run string, r protocol.Resume) (Event, error) {
+	if c.vouch != nil {
+		return c.vouch.resume(ctx, c, flow, run, r)
+	}
 	r.Approver = cmp.Or(r.Approver, c.by)
 	return c.send(ctx, flow, run, "resume", protocol.TypeResume, r, r.IdempotencyKey, nil)
 }
@@ -324,6 +333,7 @@ func (c *Client) command(flow, verb, id string, body []byte, header func(msg *na
 	if header != nil {
 		header(msg, id)
 	}
+	c.vouch.sign(msg, id)
 	return msg
 }
 

@@ -149,6 +149,7 @@ func (c *Client) request(ctx context.Context, r requestSpec, wait time.Duration,
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
+	c.vouch.sign(msg, id)
 	if err := c.publish(ctx, msg, r.what); err != nil {
 		return requestResult{}, err
 	}

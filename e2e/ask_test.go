@@ -93,7 +93,10 @@ func TestAnApprovalAskTakesItsRoleAndReturnsTheFinalArgs(t *testing.T) {
 			"argsSchema":   map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number", "maximum": 5000}}},
 			"approverRole": "supervisor", "decisions": []string{"approve", "edit", "reject"}}})
 	in := r.interrupt("ask", "ask-refund", 1)
-	if in.Kind != "approval" || in.ApproverRole != "supervisor" || in.Requester != "support-bot" || in.Title != "Refund 4800 USD" {
+	// Where the NATS server authenticates its clients, callers are
+	// identified: the ask's requester is its NATS sender, not the agent
+	// it names (a label, kept in its conversation).
+	if in.Kind != "approval" || in.ApproverRole != "supervisor" || in.Requester != "nats:/natstest" || in.Title != "Refund 4800 USD" {
 		t.Fatalf("interrupted = %+v", in)
 	}
 	edit := func(amount int) map[string]any {
@@ -106,7 +109,8 @@ func TestAnApprovalAskTakesItsRoleAndReturnsTheFinalArgs(t *testing.T) {
 	natstest.Publish(t, r.js, r.names.ResumeAs("ask", "supervisor"), protocol.TypeResume, "ask-refund", edit(400))
 	a := r.answered("ask-refund", 1)
 	var args map[string]any
-	if err := json.Unmarshal(a.Args, &args); err != nil || a.Decision != protocol.VerdictEdit || args["amount"] != 400.0 || a.Approver != "sam" {
+	// The role subject's senders are one approver; "sam" is a label.
+	if err := json.Unmarshal(a.Args, &args); err != nil || a.Decision != protocol.VerdictEdit || args["amount"] != 400.0 || a.Approver != "nats:supervisor" {
 		t.Fatalf("answered = %+v (args %s)", a, a.Args)
 	}
 }

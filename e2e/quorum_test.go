@@ -393,3 +393,53 @@ func TestRespondThroughTheToolGateAnswersTheAgentWithTheMessage(t *testing.T) {
 		t.Fatalf("respond where the rule does not list it was refused %+v, want invalid_answer", ref)
 	}
 }
+
+// TestOneSenderOnARoleSubjectIsOneVoterWhateverNamesItTypes: where the
+// NATS server authenticates its clients, whoever may publish on a role's
+// subject holds the role, but not the names it types: two votes it sends
+// for a two-person quorum, named by invented people, are one voter's, and
+// the second is refused.
+func TestOneSenderOnARoleSubjectIsOneVoterWhateverNamesItTypes(t *testing.T) {
+	t.Parallel()
+	flow := engine.NewFlow[map[string]any]("payout").
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Approve(ctx, engine.Approval{Action: "pay_out", Args: map[string]any{"amount": 9000},
+				ApproverRole: "supervisor", Quorum: &protocol.Quorum{Required: 2}})
+			return err
+		}).Start("review").MustBuild()
+	r := newRigWith(t, interlock.Config{Flows: []*engine.Flow{flow}, RequireRoles: true})
+	const run = "r-invented"
+	r.start("payout", run, nil)
+	in := r.interrupt("payout", run, 1)
+	r.vote("payout", run, "supervisor", in, "x1@nowhere", "approve")
+	var voted protocol.Voted
+	natstest.Last(t, r.wait("payout", run, "voted", 1), "voted").Decode(t, &voted)
+	if voted.Approver != "nats:supervisor" {
+		t.Fatalf("voted by %q, want the role subject's sender, nats:supervisor", voted.Approver)
+	}
+	again := r.interrupt("payout", run, 2)
+	r.vote("payout", run, "supervisor", again, "x2@nowhere", "approve")
+	if ref := r.refusal("payout", run, 1); ref.Code != protocol.CodeForbidden || !strings.Contains(ref.Message, "voted on pay_out already") {
+		t.Fatalf("the second invented name's vote: %+v, want forbidden, one voter", ref)
+	}
+	if cp, _ := r.checkpoint("payout", run); cp.Status != engine.Waiting || len(cp.Interrupt.Votes) != 1 {
+		t.Fatalf("after the invented votes: %s with %d votes, want waiting with one", cp.Status, len(cp.Interrupt.Votes))
+	}
+	// The audit keeps each typed name as a label.
+	recs := natstest.WaitFor(t, r.js, r.names.AuditStream(), r.names.Audit("payout", run), func(rs []natstest.Received) bool { return len(rs) >= 3 })
+	found := false
+	for _, m := range recs {
+		var rec protocol.AuditRecord
+		m.Decode(t, &rec)
+		if rec.Action != protocol.ActionVoted {
+			continue
+		}
+		found = true
+		if rec.By != "nats:supervisor" || rec.Named != "x1@nowhere" || rec.Auth != protocol.AuthRoleSubject {
+			t.Fatalf("vote's audit record: by %q named %q auth %q", rec.By, rec.Named, rec.Auth)
+		}
+	}
+	if !found {
+		t.Fatal("no audit record of the vote")
+	}
+}

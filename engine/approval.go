@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -359,7 +360,8 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 			}
 			vote := protocol.Vote{Approver: d.Approver, Verdict: v, Digest: digest, Edits: d.Edits, Reason: d.Reason, At: t.now}
 			if len(q.Roles) > 0 {
-				if vote.Role = voteRole(*q, in.Votes, digest, cmd.Roles); vote.Role == "" {
+				roles := cmd.caller.RolesFor(&authority.Pending{ApproverRole: in.ApproverRole, Quorum: in.Quorum})
+				if vote.Role = voteRole(*q, in.Votes, digest, roles); vote.Role == "" {
 					return fmt.Errorf("the quorum takes %s, and %s has no role it still needs for these args", quorumText(*q), d.Approver)
 				}
 			}
@@ -426,7 +428,7 @@ func (approvalKind) describe(in *Interrupt, ev *protocol.Interrupted) {
 }
 
 // approver names who decided a resume: its approver, else its source.
-func (cmd Resume) approver() string { return actor(cmd.Approver, cmd.Inbound) }
+func (cmd Resume) approver() string { return cmd.caller.Name }
 
 func decodeObject(m map[string]json.RawMessage) (map[string]any, error) {
 	out := make(map[string]any, len(m))

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -274,6 +275,9 @@ func runAsk(ctx context.Context, n *Node[askState]) error {
 		if err != nil {
 			return err
 		}
+		// Whoever asked is the requester a quorum keeps from voting: the
+		// caller a service vouched for, not the agent the ask names.
+		ap.Requester = cmp.Or(n.x.cp.StartedBy, ap.Requester)
 		d, err := n.Approve(ctx, ap)
 		if err != nil {
 			return err

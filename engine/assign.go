@@ -2,10 +2,11 @@ package engine
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -35,8 +36,9 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 	}
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "assign", func(t *txn) (Outcome, error) {
 		cp := t.cp
-		who := actor(cmd.By, cmd.Inbound)
-		t.actor = who
+		c := r.caller(cmd.By, cmd.Inbound)
+		who := c.Name
+		t.actor, t.caller = who, c
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
 			return t.retry(), err
 		}
@@ -50,14 +52,11 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 		if cmd.RequestID != in.RequestID && !slices.Contains(in.Superseded, cmd.RequestID) {
 			return t.refuse(ctx, cmd.RequestID, CodeTokenMismatch, "requestId %q is not the pending request %s", truncate(cmd.RequestID, 64), in.RequestID)
 		}
-		roles, known := cmd.roles()
-		if !known && cmd.Authority.RoleRequired {
-			// An assign has no role subject: a name without a vouch is
-			// anyone's to type.
-			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "where approver roles are required, an approval is claimed, released or delegated only by a person a service of the deployment vouches for: send it through the HTTP API (POST /v1/runs/%s/%s/assign), the inbox or Slack", cp.Flow, cp.Run)
-		}
-		if msg := mayDecide(in, who, roles, known, cmd.Authority.RoleRequired); msg != "" {
-			return t.refuse(ctx, cmd.RequestID, CodeForbidden, "%s", msg)
+		var ref *authority.Refusal
+		if err := r.cfg.Authority.MayAssign(c, authority.Action(cmd.Op), t.authorityRun()); errors.As(err, &ref) {
+			return t.refuse(ctx, cmd.RequestID, ref.Code, "%s", ref.Reason)
+		} else if err != nil {
+			return Outcome{}, err
 		}
 		action, op, to := "", cmd.Op, ""
 		switch op {
@@ -98,84 +97,6 @@ func (r *Runner) Assign(ctx context.Context, cmd Assign) (Outcome, error) {
 			Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 		return r.commit(ctx, t)
 	})
-}
-
-// roles are the approver roles the transport found for an assign: a
-// vouched caller's, or a role subject's, when known.
-func (cmd Assign) roles() ([]string, bool) {
-	switch {
-	case cmd.trusted:
-		return cmd.Authority.Roles, true
-	case cmd.Authority.Role != "":
-		return []string{cmd.Authority.Role}, true
-	}
-	return nil, false
-}
-
-// mayDecide says why who (holding roles, when known) may not decide the
-// approval in, or "" when they may: its claimant alone once it is claimed;
-// otherwise an assignee, or someone holding its role. Without known
-// roles, a name (a claimant's, an assignee's) is taken at its word unless
-// the deployment requires roles.
-func mayDecide(in *Interrupt, who string, roles []string, known, required bool) string {
-	if in.ClaimedBy != "" {
-		if who != in.ClaimedBy {
-			return fmt.Sprintf("request %s is claimed by %s: only they may decide it, until they release it", in.RequestID, in.ClaimedBy)
-		}
-		if !known && required {
-			// The name is the sender's word alone: anyone may type it.
-			return fmt.Sprintf("request %s is claimed by %s, and where approver roles are required a claimant is known only through a service that vouches for them (the HTTP API, the inbox, the Slack bridge) or a role subject", in.RequestID, in.ClaimedBy)
-		}
-		return ""
-	}
-	if slices.Contains(in.Assignees, who) && (known || !required) {
-		return ""
-	}
-	quorumRoles := in.Quorum != nil && len(in.Quorum.Roles) > 0
-	if in.ApproverRole == "" && len(in.Assignees) == 0 && !quorumRoles {
-		return ""
-	}
-	switch {
-	case known && in.ApproverRole != "" && slices.Contains(roles, in.ApproverRole):
-		return ""
-	case known && quorumRole(in, roles):
-		return ""
-	case !known && !required && len(in.Assignees) == 0 && (in.ApproverRole != "" || !quorumRoles):
-		return ""
-	}
-	who = nameOrSender(who)
-	switch {
-	case len(in.Assignees) > 0 && in.ApproverRole != "":
-		return fmt.Sprintf("deciding this approval takes being one of %s or holding approver role %s; %s is neither", strings.Join(in.Assignees, ", "), in.ApproverRole, who)
-	case len(in.Assignees) > 0:
-		return fmt.Sprintf("deciding this approval takes being one of %s; %s is not", strings.Join(in.Assignees, ", "), who)
-	case in.ApproverRole == "" && quorumRoles:
-		need := make([]string, len(in.Quorum.Roles))
-		for i, rc := range in.Quorum.Roles {
-			need[i] = rc.Role
-		}
-		if !known {
-			return fmt.Sprintf("voting on this approval takes one of the roles %s: send it on <prefix>.in.<flow>.resume.<role>, or through the HTTP API", strings.Join(need, ", "))
-		}
-		return fmt.Sprintf("voting on this approval takes one of the roles %s; %s came with %s", strings.Join(need, ", "), who, roleList(roles))
-	case !known:
-		return fmt.Sprintf("approval decisions are taken only with an approver role: send it on <prefix>.in.<flow>.resume.%s, or through the HTTP API", in.ApproverRole)
-	}
-	return fmt.Sprintf("deciding this approval takes approver role %s; %s came with %s", in.ApproverRole, who, roleList(roles))
-}
-
-// quorumRole reports whether roles hold a role of the approval's quorum,
-// whose holders may vote beside the approval's role.
-func quorumRole(in *Interrupt, roles []string) bool {
-	if in.Quorum == nil {
-		return false
-	}
-	for _, rc := range in.Quorum.Roles {
-		if slices.Contains(roles, rc.Role) {
-			return true
-		}
-	}
-	return false
 }
 
 // nameOrSender names an empty name.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"errors"
@@ -8,29 +9,26 @@ import (
 	"slices"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
 // Authority is what the transport knows of who sent a command: the role of
 // the subject it came on, and the headers a service of the deployment
 // (the HTTP API, the inbox, a channel) sends when it vouches for the
-// caller it authenticated. The engine decides with it, here and nowhere
-// else, what the command may do: [Runner.authenticate] for every command,
-// [txn.authorize] for a resume (the vouch, the token, the request, the
-// deadline and the approval's role).
+// caller it authenticated. The engine turns it into the command's
+// caller (see [Runner.caller]), and the deployment's [authority.Authority]
+// decides what that caller may do.
 type Authority struct {
 	// Role is the approver role of the subject the command came on
 	// (<prefix>.in.<flow>.resume.<role>), which the deployment's NATS
 	// permissions grant; "" for any other subject.
 	Role string
-	// RoleRequired is set when the deployment configures authorization:
-	// an approval is decided only with a known role (a role subject or a
-	// vouch).
-	RoleRequired bool
-	// Vouch, Approver and Roles are the values of the headers
-	// protocol.HeaderVouch, HeaderApprover and HeaderRoles.
+	// Vouch, Approver, Roles and Method are the values of the headers
+	// protocol.HeaderVouch, HeaderApprover, HeaderRoles and HeaderAuth.
 	Vouch, Approver string
 	Roles           []string
+	Method          protocol.AuthMethod
 	// Subject and Body are the message the vouch binds: its NATS subject
 	// and its body as published.
 	Subject string
@@ -51,7 +49,10 @@ func (r *Runner) authenticate(ctx context.Context, flow, run string, in *Inbound
 		return Outcome{}, false, nil
 	}
 	err = protocol.VerifyVouch(r.cfg.Secret, protocol.Vouched{Subject: a.Subject, EventID: in.EventID, Run: run,
-		Body: a.Body, Approver: a.Approver, Roles: a.Roles}, a.Vouch, r.cfg.Now())
+		Body: a.Body, Approver: a.Approver, Roles: a.Roles, Method: a.Method}, a.Vouch, r.cfg.Now())
+	if err == nil && (a.Approver == "" || (a.Method != "" && !a.Method.Vouched())) {
+		err = fmt.Errorf("%w: it names no caller, or a method (%q) no service vouches with", protocol.ErrVouchInvalid, protocol.Truncate(string(a.Method), 32))
+	}
 	if err == nil {
 		in.trusted = true
 		return Outcome{}, false, nil
@@ -69,39 +70,46 @@ func (r *Runner) authenticate(ctx context.Context, flow, run string, in *Inbound
 	return out, true, err
 }
 
-// actor names who sent a command, the same way for every command and on
+// caller is who sent a command, the same way for every command and on
 // every surface: the caller a service of the deployment vouched for
-// (never a name the body typed), else the name the command gives (a
-// resume's approver, a start's, cancel's or reannounce's by), else its
-// source.
-func actor(named string, in Inbound) string {
-	switch {
-	case in.trusted && in.Authority.Approver != "":
-		return in.Authority.Approver
-	case named != "":
-		return named
+// (never a name the body typed); else, as the deployment's authority
+// says, the NATS sender (where callers are identified) or the name the
+// command gives (a resume's approver, a start's, cancel's or
+// reannounce's by, an ask's or a tool request's agent), else its source.
+func (r *Runner) caller(named string, in Inbound) authority.Caller {
+	a := in.Authority
+	if in.trusted {
+		c := r.cfg.Authority.Vouched(protocol.Caller{Name: a.Approver, Method: a.Method, Roles: a.Roles})
+		if a.Role != "" {
+			c.Roles, c.AllRoles = []string{a.Role}, false
+		}
+		return c
 	}
-	return in.Source
+	if in.Due {
+		return authority.Caller{Name: cmp.Or(in.Source, r.cfg.Source), Method: protocol.AuthServer}
+	}
+	return r.cfg.Authority.NATSCaller(a.Role, named, in.Source)
 }
 
-// fromTransport gives a resume the authority its transport found: a
-// vouched caller's name and roles (no token is then needed), or a role
-// subject's role. A resume an in-process caller built with Trusted or
-// Roles keeps them.
-func (cmd *Resume) fromTransport() {
-	a := cmd.Authority
-	cmd.RoleRequired = cmd.RoleRequired || a.RoleRequired
-	switch {
-	case cmd.trusted:
-		// The caller was authenticated: the audit names the caller, never
-		// a name typed in the body.
-		cmd.Trusted, cmd.Approver, cmd.Roles, cmd.RolesKnown = true, a.Approver, a.Roles, true
-		if a.Role != "" {
-			cmd.Roles = []string{a.Role}
-		}
-	case a.Role != "":
-		cmd.Roles, cmd.RolesKnown = []string{a.Role}, true
+// actor names who sent a command: its caller's name.
+func (r *Runner) actor(named string, in Inbound) string { return r.caller(named, in).Name }
+
+// resumeCaller is who sent a resume: the transport's caller, or the one an
+// in-process sender (a test harness, a program that embeds the engine)
+// gave: Trusted for a person it authenticated, Roles with RolesKnown for
+// the roles it vouches for.
+func (r *Runner) resumeCaller(cmd Resume) authority.Caller {
+	if cmd.trusted || cmd.Authority.Role != "" || (!cmd.Trusted && !cmd.RolesKnown) {
+		return r.caller(cmd.Approver, cmd.Inbound)
 	}
+	c := authority.Caller{Name: cmd.Approver, Method: protocol.AuthService, Roles: cmd.Roles}
+	if !cmd.Trusted {
+		c.Method = protocol.AuthRoleSubject
+	}
+	if c.Name == "" {
+		c.Name = cmd.Source
+	}
+	return c
 }
 
 // authorize decides whether cmd may answer the pending interrupt in: a
@@ -151,28 +159,25 @@ func (t *txn) authorize(ctx context.Context, cmd Resume, in *Interrupt) (out Out
 	if !protocol.RoleRestricted(in.Kind) {
 		return Outcome{}, false, nil
 	}
-	who := cmd.approver()
-	if msg := mayDecide(in, who, cmd.Roles, cmd.RolesKnown, cmd.RoleRequired); msg != "" {
-		return refuse(cmd.RequestID, CodeForbidden, "%s", msg)
+	err = r.cfg.Authority.MayDecide(cmd.caller, t.authorityRun(), protocol.Verdict(cmd.Decision))
+	var ref *authority.Refusal
+	if errors.As(err, &ref) {
+		return refuse(cmd.RequestID, ref.Code, "%s", ref.Reason)
 	}
-	v := Verdict(cmd.Decision)
-	if in.Quorum != nil && (v == VerdictApprove || v == VerdictEdit) {
-		if in.SeparationOfDuties && in.Requester != "" && who == in.Requester {
-			return refuse(cmd.RequestID, CodeForbidden, "%s asked for %s and may not vote on it: the quorum separates duties", who, in.Action)
-		}
-		if in.SeparationOfDuties && cp.StartedBy != "" && who == cp.StartedBy {
-			return refuse(cmd.RequestID, CodeForbidden, "%s started run %s and may not vote on its %s: the quorum separates duties", who, cp.Run, in.Action)
-		}
-		// With separation of duties each approver votes once; without,
-		// an approver may vote again only for other args (an edit), and
-		// counts once for any args.
-		for _, vote := range in.Votes {
-			if vote.Approver == who && (in.SeparationOfDuties || v == VerdictApprove) {
-				return refuse(cmd.RequestID, CodeForbidden, "%s voted on %s already (%s, at %s); each approver votes once", who, in.Action, vote.Verdict, vote.At.Format(time.RFC3339))
-			}
-		}
+	return Outcome{}, false, err
+}
+
+// authorityRun is the authority's view of the transaction's run.
+func (t *txn) authorityRun() authority.Run {
+	cp := t.cp
+	r := authority.Run{Flow: cp.Flow, ID: cp.Run, Status: protocol.Status(cp.Status), StartedBy: cp.StartedBy,
+		Private: cp.Flow == AskFlowName || cp.Flow == GateFlowName}
+	if in := cp.Interrupt; in != nil {
+		r.Pending = &authority.Pending{Kind: in.Kind, RequestID: in.RequestID, ApproverRole: in.ApproverRole, Assignees: in.Assignees,
+			ClaimedBy: in.ClaimedBy, Requester: in.Requester, Quorum: in.Quorum, SeparationOfDuties: in.SeparationOfDuties,
+			Votes: in.Votes, Action: in.Action}
 	}
-	return Outcome{}, false, nil
+	return r
 }
 
 // supersededToken reports whether cmd, a decision, carries the token of a

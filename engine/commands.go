@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -55,12 +56,14 @@ type Resume struct {
 	// Roles are the approver roles the resume was sent with (the role of a
 	// role subject, or the roles an authenticated caller holds), when
 	// RolesKnown. An approval is decided only by a resume holding its
-	// approverRole; without known roles, only when RoleRequired is false.
-	// A transport gives them in Inbound.Authority.
-	Roles        []string
-	RolesKnown   bool
-	RoleRequired bool
+	// approverRole; without known roles, only where callers are not
+	// identified (see [authority.Config]). A transport gives them in
+	// Inbound.Authority.
+	Roles      []string
+	RolesKnown bool
 	Inbound
+	// caller is who sent the resume, as the engine found them.
+	caller authority.Caller
 }
 
 // answer returns the part of the resume that answers the interrupt.
@@ -141,9 +144,10 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 				fmt.Sprintf("run %s of flow %s already exists (status %s); start with another run id", cmd.Run, cmd.Flow, cp.Status))
 		}
 		t := r.newTxn(f, nil, 0, false, cmd.Inbound, key)
+		t.caller = r.caller(cmd.By, cmd.Inbound)
 		t.cp = &Checkpoint{
 			Flow: cmd.Flow, Run: cmd.Run, Status: Running, Node: f.start, State: Doc{},
-			CreatedAt: t.now, Origin: cmd.Origin, Traceparent: cmd.Traceparent, StartedBy: actor(cmd.By, cmd.Inbound), UID: randomID(8),
+			CreatedAt: t.now, Origin: cmd.Origin, Traceparent: cmd.Traceparent, StartedBy: t.caller.Name, UID: randomID(8),
 			Cause: &Cause{ID: cmd.EventID, Key: key, Seq: cmd.Seq}, Applied: []string{key},
 		}
 		if err := applyDoc(f, t.cp, cmd.State); err != nil {
@@ -168,11 +172,12 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
 		return out, err
 	}
-	cmd.fromTransport()
+	cmd.caller = r.resumeCaller(cmd)
+	cmd.Trusted = cmd.Trusted || cmd.trusted
 	key := cmp.Or(cmd.IdempotencyKey, cmd.EventID)
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, key, "resume", func(t *txn) (Outcome, error) {
 		cp := t.cp
-		t.actor = cmd.approver()
+		t.actor, t.caller = cmd.approver(), cmd.caller
 		if cp.Status == Running {
 			return t.retry(), nil
 		}
@@ -241,7 +246,8 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 	}
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "cancel", func(t *txn) (Outcome, error) {
 		cp := t.cp
-		t.actor = actor(cmd.By, cmd.Inbound)
+		t.caller = r.caller(cmd.By, cmd.Inbound)
+		t.actor = t.caller.Name
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
 			return t.retry(), err
 		}
@@ -255,7 +261,7 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		cp.Status, cp.Interrupt = Cancelled, nil
 		t.input += len(cmd.Reason) + len(cmd.By)
 		t.begin(cmd.Traceparent, protocol.ActionCancelled)
-		by := actor(cmd.By, cmd.Inbound)
+		by := r.actor(cmd.By, cmd.Inbound)
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionCancelled, Node: node, By: by, Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID,
 			Outcome: &protocol.AuditOutcome{Status: Cancelled}})
 		t.emit(protocol.EventCancelled, &protocol.Cancelled{Flow: cp.Flow, Run: cp.Run, Node: node, Reason: cmd.Reason, By: by, Origin: cp.Origin})
@@ -273,7 +279,8 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 	}
 	return r.transact(ctx, cmd.Flow, cmd.Run, cmd.Inbound, cmd.EventID, "reannounce", func(t *txn) (Outcome, error) {
 		cp := t.cp
-		t.actor = actor(cmd.By, cmd.Inbound)
+		t.caller = r.caller(cmd.By, cmd.Inbound)
+		t.actor = t.caller.Name
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
 			return t.retry(), err
 		}
@@ -289,7 +296,7 @@ func (r *Runner) Reannounce(ctx context.Context, cmd Reannounce) (Outcome, error
 		t.input += len(cmd.Reason) + len(cmd.RequestID)
 		t.begin(cmd.Traceparent, protocol.ActionReannounced)
 		t.audit(&protocol.AuditRecord{Action: protocol.ActionReannounced, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-			By: actor(cmd.By, cmd.Inbound), Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
+			By: r.actor(cmd.By, cmd.Inbound), Source: cmd.Source, Reason: cmd.Reason, EventID: cmd.EventID, Replaces: previous,
 			ApproverRole: in.ApproverRole, ExpiresAt: in.ExpiresAt,
 			Outcome: &protocol.AuditOutcome{Status: Waiting, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind}})
 		t.interrupted(in)

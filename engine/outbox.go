@@ -19,6 +19,14 @@ func (t *txn) emit(kind string, data EventData) {
 // audit adds the transition's audit record to its outbox.
 func (t *txn) audit(rec *protocol.AuditRecord) {
 	rec.Flow, rec.Run, rec.At = t.cp.Flow, t.cp.Run, t.now
+	if c := t.caller; c.Name != "" && rec.By == c.Name {
+		// How the caller was authenticated, and a name the sender typed
+		// that is not its identity.
+		rec.Auth = c.Method
+		if c.Named != c.Name {
+			rec.Named = c.Named
+		}
+	}
 	t.add(AuditStream, rec.Action, rec)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -61,6 +62,11 @@ type Config struct {
 	MaxNodeRuns int
 	// Now returns the time. Defaults to time.Now.
 	Now func() time.Time
+	// Authority decides what callers may do (see package authority).
+	// Defaults to one where callers are not identified: a name a command
+	// gives is taken at its word, as on a single machine with no
+	// directory of people.
+	Authority *authority.Authority
 }
 
 func (c Config) withDefaults() Config {

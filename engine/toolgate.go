@@ -166,7 +166,7 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	}
 	d, err := n.Approve(ctx, Approval{Action: s.Tool, Args: args, Reason: s.Rule.Reason,
 		ApproverRole: s.Rule.ApproverRole, Timeout: timeout, OnTimeout: p, Decisions: s.Rule.Decisions,
-		Title: s.Rule.Title, Description: s.Rule.Description, Requester: s.Agent, ArgsSchema: s.Rule.ArgsSchema,
+		Title: s.Rule.Title, Description: s.Rule.Description, Requester: cmp.Or(n.x.cp.StartedBy, s.Agent), ArgsSchema: s.Rule.ArgsSchema,
 		Assignees: s.Rule.Assignees, Quorum: s.Rule.Quorum, Reminders: reminders, RemindEvery: every})
 	if err != nil {
 		return err
@@ -253,7 +253,7 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 		return Outcome{}, fmt.Errorf("engine: gate call %s: %w", req.CallID, err)
 	}
 	req.FirstDelivery = false
-	out, err := r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, Inbound: req.Inbound})
+	out, err := r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, By: req.Agent, Inbound: req.Inbound})
 	if err == nil && out.Refused != nil && out.Refused.Code == CodeRunExists {
 		// Another worker started the call meanwhile: answer as a repeat.
 		if cp, rev, err := r.load(ctx, GateFlowName, req.CallID); err == nil {

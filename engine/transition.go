@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 
 	"context"
@@ -38,8 +39,10 @@ type txn struct {
 	failing bool
 	// asked is when the answered interrupt was asked.
 	asked time.Time
-	// actor names who sent the command, for refusals' audit records.
-	actor string
+	// actor names who sent the command, for refusals' audit records;
+	// caller is who it is (see [Runner.caller]).
+	actor  string
+	caller authority.Caller
 	// voted is set when a resume cast a vote that did not yet complete
 	// its approval's quorum: the approval is asked again, and the run
 	// does not move on.

@@ -50,7 +50,10 @@ func (s *Server) postAsk(w http.ResponseWriter, r *http.Request, c Caller) {
 	if req.Agent == "" {
 		req.Agent = c.Name
 	}
-	cl := s.client(c, wait)
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
 	var ans client.AskAnswer
 	if waitAnswer {
 		ans, err = cl.Ask(r.Context(), req, wait)

@@ -55,7 +55,10 @@ func (s *Server) assignRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidPayload, bodyError(err)))
 		return
 	}
-	cl := s.client(c, wait)
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
 	// Name the request pending now, so that an assign that loses a race to
 	// a decision is refused rather than applied to the interrupt that
 	// follows; a run that is not waiting is answered as a resume would be.
@@ -77,11 +80,8 @@ func (s *Server) assignRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !named {
 		a.RequestID = cp.Interrupt.RequestID
 	}
-	roles := c.Roles
-	if c.AllRoles && cp.Interrupt.ApproverRole != "" {
-		roles = []string{cp.Interrupt.ApproverRole}
-	}
-	ev, err := s.port.AssignAs(r.Context(), cl, flow, run, a, c.Name, roles)
+	a.By = ""
+	ev, err := cl.Assign(r.Context(), flow, run, a)
 	s.answer(w, flow, run, ev, err)
 }
 

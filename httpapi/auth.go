@@ -16,7 +16,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // LocalCaller is the name of every caller of an API without an auth file:
@@ -29,16 +31,11 @@ const MaxNameLen = people.MaxNameLen
 // authRecheck is how often an auth file is checked for changes.
 const authRecheck = time.Second
 
-// Caller is someone the API authenticated.
-type Caller struct {
-	// Name names the caller: the audit stream records it as the approver
-	// of their decisions.
-	Name string
-	// Roles are the approver roles the caller holds.
-	Roles []string
-	// AllRoles is set for LocalCaller, who holds every role.
-	AllRoles bool
-}
+// Caller is someone the API authenticated: their name (the audit stream
+// records it as the approver of their decisions), how they were
+// authenticated and the approver roles they hold (every role, for
+// LocalCaller). It is the authority's caller.
+type Caller = authority.Caller
 
 // AuthEntry is one caller in an auth file: a name, the approver roles,
 // and the hex SHA-256 of the caller's bearer token (never the token).
@@ -228,7 +225,7 @@ func Authenticate(d *people.Directory, token string) (Caller, bool) {
 	if !ok {
 		return Caller{}, false
 	}
-	return Caller{Name: p.Name, Roles: p.Roles}, true
+	return Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles}, true
 }
 
 // authFileHeader begins an auth file that AddCaller creates.

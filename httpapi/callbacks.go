@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/links"
@@ -65,8 +65,8 @@ func (s *Server) mintCallback(w http.ResponseWriter, r *http.Request, c Caller) 
 		writeProblem(w, problemOf(codeTokenMismatch, flow, run, req.RequestID, fmt.Sprintf("requestId %q is not the pending request %s", protocol.Truncate(req.RequestID, 64), in.RequestID)))
 		return
 	}
-	if !mayDecide(c, in) {
-		writeProblem(w, problemOf(codeForbidden, flow, run, in.RequestID, fmt.Sprintf("%s may not decide this %s, so may not hand out a URL that decides it as them", c.Name, in.Kind)))
+	if err := s.port.Authority().MayMintLink(c, authority.RunOf(cp)); err != nil {
+		writeProblem(w, problemOf(codeForbidden, flow, run, in.RequestID, fmt.Sprintf("%s may not decide this %s, so may not hand out a URL that decides it as them: %v", c.Name, in.Kind, err)))
 		return
 	}
 	var expires time.Time
@@ -86,33 +86,6 @@ func problemOf(code, flow, run, requestID, detail string) Problem {
 	p := newProblem(code, detail)
 	p.Flow, p.Run, p.RequestID = flow, run, requestID
 	return p
-}
-
-// mayDecide reports whether c may decide in, as the engine decides: its
-// claimant alone once claimed; else an assignee, or a holder of its role
-// or of a role of its quorum; anyone for a kind no role restricts.
-func mayDecide(c Caller, in *protocol.CheckpointInterrupt) bool {
-	if !protocol.RoleRestricted(in.Kind) {
-		return true
-	}
-	switch {
-	case in.ClaimedBy != "":
-		return in.ClaimedBy == c.Name
-	case c.AllRoles, slices.Contains(in.Assignees, c.Name):
-		return true
-	case in.ApproverRole == "" && len(in.Assignees) == 0 && (in.Quorum == nil || len(in.Quorum.Roles) == 0):
-		return true
-	case in.ApproverRole != "" && slices.Contains(c.Roles, in.ApproverRole):
-		return true
-	}
-	if in.Quorum != nil {
-		for _, rc := range in.Quorum.Roles {
-			if slices.Contains(c.Roles, rc.Role) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // useCallback answers POST /v1/callbacks/{link}: the resume body settles
@@ -188,15 +161,15 @@ func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 		s.fail(w, err)
 		return
 	}
-	cli := s.port.Client("/http/" + url.PathEscape(c.Name)).As(c.Name).WithWait(wait)
-	roles := c.Roles
-	if c.AllRoles {
-		cp, err := cli.Checkpoint(r.Context(), cl.Flow, cl.Run)
-		if err == nil && cp.Waiting() {
-			roles = rolesOf(cp.Interrupt)
+	cli, err := s.port.ClientAs("/http/"+url.PathEscape(c.Name), c.Protocol())
+	if err != nil {
+		if rerr := s.cfg.Uses.Release(r.Context(), claim); rerr != nil {
+			s.log.Error().Err(rerr).Str("flow", cl.Flow).Str("run", cl.Run).Msg("a callback URL's use was not given back; it stays used")
 		}
+		s.fail(w, err)
+		return
 	}
-	ev, err := s.port.ResumeAs(r.Context(), cli, cl.Flow, cl.Run, res, c.Name, roles)
+	ev, err := cli.WithWait(wait).Resume(r.Context(), cl.Flow, cl.Run, res)
 	// A retry (the same Idempotency-Key as the use) is sent again:
 	// Interlock applies a key once, and answers a repeat with the run as
 	// it stands. Its use is the first's, and stays.
@@ -206,21 +179,6 @@ func (s *Server) useCallback(w http.ResponseWriter, r *http.Request, _ Caller) {
 		}
 	}
 	s.answer(w, cl.Flow, cl.Run, ev, err)
-}
-
-// rolesOf are the roles that decide in: its approver role and its
-// quorum's, for the local caller, who holds every role.
-func rolesOf(in *protocol.CheckpointInterrupt) []string {
-	var out []string
-	if in.ApproverRole != "" {
-		out = append(out, in.ApproverRole)
-	}
-	if in.Quorum != nil {
-		for _, rc := range in.Quorum.Roles {
-			out = append(out, rc.Role)
-		}
-	}
-	return out
 }
 
 // GivesBack reports whether a link's use is given back after the resume

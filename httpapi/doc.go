@@ -5,10 +5,11 @@
 // operation goes through the protocol's client, publishing the same
 // CloudEvents on the same subjects as any NATS client and reading outcomes
 // back from the events stream, so one engine decides whatever the
-// transport. A resume is sent vouched for the authenticated caller
-// ([Port.ResumeAs]): it needs no resume token, the audit stream names the
-// caller, and the engine itself refuses (and audits) a decision on an
-// approval whose role the caller does not hold.
+// transport. Every command is sent vouched for the authenticated caller
+// ([Port.ClientAs]): a resume needs no resume token, the audit stream
+// names the caller (never a name the body types), and the engine itself
+// refuses (and audits) what the deployment's authority says the caller
+// may not do.
 //
 //	svc, _ := interlock.Start(ctx, cfg)
 //	auth, _ := httpapi.LoadAuth("callers.yaml")

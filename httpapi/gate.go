@@ -44,7 +44,11 @@ func (s *Server) requestTool(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidPayload, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
-	ans, err := s.client(c, wait).RequestTool(r.Context(), req, wait)
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
+	ans, err := cl.RequestTool(r.Context(), req, wait)
 	switch {
 	case err == nil && ans.Decided != nil:
 		writeJSON(w, http.StatusOK, GateAnswer{CallID: req.CallID, Decided: ans.Decided})

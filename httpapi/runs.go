@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,7 +139,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidName, strings.TrimPrefix(err.Error(), "client: ")))
 		return
 	}
-	ev, err := s.client(c, wait).Start(r.Context(), flow, req.Run, req.State, req.Origin)
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
+	ev, err := cl.Start(r.Context(), flow, req.Run, req.State, req.Origin)
 	if err == nil || errors.Is(err, client.ErrNoAnswer) {
 		if ev.Kind != protocol.EventRefused {
 			w.Header().Set("Location", "/v1/runs/"+flow+"/"+req.Run)
@@ -219,25 +222,24 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		}
 		res.IdempotencyKey = key
 	}
-	cl := s.client(c, wait)
-	roles := c.Roles
-	if res.RequestID == "" || c.AllRoles {
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
+	if res.RequestID == "" {
 		// Name the request pending now, so that a resume that loses a
 		// race to another decision is refused rather than applied to
 		// the interrupt that follows.
 		cp, err := cl.Checkpoint(r.Context(), flow, run)
 		switch {
 		case err == nil && cp.Waiting():
-			res.RequestID = cmp.Or(res.RequestID, cp.Interrupt.RequestID)
-			if c.AllRoles && cp.Interrupt.ApproverRole != "" {
-				roles = []string{cp.Interrupt.ApproverRole}
-			}
+			res.RequestID = cp.Interrupt.RequestID
 		case err != nil && !errors.Is(err, client.ErrNotFound):
 			s.fail(w, err)
 			return
 		}
 	}
-	ev, err := s.port.ResumeAs(r.Context(), cl, flow, run, res, c.Name, roles)
+	ev, err := cl.Resume(r.Context(), flow, run, res)
 	s.answer(w, flow, run, ev, err)
 }
 
@@ -256,13 +258,30 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeProblem(w, newProblem(CodeInvalidPayload, fmt.Sprintf("by is the authenticated caller, %s; leave it out", c.Name)))
 		return
 	}
-	ev, err := s.client(c, wait).Cancel(r.Context(), flow, run, d.Reason)
+	cl, ok := s.clientAs(w, c, wait)
+	if !ok {
+		return
+	}
+	ev, err := cl.Cancel(r.Context(), flow, run, d.Reason)
 	s.answer(w, flow, run, ev, err)
 }
 
 // client returns a client that sends as the caller and waits up to wait.
 func (s *Server) client(c Caller, wait time.Duration) *client.Client {
 	return s.port.Client("/http/" + url.PathEscape(c.Name)).As(c.Name).WithWait(wait)
+}
+
+// clientAs returns a client that sends every command vouched for the
+// caller and waits up to wait; it answers the request itself when the
+// port cannot vouch.
+func (s *Server) clientAs(w http.ResponseWriter, c Caller, wait time.Duration) (*client.Client, bool) {
+	cl, err := s.port.ClientAs("/http/"+url.PathEscape(c.Name), c.Protocol())
+	if err != nil {
+		s.log.Error().Err(err).Msg("vouching for a caller")
+		writeProblem(w, newProblem(CodeInternal, "this API cannot vouch for its callers (the log says why); it needs the deployment's secret"))
+		return nil, false
+	}
+	return cl.WithWait(wait), true
 }
 
 // answer answers a command with the event that settled it.

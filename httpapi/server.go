@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/netaddr"
@@ -60,10 +61,11 @@ type Port interface {
 	// Client returns a client of the wire protocol; source names its
 	// events' sender.
 	Client(source string) *client.Client
-	// ResumeAs sends r with c on behalf of approver, holding roles.
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
-	// AssignAs sends a with c on behalf of by, holding roles.
-	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error)
+	// ClientAs returns a client that sends every command vouched for
+	// caller, whom the API authenticated.
+	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
+	// Authority decides what a caller may do.
+	Authority() *authority.Authority
 }
 
 // Config configures a [Server].
@@ -502,7 +504,7 @@ func (s *Server) caller(r *http.Request) (Caller, bool) {
 		// No directory: the local user, on a loopback listener only
 		// (Validate and New check it; this holds if a directory is
 		// ever taken away).
-		return Caller{Name: LocalCaller, AllRoles: true}, s.loopback
+		return authority.Local(LocalCaller), s.loopback
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

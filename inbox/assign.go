@@ -41,7 +41,7 @@ func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
 		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
 		return
 	}
-	ev, err := in.port.AssignAs(r.Context(), cl, flow, run, a, s.Name, s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum))
+	ev, err := cl.Assign(r.Context(), flow, run, a)
 	if err == nil && ev.Kind == protocol.EventRefused {
 		var ref protocol.Refused
 		if derr := ev.Decode(&ref); derr != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/links"
@@ -211,7 +212,7 @@ func (in *Inbox) showDecide(w http.ResponseWriter, s session, c links.Claims, cp
 	}
 	iv.CheckpointInterrupt, iv.StartedBy = *cp.Interrupt, cp.StartedBy
 	ci := cp.Interrupt
-	iv.MayDecide = !protocol.RoleRestricted(ci.Kind) || s.mayAct(ci.ApproverRole, ci.Quorum, ci.Assignees, ci.ClaimedBy)
+	iv.MayDecide = in.mayDecide(s, authority.RunOf(cp))
 	iv.MayClaim, iv.Mine = false, false // claiming is the inbox's
 	iv.Key = randomKey()
 	if ci.ExpiresAt != nil {
@@ -298,8 +299,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 		in.linkFail(w, err)
 		return
 	}
-	roles := s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum)
-	ev, err := in.port.ResumeAs(r.Context(), cl, c.Flow, c.Run, res, s.Name, roles)
+	ev, err := cl.Resume(r.Context(), c.Flow, c.Run, res)
 	if httpapi.GivesBack(ev, err) && !claim.Retry {
 		if rerr := in.cfg.Uses.Release(context.WithoutCancel(r.Context()), claim); rerr != nil {
 			in.log.Error().Err(rerr).Str("flow", c.Flow).Str("run", c.Run).Msg("inbox: a decision link's use was not given back; it stays used")

@@ -28,7 +28,8 @@
 // approval as a card: its title, its description rendered from Markdown
 // safely, each argument by its schema, edited in a field of its type,
 // the votes so far, and forms to claim, release, delegate and respond),
-// and its events and audit records. Answers and decisions go through the
-// [Port]'s ResumeAs, claims and delegations through its AssignAs, vouched
-// for the caller, exactly as the API's resume.
+// and its events and audit records. Answers, decisions, claims and
+// delegations go through a client of the [Port]'s ClientAs, vouched for
+// the caller, exactly as the API's; which forms a page shows, the
+// deployment's authority says.
 package inbox

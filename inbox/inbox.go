@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"cmp"
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/links"
@@ -84,8 +84,6 @@ func (c Config) withDefaults() Config {
 // authenticated. The *interlock.Service is one.
 type Port interface {
 	httpapi.Port
-	// AssignAs sends a with c on behalf of by, holding roles.
-	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, by string, roles []string) (client.Event, error)
 }
 
 // Inbox is the web inbox: pages for people to answer questions and
@@ -190,52 +188,25 @@ func (s session) holdsAny(role string, q *protocol.Quorum) bool {
 	return false
 }
 
-// mayAct reports whether the caller may decide, claim or delegate an
-// approval: its claimant alone once claimed; else an assignee, or a
-// holder of its role or of a role of its quorum. It asks what the
-// engine decides, to show the forms; the engine decides.
-func (s session) mayAct(role string, q *protocol.Quorum, assignees []string, claimedBy string) bool {
-	switch {
-	case claimedBy != "":
-		return claimedBy == s.Name
-	case slices.Contains(assignees, s.Name):
-		return true
-	case role == "" && len(assignees) == 0 && (q == nil || len(q.Roles) == 0):
-		return true
-	}
-	return s.holdsAny(role, q)
-}
-
-// rolesFor are the roles a vouch for the caller names on an approval of
-// role and quorum q: the caller's own, or for the local user who holds
-// every role, the approval's.
-func (s session) rolesFor(role string, q *protocol.Quorum) []string {
-	if !s.AllRoles {
-		return s.Roles
-	}
-	var out []string
-	if role != "" {
-		out = append(out, role)
-	}
-	if q != nil {
-		for _, rc := range q.Roles {
-			out = append(out, rc.Role)
-		}
-	}
-	return out
+// mayDecide reports whether the caller may decide, claim or delegate
+// run's approval, as the authority says, to show the forms; the engine
+// asks it again.
+func (in *Inbox) mayDecide(s session, run authority.Run) bool {
+	return in.port.Authority().MayDecide(s.Caller, run, "") == nil
 }
 
 // caller authenticates a request by its cookie.
 func (in *Inbox) caller(r *http.Request) (session, bool) {
 	d := in.directory(true)
 	if d == nil {
-		return session{Caller: httpapi.Caller{Name: httpapi.LocalCaller, AllRoles: true}, token: httpapi.LocalCaller}, true
+		return session{Caller: authority.Local(httpapi.LocalCaller), token: httpapi.LocalCaller}, true
 	}
 	ck, err := r.Cookie(CookieName)
 	if err != nil || ck.Value == "" {
 		return session{}, false
 	}
 	c, ok := httpapi.Authenticate(d, ck.Value)
+	c.Method = protocol.AuthSession
 	return session{Caller: c, token: ck.Value}, ok
 }
 
@@ -354,9 +325,18 @@ func safeNext(next string) string {
 	return next
 }
 
-// client returns a client that sends as the caller.
+// client returns a client that sends every command vouched for the
+// caller.
 func (in *Inbox) client(s session) *client.Client {
-	return in.port.Client("/inbox/" + url.PathEscape(s.Name)).As(s.Name).WithWait(in.cfg.Wait)
+	source := "/inbox/" + url.PathEscape(s.Name)
+	c, err := in.port.ClientAs(source, s.Protocol())
+	if err != nil {
+		// Unvouched, its commands are refused where they need the
+		// caller: say why once here.
+		in.log.Error().Err(err).Msg("inbox: vouching for a caller")
+		return in.port.Client(source).As(s.Name).WithWait(in.cfg.Wait)
+	}
+	return c.WithWait(in.cfg.Wait)
 }
 
 // page is what the layout renders.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/protocol"
@@ -146,7 +147,9 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 			if restricted {
 				// Claimed by someone else, it stays in the queue of those
 				// who could decide it, marked as claimed.
-				if !mine && !s.mayAct(p.ApproverRole, p.Quorum, p.Assignees, "") {
+				entry := authority.EntryOf(p)
+				entry.Pending.ClaimedBy = ""
+				if !mine && !in.mayDecide(s, entry) {
 					v.Hidden++
 					continue
 				}

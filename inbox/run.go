@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -185,7 +186,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 		}
 		iv.CheckpointInterrupt, iv.StartedBy = *cp.Interrupt, cp.StartedBy
 		ci := cp.Interrupt
-		iv.MayDecide = !protocol.RoleRestricted(ci.Kind) || s.mayAct(ci.ApproverRole, ci.Quorum, ci.Assignees, ci.ClaimedBy)
+		iv.MayDecide = in.mayDecide(s, authority.RunOf(cp))
 		iv.Mine = ci.ClaimedBy != "" && ci.ClaimedBy == s.Name
 		iv.MayClaim = protocol.RoleRestricted(ci.Kind) && ci.ClaimedBy == "" && iv.MayDecide
 		iv.Key = randomKey()
@@ -407,8 +408,7 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 		in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
 		return
 	}
-	roles := s.rolesFor(cp.Interrupt.ApproverRole, cp.Interrupt.Quorum)
-	ev, err := in.port.ResumeAs(r.Context(), cl, flow, run, res, s.Name, roles)
+	ev, err := cl.Resume(r.Context(), flow, run, res)
 	var ref protocol.Refused
 	var rerr *client.RefusedError
 	switch {

@@ -2,7 +2,7 @@
 // Protocol: tools to list and start flows, answer their interrupts, read
 // runs and the runs waiting, and ask the tool-call gate. It is a client of
 // the wire protocol like the HTTP API, standing on a [Port] (Client and
-// ResumeAs; *interlock.Service is one), so one code path decides and the
+// ClientAs; *interlock.Service is one), so one code path decides and the
 // model only asks.
 //
 //	srv, err := mcpserver.New(svc, mcpserver.Config{Flows: flows, Roles: []string{"supervisor"}})
@@ -10,8 +10,8 @@
 //	err = srv.Run(ctx, &mcp.StdioTransport{})   // or http.Handle("/mcp", srv.Handler())
 //
 // A resume token never reaches the model: no tool takes or returns one.
-// The server resumes vouched for with the deployment's secret
-// ([Port.ResumeAs]), or, with [Config.KeepTokens], with the tokens of the
+// The server sends its commands vouched for the approver with the
+// deployment's secret ([Port.ClientAs]), or, with [Config.KeepTokens], resumes with the tokens of the
 // interrupts each session saw, kept in the server and bound to the session.
 //
 // Interrupts come back with their hidden context as hiddenContext, marked

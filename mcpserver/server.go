@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/protocol"
@@ -49,8 +50,10 @@ type Port interface {
 	// Client returns a client of the wire protocol; source names its
 	// events' sender.
 	Client(source string) *client.Client
-	// ResumeAs sends r with c on behalf of approver, holding roles.
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
+	// ClientAs returns a client that sends every command vouched for
+	// caller, with the deployment's secret; an error when the port does
+	// not hold it.
+	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
 }
 
 // Config configures a [Server].
@@ -203,7 +206,21 @@ func CheckAddr(addr string, public bool) error {
 	return fmt.Errorf("mcpserver: address %q is not a loopback address: the MCP server does not authenticate its callers, and anyone who reaches it acts as the approver; listen on 127.0.0.1", addr)
 }
 
-// client returns a client that sends as the approver and waits up to wait.
+// client returns a client that sends as the approver and waits up to
+// wait: vouched for them, unless the server keeps tokens (it then holds
+// no secret to vouch with).
 func (s *Server) client(wait time.Duration) *client.Client {
-	return s.port.Client("/mcp/" + url.PathEscape(s.cfg.Approver)).As(s.cfg.Approver).WithWait(wait)
+	source := "/mcp/" + url.PathEscape(s.cfg.Approver)
+	if s.tokens == nil {
+		if c, err := s.port.ClientAs(source, s.caller().Protocol()); err == nil {
+			return c.WithWait(wait)
+		}
+	}
+	return s.port.Client(source).As(s.cfg.Approver).WithWait(wait)
+}
+
+// caller is the person behind the MCP client, as the operator who
+// started the server named them.
+func (s *Server) caller() authority.Caller {
+	return authority.Caller{Name: s.cfg.Approver, Method: protocol.AuthMCP, Roles: s.cfg.Roles}
 }

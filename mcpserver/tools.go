@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -206,13 +207,17 @@ func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool
 		return nil, RunResult{}, err
 	}
 	role := pending.ApproverRole
-	if protocol.RoleRestricted(pending.Kind) && role != "" && !slices.Contains(s.cfg.Roles, role) {
-		return nil, RunResult{}, fmt.Errorf("the approval of run %s of flow %s is for the %s role, which this MCP server does not hold: a person with that role must decide it (or the server be started with --role %s); tell the user it waits for them", in.Run, in.Flow, role, role)
+	var ref *authority.Refusal
+	if err := authority.New(authority.Config{}).MayDecide(s.caller(), authority.RunOf(cp), ""); errors.As(err, &ref) {
+		if role == "" {
+			return nil, RunResult{}, fmt.Errorf("the %s of run %s of flow %s is not this MCP server's to decide (%s): tell the user it waits for the people who may", pending.Kind, in.Run, in.Flow, ref.Reason)
+		}
+		return nil, RunResult{}, fmt.Errorf("the approval of run %s of flow %s is for the %s role, which this MCP server does not hold (%s): a person with that role must decide it (or the server be started with --role %s); tell the user it waits for them", in.Run, in.Flow, role, ref.Reason, role)
 	}
 	var ev client.Event
 	if s.tokens == nil {
 		r.Approver = ""
-		ev, err = s.port.ResumeAs(ctx, c, in.Flow, in.Run, r, s.cfg.Approver, s.cfg.Roles)
+		ev, err = c.Resume(ctx, in.Flow, in.Run, r)
 	} else {
 		seen, ok := s.tokens.get(req.Session, in.Flow, in.Run)
 		if !ok || seen.RequestID != pending.RequestID {

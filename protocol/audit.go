@@ -81,6 +81,12 @@ type AuditRecord struct {
 	Kind      string `json:"kind,omitempty"`
 	// Trusted is set when an authenticated caller resumed without a token.
 	Trusted bool `json:"trusted,omitempty"`
+	// Auth is how the caller named in By was authenticated (see
+	// [AuthMethod]); Named is a name the sender typed that is not its
+	// identity (where callers are identified, a NATS sender's approver or
+	// by), kept as a label.
+	Auth  AuthMethod `json:"auth,omitempty"`
+	Named string     `json:"named,omitempty"`
 	// Reason is a decision's or cancel's reason, an approval's reason on
 	// its interrupt, and a refusal's message.
 	Reason string `json:"reason,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
@@ -27,8 +28,8 @@ import (
 // *interlock.Service is one.
 type Port interface {
 	Client(source string) *client.Client
-	ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error)
-	AssignAs(ctx context.Context, c *client.Client, flow, run string, a protocol.Assign, approver string, roles []string) (client.Event, error)
+	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
+	Authority() *authority.Authority
 	JetStream() jetstream.JetStream
 	Names() wire.Names
 }

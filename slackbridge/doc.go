@@ -22,7 +22,7 @@
 //     approver role ([Config.Channels]), else to [Config.DefaultChannel].
 //   - Every interaction is verified with the app's signing secret. The
 //     Slack user is mapped to an approver name and roles ([Config.Users]),
-//     and the decision is sent through [Port].ResumeAs, vouched for that
+//     and the decision is sent through a client of [Port].ClientAs, vouched for that
 //     person: the engine checks the role, applies or refuses, and audits
 //     the approver by name. A refusal comes back as an ephemeral message,
 //     or as an error next to the field of a modal.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
@@ -135,7 +136,7 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 		if a.ActionID == actionRelease {
 			op = protocol.AssignRelease
 		}
-		ev, err := b.port.AssignAs(ctx, b.client(u), r.Flow, r.Run, protocol.Assign{RequestID: r.RequestID, Op: op}, u.Name, u.Roles)
+		ev, err := b.client(u).Assign(ctx, r.Flow, r.Run, protocol.Assign{RequestID: r.RequestID, Op: op})
 		if _, msg := b.refusal(r, ev, err); msg != "" {
 			log.Info().Str("approver", u.Name).Msg("slack bridge: " + op + " refused")
 			b.ephemeral(ctx, cb, msg)
@@ -166,11 +167,10 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 			b.ephemeral(ctx, cb, "This request is no longer waiting: it was decided, answered, asked again or it expired.")
 			return
 		}
-		if protocol.RoleRestricted(in.Kind) {
-			if msg := mayDecide(in, u); msg != "" {
-				b.ephemeral(ctx, cb, msg)
-				return
-			}
+		var ref *authority.Refusal
+		if err := b.port.Authority().MayDecide(b.caller(u), authority.RunOf(cp), ""); errors.As(err, &ref) {
+			b.ephemeral(ctx, cb, ref.Tell())
+			return
 		}
 		var view slack.ModalViewRequest
 		switch a.ActionID {
@@ -194,40 +194,6 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 			log.Warn().Err(err).Msg("slack bridge: opening a modal (views.open)")
 		}
 	}
-}
-
-// mayDecide says why u may not decide the approval in, or "" when they
-// may: the same rule as the engine's, checked before a modal opens so
-// that nobody fills one in for nothing. The engine checks again.
-func mayDecide(in *protocol.CheckpointInterrupt, u User) string {
-	switch {
-	case in.ClaimedBy != "":
-		if in.ClaimedBy == u.Name {
-			return ""
-		}
-		return "This approval is claimed by " + in.ClaimedBy + ": only they may decide it, until they release it."
-	case slices.Contains(in.Assignees, u.Name):
-		return ""
-	case in.ApproverRole != "" && slices.Contains(u.Roles, in.ApproverRole):
-		return ""
-	}
-	quorumRoles := in.Quorum != nil && len(in.Quorum.Roles) > 0
-	if quorumRoles {
-		for _, rc := range in.Quorum.Roles {
-			if slices.Contains(u.Roles, rc.Role) {
-				return ""
-			}
-		}
-	}
-	switch {
-	case in.ApproverRole == "" && len(in.Assignees) == 0 && !quorumRoles:
-		return ""
-	case len(in.Assignees) > 0 && in.ApproverRole != "":
-		return fmt.Sprintf("Only %s, or someone holding the %s role, may decide this approval.", strings.Join(in.Assignees, ", "), in.ApproverRole)
-	case len(in.Assignees) > 0:
-		return fmt.Sprintf("Only %s may decide this approval.", strings.Join(in.Assignees, ", "))
-	}
-	return notRole(in.ApproverRole)
 }
 
 // viewSubmission handles a modal's submission; a non-nil answer keeps the
@@ -373,7 +339,7 @@ func (b *Bridge) delegate(ctx context.Context, cb slack.InteractionCallback, r r
 	}
 	a := protocol.Assign{RequestID: r.RequestID, Op: protocol.AssignDelegate, To: to,
 		Reason: strings.TrimSpace(values[blockReason][inputElement].Value)}
-	ev, err := b.port.AssignAs(ctx, b.client(u), r.Flow, r.Run, a, u.Name, u.Roles)
+	ev, err := b.client(u).Assign(ctx, r.Flow, r.Run, a)
 	if _, msg := b.refusal(r, ev, err); msg != "" {
 		b.log.Info().Str("flow", r.Flow).Str("run", r.Run).Str("request_id", r.RequestID).Str("approver", u.Name).
 			Msg("slack bridge: delegate refused")
@@ -486,15 +452,27 @@ func argBlockOf(msg string, args []protocol.Arg, fallback string) string {
 	return fallback
 }
 
-// client is the wire client of the Slack user mapped to u.
+// caller is the Slack user mapped to u, as the authority knows them.
+func (b *Bridge) caller(u User) authority.Caller {
+	return authority.Caller{Name: u.Name, Method: protocol.AuthSlack, Roles: u.Roles}
+}
+
+// client is the wire client of the Slack user mapped to u: every command
+// it sends is vouched for them.
 func (b *Bridge) client(u User) *client.Client {
-	return b.port.Client("/slack/" + url.PathEscape(u.Name)).As(u.Name).WithWait(b.cfg.ResponseWait)
+	source := "/slack/" + url.PathEscape(u.Name)
+	c, err := b.port.ClientAs(source, b.caller(u).Protocol())
+	if err != nil {
+		b.log.Error().Err(err).Msg("slack bridge: vouching for a Slack user")
+		return b.port.Client(source).As(u.Name).WithWait(b.cfg.ResponseWait)
+	}
+	return c.WithWait(b.cfg.ResponseWait)
 }
 
 // resume sends a decision or an answer vouched for the mapped user: the
 // engine checks the role, applies it, refuses it, and audits either way.
 func (b *Bridge) resume(ctx context.Context, r ref, res protocol.Resume, u User) (client.Event, error) {
-	return b.port.ResumeAs(ctx, b.client(u), r.Flow, r.Run, res, u.Name, u.Roles)
+	return b.client(u).Resume(ctx, r.Flow, r.Run, res)
 }
 
 // refusal is what to tell the person when their command did not apply,
@@ -538,14 +516,6 @@ func capitalise(s string) string {
 	}
 	r, n := utf8.DecodeRuneInString(s)
 	return string(unicode.ToUpper(r)) + s[n:]
-}
-
-func notRole(role string) string {
-	article := "a"
-	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
-		article = "an"
-	}
-	return fmt.Sprintf("You are not %s %s: only someone holding the %s role may decide this approval.", article, role, role)
 }
 
 // idempotencyKey makes a click or a submission Slack delivers twice count

@@ -171,11 +171,11 @@ func (p remotePort) Client(source string) *client.Client {
 	return p.base.WithSource(source)
 }
 
-func (p remotePort) ResumeAs(ctx context.Context, c *client.Client, flow, run string, r protocol.Resume, approver string, roles []string) (client.Event, error) {
+func (p remotePort) ClientAs(source string, caller protocol.Caller) (*client.Client, error) {
 	if len(p.secret) == 0 {
-		return client.Event{}, errors.New("mcp: vouching takes the deployment's secret: give --secret-file or INTERLOCK_SECRET")
+		return nil, errors.New("mcp: vouching takes the deployment's secret: give --secret-file or INTERLOCK_SECRET")
 	}
-	return c.ResumeAs(ctx, flow, run, r, p.secret, approver, roles)
+	return p.base.WithSource(source).Vouched(p.secret, caller)
 }
 
 // nopCloser leaves stdout open when the MCP session ends.

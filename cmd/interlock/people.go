@@ -98,8 +98,8 @@ func authDirectory(path string) (*people.Directory, error) {
 }
 
 // Start puts the --people file in the configuration bucket and follows
-// it, follows the auth file, and watches the bucket's directory. It is a
-// background service of the Service.
+// it, and follows the auth file. It is a background service of the
+// Service, which watches the bucket's directory itself.
 func (s *peopleSetup) Start(ctx context.Context, kv people.ConfigKV) error {
 	if s.file != "" {
 		w := people.NewFileWatch(s.file, 0, func(ctx context.Context, b []byte) error {
@@ -136,10 +136,8 @@ func (s *peopleSetup) Start(ctx context.Context, kv people.ConfigKV) error {
 		}
 		s.watches = append(s.watches, w)
 	}
-	if err := s.live.Watch(ctx, kv, s.log); err != nil {
-		_ = s.stopWatches(ctx)
-		return err
-	}
+	// The service follows the bucket's directory into s.live (see
+	// interlock.Config.People), since before its workers started.
 	if r := s.live.Refused(); r != nil {
 		_ = s.Stop(ctx)
 		return fmt.Errorf("the directory of people in the configuration bucket (revision %d) is refused: %w", r.Revision, r.Err)
@@ -147,9 +145,9 @@ func (s *peopleSetup) Start(ctx context.Context, kv people.ConfigKV) error {
 	return nil
 }
 
-// Stop stops following the files and the bucket.
+// Stop stops following the files.
 func (s *peopleSetup) Stop(ctx context.Context) error {
-	return errors.Join(s.stopWatches(ctx), s.live.Stop(ctx))
+	return s.stopWatches(ctx)
 }
 
 func (s *peopleSetup) stopWatches(ctx context.Context) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -244,5 +245,41 @@ func TestServeSaysHowToMoveAnAuthFileToADirectory(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("serve returned %v after Ctrl-C", err)
+	}
+}
+
+// TestWithADirectoryNoOneDecidesAsAPersonOverNATSWithoutTheirCredentials
+// checks that, with a directory of people in force, the embedded server's
+// clients on loopback, who authenticate as nobody, decide no approval: not
+// typing a supervisor's name nor another's (Ray holds only support), not on
+// the role's subject either; the run still waits, and a supervisor decides
+// it through a surface that authenticates her (tested with the HTTP API).
+func TestWithADirectoryNoOneDecidesAsAPersonOverNATSWithoutTheirCredentials(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "people.yaml")
+	if _, _, err := peopleRun(t, "add", "ann@example.com", "--role", "supervisor", "--people", file); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := peopleRun(t, "add", "ray@example.com", "--role", "support", "--token", "--people", file); err != nil {
+		t.Fatal(err)
+	}
+	url := serveForTest(t, "--people", file)
+	if out, _, err := run(t, url, "start", "refund", "--run", "r-cli", "orderId=o-1", "amount=9000", "last4=4821"); err != nil || !strings.Contains(out, "waiting") {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"--as", "ray@example.com"},
+		{"--as", "ann@example.com"},
+		{"--approver", "ann@example.com", "--role", "supervisor"},
+	} {
+		_, errOut, err := run(t, url, append([]string{"answer", "refund", "r-cli", "--approve"}, args...)...)
+		if codeOf(err) != exitRefused || !strings.Contains(errOut, "refused (forbidden)") || !strings.Contains(errOut, "decided only by someone the deployment authenticates") {
+			t.Fatalf("answer --approve %v: exit %d (%v) %q, want refused forbidden", args, codeOf(err), err, errOut)
+		}
+	}
+	out, _, err := run(t, url, "show", "refund", "r-cli", "--json")
+	var doc map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil || doc["status"] != "waiting" {
+		t.Fatalf("after the answers over NATS: %v\n%s", err, out)
 	}
 }

@@ -136,6 +136,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	cfg.People = dir.live
 	// With authorization configured, NATS permissions on the role subjects
 	// decide who may approve what.
 	cfg.RequireRoles = *natsConfig != "" || *natsURL != ""

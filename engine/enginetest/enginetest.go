@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -270,14 +271,24 @@ type Harness struct {
 }
 
 // New returns a harness running flows; the first is the default flow of
-// Start. It fails the test if the runner cannot be made.
+// Start. It fails the test if the runner cannot be made. Callers are not
+// identified: a name a command gives is taken at its word.
 func New(t TB, flows ...*engine.Flow) *Harness {
+	t.Helper()
+	return NewWithAuthority(t, nil, flows...)
+}
+
+// NewWithAuthority returns a harness as [New] does, whose runner asks a
+// what callers may do: for example one where callers are identified, as
+// with a directory of people in force.
+func NewWithAuthority(t TB, a *authority.Authority, flows ...*engine.Flow) *Harness {
 	t.Helper()
 	h := &Harness{t: t, Store: NewStore(), Publisher: NewPublisher()}
 	r, err := engine.NewRunner(engine.Config{
 		Flows: flows, Store: h.Store, Publisher: h.Publisher,
-		Secret: []byte("enginetest-secret-enginetest-secret-0123"),
-		Now:    func() time.Time { return time.Now().Add(h.offset) },
+		Secret:    []byte("enginetest-secret-enginetest-secret-0123"),
+		Now:       func() time.Time { return time.Now().Add(h.offset) },
+		Authority: a,
 	})
 	if err != nil {
 		t.Fatalf("enginetest: %v", err)

@@ -463,6 +463,14 @@ export type AuditRecord = {
    */
   trusted?: boolean;
   /**
+   * How the caller named in by was authenticated: token, session, link, slack, teams, mcp, local or service (a service of the deployment vouched for them); nats-role (a sender on a role subject whose server authenticates it); nats (a NATS sender no one vouched for).
+   */
+  auth?: string;
+  /**
+   * A name the sender typed (an approver, a by) that is not its identity: where callers are identified, a NATS sender's words, kept as a label.
+   */
+  named?: string;
+  /**
    * A decision's or cancel's reason, an approval's reason on its interrupt, an escalation's explanation, or a refusal's message.
    */
   reason?: string;

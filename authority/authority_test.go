@@ -1,0 +1,107 @@
+package authority_test
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/authority/authoritytest"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// TestTheAuthorityAnswersTheConformanceTable runs the table every surface
+// runs, against the authority itself.
+func TestTheAuthorityAnswersTheConformanceTable(t *testing.T) {
+	t.Parallel()
+	a := authority.New(authoritytest.Config(true))
+	runs := map[string]authoritytest.Run{}
+	for _, r := range authoritytest.Runs() {
+		runs[r.Key] = r
+	}
+	for _, c := range authoritytest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			run := runs[c.Run].AuthorityRun()
+			caller := c.Caller(a, protocol.AuthToken)
+			var err error
+			if c.Action == authority.Decide && c.Verdict != "" {
+				err = a.MayDecide(caller, run, c.Verdict)
+			} else {
+				err = a.May(caller, c.Action, run)
+			}
+			var ref *authority.Refusal
+			switch {
+			case c.Want == "" && err != nil:
+				t.Fatalf("%s %s on %s: refused %v, want allowed", c.Who, c.Action, c.Run, err)
+			case c.Want != "" && !errors.As(err, &ref):
+				t.Fatalf("%s %s on %s: %v, want refused %s", c.Who, c.Action, c.Run, err, c.Want)
+			case c.Want != "" && ref.Code != c.Want:
+				t.Fatalf("%s %s on %s: refused %s (%s), want %s", c.Who, c.Action, c.Run, ref.Code, ref.Reason, c.Want)
+			}
+		})
+	}
+}
+
+// TestANameANATSSenderTypesIsALabelWhereCallersAreIdentified checks that
+// a NATS sender is the caller, once, whatever name it types, once a
+// directory of people is in force; and that nobody is identified without
+// one.
+func TestANameANATSSenderTypesIsALabelWhereCallersAreIdentified(t *testing.T) {
+	t.Parallel()
+	identified := authority.New(authority.Config{Identified: func() bool { return true }})
+	for _, named := range []string{"x1@nowhere", "x2@nowhere", authoritytest.Ann} {
+		c := identified.NATSCaller("", named, "/bot")
+		if c.Name != "nats:/bot" || c.Named != named || c.Method != protocol.AuthNATS {
+			t.Errorf("identified, %q typed: caller %+v, want nats:/bot with the name as a label", named, c)
+		}
+	}
+	// A role subject's senders are one caller where the NATS server
+	// authenticates them.
+	roles := authority.New(authority.Config{RoleSubjects: true})
+	a, b := roles.NATSCaller("supervisor", "x1@nowhere", "/bot"), roles.NATSCaller("supervisor", "x2@nowhere", "/other")
+	if a.Name != b.Name || a.Name != "nats:supervisor" || a.Method != protocol.AuthRoleSubject {
+		t.Errorf("role subject: callers %+v and %+v, want one caller nats:supervisor", a, b)
+	}
+	// Where a directory is in force but the NATS server lets anyone
+	// publish (the embedded server's anonymous clients), a role subject
+	// holds no role.
+	if c := identified.NATSCaller("supervisor", "ann", "/bot"); c.Method != protocol.AuthNATS || len(c.Roles) > 0 {
+		t.Errorf("identified, unauthenticated role subject: caller %+v, want a sender with no role", c)
+	}
+	local := authority.New(authority.Config{})
+	if c := local.NATSCaller("", "ann", "/bot"); c.Name != "ann" {
+		t.Errorf("not identified: caller %+v, want the typed name", c)
+	}
+}
+
+// TestEveryRoleStandsForNoneWhereCallersAreIdentified checks that the
+// local user's vouch (every role) holds only where no directory is in
+// force.
+func TestEveryRoleStandsForNoneWhereCallersAreIdentified(t *testing.T) {
+	t.Parallel()
+	p := authority.Local("local").Protocol()
+	if c := authority.New(authority.Config{}).Vouched(p); !c.AllRoles {
+		t.Errorf("no directory: %+v, want every role", c)
+	}
+	if c := authority.New(authority.Config{Identified: func() bool { return true }}).Vouched(p); c.AllRoles || len(c.Roles) > 0 {
+		t.Errorf("a directory in force: %+v, want no role", c)
+	}
+}
+
+// TestTheAuthorityStandsOnTheProtocolAlone checks that the authority
+// depends on no surface, transport or engine: on protocol alone.
+func TestTheAuthorityStandsOnTheProtocolAlone(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/interlockhq/interlock/authority").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	const module = "github.com/interlockhq/interlock"
+	allowed := map[string]bool{module + "/authority": true, module + "/protocol": true, module + "/internal/jsonw": true}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, module) && !allowed[dep] {
+			t.Errorf("authority depends on %s; it may use protocol alone", dep)
+		}
+	}
+}

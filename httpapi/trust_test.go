@@ -1,0 +1,117 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/authority/authoritytest"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// trustRules are the gate rules of the trust rig: refunds over 500 take a
+// supervisor, over 5000 two of them, duties separated.
+const trustRules = `rules:
+  - name: two-supervisors
+    tool: issue_refund
+    when: args.amount > 5000
+    reason: Refunds over 5000 take two supervisors.
+    approverRole: supervisor
+    quorum: {required: 2}
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    reason: Refunds over 500 take a supervisor.
+    approverRole: supervisor
+`
+
+// trustRig is a deployment whose directory of people is the authority's
+// fixture, each person with a token, and an HTTP API on it.
+type trustRig struct {
+	*api
+	tokens map[string]string
+}
+
+// startTrustRig starts the trust rig.
+func startTrustRig(t *testing.T) *trustRig {
+	t.Helper()
+	tokens := map[string]string{}
+	var ps []people.Person
+	for _, p := range authoritytest.People() {
+		tokens[p.Name] = people.NewToken()
+		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles, TokenSHA256: people.HashToken(tokens[p.Name])})
+	}
+	dir, err := people.New("people.yaml", ps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := gate.Parse([]byte(trustRules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := people.NewLive(dir)
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules, People: live,
+		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	s, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", People: live.Current, Links: svc.Links(), Uses: svc.LinkUses()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Attach(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return &trustRig{api: &api{t: t, svc: svc, server: s, base: "http://" + s.Addr()}, tokens: tokens}
+}
+
+// by is the API called by the person named.
+func (r *trustRig) by(name string) *api { return r.as(r.tokens[name]) }
+
+// TestTheRequesterOfAGateCallIsItsCallerNotTheAgentItNames checks that
+// separation of duties keeps whoever asked for a call out of its quorum:
+// a supervisor who asks the gate over HTTP, naming an agent in the body,
+// is still the requester, and her own vote is refused; another's counts.
+func TestTheRequesterOfAGateCallIsItsCallerNotTheAgentItNames(t *testing.T) {
+	t.Parallel()
+	r := startTrustRig(t)
+	ann, bob := r.by(authoritytest.Ann), r.by(authoritytest.Bob)
+	for _, body := range []map[string]any{
+		{"callId": "c-named", "tool": "issue_refund", "agent": "some-agent", "args": map[string]any{"amount": 9000}},
+		{"callId": "c-plain", "tool": "issue_refund", "args": map[string]any{"amount": 9000}},
+	} {
+		call := body["callId"].(string)
+		var ans httpapi.GateAnswer
+		ann.must(http.StatusAccepted, "POST", "/v1/gate/requests?wait=5s", body).decode(t, &ans)
+		if ans.Pending == nil {
+			t.Fatalf("%s: %+v, want it pending", call, ans)
+		}
+		run := ann.run(protocol.GateFlow, call)
+		if run.StartedBy != authoritytest.Ann || run.Interrupt == nil || run.Interrupt.Requester != authoritytest.Ann {
+			t.Fatalf("%s: started by %q, requester %+v; want %s, whoever asked", call, run.StartedBy, run.Interrupt, authoritytest.Ann)
+		}
+		res := ann.do("POST", "/v1/runs/gate/"+call+"/resume", map[string]any{"decision": "approve"})
+		if p := res.problem(t); res.status != http.StatusForbidden || p.Code != string(protocol.CodeForbidden) {
+			t.Fatalf("%s: ann's vote on her own request = %d %+v, want 403 forbidden", call, res.status, p)
+		}
+		if got := bob.accepted("POST", "/v1/runs/gate/"+call+"/resume", map[string]any{"decision": "approve"}); got.Outcome != protocol.EventInterrupted {
+			t.Fatalf("%s: bob's vote = %+v, want the approval asked again for the second vote", call, got)
+		}
+	}
+}
+
+// TestAnAsksStarterIsWhoPostedItNotTheAgentItNames checks that an ask
+// posted by one agent naming another is the poster's.
+func TestAnAsksStarterIsWhoPostedItNotTheAgentItNames(t *testing.T) {
+	t.Parallel()
+	r := startTrustRig(t)
+	b := r.by(authoritytest.AgentB)
+	b.must(http.StatusAccepted, "POST", "/v1/asks", map[string]any{"askId": "ask-1", "agent": authoritytest.AgentA,
+		"interrupt": map[string]any{"kind": "question", "questions": []map[string]any{{"field": "address", "question": "Where to?"}}}})
+	if run := b.run(protocol.AskFlow, "ask-1"); run.StartedBy != authoritytest.AgentB {
+		t.Fatalf("ask-1 started by %q, want %s, who posted it", run.StartedBy, authoritytest.AgentB)
+	}
+}
