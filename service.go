@@ -32,7 +32,6 @@ import (
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/command"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
@@ -339,7 +338,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	source := "interlock/" + cfg.Instance
 	flows := append(slices.Clone(cfg.Flows), engine.AskFlow())
-	var tools command.ToolRules
+	var tools *toolRules
 	if cfg.GateRules != nil {
 		flows = append(flows, engine.GateFlow())
 		live := gate.NewLive(cfg.GateRules)
@@ -356,7 +355,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.runner, err = engine.NewRunner(engine.Config{
 		Flows: flows, Store: store, Publisher: bus.NewPublisher(s.js, names, source).SignEvents(signer.Sign),
-		Queue: queue, Secret: secret, Source: source, Authority: s.authority,
+		Queue: queue, Secret: secret, Source: source, Authority: s.authority, Edits: editsOf(tools),
 	})
 	if err != nil {
 		return fail(err)
@@ -373,7 +372,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
-		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: tools,
+		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: rulesOf(tools),
 		Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})

@@ -22,23 +22,41 @@ type toolRules struct {
 	log  zerolog.Logger
 }
 
-var _ command.ToolRules = (*toolRules)(nil)
+var (
+	_ command.ToolRules  = (*toolRules)(nil)
+	_ engine.EditChecker = (*toolRules)(nil)
+)
 
-// Rule implements [command.ToolRules].
-func (t *toolRules) Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule {
-	args := map[string]any{}
-	for k, raw := range req.Args {
-		var v any
-		if err := json.Unmarshal(raw, &v); err == nil {
-			args[k] = v
-		}
-	}
+// gateRequest is req as the gate's rules read it.
+func gateRequest(req protocol.ToolRequest) gate.Request {
 	var gctx map[string]any
 	if len(req.Context) > 0 {
 		_ = json.Unmarshal(req.Context, &gctx)
 	}
-	greq := gate.Request{CallID: req.CallID, Tool: req.Tool, Args: args,
+	return gate.Request{CallID: req.CallID, Tool: req.Tool, Server: req.Server, Args: decodeArgs(req.Args),
 		ConversationID: req.ConversationID, Agent: req.Agent, Context: gctx}
+}
+
+// decodeArgs decodes a call's args for the rules.
+func decodeArgs(raw map[string]json.RawMessage) map[string]any {
+	args := map[string]any{}
+	for k, v := range raw {
+		var x any
+		if err := json.Unmarshal(v, &x); err == nil {
+			args[k] = x
+		}
+	}
+	return args
+}
+
+// CheckEdit implements [engine.EditChecker] with the gate's live rules.
+func (t *toolRules) CheckEdit(ctx context.Context, rule string, req protocol.ToolRequest, final map[string]json.RawMessage) error {
+	return t.live.Current().CheckEdit(ctx, rule, gateRequest(req), decodeArgs(final))
+}
+
+// Rule implements [command.ToolRules].
+func (t *toolRules) Rule(ctx context.Context, req protocol.ToolRequest) *engine.GateRule {
+	greq := gateRequest(req)
 	m := t.live.Match(ctx, greq)
 	if m.Err != nil {
 		t.log.Error().Err(m.Err).Str("call_id", req.CallID).Str("tool", req.Tool).Msg("gate rule failed to evaluate; the call needs approval")
@@ -101,3 +119,19 @@ func (g *gateService) Start(ctx context.Context) error {
 
 // Stop stops watching.
 func (g *gateService) Stop(ctx context.Context) error { return g.live.Stop(ctx) }
+
+// rulesOf is t as the worker's rules: none (the gate off) when t is nil.
+func rulesOf(t *toolRules) command.ToolRules {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+// editsOf is t as the engine's edit checker: none when t is nil.
+func editsOf(t *toolRules) engine.EditChecker {
+	if t == nil {
+		return nil
+	}
+	return t
+}

@@ -277,7 +277,7 @@ func Roles(n wire.Names) []Role {
 		}
 		return s
 	}
-	agentPub := append(in("start", "resume", "cancel"), n.GateRequest(), n.AskRequest(), "$JS.API.INFO", auditKeysRead(n))
+	agentPub := append(in("start", "resume", "cancel"), n.GateRequest(), n.GateConsume(), n.AskRequest(), "$JS.API.INFO", auditKeysRead(n))
 	agentPub = append(agentPub, read(n.EventStream(), kvStream(n.RunsBucket()))...)
 	// Counts only, no entries: the Go client binds both buckets to read a checkpoint.
 	agentPub = append(agentPub, "$JS.API.STREAM.INFO."+kvStream(n.PendingBucket()))

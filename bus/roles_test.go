@@ -200,6 +200,7 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 					return settled(ev, err, protocol.EventInterrupted)
 				}, nil},
 				"request":          {n.GateRequest(), publish(u.js, n.GateRequest()), nil},
+				"consume":          {n.GateConsume(), publish(u.js, n.GateConsume()), nil},
 				"ask":              {n.AskRequest(), publish(u.js, n.AskRequest()), nil},
 				"expire":           {n.In("q", "expire"), publish(u.js, n.In("q", "expire")), nil},
 				"publish-deadline": {n.Due("q", "expire"), publish(u.js, n.Due("q", "expire")), nil},

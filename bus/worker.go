@@ -445,7 +445,7 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	v, known := w.verbs.Lookup(name, flow, due)
 	if !ok || !known {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
-			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role>, %s or %s", msg.Subject(), n.Prefix, w.verbs.ClientVerbs(), n.Prefix, n.GateRequest(), n.AskRequest())}, nil
+			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role>, %s, %s or %s", msg.Subject(), n.Prefix, w.verbs.ClientVerbs(), n.Prefix, n.GateRequest(), n.GateConsume(), n.AskRequest())}, nil
 	}
 	if !due {
 		if err := CheckCommandHeaders(msg.Headers()); err != nil {

@@ -155,8 +155,11 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Event.Data(), v) }
 // of verb: an assign is settled by assigned or refused, every other
 // command by the event that says where the run now stands.
 func settles(verb, kind string) bool {
-	if verb == protocol.VerbAssign {
+	switch verb {
+	case protocol.VerbAssign:
 		return kind == protocol.EventAssigned || kind == protocol.EventRefused
+	case protocol.VerbConsume:
+		return kind == protocol.EventConsumed || kind == protocol.EventRefused
 	}
 	switch kind {
 	case protocol.EventInterrupted, protocol.EventCompleted, protocol.EventFailed, protocol.EventCancelled,

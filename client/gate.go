@@ -96,6 +96,53 @@ func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait
 	return ToolAnswer{Decided: &d}, nil
 }
 
+// ErrTaken is returned by [Client.Consume] when the approval was taken
+// already: an approval lets its call run once.
+var ErrTaken = errors.New("client: the approval was taken already")
+
+// Consume takes the approval of a call the gate approved or edited, just
+// before the agent runs it with exactly the decision's args (d.Args, of
+// digest d.FinalDigest): an approval is taken once, whatever gateway or
+// process asks, so that a call runs once per approval. It returns the
+// consumed event's data; an approval taken already is an error wrapping
+// [ErrTaken] (run nothing: request the call again, with a new callId, to
+// ask anew); any other refusal is a *RefusedError.
+func (c *Client) Consume(ctx context.Context, d protocol.Decided) (protocol.Consumed, error) {
+	if d.Decision != "approved" && d.Decision != "edited" {
+		return protocol.Consumed{}, fmt.Errorf("client: call %s was %s: only an approved or edited call's approval is taken", d.CallID, d.Decision)
+	}
+	digest := d.FinalDigest
+	if digest == "" {
+		var err error
+		if digest, err = protocol.RawArgsDigest(d.Args); err != nil {
+			return protocol.Consumed{}, fmt.Errorf("client: call %s: %w", d.CallID, err)
+		}
+	}
+	ev, err := c.send(ctx, GateFlow, d.CallID, protocol.VerbConsume, protocol.TypeToolConsume, protocol.Consume{CallID: d.CallID, ArgsDigest: digest}, "", nil)
+	if err != nil {
+		return protocol.Consumed{}, err
+	}
+	switch ev.Kind {
+	case protocol.EventConsumed:
+		var out protocol.Consumed
+		if err := ev.Decode(&out); err != nil {
+			return protocol.Consumed{}, fmt.Errorf("client: decoding the consumed event of %s: %w", d.CallID, err)
+		}
+		return out, nil
+	case protocol.EventRefused:
+		var ref protocol.Refused
+		if err := ev.Decode(&ref); err != nil {
+			return protocol.Consumed{}, fmt.Errorf("client: decoding the refusal of %s: %w", d.CallID, err)
+		}
+		rerr := &RefusedError{Refused: ref, What: "taking the approval of call " + d.CallID}
+		if ref.Code == protocol.CodeNotWaiting {
+			return protocol.Consumed{}, fmt.Errorf("%w: %w", ErrTaken, rerr)
+		}
+		return protocol.Consumed{}, rerr
+	}
+	return protocol.Consumed{}, fmt.Errorf("client: taking the approval of call %s: Interlock answered %s", d.CallID, ev.Kind)
+}
+
 // requestSpec is a request that starts a built-in flow's run (a tool
 // request, an ask) and is settled by one event kind.
 type requestSpec struct {

@@ -75,20 +75,28 @@ const GateOff = "the tool-call gate is off on this deployment: it has no gate ru
 // tool gate, which is otherwise off.
 func Verbs(rules ToolRules) Table {
 	request := Verb{Name: protocol.VerbRequest, Type: protocol.TypeToolRequest, GateOnly: true, Unsupported: GateOff}
+	consume := Verb{Name: protocol.VerbConsume, Type: protocol.TypeToolConsume, GateOnly: true, Unsupported: GateOff}
 	if rules != nil {
-		request.Unsupported = ""
+		request.Unsupported, consume.Unsupported = "", ""
+		consume.apply = func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseConsume(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Consume(ctx, engine.Consume{CallID: d.CallID, ArgsDigest: d.ArgsDigest, Inbound: in})
+		}
 		request.apply = func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseToolRequest(ev.Data())
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			return r.Request(ctx, engine.ToolRequest{
-				CallID: d.CallID, Tool: d.Tool, Args: d.Args, ConversationID: d.ConversationID, Agent: d.Agent,
+				CallID: d.CallID, Tool: d.Tool, Server: d.Server, Args: d.Args, ConversationID: d.ConversationID, Agent: d.Agent,
 				Messages: d.Messages, Context: d.Context, Origin: d.Origin, Rule: rules.Rule(ctx, d), Inbound: in,
 			})
 		}
 	}
-	t := Table{request.Name: request}
+	t := Table{request.Name: request, consume.Name: consume}
 	t[askKey] = Verb{Name: protocol.VerbRequest, Type: protocol.TypeAskRequest, AskOnly: true,
 		apply: func(ctx context.Context, r *engine.Runner, _ string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseAsk(ev.Data())

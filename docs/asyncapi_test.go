@@ -267,6 +267,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"cancel":       n.In("{flow}", "cancel"),
 		"reannounce":   n.In("{flow}", "reannounce"),
 		"toolRequest":  n.GateRequest(),
+		"toolConsume":  n.GateConsume(),
 		"expire":       n.Due("{flow}", "expire"),
 		"schedule":     n.Schedule("{flow}", "{run}", "{requestId}"),
 		"assign":       n.In("{flow}", "assign"),
@@ -275,12 +276,13 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"decided":      n.Event("gate", "{callId}", protocol.EventDecided),
 		"askRequest":   n.AskRequest(),
 		"answered":     n.Event("ask", "{askId}", protocol.EventAnswered),
+		"consumed":     n.Event("gate", "{callId}", protocol.EventConsumed),
 		"nodeEvent":    n.Event("{flow}", "{run}", "{kind}"),
 		"audit":        n.Audit("{flow}", "{run}"),
 		"deadLetter":   n.DeadLetter("{reason}"),
 	}
 	for _, kind := range protocol.Events() {
-		if kind != protocol.EventDecided && kind != protocol.EventAnswered {
+		if kind != protocol.EventDecided && kind != protocol.EventAnswered && kind != protocol.EventConsumed {
 			want[kind] = n.Event("{flow}", "{run}", kind)
 		}
 	}
@@ -295,7 +297,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 			t.Errorf("channel %s is not a subject the code knows; add it to this test", name)
 		}
 	}
-	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire", "assign", "remind"} {
+	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire", "assign", "remind", "consume"} {
 		typ, ok := protocol.InboundType(verb)
 		if !ok || !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s (%s)", typ, verb)

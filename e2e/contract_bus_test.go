@@ -291,7 +291,11 @@ func TestWhatInterlockPublishesMatchesTheContract(t *testing.T) {
 	in = r.interrupt("gate", "call-big", 1)
 	r.documents("gate", "call-big")
 	r.send("resume", "gate", "call-big", with(token(in), "decision", "approve", "approver", "sam"))
-	r.wait("gate", "call-big", "decided", 1)
+	var d protocol.Decided
+	natstest.Last(t, r.wait("gate", "call-big", "decided", 1), "decided").Decode(t, &d)
+	// Its approval taken, once, to run it.
+	r.send("consume", "gate", "call-big", map[string]any{"callId": "call-big", "argsDigest": d.FinalDigest})
+	r.wait("gate", "call-big", "consumed", 1)
 
 	// An ask: an approval of the caller's design, edited by a person.
 	r.send("request", "ask", "", map[string]any{"askId": "ask-1", "agent": "support-bot", "conversationId": "conv-2",

@@ -324,6 +324,12 @@ func (approvalKind) answer(t *txn, in *Interrupt, cmd Resume) error {
 		if err := in.checkArgs(final); err != nil {
 			return err
 		}
+		if t.cp.Flow == GateFlowName {
+			// An edit stays within the rule that holds the call.
+			if err := t.r.checkGateEdit(context.Background(), t.cp, final); err != nil {
+				return err
+			}
+		}
 		if in.Gate != "" {
 			trial := *t.cp
 			if err := applyDoc(t.f, &trial, cmd.Edits); err != nil {

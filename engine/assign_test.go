@@ -18,7 +18,7 @@ func TestWhereCallersAreIdentifiedAClaimantIsNotTakenAtTheirWord(t *testing.T) {
 	// Ana claims while nobody is identified; then a directory of people
 	// comes into force.
 	var identified atomic.Bool
-	h := enginetest.NewWithAuthority(t, authority.New(authority.Config{Identified: identified.Load}), contractFlow(engine.Approval{ApproverRole: "legal"}))
+	h := enginetest.NewWithConfig(t, engine.Config{Authority: authority.New(authority.Config{Identified: identified.Load})}, contractFlow(engine.Approval{ApproverRole: "legal"}))
 	run := h.Start(map[string]any{"value": 12000})
 	wantAccepted(t, assign(t, h, run, "ana", protocol.AssignClaim, ""))
 	identified.Store(true)

@@ -70,3 +70,18 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		sameCheckpoint(t, doc)
 	})
 }
+
+// TestEveryEventKindOfAnOutboxReadsBack checks that a checkpoint's outbox,
+// written before its events were published, reads back whatever event it
+// holds: a worker that stopped between the write and the publish finishes
+// the publish after its restart (an ask's answered and a tool call's
+// consumed events included).
+func TestEveryEventKindOfAnOutboxReadsBack(t *testing.T) {
+	t.Parallel()
+	for _, kind := range protocol.Events() {
+		d, err := newEventData(EventStream, kind)
+		if err != nil || d == nil {
+			t.Errorf("%s: %v, want a data type", kind, err)
+		}
+	}
+}

@@ -124,6 +124,10 @@ func newEventData(stream Stream, kind string) (EventData, error) {
 		return &protocol.Voted{}, nil
 	case protocol.EventReminded:
 		return &protocol.Reminded{}, nil
+	case protocol.EventAnswered:
+		return &protocol.Answered{}, nil
+	case protocol.EventConsumed:
+		return &protocol.Consumed{}, nil
 	}
 	if checkNodeKind(kind) == nil {
 		return &protocol.NodeEvent{}, nil

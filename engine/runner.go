@@ -62,6 +62,10 @@ type Config struct {
 	MaxNodeRuns int
 	// Now returns the time. Defaults to time.Now.
 	Now func() time.Time
+	// Edits checks an approver's edit of a gated tool call against the
+	// gate rule that holds it. Without it, edits of gate runs are refused
+	// (fail closed): approve or reject them as asked.
+	Edits EditChecker
 	// Authority decides what callers may do (see package authority).
 	// Defaults to one where callers are not identified: a name a command
 	// gives is taken at its word, as on a single machine with no

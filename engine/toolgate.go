@@ -32,6 +32,8 @@ const (
 // ToolRequest asks whether an agent may run a tool call.
 type ToolRequest struct {
 	CallID, Tool string
+	// Server names the server offering the tool, if the request says.
+	Server string
 	// Args are the call's arguments.
 	Args map[string]json.RawMessage
 	// ConversationID, Agent, Messages and Context describe the call for
@@ -73,18 +75,57 @@ type GateRule struct {
 	RemindEvery time.Duration
 }
 
+// EditChecker checks an approver's edit of a tool call the gate holds
+// against the rule that holds it: that the rule bounds the edit as it
+// says, and that the edited call would need no other approval. It
+// returns why not, for the approver.
+type EditChecker interface {
+	CheckEdit(ctx context.Context, rule string, req protocol.ToolRequest, final map[string]json.RawMessage) error
+}
+
+// checkGateEdit checks the final args of an edit of the gate run cp
+// against its rule (see [EditChecker]).
+func (r *Runner) checkGateEdit(ctx context.Context, cp *Checkpoint, final map[string]json.RawMessage) error {
+	var s gateState
+	if err := json.Unmarshal(mustJSON(cp.State), &s); err != nil {
+		return fmt.Errorf("the call's state does not decode: %w", err)
+	}
+	if r.cfg.Edits == nil {
+		return errors.New("this worker holds no gate rules to check an edit against: approve or reject the call as asked")
+	}
+	req := protocol.ToolRequest{CallID: s.CallID, Tool: s.Tool, Server: s.Server, Args: s.Args, ConversationID: s.ConversationID,
+		Agent: s.Agent, Context: s.Context}
+	return r.cfg.Edits.CheckEdit(ctx, s.Rule.Name, req, final)
+}
+
 // gateState is the state of a gate run.
 type gateState struct {
-	CallID         string                     `json:"callId"`
-	Tool           string                     `json:"tool"`
-	Args           map[string]json.RawMessage `json:"args"`
-	ConversationID string                     `json:"conversationId,omitempty"`
-	Agent          string                     `json:"agent,omitempty"`
-	Messages       json.RawMessage            `json:"messages,omitempty"`
-	Context        json.RawMessage            `json:"context,omitempty"`
-	Rule           gateRuleState              `json:"rule"`
+	CallID string                     `json:"callId"`
+	Tool   string                     `json:"tool"`
+	Server string                     `json:"server,omitempty"`
+	Args   map[string]json.RawMessage `json:"args"`
+	// ArgsDigest is the digest of Args ([protocol.ArgsDigest]) that the
+	// decision binds; a gate run of an earlier version has none, and it
+	// is computed from Args.
+	ArgsDigest     string          `json:"argsDigest,omitempty"`
+	ConversationID string          `json:"conversationId,omitempty"`
+	Agent          string          `json:"agent,omitempty"`
+	Messages       json.RawMessage `json:"messages,omitempty"`
+	Context        json.RawMessage `json:"context,omitempty"`
+	Rule           gateRuleState   `json:"rule"`
 	// Decided is the decided event's data once the call is decided.
 	Decided *protocol.Decided `json:"decided,omitempty"`
+	// Consumed is set once an approved call's approval was taken to run
+	// it: an approval lets its call run once.
+	Consumed *protocol.Consumed `json:"consumed,omitempty"`
+}
+
+// digest is the digest of the call's args.
+func (s gateState) digest() (string, error) {
+	if s.ArgsDigest != "" {
+		return s.ArgsDigest, nil
+	}
+	return protocol.ArgsDigest(s.Args)
 }
 
 type gateRuleState struct {
@@ -115,7 +156,8 @@ func GateFlow() *Flow {
 		if err := json.Unmarshal(mustJSON(t.cp.State), &s); err != nil {
 			return
 		}
-		d := &protocol.Decided{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Rule: s.Rule.Name,
+		digest, _ := s.digest()
+		d := &protocol.Decided{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Server: s.Server, ArgsDigest: digest, Rule: s.Rule.Name,
 			Reason: fmt.Sprintf("no decision by %s", in.ExpiresAt.Format(time.RFC3339)), Origin: t.cp.Origin}
 		if raw, err := json.Marshal(d); err == nil {
 			t.cp.State["decided"] = raw
@@ -171,16 +213,29 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	if err != nil {
 		return err
 	}
-	ev := &protocol.Decided{CallID: s.CallID, Tool: s.Tool, Approver: d.Approver, Reason: d.Reason, Rule: s.Rule.Name, Origin: n.x.cp.Origin}
+	digest, err := s.digest()
+	if err != nil {
+		return fmt.Errorf("engine: the args of call %s: %w", s.CallID, err)
+	}
+	ev := &protocol.Decided{CallID: s.CallID, Tool: s.Tool, Server: s.Server, ArgsDigest: digest, Approver: d.Approver, Reason: d.Reason, Rule: s.Rule.Name, Origin: n.x.cp.Origin}
 	switch d.Verdict {
-	case VerdictApprove:
-		ev.Decision = ToolApproved
-	case VerdictEdit:
-		args, err := json.Marshal(d.Args)
-		if err != nil {
-			return fmt.Errorf("engine: the edited args of call %s: %w", s.CallID, err)
+	case VerdictApprove, VerdictEdit:
+		// What runs is what was approved: the args the approver saw, as
+		// they were requested, or their edit of them.
+		args, err := json.Marshal(s.Args)
+		if d.Verdict == VerdictEdit {
+			args, err = json.Marshal(d.Args)
 		}
-		ev.Decision, ev.Args = ToolEdited, args
+		if err != nil {
+			return fmt.Errorf("engine: the final args of call %s: %w", s.CallID, err)
+		}
+		if ev.FinalDigest, err = protocol.RawArgsDigest(args); err != nil {
+			return fmt.Errorf("engine: the final args of call %s: %w", s.CallID, err)
+		}
+		ev.Decision, ev.Args = ToolApproved, args
+		if d.Verdict == VerdictEdit {
+			ev.Decision = ToolEdited
+		}
 	case VerdictRespond:
 		ev.Decision, ev.Message = ToolResponded, d.Message
 	default:
@@ -221,11 +276,15 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	default:
 		return r.requestAgain(ctx, f, cp, rev, req)
 	}
+	digest, err := protocol.ArgsDigest(req.Args)
+	if err != nil {
+		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeInvalidPayload, string(CodeInvalidPayload), "args: "+err.Error())
+	}
 	if req.Rule == nil {
-		d := &protocol.Decided{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Origin: req.Origin}
+		d := &protocol.Decided{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Server: req.Server, ArgsDigest: digest, Origin: req.Origin}
 		return r.answerCall(ctx, req, d, Completed)
 	}
-	state := gateState{CallID: req.CallID, Tool: req.Tool, Args: req.Args, ConversationID: req.ConversationID,
+	state := gateState{CallID: req.CallID, Tool: req.Tool, Server: req.Server, Args: req.Args, ArgsDigest: digest, ConversationID: req.ConversationID,
 		Agent: req.Agent, Messages: req.Messages, Context: req.Context,
 		Rule: gateRuleState{Name: req.Rule.Name, Reason: req.Rule.Reason, ApproverRole: req.Rule.ApproverRole, Decisions: req.Rule.Decisions,
 			Title: req.Rule.Title, Description: req.Rule.Description, ArgsSchema: req.Rule.ArgsSchema,
@@ -263,11 +322,17 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	return out, err
 }
 
-// requestAgain answers a request for a call the gate already holds.
+// requestAgain answers a request for a call the gate already holds: the
+// same call (tool, server and args, and, where callers are identified,
+// its requester), or it is refused run_exists: a call id names one call,
+// and its decision is about that call alone.
 func (r *Runner) requestAgain(ctx context.Context, f *Flow, cp *Checkpoint, rev uint64, req ToolRequest) (Outcome, error) {
 	if out, done, err := r.repeat(ctx, f, cp, rev, req.EventID, req.Inbound); done || err != nil {
 		out.RunTraceparent = cp.Traceparent
 		return out, err
+	}
+	if msg := r.otherCall(cp, req); msg != "" {
+		return r.refuse(ctx, GateFlowName, req.CallID, "", req.Inbound, CodeRunExists, "", msg)
 	}
 	if !cp.Status.Finished() {
 		if busy, err := r.busy(ctx, cp); err != nil || busy {
@@ -297,4 +362,124 @@ func (r *Runner) answerCall(ctx context.Context, req ToolRequest, d *protocol.De
 		return Outcome{}, fmt.Errorf("engine: answering gate call %s: %w", req.CallID, err)
 	}
 	return Outcome{Flow: GateFlowName, Run: req.CallID, Status: status, Events: []Message{m}}, nil
+}
+
+// otherCall says why a request for a call the gate holds is not that call
+// ("" when it is): another tool or server, other args, or, where callers
+// are identified, another requester.
+func (r *Runner) otherCall(cp *Checkpoint, req ToolRequest) string {
+	var s gateState
+	if err := json.Unmarshal(mustJSON(cp.State), &s); err != nil {
+		return ""
+	}
+	want, err := s.digest()
+	if err != nil {
+		return ""
+	}
+	got, err := protocol.ArgsDigest(req.Args)
+	if err != nil {
+		return "args: " + err.Error()
+	}
+	switch {
+	case req.Tool != s.Tool || req.Server != s.Server:
+		return fmt.Sprintf("call %s is a call of %s; this request is of %s: a callId names one call, and its decision holds for it alone; use a new callId",
+			req.CallID, toolOn(s.Tool, s.Server), toolOn(req.Tool, req.Server))
+	case got != want:
+		return fmt.Sprintf("call %s was requested with other args (digest %.12s; this request's %.12s): a callId names one call, and its decision holds for those args alone; use a new callId for another call",
+			req.CallID, want, got)
+	}
+	if r.cfg.Authority.Identified() {
+		if who := r.actor(req.Agent, req.Inbound); cp.StartedBy != "" && who != cp.StartedBy {
+			return fmt.Sprintf("call %s was requested by %s, not %s: use a callId of your own", req.CallID, cp.StartedBy, who)
+		}
+	}
+	return ""
+}
+
+// toolOn names a tool and the server offering it.
+func toolOn(tool, server string) string {
+	if server == "" {
+		return tool
+	}
+	return tool + " of " + server
+}
+
+// Consume takes an approved or edited tool call's approval (see
+// [protocol.Consume]).
+type Consume struct {
+	CallID string
+	// ArgsDigest is the digest of the args about to run.
+	ArgsDigest string
+	Inbound
+}
+
+// Consume applies a consume: the approval of an approved or edited call
+// is taken, once, by whoever requested the call (where callers are
+// identified), for exactly its final args. It is recorded in the call's
+// checkpoint with a compare-and-set, so that every gateway and every
+// restart agrees: a second take is refused not_waiting, saying when and by
+// whom the first was made.
+func (r *Runner) Consume(ctx context.Context, cmd Consume) (Outcome, error) {
+	if err := CheckName("run", cmd.CallID); err != nil {
+		return Outcome{Flow: GateFlowName, Run: cmd.CallID, DeadLetter: ReasonInvalidName}, nil
+	}
+	if out, stop, err := r.authenticate(ctx, GateFlowName, cmd.CallID, &cmd.Inbound); stop {
+		return out, err
+	}
+	return r.transact(ctx, GateFlowName, cmd.CallID, cmd.Inbound, cmd.EventID, protocol.VerbConsume, func(t *txn) (Outcome, error) {
+		cp := t.cp
+		t.caller = r.caller("", cmd.Inbound)
+		t.actor = t.caller.Name
+		if busy, err := r.busy(ctx, cp); err != nil || busy {
+			return t.retry(), err
+		}
+		var s gateState
+		if err := json.Unmarshal(mustJSON(cp.State), &s); err != nil {
+			return Outcome{}, fmt.Errorf("engine: gate call %s: %w", cmd.CallID, err)
+		}
+		d := s.Decided
+		switch {
+		case d == nil || cp.Status != Completed:
+			return t.refuse(ctx, "", CodeNotWaiting, "call %s is %s and not decided: an approval is taken once a person approved the call", cmd.CallID, cp.Status)
+		case d.Decision != ToolApproved && d.Decision != ToolEdited:
+			return t.refuse(ctx, "", CodeNotWaiting, "call %s was %s: only an approved or edited call's approval is taken, and this call may not run", cmd.CallID, d.Decision)
+		case s.Consumed != nil:
+			return t.refuse(ctx, "", CodeNotWaiting, "the approval of call %s was taken by %s at %s: an approval lets its call run once; request the call again, with a new callId, to ask anew",
+				cmd.CallID, s.Consumed.By, s.Consumed.At.Format(time.RFC3339))
+		}
+		final := d.FinalDigest
+		if final == "" {
+			// A call decided by an earlier version: its final args are
+			// the edit's, or the requested ones.
+			var err error
+			if len(d.Args) > 0 {
+				final, err = protocol.RawArgsDigest(d.Args)
+			} else {
+				final, err = s.digest()
+			}
+			if err != nil {
+				return Outcome{}, fmt.Errorf("engine: gate call %s: %w", cmd.CallID, err)
+			}
+		}
+		if cmd.ArgsDigest != final {
+			return t.refuse(ctx, "", CodeForbidden, "call %s was approved for the args of digest %.12s, not those of %.12s: run exactly the decided event's args", cmd.CallID, final, cmd.ArgsDigest)
+		}
+		if r.cfg.Authority.Identified() && cp.StartedBy != "" && t.caller.Name != cp.StartedBy {
+			return t.refuse(ctx, "", CodeForbidden, "call %s was requested by %s: only its requester takes its approval, not %s", cmd.CallID, cp.StartedBy, t.caller.Name)
+		}
+		c := &protocol.Consumed{CallID: cmd.CallID, ArgsDigest: final, By: t.caller.Name, At: t.now, Origin: cp.Origin}
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return Outcome{}, err
+		}
+		t.begin(cmd.Traceparent, protocol.ActionConsumed)
+		t.after = true
+		cp.State["consumed"] = raw
+		t.input += len(cmd.ArgsDigest)
+		t.emit(protocol.EventConsumed, c)
+		t.audit(&protocol.AuditRecord{Action: protocol.ActionConsumed, By: t.caller.Name, Source: cmd.Source, EventID: cmd.EventID,
+			Trusted: cmd.trusted, Approval: &protocol.AuditApproval{Action: s.Tool, Final: d.Args},
+			Outcome: &protocol.AuditOutcome{Status: cp.Status}})
+		return r.commit(ctx, t)
+	})
 }

@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,8 +59,24 @@ func TestToolCallWithNoRuleIsAllowedAtOnce(t *testing.T) {
 	}
 }
 
+// editsFunc is an [engine.EditChecker] of a function.
+type editsFunc func(rule string, req protocol.ToolRequest, final map[string]json.RawMessage) error
+
+func (f editsFunc) CheckEdit(_ context.Context, rule string, req protocol.ToolRequest, final map[string]json.RawMessage) error {
+	return f(rule, req, final)
+}
+
+// anyEdit lets every edit run.
+var anyEdit = editsFunc(func(string, protocol.ToolRequest, map[string]json.RawMessage) error { return nil })
+
+// gateHarness is a harness of the gate flow whose runner checks edits
+// with edits.
+func gateHarness(t *testing.T, edits engine.EditChecker) *enginetest.Harness {
+	return enginetest.NewWithConfig(t, engine.Config{Edits: edits}, engine.GateFlow())
+}
+
 func TestToolCallRuleStartsOneGateRunAndRepeatsAnswerTheSameDecision(t *testing.T) {
-	h := enginetest.New(t, engine.GateFlow())
+	h := gateHarness(t, anyEdit)
 	request(t, h, "req-1", "call-2", 4800, supervisorRule)
 	cp := h.Checkpoint("call-2")
 	if cp.Status != engine.Waiting || cp.Interrupt.Kind != protocol.KindApproval || cp.Interrupt.Action != "issue_refund" || cp.Interrupt.ApproverRole != "supervisor" {
@@ -144,4 +163,125 @@ func TestAGateRulesAssigneesQuorumAndRemindersHoldTheCall(t *testing.T) {
 	if d := decided(t, h, "call-q"); len(d) != 1 || d[0].Decision != engine.ToolApproved {
 		t.Fatalf("decided = %+v, want approved once both voted", d)
 	}
+}
+
+// TestARequestUnderACallIDWithOtherArgsIsRefusedNotAnsweredWithItsDecision
+// is the attack on the MCP gateway's computable call ids: a call id
+// requested with harmless args, approved, then requested with harmful
+// ones. The second request is refused run_exists; the decided event says
+// which args it is about and carries the approved args to run.
+func TestARequestUnderACallIDWithOtherArgsIsRefusedNotAnsweredWithItsDecision(t *testing.T) {
+	h := gateHarness(t, anyEdit)
+	request(t, h, "req-1", "mcp-1", 600, supervisorRule)
+	wantAccepted(t, h.Decide("mcp-1", "approve", nil, "sam", ""))
+	out := request(t, h, "req-2", "mcp-1", 5000, supervisorRule)
+	if out.Refused == nil || out.Refused.Code != protocol.CodeRunExists || !strings.Contains(out.Refused.Message, "other args") {
+		t.Fatalf("the same call id with other args = %+v, want refused run_exists", out.Refused)
+	}
+	d := decided(t, h, "mcp-1")
+	if len(d) != 1 {
+		t.Fatalf("decided events = %+v, want the first only", d)
+	}
+	want, _ := protocol.ArgsDigest(map[string]json.RawMessage{"amount": json.RawMessage("600")})
+	if d[0].ArgsDigest != want || d[0].FinalDigest != want || decodeArgs(d[0].Args)["amount"] != 600.0 {
+		t.Fatalf("decided = %+v, want it bound to the args of 600, and them to run", d[0])
+	}
+	// Another tool under the same id is another call too.
+	out, err := h.Runner.Request(t.Context(), engine.ToolRequest{CallID: "mcp-1", Tool: "send_contract",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("600")}, Inbound: engine.Inbound{EventID: "req-3", Source: "/agents/support"}})
+	if err != nil || out.Refused == nil || out.Refused.Code != protocol.CodeRunExists {
+		t.Fatalf("another tool under the call id = %+v %v, want refused run_exists", out.Refused, err)
+	}
+	// The same call, written otherwise (spacing, a number's form), is the
+	// same call.
+	out, err = h.Runner.Request(t.Context(), engine.ToolRequest{CallID: "mcp-1", Tool: "issue_refund",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("6.0e2")}, Inbound: engine.Inbound{EventID: "req-4", Source: "/agents/support"}})
+	if err != nil || out.Refused != nil || len(decided(t, h, "mcp-1")) != 2 {
+		t.Fatalf("the same call again = %+v %v, want its decision again", out.Refused, err)
+	}
+}
+
+// consume takes call's approval for the args of digest.
+func consume(t *testing.T, h *enginetest.Harness, id, call, digest string) engine.Outcome {
+	t.Helper()
+	out, err := h.Runner.Consume(t.Context(), engine.Consume{CallID: call, ArgsDigest: digest, Inbound: engine.Inbound{EventID: id, Source: "/agents/support"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAnApprovalIsTakenOnceForExactlyItsArgs checks that an approval lets
+// its call run once: the first take of its final args succeeds, a second
+// (another gateway, the same after a restart) is refused not_waiting, as
+// is a take of other args or of a call no one approved.
+func TestAnApprovalIsTakenOnceForExactlyItsArgs(t *testing.T) {
+	h := gateHarness(t, anyEdit)
+	request(t, h, "req-1", "call-c", 4800, supervisorRule)
+	if out := consume(t, h, "take-0", "call-c", strings.Repeat("0", 64)); out.Refused == nil || out.Refused.Code != protocol.CodeNotWaiting {
+		t.Fatalf("taking a pending call's approval = %+v, want not_waiting", out.Refused)
+	}
+	wantAccepted(t, h.Decide("call-c", "edit", map[string]any{"amount": 400}, "sam", "partial"))
+	d := decided(t, h, "call-c")[0]
+	if out := consume(t, h, "take-1", "call-c", d.ArgsDigest); out.Refused == nil || out.Refused.Code != protocol.CodeForbidden {
+		t.Fatalf("taking the approval for the requested args, not the edited ones = %+v, want forbidden", out.Refused)
+	}
+	out := consume(t, h, "take-2", "call-c", d.FinalDigest)
+	if out.Refused != nil {
+		t.Fatalf("the first take: %+v", out.Refused)
+	}
+	var consumed *protocol.Consumed
+	for _, m := range out.Events {
+		if c, ok := m.Data.(*protocol.Consumed); ok {
+			consumed = c
+		}
+	}
+	if consumed == nil || consumed.ArgsDigest != d.FinalDigest || consumed.By != "/agents/support" {
+		t.Fatalf("consumed = %+v", consumed)
+	}
+	if again := consume(t, h, "take-2", "call-c", d.FinalDigest); !again.Duplicate {
+		t.Fatalf("the same take delivered again = %+v, want a repeat", again)
+	}
+	if out := consume(t, h, "take-3", "call-c", d.FinalDigest); out.Refused == nil || out.Refused.Code != protocol.CodeNotWaiting || !strings.Contains(out.Refused.Message, "was taken by") {
+		t.Fatalf("a second take = %+v, want not_waiting: an approval runs its call once", out.Refused)
+	}
+	h.WantStatus("call-c", engine.Completed)
+	if n := len(h.Store.Finished()); n != 1 {
+		t.Fatalf("%d finished entries, want one: taking an approval does not finish the run again", n)
+	}
+	request(t, h, "req-r", "call-r", 4800, supervisorRule)
+	h.Decide("call-r", "reject", nil, "sam", "no")
+	if out := consume(t, h, "take-r", "call-r", decided(t, h, "call-r")[0].ArgsDigest); out.Refused == nil || out.Refused.Code != protocol.CodeNotWaiting {
+		t.Fatalf("taking a rejected call's approval = %+v, want not_waiting", out.Refused)
+	}
+}
+
+// TestAnEditIsCheckedAgainstTheRuleThatHoldsTheCall checks that the
+// gate's rule checks an edit's final args, and that without a checker an
+// edit is refused (fail closed), the call still waiting.
+func TestAnEditIsCheckedAgainstTheRuleThatHoldsTheCall(t *testing.T) {
+	lower := editsFunc(func(rule string, req protocol.ToolRequest, final map[string]json.RawMessage) error {
+		if rule != "large-refund" || req.Tool != "issue_refund" || string(req.Args["amount"]) != "4800" {
+			return errors.New("wrong call")
+		}
+		if string(final["amount"]) == "9000" {
+			return errors.New("rule large-refund allows an edit only where args.amount <= requested.amount")
+		}
+		return nil
+	})
+	h := gateHarness(t, lower)
+	request(t, h, "req-1", "call-e", 4800, supervisorRule)
+	out := h.Decide("call-e", "edit", map[string]any{"amount": 9000}, "sam", "more")
+	if out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer || !strings.Contains(out.Refused.Message, "requested.amount") {
+		t.Fatalf("an edit beyond the rule = %+v, want invalid_answer saying why", out.Refused)
+	}
+	h.WantStatus("call-e", engine.Waiting)
+	wantAccepted(t, h.Decide("call-e", "edit", map[string]any{"amount": 400}, "sam", "partial"))
+
+	closed := gateHarness(t, nil)
+	request(t, closed, "req-1", "call-e", 4800, supervisorRule)
+	if out := closed.Decide("call-e", "edit", map[string]any{"amount": 400}, "sam", "partial"); out.Refused == nil || out.Refused.Code != protocol.CodeInvalidAnswer {
+		t.Fatalf("an edit with no rules to check it = %+v, want refused", out.Refused)
+	}
+	wantAccepted(t, closed.Decide("call-e", "approve", nil, "sam", ""))
 }

@@ -39,6 +39,9 @@ type txn struct {
 	failing bool
 	// asked is when the answered interrupt was asked.
 	asked time.Time
+	// after is set for a transition on a run that had finished already
+	// (an approval taken): it does not finish the run again.
+	after bool
 	// actor names who sent the command, for refusals' audit records;
 	// caller is who it is (see [Runner.caller]).
 	actor  string
@@ -267,7 +270,7 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	if t.cp.Status == Waiting {
 		t.cp.Waited = true
 	}
-	if t.cp.Status.Finished() {
+	if t.cp.Status.Finished() && !t.after {
 		t.add(FinishedStream, string(t.cp.Status), t.finished())
 	}
 	if err := t.seal(); err != nil {

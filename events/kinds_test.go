@@ -10,7 +10,7 @@ import (
 // that the constants are the protocol's subject tokens.
 func TestKindsHaveTypes(t *testing.T) {
 	t.Parallel()
-	want := []string{"started", "interrupted", "resumed", "completed", "failed", "cancelled", "expired", "refused", "decided", "assigned", "voted", "reminded", "answered"}
+	want := []string{"started", "interrupted", "resumed", "completed", "failed", "cancelled", "expired", "refused", "decided", "assigned", "voted", "reminded", "answered", "consumed"}
 	got := protocol.Events()
 	if len(got) != len(want) {
 		t.Fatalf("Kinds() = %v, want %v", got, want)

@@ -67,6 +67,24 @@ func ParseToolRequest(data []byte) (protocol.ToolRequest, error) {
 	return r, nil
 }
 
+// ParseConsume parses consume data: callId and argsDigest are required.
+func ParseConsume(data []byte) (protocol.Consume, error) {
+	var c protocol.Consume
+	if isEmpty(data) {
+		return c, invalid("data", "is empty; a consume needs callId and argsDigest")
+	}
+	if err := decodeStrict(data, &c, "consume"); err != nil {
+		return protocol.Consume{}, err
+	}
+	switch {
+	case c.CallID == "":
+		return protocol.Consume{}, invalid("data.callId", "is missing; name the call whose approval to take")
+	case len(c.ArgsDigest) != 64 || strings.Trim(c.ArgsDigest, "0123456789abcdef") != "":
+		return protocol.Consume{}, invalid("data.argsDigest", "must be the 64 lower-case hex digits of the args' digest: the decided event's finalDigest")
+	}
+	return c, nil
+}
+
 // ParseExpire parses expire data; requestId is required.
 func ParseExpire(data []byte) (protocol.Expire, error) {
 	var e protocol.Expire

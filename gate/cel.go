@@ -20,8 +20,12 @@ const MaxCost = 1_000_000
 // of the evaluation's ctx.
 const interruptEvery = 100
 
-// variables are the names a when expression may use, for error messages.
-const variables = "tool, args, agent, conversationId and context"
+// variables are the names a when expression may use, for error messages;
+// editVariables those of an editWhen.
+const (
+	variables     = "tool, server, args, agent, conversationId and context"
+	editVariables = "tool, server, args (the edited args), requested (the args asked for), agent, conversationId and context"
+)
 
 // newEnv returns the CEL environment of when expressions: the standard
 // library, the request's fields as variables, and comparisons across int,
@@ -30,6 +34,7 @@ const variables = "tool, args, agent, conversationId and context"
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("tool", cel.StringType),
+		cel.Variable("server", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("agent", cel.StringType),
 		cel.Variable("conversationId", cel.StringType),
@@ -37,6 +42,17 @@ func newEnv() (*cel.Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(maxWhenLen),
 	)
+}
+
+// newEditEnv returns the CEL environment of editWhen expressions: that
+// of when, and requested, the args the call was asked with (args are the
+// edited ones).
+func newEditEnv() (*cel.Env, error) {
+	env, err := newEnv()
+	if err != nil {
+		return nil, err
+	}
+	return env.Extend(cel.Variable("requested", cel.MapType(cel.StringType, cel.DynType)))
 }
 
 // compile type-checks expr and returns its program, or a message that
@@ -90,6 +106,7 @@ func activation(req Request) map[string]any {
 	}
 	return map[string]any{
 		"tool":           req.Tool,
+		"server":         req.Server,
 		"args":           args,
 		"agent":          req.Agent,
 		"conversationId": req.ConversationID,
@@ -99,10 +116,15 @@ func activation(req Request) map[string]any {
 
 // eval evaluates r's when over vars.
 func (r *Rule) eval(ctx context.Context, vars map[string]any) (bool, error) {
+	return evalBool(ctx, r.program, vars)
+}
+
+// evalBool evaluates a condition's program over vars.
+func evalBool(ctx context.Context, prg cel.Program, vars map[string]any) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	out, _, err := r.program.ContextEval(ctx, vars)
+	out, _, err := prg.ContextEval(ctx, vars)
 	if err != nil {
 		return false, err
 	}

@@ -66,5 +66,5 @@ rules:
 	// Output:
 	// gate rules rules.yaml: line 7: rule 1 (large-refund): unknown field "approverrole"; did you mean "approverRole"? Field names are case-sensitive
 	// gate rules rules.yaml: line 3: rule 1 (large-refund): approverRole: is missing; name the role that may approve, e.g. `approverRole: supervisor`
-	// gate rules rules.yaml: line 5: rule 1 (large-refund): when: undeclared reference to 'arg' (did you mean 'args'?) (at 1:1); the variables are tool, args, agent, conversationId and context, and arguments are read as args.<name>
+	// gate rules rules.yaml: line 5: rule 1 (large-refund): when: undeclared reference to 'arg' (did you mean 'args'?) (at 1:1); the variables are tool, server, args, agent, conversationId and context, and arguments are read as args.<name>
 }

@@ -354,3 +354,131 @@ func TestExampleRules(t *testing.T) {
 		t.Error("Source differs from the file")
 	}
 }
+
+// TestARuleNamingAServerHoldsOnlyThatServersTool checks server matching: a
+// rule without server holds the tool of any server (so that a tool renamed
+// or shadowed by another server's stays held), one with a server only that
+// server's.
+func TestARuleNamingAServerHoldsOnlyThatServersTool(t *testing.T) {
+	t.Parallel()
+	rs := mustParse(t, `rules:
+  - name: pay-refund
+    tool: issue_refund
+    server: pay
+    reason: r
+    approverRole: a
+  - name: any-transfer
+    tool: transfer
+    reason: r
+    approverRole: a
+`)
+	ctx := context.Background()
+	for _, c := range []struct {
+		tool, server string
+		want         string
+	}{
+		{"issue_refund", "pay", "pay-refund"},
+		{"issue_refund", "other", ""},
+		{"issue_refund", "", ""},
+		{"transfer", "pay", "any-transfer"},
+		{"transfer", "evil", "any-transfer"},
+		{"transfer", "", "any-transfer"},
+	} {
+		m := rs.Match(ctx, gate.Request{Tool: c.tool, Server: c.server})
+		got := ""
+		if m.Rule != nil {
+			got = m.Rule.Name
+		}
+		if got != c.want {
+			t.Errorf("%s of %q: rule %q, want %q", c.tool, c.server, got, c.want)
+		}
+	}
+	// server is a variable of when.
+	if m := when(t, `server == "pay"`).Match(ctx, gate.Request{Tool: "t", Server: "pay"}); m.Rule == nil {
+		t.Error("when: server == \"pay\" did not hold for a request of pay")
+	}
+}
+
+// TestAnEditStaysWithinTheRuleThatHoldsTheCall checks CheckEdit: a rule's
+// editWhen bounds the edit against the requested args, and an edit that
+// another rule would hold, or that no rule set any longer has a rule for,
+// is refused.
+func TestAnEditStaysWithinTheRuleThatHoldsTheCall(t *testing.T) {
+	t.Parallel()
+	rs := mustParse(t, `rules:
+  - name: huge-refund
+    tool: issue_refund
+    when: args.amount > 10000
+    reason: r
+    approverRole: cfo
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    editWhen: args.amount <= requested.amount && args.orderId == requested.orderId
+    reason: r
+    approverRole: supervisor
+  - name: any-contract
+    tool: send_contract
+    reason: r
+    approverRole: legal
+`)
+	ctx := context.Background()
+	req := gate.Request{Tool: "issue_refund", Args: args(t, `{"amount": 4800, "orderId": "o-1"}`)}
+	for _, c := range []struct {
+		name, rule, final, wantErr string
+	}{
+		{"lowered", "large-refund", `{"amount": 400, "orderId": "o-1"}`, ""},
+		{"lowered below the rule", "large-refund", `{"amount": 100, "orderId": "o-1"}`, ""},
+		{"raised", "large-refund", `{"amount": 9000, "orderId": "o-1"}`, "allows an edit only where args.amount <= requested.amount"},
+		{"another order", "large-refund", `{"amount": 400, "orderId": "o-2"}`, "allows an edit only where"},
+		{"a missing argument", "large-refund", `{"orderId": "o-1"}`, "failed on these args"},
+		{"into another rule", "huge-refund", `{"amount": 20000, "orderId": "o-1"}`, ""},
+		{"gone", "no-such-rule", `{"amount": 400, "orderId": "o-1"}`, "no longer in the gate's rules"},
+	} {
+		err := rs.CheckEdit(ctx, c.rule, req, args(t, c.final))
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: %v, want allowed", c.name, err)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.wantErr)
+		}
+	}
+	// A huge-refund approval edited down into large-refund's range would
+	// need another approval: refused.
+	huge := gate.Request{Tool: "issue_refund", Args: args(t, `{"amount": 20000, "orderId": "o-1"}`)}
+	if err := rs.CheckEdit(ctx, "huge-refund", huge, args(t, `{"amount": 4800, "orderId": "o-1"}`)); err == nil || !strings.Contains(err.Error(), "would be held by rule large-refund (for supervisor)") {
+		t.Errorf("an edit into another rule: %v", err)
+	}
+	var nilSet *gate.RuleSet
+	if err := nilSet.CheckEdit(ctx, "large-refund", req, args(t, `{"amount": 400}`)); err == nil {
+		t.Error("no rule set allowed an edit")
+	}
+}
+
+// TestTheExampleRulesBoundAnEditAsTheirTextSays checks
+// examples/gate/rules.yaml: "You may lower the amount".
+func TestTheExampleRulesBoundAnEditAsTheirTextSays(t *testing.T) {
+	t.Parallel()
+	rs, err := gate.Parse(readFile(t, "../examples/gate/rules.yaml"), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := gate.Request{Tool: "issue_refund", Args: args(t, `{"amount": 4800, "currency": "USD", "orderId": "o-1042"}`)}
+	if m := rs.Match(ctx, req); m.Rule == nil || m.Rule.Name != "large-refund" {
+		t.Fatalf("a refund of 4800 is held by %+v, want large-refund", m.Rule)
+	}
+	if err := rs.CheckEdit(ctx, "large-refund", req, args(t, `{"amount": 9000, "currency": "USD", "orderId": "o-1042"}`)); err == nil {
+		t.Error("the example rules let a supervisor raise a refund from 4800 to 9000")
+	}
+	if err := rs.CheckEdit(ctx, "large-refund", req, args(t, `{"amount": 400, "currency": "USD", "orderId": "o-1042"}`)); err != nil {
+		t.Errorf("lowering the refund: %v", err)
+	}
+	if err := rs.CheckEdit(ctx, "large-refund", req, args(t, `{"amount": 400, "currency": "GBP", "orderId": "o-1042"}`)); err == nil {
+		t.Error("the example rules let a supervisor change the refund's currency")
+	}
+	noCurrency := gate.Request{Tool: "issue_refund", Args: args(t, `{"amount": 4800, "orderId": "o-1042"}`)}
+	if err := rs.CheckEdit(ctx, "large-refund", noCurrency, args(t, `{"amount": 400, "orderId": "o-1042"}`)); err != nil {
+		t.Errorf("lowering a refund asked without a currency: %v", err)
+	}
+}

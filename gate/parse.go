@@ -83,7 +83,7 @@ func (e *Error) Error() string {
 // Field names, as written in YAML.
 var (
 	topFields  = []string{"rules"}
-	ruleFields = []string{"name", "tool", "when", "reason", "approverRole", "timeout", "onTimeout", "escalate",
+	ruleFields = []string{"name", "tool", "server", "when", "editWhen", "reason", "approverRole", "timeout", "onTimeout", "escalate",
 		"title", "description", "argsSchema", "decisions", "assignees", "quorum", "reminders", "remindEvery"}
 	escalationFields = []string{"approverRole", "timeout", "onTimeout", "escalate"}
 )
@@ -112,8 +112,10 @@ func Parse(data []byte, name string) (*RuleSet, error) {
 type parser struct {
 	source string
 	env    *cel.Env
-	errs   []error
-	more   int // problems past maxErrors
+	// editEnv is the environment of editWhen expressions.
+	editEnv *cel.Env
+	errs    []error
+	more    int // problems past maxErrors
 }
 
 // at is where in the rule set a problem is.
@@ -331,6 +333,11 @@ func (p *parser) rule(idx int, n *yaml.Node) *Rule {
 		p.add(toolLine, a, "tool", "%.40q is not a tool name; give the exact name the agent calls, without spaces, at most %d characters", tool, maxToolLen)
 	}
 	r.Tool = tool
+	server, serverLine, _ := p.text(fs, "server", a, "")
+	if len(server) > maxToolLen || strings.IndexFunc(server, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) >= 0 {
+		p.add(serverLine, a, "server", "%.40q is not a server's name; give the name the MCP gateway's configuration gives the upstream, without spaces, at most %d characters", server, maxToolLen)
+	}
+	r.Server = server
 
 	reason, reasonLine, ok := p.text(fs, "reason", a, "")
 	switch {
@@ -365,6 +372,27 @@ func (p *parser) rule(idx int, n *yaml.Node) *Rule {
 			p.add(whenLine, a, "when", "%s", msg)
 		}
 		r.program = prg
+	}
+	editWhen, editLine, _ := p.text(fs, "editWhen", a, "")
+	r.EditWhen = editWhen
+	switch {
+	case editWhen == "":
+	case len(editWhen) > maxWhenLen:
+		p.add(editLine, a, "editWhen", "is %d characters, more than %d; shorten it", len(editWhen), maxWhenLen)
+	default:
+		if p.editEnv == nil {
+			env, err := newEditEnv()
+			if err != nil {
+				p.add(0, at{}, "", "cannot set up CEL: %v; report this as a bug", err)
+				return nil
+			}
+			p.editEnv = env
+		}
+		prg, msg := compile(p.editEnv, editWhen)
+		if msg != "" {
+			p.add(editLine, a, "editWhen", "%s", strings.Replace(msg, variables, editVariables, 1))
+		}
+		r.editProgram = prg
 	}
 	if len(p.errs)+p.more > before {
 		return nil

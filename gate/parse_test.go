@@ -55,7 +55,7 @@ func TestParseErrors(t *testing.T) {
 		{"role too long", "rules:\n  - tool: t\n    reason: r\n    approverRole: " + strings.Repeat("a", 129) + "\n", []string{"is not a role name"}},
 		{"misspelt field", "rules:\n  - name: big\n    tool: t\n    reason: r\n    approverrole: a\n", []string{`line 5: rule 1 (big): unknown field "approverrole"; did you mean "approverRole"? Field names are case-sensitive`}},
 		{"snake case field", "rules:\n  - tool: t\n    reason: r\n    approver_role: a\n", []string{`did you mean "approverRole"`}},
-		{"unknown field", "rules:\n  - tool: t\n    reason: r\n    approverRole: a\n    priority: high\n", []string{`line 5: rule 1 (t#1): unknown field "priority"; the fields here are name, tool, when, reason, approverRole, timeout, onTimeout, escalate`}},
+		{"unknown field", "rules:\n  - tool: t\n    reason: r\n    approverRole: a\n    priority: high\n", []string{`line 5: rule 1 (t#1): unknown field "priority"; the fields here are name, tool, server, when, editWhen, reason, approverRole, timeout, onTimeout, escalate`}},
 		{"field twice", "rules:\n  - tool: t\n    tool: u\n    reason: r\n    approverRole: a\n", []string{"line 3: rule 1 (t#1): tool: is set twice; keep one"}},
 		{"name too long", "rules:\n  - name: " + strings.Repeat("n", 129) + "\n    tool: t\n    reason: r\n    approverRole: a\n", []string{"name: must be at most 128 characters"}},
 		{"same name twice", "rules:\n" + named("big", "t") + named("big", "u"), []string{`line 6: rule 2 (big): name: "big" is already the name of rule 1; give each rule its own name`}},
@@ -86,7 +86,7 @@ func TestParseErrors(t *testing.T) {
 		{"not YAML", "rules:\n  - tool: t\n   reason: r\n", []string{"the file is not valid YAML", "check the indentation"}},
 		{"not YAML, no line", "rules: a: b\n", []string{"the file is not valid YAML: mapping values are not allowed"}},
 		{"when undeclared", "rules:\n" + named("large-refund", "issue_refund") + "    when: arg.amount > 500\n", []string{
-			"gate rules rules.yaml: line 6: rule 1 (large-refund): when: undeclared reference to 'arg' (did you mean 'args'?) (at 1:1); the variables are tool, args, agent, conversationId and context, and arguments are read as args.<name>",
+			"gate rules rules.yaml: line 6: rule 1 (large-refund): when: undeclared reference to 'arg' (did you mean 'args'?) (at 1:1); the variables are tool, server, args, agent, conversationId and context, and arguments are read as args.<name>",
 		}},
 		{"when syntax", "rules:\n" + rule("t") + "    when: args.amount >\n", []string{"rule 1 (t#1): when: Syntax error: ", "(at 1:14)"}},
 		{"when position on line 2", "rules:\n" + rule("t") + "    when: |\n      has(args.amount) &&\n        argz.amount > 5\n", []string{"undeclared reference to 'argz' (did you mean 'args'?) (at 2:3)"}},

@@ -20,6 +20,9 @@ type Request struct {
 	CallID string `json:"callId"`
 	// Tool is the name of the tool the agent wants to call.
 	Tool string `json:"tool"`
+	// Server names the server offering the tool, if the request says
+	// (the MCP gateway names the upstream).
+	Server string `json:"server,omitempty"`
 	// Args are the call's arguments, as decoded from JSON: numbers are
 	// float64 (or json.Number), objects map[string]any, arrays []any.
 	Args map[string]any `json:"args,omitempty"`
@@ -82,9 +85,19 @@ type Rule struct {
 	Index int
 	// Tool is the exact tool name the rule applies to.
 	Tool string
-	// When is a CEL expression over tool, args, agent, conversationId and
-	// context that says whether the rule fires; empty means always.
+	// Server, if set, is the exact server the rule applies to: it fires
+	// only for a request that names it. Empty: any server, and requests
+	// that name none.
+	Server string
+	// When is a CEL expression over tool, server, args, agent,
+	// conversationId and context that says whether the rule fires; empty
+	// means always.
 	When string
+	// EditWhen, if set, is a CEL expression an approver's edit must
+	// satisfy: over the same variables, args being the edited args, and
+	// requested the args asked for (e.g. args.amount <= requested.amount).
+	// Empty: any edit that the rule would hold itself.
+	EditWhen string
 	// Reason tells the approver why the call needs approval.
 	Reason string
 	// ApproverRole is the role that may approve the call.
@@ -125,6 +138,7 @@ type Rule struct {
 	RemindEvery time.Duration
 
 	program            cel.Program // nil when When is empty
+	editProgram        cel.Program // nil when EditWhen is empty
 	title, description template
 }
 
@@ -204,6 +218,9 @@ func (s *RuleSet) Match(ctx context.Context, req Request) Match {
 	var vars map[string]any
 	for _, i := range s.byTool[req.Tool] {
 		r := &s.rules[i]
+		if r.Server != "" && r.Server != req.Server {
+			continue
+		}
 		if r.program == nil {
 			return Match{Rule: r}
 		}
@@ -219,6 +236,56 @@ func (s *RuleSet) Match(ctx context.Context, req Request) Match {
 		}
 	}
 	return Match{}
+}
+
+// CheckEdit says why an approver's edit of a call held by the rule named
+// rule may not run as its approval, or nil when it may: the rule must
+// still be in the set, its editWhen (if any) must hold for the edited
+// args beside the requested ones, and the edited call must be held by no
+// other rule (an edit that would need another approval, or another role,
+// is not this approval's to make). A condition that fails to evaluate
+// refuses the edit (fail closed).
+func (s *RuleSet) CheckEdit(ctx context.Context, rule string, req Request, final map[string]any) error {
+	var r *Rule
+	if s != nil {
+		for i := range s.rules {
+			if s.rules[i].Name == rule {
+				r = &s.rules[i]
+			}
+		}
+	}
+	if r == nil {
+		return fmt.Errorf("the gate rule %q that holds this call is no longer in the gate's rules, so no edit can be checked against it: approve or reject the call as asked", rule)
+	}
+	edited := req
+	edited.Args = final
+	if r.editProgram != nil {
+		vars := activation(edited)
+		requested := req.Args
+		if requested == nil {
+			requested = map[string]any{}
+		}
+		vars["requested"] = requested
+		ok, err := evalBool(ctx, r.editProgram, vars)
+		switch {
+		case err != nil:
+			return fmt.Errorf("rule %s bounds an edit with %s, which failed on these args (%v): the edit is refused; %s", r.Name, r.EditWhen, err, evalHint(err))
+		case !ok:
+			return fmt.Errorf("rule %s allows an edit only where %s; this edit does not: change less, or reject the call", r.Name, r.EditWhen)
+		}
+	}
+	m := s.Match(ctx, edited)
+	switch {
+	case m.Err != nil:
+		return fmt.Errorf("the edited call could not be checked against the rules (%v): the edit is refused", m.Err)
+	case m.Rule != nil && m.Rule.Name != r.Name:
+		role := m.Rule.ApproverRole
+		if role == "" {
+			role = "its own approvers"
+		}
+		return fmt.Errorf("the edited call would be held by rule %s (for %s), not by %s, whose approval this is: an edit may not take a call to another approval; reject it, and let the agent ask for that call", m.Rule.Name, role, r.Name)
+	}
+	return nil
 }
 
 // EvalError is a rule's when expression failing at run time.

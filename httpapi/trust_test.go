@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	interlock "github.com/interlockhq/interlock"
@@ -113,5 +114,30 @@ func TestAnAsksStarterIsWhoPostedItNotTheAgentItNames(t *testing.T) {
 		"interrupt": map[string]any{"kind": "question", "questions": []map[string]any{{"field": "address", "question": "Where to?"}}}})
 	if run := b.run(protocol.AskFlow, "ask-1"); run.StartedBy != authoritytest.AgentB {
 		t.Fatalf("ask-1 started by %q, want %s, who posted it", run.StartedBy, authoritytest.AgentB)
+	}
+}
+
+// TestAnEditIsCheckedAgainstTheRuleAgain is the example rules' promise,
+// "You may lower the amount", kept: with examples/gate/rules.yaml, a
+// supervisor's edit of a refund of 4800 up to 9000 is refused, saying
+// why, and the call still waits; lowering it runs.
+func TestAnEditIsCheckedAgainstTheRuleAgain(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, nil)
+	var ans httpapi.GateAnswer
+	a.must(http.StatusAccepted, "POST", "/v1/gate/requests?wait=5s", map[string]any{"callId": "c-edit", "tool": "issue_refund",
+		"args": map[string]any{"orderId": "o-1042", "amount": 4800, "currency": "USD"}}).decode(t, &ans)
+	if ans.Pending == nil {
+		t.Fatalf("%+v, want the refund pending", ans)
+	}
+	res := a.do("POST", "/v1/runs/gate/c-edit/resume", map[string]any{"decision": "edit", "edits": map[string]any{"amount": 9000}, "reason": "more"})
+	if p := res.problem(t); res.status != http.StatusUnprocessableEntity || p.Code != string(protocol.CodeInvalidAnswer) || !strings.Contains(p.Detail, "allows an edit only where") {
+		t.Fatalf("raising the refund: %d %+v, want 422 saying the rule's bound", res.status, p)
+	}
+	if run := a.run(protocol.GateFlow, "c-edit"); run.Status != protocol.StatusWaiting {
+		t.Fatalf("after the refused edit the call is %s, want waiting", run.Status)
+	}
+	if got := a.accepted("POST", "/v1/runs/gate/c-edit/resume", map[string]any{"decision": "edit", "edits": map[string]any{"amount": 400}, "reason": "partial"}); got.Outcome != protocol.EventCompleted {
+		t.Fatalf("lowering the refund: %+v, want the call decided", got)
 	}
 }

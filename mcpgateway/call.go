@@ -66,22 +66,24 @@ func (g *Gateway) handler(name string) mcp.ToolHandler {
 }
 
 // call puts one call through the gate and, when the gate lets it, to the
-// upstream.
+// upstream. The gate is asked about the tool as its upstream names it and
+// offers it (server and tool), never about the name the gateway shows, so
+// that a tool renamed or shadowed by another upstream's stays held by the
+// rules that name it.
 func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name string, r route) *mcp.CallToolResult {
 	args, err := argsOf(req.Params.Arguments)
 	if err != nil {
 		return failed(Gate{}, "The arguments of %s are not a JSON object (%v): call it again with an object of its arguments.", name, err)
 	}
+	digest, err := protocol.ArgsDigest(args)
+	if err != nil {
+		return failed(Gate{}, "The arguments of %s do not encode (%v): call it again with an object of its arguments.", name, err)
+	}
 	agent, info := g.agent(req.Session)
 	c := g.port.Client("/mcp-gateway/" + url.PathEscape(agent))
-	callID, err := g.callID(ctx, c, agent, name, args)
+	ctxv, err := json.Marshal(map[string]any{"upstream": r.up.cfg.Name, "upstreamTool": r.tool.Name, "shownAs": name, "client": info})
 	if err != nil {
-		return failed(Gate{}, "The call of %s did not run: reading its earlier decisions from Interlock failed (%v). Tell the user the approval service cannot be reached.", name, err)
-	}
-	tr := protocol.ToolRequest{CallID: callID, Tool: name, Args: args, Agent: agent}
-	tr.Context, err = json.Marshal(map[string]any{"upstream": r.up.cfg.Name, "upstreamTool": r.tool.Name, "client": info})
-	if err != nil {
-		return failed(Gate{CallID: callID}, "The call of %s did not run: %v.", name, err)
+		return failed(Gate{}, "The call of %s did not run: %v.", name, err)
 	}
 	// A client that takes tasks gets a task handle as soon as the call
 	// waits for a person, instead of waiting for the decision.
@@ -90,46 +92,82 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 	if tasks {
 		ask = c.AskTool
 	}
-	ans, err := ask(ctx, tr, g.cfg.Wait)
-	var ref *client.RefusedError
-	switch {
-	case errors.As(err, &ref) && ref.Refused.Code == protocol.CodeUnsupported:
-		return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate is off in this deployment (%s). Tell the user its operator must turn it on (interlock serve --gate-rules FILE); do not retry.", name, ref.Refused.Message)
-	case errors.As(err, &ref):
-		return failed(Gate{CallID: callID}, "The call of %s did not run: Interlock refused it (%s): %s", name, ref.Refused.Code, ref.Refused.Message)
-	case errors.Is(err, client.ErrNoAnswer):
-		return failed(Gate{CallID: callID}, "The call of %s did not run: the approval service did not answer within %s. Tell the user; call it again later with the same arguments (callId %s).", name, g.cfg.Wait, callID)
-	case err != nil:
-		return failed(Gate{CallID: callID}, "The call of %s did not run: asking the approval gate failed (%s).", name, strings.TrimPrefix(err.Error(), "client: "))
-	case ans.Pending != nil && tasks:
-		task, err := g.newTask(ctx, c, agent, callID)
+	var skip string
+	for range maxConflicts {
+		callID, err := g.callID(ctx, c, agent, r, digest, skip)
 		if err != nil {
-			return failed(Gate{CallID: callID}, "The call of %s waits for a person's approval (callId %s), but reading its task back from Interlock failed (%v). Call it again later with the same arguments.", name, callID, err)
+			return failed(Gate{}, "The call of %s did not run: reading its earlier decisions from Interlock failed (%v). Tell the user the approval service cannot be reached.", name, err)
 		}
-		slot.task = task
-		return pending(name, callID, *ans.Pending)
-	case ans.Pending != nil:
-		return pending(name, callID, *ans.Pending)
-	case ans.Decided == nil:
-		return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate gave no answer; call it again later with the same arguments.", name)
+		tr := protocol.ToolRequest{CallID: callID, Tool: r.tool.Name, Server: r.up.cfg.Name, Args: args, Agent: agent, Context: ctxv}
+		ans, err := ask(ctx, tr, g.cfg.Wait)
+		var ref *client.RefusedError
+		switch {
+		case errors.As(err, &ref) && ref.Refused.Code == protocol.CodeRunExists:
+			// The id names another call (someone requested it with other
+			// args, or as someone else): not this call's to answer. Take
+			// the next id of the chain.
+			g.log.Warn().Str("call_id", callID).Str("tool", r.tool.Name).Str("upstream", r.up.cfg.Name).Str("reason", ref.Refused.Message).
+				Msg("mcp gateway: a call id of this call names another call; asking under the next one")
+			skip = callID
+			continue
+		case errors.As(err, &ref) && ref.Refused.Code == protocol.CodeUnsupported:
+			return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate is off in this deployment (%s). Tell the user its operator must turn it on (interlock serve --gate-rules FILE); do not retry.", name, ref.Refused.Message)
+		case errors.As(err, &ref):
+			return failed(Gate{CallID: callID}, "The call of %s did not run: Interlock refused it (%s): %s", name, ref.Refused.Code, ref.Refused.Message)
+		case errors.Is(err, client.ErrNoAnswer):
+			return failed(Gate{CallID: callID}, "The call of %s did not run: the approval service did not answer within %s. Tell the user; call it again later with the same arguments (callId %s).", name, g.cfg.Wait, callID)
+		case err != nil:
+			return failed(Gate{CallID: callID}, "The call of %s did not run: asking the approval gate failed (%s).", name, strings.TrimPrefix(err.Error(), "client: "))
+		case ans.Pending != nil && tasks:
+			task, err := g.newTask(ctx, c, agent, callID)
+			if err != nil {
+				return failed(Gate{CallID: callID}, "The call of %s waits for a person's approval (callId %s), but reading its task back from Interlock failed (%v). Call it again later with the same arguments.", name, callID, err)
+			}
+			slot.task = task
+			return pending(name, callID, *ans.Pending)
+		case ans.Pending != nil:
+			return pending(name, callID, *ans.Pending)
+		case ans.Decided == nil:
+			return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate gave no answer; call it again later with the same arguments.", name)
+		}
+		return g.outcome(ctx, c, r, name, callID, *ans.Decided, req.Params.Arguments, digest)
 	}
-	return g.outcome(ctx, r, name, callID, *ans.Decided, req.Params.Arguments)
+	return failed(Gate{}, "The call of %s did not run: %d of its call ids name other calls. Tell the user the approval service is being interfered with.", name, maxConflicts)
 }
 
-// outcome is the result of a decided call: the upstream's result for
-// args (or the approver's edited args) when the gate lets it run, else
-// why it did not run.
-func (g *Gateway) outcome(ctx context.Context, r route, name, callID string, d protocol.Decided, args json.RawMessage) *mcp.CallToolResult {
+// maxConflicts bounds the call ids one call tries when the ids it takes
+// name other calls.
+const maxConflicts = 8
+
+// outcome is the result of a decided call: the upstream's result when
+// the gate lets it run, else why it did not run. The decision must be
+// about this call (its tool, upstream and args, of digest); an approval
+// is taken in Interlock, once, before its approved args (never the call's
+// own) are forwarded.
+func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, callID string, d protocol.Decided, args json.RawMessage, digest string) *mcp.CallToolResult {
 	gate := Gate{CallID: callID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
+	if d.Tool != r.tool.Name || d.Server != r.up.cfg.Name || (d.ArgsDigest != "" && d.ArgsDigest != digest) {
+		g.log.Error().Str("call_id", callID).Str("tool", r.tool.Name).Str("upstream", r.up.cfg.Name).Str("decided_tool", d.Tool).Str("decided_server", d.Server).
+			Msg("mcp gateway: a decision is about another call than the one made; it did not run")
+		return failed(gate, "The call of %s did not run: the decision Interlock gave under callId %s is about another call. Tell the user the approval service is being interfered with.", name, callID)
+	}
 	switch d.Decision {
 	case protocol.DecidedAllowed:
 		return g.forward(ctx, r, gate, args)
-	case protocol.DecidedApproved:
-		g.markRan(callID)
-		return g.forward(ctx, r, gate, args)
-	case protocol.DecidedEdited:
-		g.markRan(callID)
-		return g.forward(ctx, r, gate, d.Args)
+	case protocol.DecidedApproved, protocol.DecidedEdited:
+		run := d.Args
+		if len(run) == 0 {
+			// A decision of an earlier version, which carried the
+			// edited args alone.
+			run = args
+		}
+		if _, err := c.Consume(ctx, d); err != nil {
+			if errors.Is(err, client.ErrTaken) {
+				return failed(gate, "The call of %s did not run: its approval (callId %s) was used already, by this call made before or by an identical one made at the same time; an approval lets a call run once. Call it again to ask a person anew, if it must run again.", name, callID)
+			}
+			return failed(gate, "The call of %s was %s, but taking its approval in Interlock failed (%s), so it did not run. Call it again with the same arguments.", name, d.Decision, strings.TrimPrefix(err.Error(), "client: "))
+		}
+		return g.forward(ctx, r, gate, run)
 	case protocol.DecidedRejected:
 		return failed(gate, "The call of %s was rejected by %s and did not run. Their reason: %s. Tell the user, and do not retry it unchanged.", name, or(d.Approver, "the approver"), or(d.Reason, "none given"))
 	case protocol.DecidedExpired:
@@ -214,62 +252,44 @@ func (g *Gateway) agent(ss *mcp.ServerSession) (agent string, info map[string]st
 	return or(g.cfg.Agent, info["name"], DefaultAgent), info
 }
 
-// callID is the id of a call: derived from the agent, the tool and a
-// digest of its args, so that an identical call is the same gate run and
-// gets its decision instead of asking again, also after the gateway
-// restarts. Once a call's decision is older than the repeat window, or
-// an approval let it run through this gateway, the next identical call
-// takes the next id of the chain, and asks anew.
-func (g *Gateway) callID(ctx context.Context, c *client.Client, agent, tool string, args map[string]json.RawMessage) (string, error) {
-	// Decoded and encoded again, the args have their keys sorted at
-	// every depth and no spacing: the same args, however written, have
-	// the same digest.
-	var v any
-	raw, err := json.Marshal(args)
-	if err == nil {
-		err = json.Unmarshal(raw, &v)
-	}
-	canonical, err2 := json.Marshal(v)
-	if err = errors.Join(err, err2); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(agent + "\x00" + tool + "\x00" + string(canonical)))
+// callID is the id of a call: derived from the agent, the upstream, the
+// tool and the digest of its args, so that an identical call is the same
+// gate run and gets its decision instead of asking again, also after the
+// gateway restarts and on another gateway. Once a call's decision is older
+// than the repeat window, or its approval was taken (it ran), the next
+// identical call takes the next id of the chain, and asks anew; so does
+// one whose id is skip (taken by another call).
+func (g *Gateway) callID(ctx context.Context, c *client.Client, agent string, r route, digest, skip string) (string, error) {
+	sum := sha256.Sum256([]byte(agent + "\x00" + r.up.cfg.Name + "\x00" + r.tool.Name + "\x00" + digest))
+	passed := skip == ""
 	for range maxGenerations {
 		id := "mcp-" + hex.EncodeToString(sum[:20])
+		sum = sha256.Sum256([]byte(id))
+		if !passed {
+			passed = id == skip
+			continue
+		}
 		cp, err := c.Checkpoint(ctx, client.GateFlow, id)
 		switch {
 		case errors.Is(err, client.ErrNotFound):
 			return id, nil
 		case err != nil:
 			return "", err
-		case !cp.Finished() || time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && !g.hasRun(id):
+		case !cp.Finished():
+			return id, nil
+		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && !taken(cp):
 			return id, nil
 		}
-		sum = sha256.Sum256([]byte(id))
 	}
-	return "", fmt.Errorf("call of %s asked %d times", tool, maxGenerations)
+	return "", fmt.Errorf("call of %s asked %d times", r.tool.Name, maxGenerations)
 }
 
-// markRan records that a person's approval let call id run here: the
-// same call made again is asked anew (the next id of its chain), not run
-// again on the same approval.
-func (g *Gateway) markRan(id string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for old, at := range g.ran {
-		if time.Since(at) > g.cfg.RepeatWindow {
-			delete(g.ran, old)
-		}
+// taken reports whether a gate run's approval was taken: its call ran.
+func taken(cp protocol.Checkpoint) bool {
+	var s struct {
+		Consumed *protocol.Consumed `json:"consumed"`
 	}
-	g.ran[id] = time.Now()
-}
-
-// hasRun reports whether call id ran here on a person's approval.
-func (g *Gateway) hasRun(id string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.ran[id]
-	return ok
+	return json.Unmarshal(cp.State, &s) == nil && s.Consumed != nil
 }
 
 // argsOf decodes a call's arguments, a JSON object (or nothing).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// Stderr receives what upstream commands write to their standard
 	// error. Defaults to nowhere (discarded).
 	Stderr io.Writer `yaml:"-"`
+	// Logger receives what the gateway notices: a tool renamed or
+	// shadowed by another upstream's, a decision about another call.
+	// Defaults to a disabled logger.
+	Logger *zerolog.Logger `yaml:"-"`
 }
 
 // Upstream is an MCP server behind the gateway: a command it starts and
@@ -93,6 +98,10 @@ type Upstream struct {
 var upstreamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
 	c.Wait = cmp.Or(c.Wait, DefaultWait)
 	c.RepeatWindow = cmp.Or(c.RepeatWindow, DefaultRepeatWindow)
 	ups := make([]Upstream, len(c.Upstreams))

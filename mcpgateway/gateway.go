@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/client"
 )
@@ -54,13 +55,9 @@ type Gateway struct {
 	routes map[string]route // by the name the gateway shows
 	closed bool
 	// tasks are the runs of decided tasks' calls, by task id, kept for
-	// the repeat window; started is when the gateway was made: a task
-	// decided before it may have run in an earlier gateway.
-	tasks   map[string]*taskRun
-	started time.Time
-	// ran are the calls a person's approval let run through this
-	// gateway, by callId, with when: an approval lets its call run once.
-	ran map[string]time.Time
+	// the repeat window (the approval itself is taken in Interlock, once).
+	tasks map[string]*taskRun
+	log   zerolog.Logger
 }
 
 // upstream is a connected upstream and the tools it lists.
@@ -86,7 +83,7 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, started: time.Now(), ran: map[string]time.Time{}}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, log: *cfg.Logger}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
@@ -203,9 +200,22 @@ func (g *Gateway) relist(ctx context.Context, up *upstream) error {
 		return err
 	}
 	var gone []string
-	for name := range g.routes {
-		if _, ok := routes[name]; !ok {
+	for name, old := range g.routes {
+		r, ok := routes[name]
+		if !ok {
 			gone = append(gone, name)
+		}
+		if ok && (r.up.cfg.Name != old.up.cfg.Name || r.tool.Name != old.tool.Name) {
+			g.log.Warn().Str("shown_as", name).Str("was", old.up.cfg.Name+"/"+old.tool.Name).Str("now", r.up.cfg.Name+"/"+r.tool.Name).
+				Msg("mcp gateway: a tool name the model calls now reaches another upstream's tool; the gate sees each call as its upstream's tool")
+		}
+	}
+	for name, r := range routes {
+		for oldName, old := range g.routes {
+			if oldName != name && old.up == r.up && old.tool.Name == r.tool.Name {
+				g.log.Warn().Str("upstream", r.up.cfg.Name).Str("tool", r.tool.Name).Str("was_shown_as", oldName).Str("now_shown_as", name).
+					Msg("mcp gateway: a tool is shown under another name (another upstream shows one of the same name); the rules that name it still hold it, as its upstream's tool")
+			}
 		}
 	}
 	g.mcp.RemoveTools(gone...)
@@ -251,6 +261,19 @@ func routesOf(ups []*upstream) (map[string]route, error) {
 		}
 	}
 	return routes, nil
+}
+
+// routeOf finds the route of tool on upstream server, and the name the
+// gateway shows it as.
+func (g *Gateway) routeOf(server, tool string) (string, route, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, r := range g.routes {
+		if r.up.cfg.Name == server && r.tool.Name == tool {
+			return name, r, true
+		}
+	}
+	return "", route{}, false
 }
 
 // Tools returns the names of the tools the gateway shows, sorted.

@@ -153,6 +153,7 @@ func takesTasks(req mcp.Request) bool {
 // gateState is what the gateway reads of a gate run's state.
 type gateState struct {
 	Tool    string            `json:"tool"`
+	Server  string            `json:"server"`
 	Args    json.RawMessage   `json:"args"`
 	Agent   string            `json:"agent"`
 	Decided *protocol.Decided `json:"decided"`
@@ -260,7 +261,8 @@ func (g *Gateway) getTask(ctx context.Context, ss *mcp.ServerSession, id string)
 	}
 	g.mu.Unlock()
 	if !ok {
-		g.runTask(run, cp, st)
+		agent, _ := g.agent(ss)
+		g.runTask(run, agent, cp, st)
 	}
 	select {
 	case <-run.done:
@@ -271,33 +273,28 @@ func (g *Gateway) getTask(ctx context.Context, ss *mcp.ServerSession, id string)
 	}
 }
 
-// runTask computes the result of a decided task, once: an approved call
-// runs here, on the gateway's context, not the poll's (a poll given up
-// does not stop a call under way).
-func (g *Gateway) runTask(run *taskRun, cp protocol.Checkpoint, st gateState) {
+// runTask computes the result of a decided task, once per gateway: an
+// approved call runs here, on the gateway's context, not the poll's (a
+// poll given up does not stop a call under way), once its approval is
+// taken in Interlock, which every gateway and every restart agrees on.
+func (g *Gateway) runTask(run *taskRun, agent string, cp protocol.Checkpoint, st gateState) {
 	defer func() {
 		run.at = time.Now()
 		close(run.done)
 	}()
-	name := st.Tool
+	name, r, ok := g.routeOf(st.Server, st.Tool)
+	if !ok {
+		name = st.Tool
+	}
 	if st.Decided == nil {
 		run.res = failed(Gate{CallID: cp.Run}, "The call of %s did not run: its gate run ended %s without a decision (%s).", name, cp.Status, or(cp.Error, "no error given"))
 		return
 	}
 	d := *st.Decided
 	gate := Gate{CallID: cp.Run, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
-	runs := d.Decision == protocol.DecidedAllowed || d.Decision == protocol.DecidedApproved || d.Decision == protocol.DecidedEdited
-	if runs && cp.UpdatedAt.Before(g.started) {
-		// Decided before this gateway started: an earlier gateway may
-		// have run it for this task. Running it again could do twice what
-		// a person approved once.
-		run.res = failed(gate, "The call of %s was %s by %s before this gateway started, so it cannot tell whether an earlier gateway ran it for this task, and did not run it again. If it has not run, call %s again with the same arguments: the decision stands, it will not be asked again.", name, d.Decision, or(d.Approver, "the gate"), name)
-		return
-	}
 	g.mu.Lock()
-	r, ok := g.routes[name]
 	closed := g.closed
-	if !closed {
+	if !closed && ok {
 		g.calls.Add(1)
 	}
 	g.mu.Unlock()
@@ -306,12 +303,16 @@ func (g *Gateway) runTask(run *taskRun, cp protocol.Checkpoint, st gateState) {
 		run.res = failed(gate, "The call of %s did not run: the gateway is shutting down. Call it again once it is back.", name)
 		return
 	case !ok:
-		g.calls.Done()
 		run.res = failed(gate, "The call of %s was %s, but its tool is no longer offered by its server; it did not run.", name, d.Decision)
 		return
 	}
 	defer g.calls.Done()
-	run.res = g.outcome(g.done, r, name, cp.Run, d, st.Args)
+	digest, err := protocol.RawArgsDigest(st.Args)
+	if err != nil {
+		run.res = failed(gate, "The call of %s did not run: its args do not encode (%v).", name, err)
+		return
+	}
+	run.res = g.outcome(g.done, g.port.Client("/mcp-gateway/"+url.PathEscape(agent)), r, name, cp.Run, d, st.Args, digest)
 }
 
 // pruneTasks forgets the results of tasks older than the repeat window.

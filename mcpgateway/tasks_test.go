@@ -323,7 +323,11 @@ func TestGatewayRestartedWhileATaskWaitsRunsItWhenApproved(t *testing.T) {
 	}
 }
 
-func TestGatewayNeverRunsATaskApprovedBeforeItStartedButTheCallAgainRunsIt(t *testing.T) {
+// A task approved while no gateway ran runs at its first poll on the
+// gateway that answers for it, once: its approval is taken in Interlock,
+// so no gateway runs it twice, and the same call made again afterwards is
+// asked anew.
+func TestGatewayRunsATaskApprovedWhileItWasDownOnceAndTheCallAgainIsAskedAnew(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	gw, _ := e.gateway(mcpgateway.Config{}, "claude-desktop")
@@ -333,22 +337,22 @@ func TestGatewayNeverRunsATaskApprovedBeforeItStartedButTheCallAgainRunsIt(t *te
 		t.Fatal(err)
 	}
 	e.decide(id, protocol.Resume{Decision: "approve"})
-	gw, _ = e.gateway(mcpgateway.Config{}, "claude-desktop")
+	gw, plain := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
 	cs := taskClient(t, gw, "claude-desktop")
-	// An earlier gateway might have run it for a poll: this one does
-	// not run it again, and says how to.
-	res := completed(t, cs, id)
-	if !res.IsError || !strings.Contains(text(res), "call issue_refund again with the same arguments") || gateOf(t, res).Decision != "approved" {
-		t.Fatalf("task approved before the gateway started: %s (isError %v)", text(res), res.IsError)
+	if res := completed(t, cs, id); res.IsError || text(res) != "refunded 900 on o-t9" {
+		t.Fatalf("task approved while the gateway was down: %s (isError %v)", text(res), res.IsError)
 	}
-	if got := e.up.got(); len(got) != 0 {
-		t.Fatalf("upstream got %v", got)
+	// A third gateway polled for it does not run it again.
+	other, _ := e.gateway(mcpgateway.Config{}, "claude-desktop")
+	if res := completed(t, taskClient(t, other, "claude-desktop"), id); !res.IsError || !strings.Contains(text(res), "was used already") {
+		t.Fatalf("the task polled on another gateway: %s (isError %v), want it not run again", text(res), res.IsError)
 	}
-	// The call made again runs, on the decision; nobody is asked again.
-	if again := call(t, cs, "issue_refund", args); again.IsError || text(again) != "refunded 900 on o-t9" {
-		t.Fatalf("the call again: %s (isError %v)", text(again), again.IsError)
+	// The call made again is a new call, asked anew.
+	again := call(t, plain, "issue_refund", args)
+	if g := gateOf(t, again); !again.IsError || g.Decision != mcpgateway.DecisionPending || g.CallID == id {
+		t.Fatalf("the call again: %s (gate %+v), want another call, asked anew", text(again), g)
 	}
-	if n := e.interrupts(id); n != 1 {
-		t.Errorf("%d approvals asked, want 1", n)
+	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-t9 900"}) {
+		t.Fatalf("upstream got %v, want the refund once", got)
 	}
 }

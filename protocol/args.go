@@ -2,12 +2,18 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gowebpki/jcs"
 )
 
 // Display hints: the values of `x-interlock-display` in an argument's
@@ -481,4 +487,37 @@ func jsonEqual(x, y any) bool {
 		return true
 	}
 	return x == y
+}
+
+// ArgsDigest returns the digest that binds a decision to a tool call's
+// args: the hex SHA-256 of their RFC 8785 canonical JSON (JCS: keys
+// sorted, no space, numbers as JavaScript writes them, strings escaped
+// minimally), so that any language computes the same digest for the same
+// args however they were written. Nil args are the empty object.
+func ArgsDigest(args map[string]json.RawMessage) (string, error) {
+	if args == nil {
+		args = map[string]json.RawMessage{}
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return "", fmt.Errorf("protocol: args: %w", err)
+	}
+	return RawArgsDigest(raw)
+}
+
+// RawArgsDigest is [ArgsDigest] of args given as JSON: an object, or
+// nothing (the empty object).
+func RawArgsDigest(args json.RawMessage) (string, error) {
+	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
+		args = json.RawMessage("{}")
+	}
+	if JSONTypeOf(args) != JSONObject {
+		return "", errors.New("protocol: args are not a JSON object")
+	}
+	canonical, err := jcs.Transform(args)
+	if err != nil {
+		return "", fmt.Errorf("protocol: args: %w", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:]), nil
 }

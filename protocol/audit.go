@@ -42,6 +42,9 @@ const (
 	// ActionRefused: a command on the run was refused. Refusals hang off
 	// the chain: see [AuditRecord.Side].
 	ActionRefused = "refused"
+	// ActionConsumed: an approved tool call's approval was taken to run
+	// it, once.
+	ActionConsumed = "consumed"
 )
 
 // AuditActions returns every action an audit record may have, in the
@@ -49,7 +52,7 @@ const (
 func AuditActions() []string {
 	return []string{ActionStarted, ActionInterrupted, ActionAnswered, ActionApproved, ActionEdited, ActionRejected,
 		ActionResponded, ActionVoted, ActionClaimed, ActionReleased, ActionDelegated, ActionReminded,
-		ActionExpired, ActionEscalated, ActionCancelled, ActionReannounced, ActionRefused}
+		ActionExpired, ActionEscalated, ActionCancelled, ActionReannounced, ActionRefused, ActionConsumed}
 }
 
 // AuditRecord is one record of the audit stream (subject

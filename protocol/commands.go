@@ -63,6 +63,10 @@ type ToolRequest struct {
 	CallID string `json:"callId"`
 	// Tool is the tool's name.
 	Tool string `json:"tool"`
+	// Server, if set, names the server that offers the tool (an MCP
+	// server's name, as the MCP gateway's configuration gives it): rules
+	// may match it, and the decision binds it.
+	Server string `json:"server,omitempty"`
 	// Args are the call's arguments, a JSON object.
 	Args           map[string]json.RawMessage `json:"args,omitempty"`
 	ConversationID string                     `json:"conversationId,omitempty"`
@@ -73,6 +77,18 @@ type ToolRequest struct {
 	Context json.RawMessage `json:"context,omitempty"`
 	// Origin is echoed in every event of the call.
 	Origin json.RawMessage `json:"origin,omitempty"`
+}
+
+// Consume is the data of a consume (io.interlock.tool.consume, on
+// <prefix>.in.gate.consume): the agent about to run an approved or edited
+// tool call takes its approval. An approval is taken once: a second take
+// is refused not_waiting.
+type Consume struct {
+	// CallID names the call.
+	CallID string `json:"callId"`
+	// ArgsDigest is [ArgsDigest] of the args about to run: the decision's
+	// final args (its finalDigest).
+	ArgsDigest string `json:"argsDigest"`
 }
 
 // Expire is the data of a deadline (io.interlock.run.expire): the

@@ -110,14 +110,32 @@ type Decided struct {
 	// Decision is allowed, approved, edited, rejected or expired.
 	Decision string `json:"decision"`
 	Tool     string `json:"tool,omitempty"`
-	// Args are the final args of an edited call.
-	Args     json.RawMessage `json:"args,omitempty"`
-	Approver string          `json:"approver,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	Rule     string          `json:"rule,omitempty"`
+	// Server is the request's server, if it named one.
+	Server string `json:"server,omitempty"`
+	// ArgsDigest is the canonical SHA-256 of the args the call was
+	// requested with ([ArgsDigest]): the decision is about exactly them.
+	ArgsDigest string `json:"argsDigest,omitempty"`
+	// Args are the args to run an approved call with: the requested ones,
+	// or an edit's final ones. FinalDigest is their canonical SHA-256.
+	Args        json.RawMessage `json:"args,omitempty"`
+	FinalDigest string          `json:"finalDigest,omitempty"`
+	Approver    string          `json:"approver,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Rule        string          `json:"rule,omitempty"`
 	// Message is a respond's answer to the agent (decision responded).
 	Message string          `json:"message,omitempty"`
 	Origin  json.RawMessage `json:"origin,omitempty"`
+}
+
+// Consumed is the data of io.interlock.tool.consumed, on
+// <prefix>.ev.gate.<callId>.consumed: an approved call's approval was
+// taken, by whom and when, to run the args of ArgsDigest.
+type Consumed struct {
+	CallID     string          `json:"callId"`
+	ArgsDigest string          `json:"argsDigest"`
+	By         string          `json:"by"`
+	At         time.Time       `json:"at"`
+	Origin     json.RawMessage `json:"origin,omitempty"`
 }
 
 // NodeEvent is the data of an event a node emits, of type

@@ -25,7 +25,7 @@ const eventSignatureDomain = "interlock-event/v1\x00"
 // a command, the outcomes a client waits for.
 func SignedKind(kind string) bool {
 	switch kind {
-	case EventInterrupted, EventCompleted, EventFailed, EventCancelled, EventExpired, EventRefused, EventAssigned:
+	case EventInterrupted, EventCompleted, EventFailed, EventCancelled, EventExpired, EventRefused, EventAssigned, EventConsumed:
 		return true
 	}
 	return false

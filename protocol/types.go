@@ -30,13 +30,17 @@ const (
 	EventVoted = "voted"
 	// EventReminded: a pending interrupt's reminder fell due.
 	EventReminded = "reminded"
+	// EventConsumed: an approved or edited tool call's approval was
+	// taken, once, by the agent about to run it (subject
+	// <prefix>.ev.gate.<callId>.consumed).
+	EventConsumed = "consumed"
 )
 
 // Events returns every outbound event kind, in the order of the
 // protocol's subject table.
 func Events() []string {
 	return []string{EventStarted, EventInterrupted, EventResumed, EventCompleted, EventFailed,
-		EventCancelled, EventExpired, EventRefused, EventDecided, EventAssigned, EventVoted, EventReminded, EventAnswered}
+		EventCancelled, EventExpired, EventRefused, EventDecided, EventAssigned, EventVoted, EventReminded, EventAnswered, EventConsumed}
 }
 
 // Inbound verbs: the last token of an inbound subject
@@ -55,6 +59,9 @@ const (
 	VerbAssign = "assign"
 	// VerbRemind is a reminder's, which only the server publishes.
 	VerbRemind = "remind"
+	// VerbConsume takes an approved tool call's approval, once, on
+	// <prefix>.in.gate.consume.
+	VerbConsume = "consume"
 )
 
 // Inbound CloudEvent types: commands sent to Interlock.
@@ -75,22 +82,26 @@ const (
 	// TypeRemind reminds the people a pending interrupt waits on; the
 	// server publishes it from a schedule, as TypeExpire.
 	TypeRemind = "io.interlock.run.remind"
+	// TypeToolConsume takes an approved or edited tool call's approval,
+	// once, before the call runs.
+	TypeToolConsume = "io.interlock.tool.consume"
 )
 
 // Outbound CloudEvent types: what Interlock announces.
 const (
-	TypeStarted     = "io.interlock.run.started"
-	TypeInterrupted = "io.interlock.run.interrupted"
-	TypeResumed     = "io.interlock.run.resumed"
-	TypeCompleted   = "io.interlock.run.completed"
-	TypeFailed      = "io.interlock.run.failed"
-	TypeCancelled   = "io.interlock.run.cancelled"
-	TypeExpired     = "io.interlock.run.expired"
-	TypeRefused     = "io.interlock.resume.refused"
-	TypeToolDecided = "io.interlock.tool.decided"
-	TypeAssigned    = "io.interlock.run.assigned"
-	TypeVoted       = "io.interlock.run.voted"
-	TypeReminded    = "io.interlock.run.reminded"
+	TypeStarted      = "io.interlock.run.started"
+	TypeInterrupted  = "io.interlock.run.interrupted"
+	TypeResumed      = "io.interlock.run.resumed"
+	TypeCompleted    = "io.interlock.run.completed"
+	TypeFailed       = "io.interlock.run.failed"
+	TypeCancelled    = "io.interlock.run.cancelled"
+	TypeExpired      = "io.interlock.run.expired"
+	TypeRefused      = "io.interlock.resume.refused"
+	TypeToolDecided  = "io.interlock.tool.decided"
+	TypeAssigned     = "io.interlock.run.assigned"
+	TypeVoted        = "io.interlock.run.voted"
+	TypeReminded     = "io.interlock.run.reminded"
+	TypeToolConsumed = "io.interlock.tool.consumed"
 )
 
 // TypeNodePrefix begins the type of an event a node emits: a node's
@@ -147,6 +158,8 @@ func OutboundType(kind string) (string, bool) {
 		return TypeReminded, true
 	case EventAnswered:
 		return TypeAnswered, true
+	case EventConsumed:
+		return TypeToolConsumed, true
 	}
 	return "", false
 }
@@ -174,6 +187,8 @@ func InboundType(verb string) (string, bool) {
 		return TypeAssign, true
 	case VerbRemind:
 		return TypeRemind, true
+	case VerbConsume:
+		return TypeToolConsume, true
 	}
 	return "", false
 }

@@ -155,6 +155,10 @@ func (n Names) In(flow, verb string) string { return n.Prefix + ".in." + flow + 
 // GateRequest is the subject of tool-call requests: interlock.in.gate.request.
 func (n Names) GateRequest() string { return n.Prefix + ".in.gate.request" }
 
+// GateConsume is the subject on which an agent takes an approved call's
+// approval: interlock.in.gate.consume.
+func (n Names) GateConsume() string { return n.Prefix + ".in.gate.consume" }
+
 // AskRequest is the subject of asks: <prefix>.in.ask.request.
 func (n Names) AskRequest() string { return n.Prefix + ".in.ask.request" }
 

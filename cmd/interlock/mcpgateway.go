@@ -99,6 +99,11 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cfg.Agent = *agent
 	}
 	cfg.Stderr = stderr
+	log, err := newLogger(stderr, "warn", "auto")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = &log
 	names, err := wire.NewNames(cf.prefix)
 	if err != nil {
 		return usagef("--prefix: %v", err)

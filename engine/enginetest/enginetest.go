@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -275,21 +274,21 @@ type Harness struct {
 // identified: a name a command gives is taken at its word.
 func New(t TB, flows ...*engine.Flow) *Harness {
 	t.Helper()
-	return NewWithAuthority(t, nil, flows...)
+	return NewWithConfig(t, engine.Config{}, flows...)
 }
 
-// NewWithAuthority returns a harness as [New] does, whose runner asks a
-// what callers may do: for example one where callers are identified, as
-// with a directory of people in force.
-func NewWithAuthority(t TB, a *authority.Authority, flows ...*engine.Flow) *Harness {
+// NewWithConfig returns a harness as [New] does, whose runner is
+// configured by cfg but for its flows, store, publisher, secret and
+// clock, which are the harness's: for example an authority where callers
+// are identified, as with a directory of people in force, or an edit
+// checker for the gate's runs.
+func NewWithConfig(t TB, cfg engine.Config, flows ...*engine.Flow) *Harness {
 	t.Helper()
 	h := &Harness{t: t, Store: NewStore(), Publisher: NewPublisher()}
-	r, err := engine.NewRunner(engine.Config{
-		Flows: flows, Store: h.Store, Publisher: h.Publisher,
-		Secret:    []byte("enginetest-secret-enginetest-secret-0123"),
-		Now:       func() time.Time { return time.Now().Add(h.offset) },
-		Authority: a,
-	})
+	cfg.Flows, cfg.Store, cfg.Publisher = flows, h.Store, h.Publisher
+	cfg.Secret = []byte("enginetest-secret-enginetest-secret-0123")
+	cfg.Now = func() time.Time { return time.Now().Add(h.offset) }
+	r, err := engine.NewRunner(cfg)
 	if err != nil {
 		t.Fatalf("enginetest: %v", err)
 	}

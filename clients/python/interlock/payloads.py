@@ -90,6 +90,7 @@ class _ToolRequestRequired(TypedDict):
 class ToolRequest(_ToolRequestRequired, total=False):
     """A tool call the gate is asked about (tool-requested.json)."""
 
+    server: str
     args: JSONObject
     conversationId: str
     agent: str
@@ -107,7 +108,10 @@ class Decided(_DecidedRequired, total=False):
     """The gate's decision on a tool call (decided.json)."""
 
     tool: str
+    server: str
+    argsDigest: str
     args: JSONObject
+    finalDigest: str
     approver: str
     reason: str
     rule: str

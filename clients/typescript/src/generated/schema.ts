@@ -361,7 +361,7 @@ export type Resumed = {
  */
 export type Votes1 = Vote[];
 /**
- * Data of io.interlock.tool.decided on interlock.ev.gate.<callId>.decided: the tool-call gate's answer to a request. allowed: no rule fired and the call may run (no run was started). Otherwise a rule fired (rule names it) and the call's approval was approved (run it with the requested args), edited (run it with args, the final args), rejected (do not run it; approver and reason say who and why) or expired (no decision in time; do not run it). A repeated request for a decided call gets the same answer again.
+ * Data of io.interlock.tool.decided on interlock.ev.gate.<callId>.decided: the tool-call gate's answer to a request. allowed: no rule fired and the call may run (no run was started). Otherwise a rule fired (rule names it) and the call's approval was approved or edited (run it with args, the approved args, once: take the approval first with io.interlock.tool.consume), rejected (do not run it; approver and reason say who and why) or expired (no decision in time; do not run it). argsDigest binds the decision to the args the call was requested with; a request under the same callId with other args is refused run_exists. A repeated request for a decided call gets the same answer again.
  */
 export type Decided = {
   /**
@@ -374,11 +374,23 @@ export type Decided = {
    */
   tool?: string;
   /**
-   * edited: the final args to run the tool with.
+   * The server offering the tool, when the request named it.
+   */
+  server?: string;
+  /**
+   * The hex SHA-256 of the RFC 8785 canonical JSON of the args the call was requested with: the decision is about exactly them.
+   */
+  argsDigest?: string;
+  /**
+   * approved and edited: the args to run the tool with (the requested ones, or the edit's final ones).
    */
   args?: {
     [k: string]: unknown | undefined;
   };
+  /**
+   * approved and edited: the digest of args, which io.interlock.tool.consume names.
+   */
+  finalDigest?: string;
   /**
    * Who decided.
    */
@@ -410,7 +422,7 @@ export type AuditRecord = {
    */
   run: string;
   /**
-   * What happened: started (a run started), interrupted (the run paused on an interrupt: written only in chains from before a pause was folded into the outcome of the record of the transition that paused it; such chains still verify), answered (a question or choice was answered), approved, edited or rejected (an approval was decided), expired (a deadline ended the run), escalated (a deadline moved an approval to another role), cancelled, reannounced (the interrupt was announced again with a fresh token), refused (a command on the run was refused), responded (an approval was answered with a message instead), voted (a vote short of an approval's quorum), claimed, released or delegated (who may decide an approval changed), reminded (a reminder of a pending interrupt fell due).
+   * What happened: started (a run started), interrupted (the run paused on an interrupt: written only in chains from before a pause was folded into the outcome of the record of the transition that paused it; such chains still verify), answered (a question or choice was answered), approved, edited or rejected (an approval was decided), expired (a deadline ended the run), escalated (a deadline moved an approval to another role), cancelled, reannounced (the interrupt was announced again with a fresh token), refused (a command on the run was refused), responded (an approval was answered with a message instead), voted (a vote short of an approval's quorum), claimed, released or delegated (who may decide an approval changed), reminded (a reminder of a pending interrupt fell due), consumed (an approved tool call's approval was taken to run it, once).
    */
   action:
     | "started"
@@ -429,6 +441,7 @@ export type AuditRecord = {
     | "claimed"
     | "released"
     | "delegated"
+    | "consumed"
     | "reminded";
   /**
    * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
@@ -634,6 +647,7 @@ export interface InterlockSchemas {
   reannounce?: Reannounce;
   assign?: Assign;
   "tool-requested"?: ToolRequested;
+  consume?: Consume;
   "ask-requested"?: AskRequested;
   expire?: Expire;
   remind?: Remind;
@@ -646,6 +660,7 @@ export interface InterlockSchemas {
   expired?: Expired;
   refused?: Refused;
   decided?: Decided;
+  consumed?: Consumed;
   answered?: Answered;
   assigned?: Assigned;
   voted?: Voted;
@@ -680,6 +695,10 @@ export interface ToolRequested {
    */
   tool: string;
   /**
+   * The server offering the tool (the MCP gateway names the upstream): rules may match it (server: in a rule), and the decision binds it.
+   */
+  server?: string;
+  /**
    * The call's arguments. Gate rules read them (args.amount > 500); an approver may edit them.
    */
   args?: {
@@ -704,6 +723,19 @@ export interface ToolRequested {
     [k: string]: unknown | undefined;
   };
   origin?: Origin;
+}
+/**
+ * Data of io.interlock.tool.consume, sent to interlock.in.gate.consume (CloudEvent subject: the callId): the agent about to run an approved or edited tool call takes its approval. An approval is taken once, whichever gateway or process asks, and only for exactly its final args: answered with io.interlock.tool.consumed on interlock.ev.gate.<callId>.consumed, or refused (not_waiting: taken already, or not approved; forbidden: other args, or, where callers are identified, not the call's requester).
+ */
+export interface Consume {
+  /**
+   * The call whose approval to take.
+   */
+  callId: string;
+  /**
+   * The digest of the args about to run: the decided event's finalDigest.
+   */
+  argsDigest: string;
 }
 /**
  * Data of io.interlock.ask.requested, sent to interlock.in.ask.request: an agent service puts one interrupt of its own design in front of people, without a flow. The ask becomes a run of the built-in ask flow (run id = askId) with the interrupt on interlock.ev.ask.<askId>.interrupted; it is answered with a resume of flow ask, and settles with io.interlock.ask.answered on interlock.ev.ask.<askId>.answered. A malformed ask is refused invalid_payload, saying what to fix, and dead-lettered. An ask repeating an askId never asks twice: while it waits nothing is published; once settled the same answered event is published again.
@@ -1249,6 +1281,25 @@ export interface Refused {
    * The CloudEvent id of the refused command.
    */
   eventId?: string;
+}
+/**
+ * Data of io.interlock.tool.consumed on interlock.ev.gate.<callId>.consumed: an approved call's approval was taken, by whom and when, to run the args of argsDigest. It is taken once.
+ */
+export interface Consumed {
+  /**
+   * A flow name, run id, tool call id or approver role: 1 to 128 of A-Z a-z 0-9 _ -, so that it is one NATS subject token and one KV key token. Anything else is refused with an error naming the bad byte; a name is never rewritten.
+   */
+  callId: string;
+  /**
+   * The digest of the args the call runs with.
+   */
+  argsDigest: string;
+  /**
+   * Who took it: the call's requester.
+   */
+  by: string;
+  at: string;
+  origin?: Origin;
 }
 /**
  * Data of io.interlock.ask.answered on interlock.ev.ask.<askId>.answered, also POSTed to the ask's callbackUrl: how an ask settled. answered: the people answered (answers for a question, selected for a choice, decision and the rest for an approval); expired: nobody answered by the deadline; cancelled: the ask was cancelled. A repeated ask of a settled askId gets the same data again.
