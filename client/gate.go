@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,28 +97,76 @@ func (c *Client) requestTool(ctx context.Context, req protocol.ToolRequest, wait
 	return ToolAnswer{Decided: &d}, nil
 }
 
-// ErrTaken is returned by [Client.Consume] when the approval was taken
-// already: an approval lets its call run once.
-var ErrTaken = errors.New("client: the approval was taken already")
+// Errors of [Client.Consume].
+var (
+	// ErrTaken: the approval was taken already; an approval lets its call
+	// run once.
+	ErrTaken = errors.New("client: the approval was taken already")
+	// ErrReceipt: the decision's receipt is missing, does not verify
+	// with the deployment's audit keys, or states another decision.
+	ErrReceipt = errors.New("client: the decision's receipt does not hold")
+)
+
+// VerifyReceipt verifies a decision's receipt with the audit keys the
+// deployment's workers published, and returns what it states. An error
+// wraps protocol.ErrReceiptInvalid or protocol.ErrReceiptExpired.
+func (c *Client) VerifyReceipt(ctx context.Context, jws string) (protocol.Receipt, error) {
+	ks, err := c.AuditKeys(ctx)
+	if err != nil {
+		return protocol.Receipt{}, err
+	}
+	keys := make(map[string]ed25519.PublicKey, len(ks))
+	for _, k := range ks {
+		if pub, err := k.Key(); err == nil {
+			keys[k.Kid] = pub
+		}
+	}
+	return protocol.VerifyReceipt(keys, jws, time.Now())
+}
+
+// VerifyDecided checks the gate's decision d before its call runs: its
+// receipt verifies with the deployment's audit keys and states exactly d
+// (the call, its args digest, the decision, the final args' digest). An
+// error wraps [ErrReceipt].
+func (c *Client) VerifyDecided(ctx context.Context, d protocol.Decided) (protocol.Receipt, error) {
+	if d.Receipt == "" {
+		return protocol.Receipt{}, fmt.Errorf("%w: call %s's decision carries none (a worker of an earlier version decided it), so it cannot be verified: do not run it; request the call again with a new callId", ErrReceipt, d.CallID)
+	}
+	r, err := c.VerifyReceipt(ctx, d.Receipt)
+	if err != nil {
+		return r, fmt.Errorf("%w: call %s: %w", ErrReceipt, d.CallID, err)
+	}
+	if err := r.CheckDecided(d); err != nil {
+		return r, fmt.Errorf("%w: call %s: %w", ErrReceipt, d.CallID, err)
+	}
+	return r, nil
+}
 
 // Consume takes the approval of a call the gate approved or edited, just
 // before the agent runs it with exactly the decision's args (d.Args, of
-// digest d.FinalDigest): an approval is taken once, whatever gateway or
-// process asks, so that a call runs once per approval. It returns the
-// consumed event's data; an approval taken already is an error wrapping
-// [ErrTaken] (run nothing: request the call again, with a new callId, to
-// ask anew); any other refusal is a *RefusedError.
+// digest d.FinalDigest): it verifies the decision's receipt first
+// ([Client.VerifyDecided]), then takes the approval, once, whatever gateway
+// or process asks, so that a call runs once per approval. It returns the
+// consumed event's data; a receipt that does not hold is an error wrapping
+// [ErrReceipt], an approval taken already one wrapping [ErrTaken] (run
+// nothing: request the call again, with a new callId, to ask anew); any
+// other refusal is a *RefusedError.
 func (c *Client) Consume(ctx context.Context, d protocol.Decided) (protocol.Consumed, error) {
 	if d.Decision != "approved" && d.Decision != "edited" {
 		return protocol.Consumed{}, fmt.Errorf("client: call %s was %s: only an approved or edited call's approval is taken", d.CallID, d.Decision)
 	}
-	digest := d.FinalDigest
-	if digest == "" {
-		var err error
-		if digest, err = protocol.RawArgsDigest(d.Args); err != nil {
-			return protocol.Consumed{}, fmt.Errorf("client: call %s: %w", d.CallID, err)
-		}
+	if _, err := c.VerifyDecided(ctx, d); err != nil {
+		return protocol.Consumed{}, err
 	}
+	return c.Take(ctx, d.CallID, d.FinalDigest)
+}
+
+// Take takes the approval of call callID for the args of digest, once,
+// without checking a receipt: [Client.Consume] checks the decision's
+// receipt first, and is what an agent calls; Take is for a surface (the
+// HTTP API) whose caller checked it. It returns as Consume does.
+func (c *Client) Take(ctx context.Context, callID, digest string) (protocol.Consumed, error) {
+	d := protocol.Decided{CallID: callID}
 	ev, err := c.send(ctx, GateFlow, d.CallID, protocol.VerbConsume, protocol.TypeToolConsume, protocol.Consume{CallID: d.CallID, ArgsDigest: digest}, "", nil)
 	if err != nil {
 		return protocol.Consumed{}, err

@@ -64,6 +64,14 @@ func settleAsk(t *txn, status string) {
 		return
 	}
 	a := &protocol.Answered{AskID: s.Ask.AskID, Status: status, Kind: s.Ask.Interrupt.Kind, Origin: t.cp.Origin, At: t.now.UTC()}
+	rc := protocol.Receipt{Kind: a.Kind, Decision: status, Approver: t.actor, Tool: s.Ask.Interrupt.Action}
+	if status == protocol.AskExpired {
+		rc.Approver = TimeoutActor
+	}
+	if a.Kind == KindApproval {
+		rc.ArgsDigest, _ = protocol.RawArgsDigest(s.Ask.Interrupt.Args)
+	}
+	a.Receipt = t.receipt(rc)
 	if raw, err := json.Marshal(a); err == nil {
 		t.cp.State["answered"] = raw
 	}
@@ -294,6 +302,7 @@ func runAsk(ctx context.Context, n *Node[askState]) error {
 		return fmt.Errorf("ask %s: kind %q", s.Ask.AskID, in.Kind)
 	}
 	a.At = n.x.now.UTC()
+	a.Receipt = n.x.receipt(askReceipt(s.Ask, a))
 	if err := n.Set("answered", a); err != nil {
 		return err
 	}
@@ -386,4 +395,28 @@ func (r *Runner) askAgain(ctx context.Context, cp *Checkpoint, rev uint64, req A
 		return Outcome{}, fmt.Errorf("engine: answering ask %s again: %w", req.AskID, err)
 	}
 	return Outcome{Flow: AskFlowName, Run: req.AskID, Status: cp.Status, Events: []Message{m}}, nil
+}
+
+// askReceipt is the receipt of an ask answered with a (by the approver of
+// an approval; by the transition's caller for a question or a choice).
+func askReceipt(ask protocol.AskRequest, a *protocol.Answered) protocol.Receipt {
+	in := ask.Interrupt
+	if a.Kind == KindApproval {
+		d := Decision{Verdict: a.Decision, Approver: a.Approver, Votes: a.Votes}
+		if len(a.Args) > 0 {
+			_ = json.Unmarshal(a.Args, &d.Args)
+		}
+		args := in.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		return approvalReceipt(in.Action, "", args, d)
+	}
+	r := protocol.Receipt{Kind: a.Kind, Decision: protocol.ReceiptAnswered}
+	if a.Kind == KindChoice {
+		r.AnswerDigest, _ = protocol.AnswerDigest(nil, a.Selected)
+	} else {
+		r.AnswerDigest, _ = protocol.AnswerDigest(a.Answers, nil)
+	}
+	return r
 }

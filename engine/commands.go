@@ -230,6 +230,7 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 				final, _ := json.Marshal(d.Args)
 				ev.Edits, rec.Approval.Edits, rec.Approval.Final = edits, edits, final
 			}
+			ev.Receipt = t.receipt(approvalReceipt(in.Action, "", in.Args, *d))
 		}
 		rec.Action = action
 		t.begin(cmd.Traceparent, action)

@@ -251,7 +251,8 @@ func (r *Runner) timeoutDecision(ctx context.Context, t *txn, p Policy) (Outcome
 	cp.Status = Running
 	t.begin("", auditVerdict(v))
 	t.emit(protocol.EventResumed, &protocol.Resumed{Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
-		Decision: string(v), Approver: TimeoutActor, Reason: reason, Origin: cp.Origin})
+		Decision: string(v), Approver: TimeoutActor, Reason: reason, Origin: cp.Origin,
+		Receipt: t.receipt(approvalReceipt(in.Action, "", in.Args, *in.Decision))})
 	t.audit(&protocol.AuditRecord{Action: auditVerdict(v), Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 		By: TimeoutActor, EventID: t.in.EventID, Reason: reason, Timeout: true, ApproverRole: in.ApproverRole,
 		Approval: &protocol.AuditApproval{Action: in.Action, Args: in.Args}})

@@ -33,7 +33,9 @@ type exec struct {
 	ensureStored func(context.Context) error
 	// requestID returns a new request id.
 	requestID func() string
-	steps     map[string]bool
+	// receipt signs a receipt of the transition's decision.
+	receipt func(protocol.Receipt) string
+	steps   map[string]bool
 	// persisted is set once this transition wrote the checkpoint mid-node.
 	persisted bool
 	// rejected is set when an approval of this visit was rejected.

@@ -159,6 +159,8 @@ func GateFlow() *Flow {
 		digest, _ := s.digest()
 		d := &protocol.Decided{CallID: s.CallID, Decision: ToolExpired, Tool: s.Tool, Server: s.Server, ArgsDigest: digest, Rule: s.Rule.Name,
 			Reason: fmt.Sprintf("no decision by %s", in.ExpiresAt.Format(time.RFC3339)), Origin: t.cp.Origin}
+		d.Receipt = t.receipt(protocol.Receipt{Kind: protocol.KindApproval, Tool: s.Tool, Server: s.Server, ArgsDigest: digest,
+			Decision: protocol.ReceiptExpired, Approver: TimeoutActor, Rule: s.Rule.Name, RequestID: in.RequestID})
 		if raw, err := json.Marshal(d); err == nil {
 			t.cp.State["decided"] = raw
 		}
@@ -241,6 +243,10 @@ func decideTool(ctx context.Context, n *Node[gateState]) error {
 	default:
 		ev.Decision = ToolRejected
 	}
+	raw, _ := json.Marshal(s.Args)
+	rc := approvalReceipt(s.Tool, s.Server, raw, d)
+	rc.Decision, rc.FinalDigest, rc.Rule = ev.Decision, ev.FinalDigest, s.Rule.Name
+	ev.Receipt = n.x.receipt(rc)
 	if err := n.Set("decided", ev); err != nil {
 		return err
 	}

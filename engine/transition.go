@@ -455,6 +455,7 @@ func (t *txn) exec() *exec {
 		return x.persist(ctx)
 	}
 	x.emit = t.emit
+	x.receipt = t.receipt
 	return x
 }
 

@@ -212,6 +212,29 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 		}},
 		{"POST /v1/gate/requests", 403, func() response { return local.do("POST", "/v1/gate/requests", `{}`, crossSite...) }},
 
+		{"POST /v1/gate/requests/{callId}/consume", 400, func() response {
+			return local.do("POST", "/v1/gate/requests/o-call-2/consume", `{"argsDigest":"x"}`)
+		}},
+		{"POST /v1/gate/requests/{callId}/consume", 401, func() response { return secured.do("POST", "/v1/gate/requests/o-call-2/consume", `{}`) }},
+		{"POST /v1/gate/requests/{callId}/consume", 403, func() response {
+			return local.do("POST", "/v1/gate/requests/o-call-2/consume", `{}`, crossSite...)
+		}},
+		{"POST /v1/gate/requests/{callId}/consume", 404, func() response {
+			return local.do("POST", "/v1/gate/requests/o-call-none/consume", `{"argsDigest":"`+strings.Repeat("0", 64)+`"}`)
+		}},
+		{"POST /v1/gate/requests/{callId}/consume", 409, func() response {
+			return local.do("POST", "/v1/gate/requests/o-call-2/consume", `{"argsDigest":"`+strings.Repeat("0", 64)+`"}`)
+		}},
+		{"POST /v1/gate/requests/{callId}/consume", 200, func() response {
+			local.accepted("POST", "/v1/runs/gate/o-call-2/resume", `{"decision":"approve"}`)
+			var ans httpapi.GateAnswer
+			local.must(http.StatusOK, "POST", "/v1/gate/requests", `{"callId":"o-call-2","tool":"issue_refund","args":{"amount":2000}}`).decode(t, &ans)
+			return local.do("POST", "/v1/gate/requests/o-call-2/consume", `{"argsDigest":"`+ans.Decided.FinalDigest+`"}`)
+		}},
+
+		{"GET /v1/audit/keys", 200, func() response { return secured.do("GET", "/v1/audit/keys", nil) }},
+		{"GET /v1/audit/keys", 403, func() response { return local.do("GET", "/v1/audit/keys", nil, badHost...) }},
+
 		{"POST /v1/asks", 202, func() response {
 			return local.do("POST", "/v1/asks", `{"askId":"o-ask-1","interrupt":{"kind":"choice","question":"Which?","options":[{"id":"a","label":"A"}]}}`)
 		}},

@@ -238,6 +238,8 @@ func New(port Port, cfg Config) (*Server, error) {
 		{method: "POST", path: "/v1/runs/{flow}/{run}/callbacks", handle: s.mintCallback},
 		{method: "POST", path: "/v1/callbacks/{link}", handle: s.useCallback, public: true, secretPath: true},
 		{method: "POST", path: "/v1/gate/requests", handle: s.requestTool},
+		{method: "POST", path: "/v1/gate/requests/{callId}/consume", handle: s.consumeTool},
+		{method: "GET", path: "/v1/audit/keys", handle: s.auditKeys, public: true},
 		{method: "POST", path: "/v1/asks", handle: s.postAsk},
 		{method: "GET", path: "/v1/asks/{askId}", handle: s.getAsk},
 		{method: "GET", path: "/v1/events", handle: s.watchEvents},

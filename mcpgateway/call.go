@@ -162,6 +162,10 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 			run = args
 		}
 		if _, err := c.Consume(ctx, d); err != nil {
+			if errors.Is(err, client.ErrReceipt) {
+				g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: a decision's receipt does not hold; the call did not run")
+				return failed(gate, "The call of %s did not run: its approval's signed receipt does not hold (%s). Tell the user.", name, strings.TrimPrefix(err.Error(), "client: "))
+			}
 			if errors.Is(err, client.ErrTaken) {
 				return failed(gate, "The call of %s did not run: its approval (callId %s) was used already, by this call made before or by an identical one made at the same time; an approval lets a call run once. Call it again to ask a person anew, if it must run again.", name, callID)
 			}

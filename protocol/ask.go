@@ -126,4 +126,7 @@ type Answered struct {
 	// Origin is the ask's origin, echoed.
 	Origin json.RawMessage `json:"origin,omitempty"`
 	At     time.Time       `json:"at"`
+	// Receipt is the settling's receipt ([Receipt]): what a callback's
+	// receiver verifies, with the deployment's audit public key.
+	Receipt string `json:"receipt,omitempty"`
 }

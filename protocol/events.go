@@ -29,6 +29,9 @@ type Resumed struct {
 	// Message is a respond's answer.
 	Message string          `json:"message,omitempty"`
 	Origin  json.RawMessage `json:"origin,omitempty"`
+	// Receipt is an approval's decision's receipt ([Receipt]), a compact
+	// JWS signed with the deployment's audit key.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // Completed is the data of a completed event: the final state.
@@ -125,6 +128,9 @@ type Decided struct {
 	// Message is a respond's answer to the agent (decision responded).
 	Message string          `json:"message,omitempty"`
 	Origin  json.RawMessage `json:"origin,omitempty"`
+	// Receipt is the decision's receipt ([Receipt]) for a call a rule
+	// held: an agent verifies it before it runs the call.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // Consumed is the data of io.interlock.tool.consumed, on

@@ -178,6 +178,7 @@ func (e *Resumed) AppendJSON(dst []byte) ([]byte, error) {
 	w.RawOmit(`,"edits":`, e.Edits)
 	w.StrOmit(`,"message":`, e.Message)
 	w.RawOmit(`,"origin":`, e.Origin)
+	w.StrOmit(`,"receipt":`, e.Receipt)
 	w.Lit("}")
 	return w.B, w.Err
 }

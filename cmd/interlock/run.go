@@ -133,6 +133,8 @@ Usage:
                                                   marking records that cannot be vouched for
   interlock audit verify <flow> <run> [--key KEY] check each record's signature and the hash chain
   interlock audit key                             print the public keys audit records are signed with
+  interlock receipt verify [--key KEY] [RECEIPT|FILE|-]
+                                                  check a decision's signed receipt, offline with --key
   interlock gate request <tool> [arg=value ...]   ask the tool-call gate whether a call may run,
                                                   and wait for the decision
   interlock ask     question|choice|approval <text> ...
@@ -240,6 +242,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return reannounceCmd(ctx, rest, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, rest, stdout, stderr)
+	case "receipt":
+		return receiptCmd(ctx, rest, stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, rest, stdout, stderr)
 	case "gate":
@@ -357,6 +361,8 @@ takes one decision: --approve, --reject, or --edit (approve with args changed).
 `
 	case "mcp gateway":
 		return mcpGatewayAbout
+	case "receipt":
+		return receiptAbout
 	case "mcp":
 		return `mcp serves the Model Context Protocol to a model's client (Claude Desktop, an IDE,
 an agent framework) against a running deployment: tools to list and start flows,
@@ -411,6 +417,9 @@ func exitHelp(cmd string) string {
 	}
 	if cmd == "audit" {
 		return "Exit codes: 0 done (verify: every record is vouched for and the chain is intact), 1 failed (verify: a record cannot be vouched for, or the chain is broken; which and why is printed on stdout), 2 bad usage, 3 no such run or flow, 5 server unreachable.\n"
+	}
+	if cmd == "receipt" {
+		return "Exit codes: 0 the receipt verifies and holds, 1 it does not verify or has expired (why is printed), 2 bad usage, 5 server unreachable (without --key).\n"
 	}
 	return "Exit codes: 0 done, 1 failed, 2 bad usage, 3 refused, 4 asked again, 5 server unreachable.\n"
 }
@@ -473,7 +482,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_MCP_APPROVER  default of --approver
   INTERLOCK_AS        default of --approver when INTERLOCK_MCP_APPROVER is not set
 `
-	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks":
+	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks", "receipt":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

@@ -117,6 +117,7 @@ class Decided(_DecidedRequired, total=False):
     rule: str
     origin: JSONObject
     message: str
+    receipt: str
 
 
 class OnTimeout(TypedDict, total=False):
@@ -193,6 +194,7 @@ class Answered(_AnsweredRequired, total=False):
     reason: str
     votes: List[Vote]
     origin: JSONObject
+    receipt: str
 
 
 class _InterruptedRequired(TypedDict):

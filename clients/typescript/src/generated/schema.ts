@@ -355,6 +355,10 @@ export type Resumed = {
    */
   message?: string;
   origin?: Origin;
+  /**
+   * An approval's decision's receipt.
+   */
+  receipt?: string;
 };
 /**
  * approval with a quorum: the votes cast so far.
@@ -408,6 +412,10 @@ export type Decided = {
    * With decision responded: the approver's answer to the agent; the call does not run.
    */
   message?: string;
+  /**
+   * The decision's receipt, for a call a rule held: verify it before running the call.
+   */
+  receipt?: string;
 };
 /**
  * Data of io.interlock.audit.<action> on interlock.audit.<flow>.<run>, in the append-only INTERLOCK_AUDIT stream (deletes and purges denied): what happened to a run, who did it (by), and where the run ended up (outcome). Every transition appends one before its events are published. Answers, state and resume tokens are never in it; an approval's args are. A run's records form a hash chain that anyone can check from the stream: hash is the hex SHA-256 of the record's canonical JSON (the data decoded with numbers kept as written, its hash member removed, encoded again with object keys sorted and no insignificant space), seq is the record's position from 1, and prev the hash of the record before it. A refusal is a side record: side is true, it has no seq, and prev names the chain's head when it was written; only refusals are side records. The checkpoint document holds the head (audit: {records, hash}). Each record is signed with the deployment's audit key, an Ed25519 key derived from its resume-token secret: kid names the key and sig is the signature over the hash, so the hash leaves sig out and covers kid. The workers publish the public keys in the KV bucket interlock_config, key audit.keys (schema audit-keys). Records written before Interlock signed them have neither kid nor sig.
@@ -1352,6 +1360,10 @@ export interface Answered {
    * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
    */
   at: string;
+  /**
+   * The settling's receipt: what a callback's receiver verifies, with the deployment's audit public key.
+   */
+  receipt?: string;
 }
 /**
  * Data of io.interlock.run.assigned on interlock.ev.<flow>.<run>.assigned: who may decide a pending approval changed (a claim, a release or a delegation). It carries the approval's assignees, claimant and approver role as they now are.

@@ -1,0 +1,63 @@
+package client_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce checks Consume: it
+// verifies the decision's receipt with the deployment's audit keys and
+// refuses a decision it does not state (other args to run, no receipt),
+// takes the approval once, and refuses a second take.
+func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
+	t.Parallel()
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartServer(t, "")
+	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	c := client.New(nc, js, wire.Names{}, "/agents/support", natstest.Wait)
+	req := protocol.ToolRequest{CallID: "call-r", Tool: "issue_refund",
+		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"o-1"`), "amount": json.RawMessage("4800")}}
+	if ans, err := c.AskTool(t.Context(), req, natstest.Wait); err != nil || ans.Pending == nil {
+		t.Fatalf("asking: %+v %v", ans, err)
+	}
+	if ev, err := svc.ResumeAs(t.Context(), svc.Client("/test"), client.GateFlow, "call-r", protocol.Resume{Decision: "approve"}, "sam", []string{"supervisor"}); err != nil || ev.Kind == protocol.EventRefused {
+		t.Fatalf("approving: %s %v", ev.Kind, err)
+	}
+	ans, err := c.RequestTool(t.Context(), req, natstest.Wait)
+	if err != nil || ans.Decided == nil || ans.Decided.Decision != "approved" {
+		t.Fatalf("the decision: %+v %v", ans, err)
+	}
+	d := *ans.Decided
+	r, err := c.VerifyDecided(t.Context(), d)
+	if err != nil || r.Approver != "sam" || r.Decision != protocol.ReceiptApproved {
+		t.Fatalf("the receipt: %+v %v", r, err)
+	}
+	tampered := d
+	tampered.Args, tampered.FinalDigest = json.RawMessage(`{"orderId":"o-1","amount":9000}`), d.ArgsDigest[:63]+"0"
+	if _, err := c.Consume(t.Context(), tampered); !errors.Is(err, client.ErrReceipt) {
+		t.Fatalf("taking the approval for other args: %v, want ErrReceipt", err)
+	}
+	none := d
+	none.Receipt = ""
+	if _, err := c.Consume(t.Context(), none); !errors.Is(err, client.ErrReceipt) {
+		t.Fatalf("taking an approval without a receipt: %v, want ErrReceipt", err)
+	}
+	if got, err := c.Consume(t.Context(), d); err != nil || got.CallID != "call-r" || got.ArgsDigest != d.FinalDigest {
+		t.Fatalf("the first take: %+v %v", got, err)
+	}
+	if _, err := c.Consume(t.Context(), d); !errors.Is(err, client.ErrTaken) {
+		t.Fatalf("a second take: %v, want ErrTaken", err)
+	}
+}
