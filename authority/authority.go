@@ -365,12 +365,12 @@ func (a *Authority) MayAssign(c Caller, act Action, r Run) error {
 	return a.mayDecide(c, act, p)
 }
 
-// MayCancel decides whether c may cancel r: a run that waits on an
-// approval only some may decide is cancelled by its starter, by whoever
-// may decide it, or by a holder of a cancel role; any other by anyone
-// who may reach it.
+// MayCancel decides whether c may cancel r: where callers are
+// identified, a run that waits on an approval only some may decide is
+// cancelled by its starter, by whoever may decide it, or by a holder of a
+// cancel role; any other by anyone who may reach it.
 func (a *Authority) MayCancel(c Caller, r Run) error {
-	if !r.Pending.restricted() || a.mayDecide(c, Cancel, r.Pending) == nil {
+	if !a.Identified() || !r.Pending.restricted() || a.mayDecide(c, Cancel, r.Pending) == nil {
 		return nil
 	}
 	if c.AllRoles || (r.StartedBy != "" && c.Name == r.StartedBy) {
@@ -396,11 +396,12 @@ func (a *Authority) cancelRoles() []string {
 	return a.cfg.CancelRoles
 }
 
-// MayRead decides whether c may read r: a private run (an ask, a tool
-// call) only by whoever started it, whoever may decide it (or could, once
-// settled), and holders of a read role; any other by any caller.
+// MayRead decides whether c may read r: where callers are identified, a
+// private run (an ask, a tool call) only by whoever started it, whoever
+// may decide it (or could, once settled), and holders of a read role; any
+// other by any caller.
 func (a *Authority) MayRead(c Caller, r Run) error {
-	if !r.Private || c.AllRoles || (r.StartedBy != "" && c.Name == r.StartedBy) {
+	if !a.Identified() || !r.Private || c.AllRoles || (r.StartedBy != "" && c.Name == r.StartedBy) {
 		return nil
 	}
 	if a != nil {

@@ -70,8 +70,23 @@ func union(a, b []string) []string {
 // EntryOf is the authority's view of a run as the pending index holds
 // it: enough to decide who may see it in a queue, and who may act on it.
 func EntryOf(p protocol.Pending) Run {
-	return Run{Flow: p.Flow, ID: p.Run, Status: protocol.StatusWaiting,
+	return Run{Flow: p.Flow, ID: p.Run, Status: protocol.StatusWaiting, StartedBy: p.StartedBy,
 		Private: p.Flow == protocol.AskFlow || p.Flow == protocol.GateFlow,
 		Pending: &Pending{Kind: p.Kind, RequestID: p.RequestID, ApproverRole: p.ApproverRole, Assignees: p.Assignees,
 			ClaimedBy: p.ClaimedBy, Requester: p.Requester, Quorum: p.Quorum, Action: p.Action}}
+}
+
+// FinishedOf is the authority's view of a run as the finished-runs index
+// holds it: an ask's or a tool call's is private, readable by whoever
+// asked, whoever held the role it waited on last, and the read roles.
+func FinishedOf(f protocol.Finished) Run {
+	r := Run{Flow: f.Flow, ID: f.Run, Status: f.Status, StartedBy: f.StartedBy,
+		Private: f.Flow == protocol.AskFlow || f.Flow == protocol.GateFlow}
+	if in := f.Interrupt; in != nil && in.ApproverRole != "" {
+		r.DeciderRoles = []string{in.ApproverRole}
+	}
+	if d := f.Decision; d != nil && d.Approver != "" {
+		r.DeciderPeople = []string{d.Approver}
+	}
+	return r
 }

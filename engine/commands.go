@@ -255,6 +255,10 @@ func (r *Runner) Cancel(ctx context.Context, cmd Cancel) (Outcome, error) {
 		if cp.Status != Waiting {
 			return t.refuse(ctx, "", CodeNotWaiting, "run %s is %s; only a waiting run can be cancelled", cmd.Run, cp.Status)
 		}
+		var ref *authority.Refusal
+		if err := r.cfg.Authority.MayCancel(t.caller, t.authorityRun()); errors.As(err, &ref) {
+			return t.refuse(ctx, "", ref.Code, "%s", ref.Reason)
+		}
 		node := cp.Node
 		if cp.Interrupt != nil {
 			t.asked = cp.Interrupt.AskedAt

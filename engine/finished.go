@@ -30,7 +30,7 @@ func (t *txn) finished() *Finished {
 	cp := t.cp
 	f := &Finished{
 		Flow: cp.Flow, Run: cp.Run, Status: cp.Status, Node: cp.Node,
-		CreatedAt: cp.CreatedAt, FinishedAt: t.now, Error: truncate(cp.Error, maxEcho),
+		CreatedAt: cp.CreatedAt, FinishedAt: t.now, Error: truncate(cp.Error, maxEcho), StartedBy: cp.StartedBy,
 	}
 	if in := t.pending; in != nil {
 		f.Interrupt = &protocol.FinishedInterrupt{RequestID: in.RequestID, Node: in.Node, Kind: in.Kind, ApproverRole: in.ApproverRole, Action: in.Action}

@@ -131,7 +131,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 			Flow: cp.Flow, Run: cp.Run, Node: in.Node, RequestID: in.RequestID, Kind: in.Kind,
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
 			ApproverRole: in.ApproverRole, Action: in.Action, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy,
-			Title: in.Title, Requester: in.Requester, RemindedAt: in.RemindedAt,
+			Title: in.Title, Requester: in.Requester, RemindedAt: in.RemindedAt, StartedBy: cp.StartedBy,
 		}
 		if in.Kind == KindApproval {
 			p.KeyArgs = protocol.KeyArgs(in.Args, in.ArgsSchema)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
@@ -75,7 +76,11 @@ func (s *Server) getAsk(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !ok {
 		return
 	}
-	ans, err := s.client(c, max(wait, s.cfg.Wait)).WaitAsk(r.Context(), id, wait)
+	cl := s.client(c, max(wait, s.cfg.Wait))
+	if cp, err := cl.Checkpoint(r.Context(), client.AskFlow, id); err == nil && !s.mayRead(w, c, authority.RunOf(cp)) {
+		return
+	}
+	ans, err := cl.WaitAsk(r.Context(), id, wait)
 	s.answerAsk(w, id, ans, err)
 }
 

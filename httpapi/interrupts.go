@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -62,7 +63,15 @@ func (s *Server) listInterrupts(w http.ResponseWriter, r *http.Request, c Caller
 		s.fail(w, err)
 		return
 	}
-	out := InterruptPage{Items: page.Items, Next: page.Next}
+	// An ask's or a tool call's entry is listed for whoever asked and
+	// whoever may decide it (a page may so come shorter than its limit).
+	items := page.Items[:0]
+	for _, p := range page.Items {
+		if s.port.Authority().MayRead(c, authority.EntryOf(p)) == nil {
+			items = append(items, p)
+		}
+	}
+	out := InterruptPage{Items: items, Next: page.Next}
 	if len(q.Kinds) == 0 && len(q.Roles) == 0 {
 		out.Total = &page.Total
 	}

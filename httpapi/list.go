@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 )
 
@@ -35,6 +36,22 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, c Caller) {
 		s.fail(w, err)
 		return
 	}
+	// An ask's or a tool call's item is listed for whoever asked and
+	// whoever may (or could) decide it.
+	items := page.Items[:0]
+	for _, it := range page.Items {
+		var run authority.Run
+		switch {
+		case it.Pending != nil:
+			run = authority.EntryOf(*it.Pending)
+		case it.Finished != nil:
+			run = authority.FinishedOf(*it.Finished)
+		}
+		if run.Flow == "" || s.port.Authority().MayRead(c, run) == nil {
+			items = append(items, it)
+		}
+	}
+	page.Items = items
 	writeJSON(w, http.StatusOK, page)
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
@@ -89,6 +90,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c Caller) {
 	cp, err := cl.Checkpoint(r.Context(), flow, run)
 	if err != nil {
 		s.fail(w, err)
+		return
+	}
+	if !s.mayRead(w, c, authority.RunOf(cp)) {
 		return
 	}
 	evs, more, err := cl.RunEvents(r.Context(), flow, run, maxRunEvents)
@@ -452,4 +456,15 @@ func bodyError(err error) string {
 		return e.Msg
 	}
 	return field + ": " + e.Msg
+}
+
+// mayRead answers the request itself, forbidden, unless the authority
+// lets c read run.
+func (s *Server) mayRead(w http.ResponseWriter, c Caller, run authority.Run) bool {
+	var ref *authority.Refusal
+	if err := s.port.Authority().MayRead(c, run); errors.As(err, &ref) {
+		writeProblem(w, problemOf(string(ref.Code), run.Flow, run.ID, "", ref.Reason))
+		return false
+	}
+	return true
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -100,6 +102,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, c Caller) {
 	}
 	defer watch.Stop()
 
+	readable := &readCache{s: s, c: c, cl: cl, runs: map[string]bool{}}
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -131,6 +134,9 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, c Caller) {
 			s.log.Error().Err(err).Msg("event stream ended")
 			return
 		}
+		if !readable.may(ctx, ev) {
+			continue
+		}
 		body, err := encodeEvent(ev.Event)
 		if err != nil {
 			s.log.Error().Err(err).Uint64("stream_seq", ev.Seq).Msg("event stream: encoding an event")
@@ -142,4 +148,37 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, c Caller) {
 		}
 		buf.WriteByte('\n')
 	}
+}
+
+// maxReadCache bounds the runs a stream remembers the readability of.
+const maxReadCache = 1024
+
+// readCache says, for one stream's caller, whether each event's run may
+// be read: an ask's or a tool call's events go to whoever asked and whoever
+// may decide it, the authority says which, from the run's checkpoint,
+// read once per run while the stream remembers it.
+type readCache struct {
+	s    *Server
+	c    Caller
+	cl   *client.Client
+	runs map[string]bool
+}
+
+// may reports whether the caller may see ev.
+func (rc *readCache) may(ctx context.Context, ev client.StreamEvent) bool {
+	flow := events.StringExtension(ev.Event, protocol.ExtFlow)
+	if flow != protocol.AskFlow && flow != protocol.GateFlow || !rc.s.port.Authority().Identified() {
+		return true
+	}
+	key := flow + "." + ev.Event.Subject()
+	if ok, seen := rc.runs[key]; seen {
+		return ok
+	}
+	cp, err := rc.cl.Checkpoint(ctx, flow, ev.Event.Subject())
+	ok := err == nil && rc.s.port.Authority().MayRead(rc.c, authority.RunOf(cp)) == nil
+	if len(rc.runs) >= maxReadCache {
+		clear(rc.runs)
+	}
+	rc.runs[key] = ok
+	return ok
 }

@@ -141,3 +141,66 @@ func TestAnEditIsCheckedAgainstTheRuleAgain(t *testing.T) {
 		t.Fatalf("lowering the refund: %+v, want the call decided", got)
 	}
 }
+
+// TestAnAskIsReadByItsAgentAndItsDecidersAlone checks that, with a
+// directory of people in force, an ask, its conversation and its callback
+// URL are read and listed by the agent that asked and by the people who
+// may answer it, and by no other token holder.
+func TestAnAskIsReadByItsAgentAndItsDecidersAlone(t *testing.T) {
+	t.Parallel()
+	r := startTrustRig(t)
+	a := r.by(authoritytest.AgentA)
+	a.must(http.StatusAccepted, "POST", "/v1/asks", map[string]any{"askId": "ask-card", "conversationId": "conv-1",
+		"messages":    []map[string]any{{"role": "user", "content": "my card is 4111 1111 1111 1111"}},
+		"callbackUrl": "https://agent-a.example/hooks/interlock",
+		"interrupt":   map[string]any{"kind": "approval", "action": "issue_refund", "args": map[string]any{"amount": 900}, "approverRole": authoritytest.Supervisor}})
+	for _, who := range []string{authoritytest.AgentA, authoritytest.Ann, authoritytest.Ops} {
+		if res := r.by(who).do("GET", "/v1/runs/ask/ask-card", nil); res.status != http.StatusOK {
+			t.Errorf("%s reading the ask: %d", who, res.status)
+		}
+	}
+	for _, who := range []string{authoritytest.AgentB, authoritytest.Ray} {
+		for _, path := range []string{"/v1/runs/ask/ask-card", "/v1/asks/ask-card"} {
+			res := r.by(who).do("GET", path, nil)
+			if res.status != http.StatusForbidden || strings.Contains(string(res.body), "4111") || strings.Contains(string(res.body), "agent-a.example") {
+				t.Errorf("%s reading %s: %d %s, want 403 and nothing of the ask", who, path, res.status, res.body)
+			}
+		}
+		var page httpapi.InterruptPage
+		r.by(who).must(http.StatusOK, "GET", "/v1/interrupts", nil).decode(t, &page)
+		for _, p := range page.Items {
+			if p.Run == "ask-card" {
+				t.Errorf("%s lists the ask", who)
+			}
+		}
+	}
+	var page httpapi.InterruptPage
+	r.by(authoritytest.Ann).must(http.StatusOK, "GET", "/v1/interrupts", nil).decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0].Run != "ask-card" {
+		t.Errorf("a supervisor's list: %+v, want the ask", page.Items)
+	}
+}
+
+// TestARunWaitingOnOthersIsCancelledByItsStarterItsDecidersAndTheCancelRole
+// checks cancels with a directory in force: a token holder with no say in
+// an approval cannot cancel it, nor can another agent; its starter, a
+// supervisor and the operators' cancel role can.
+func TestARunWaitingOnOthersIsCancelledByItsStarterItsDecidersAndTheCancelRole(t *testing.T) {
+	t.Parallel()
+	r := startTrustRig(t)
+	a := r.by(authoritytest.AgentA)
+	for _, call := range []string{"c-1", "c-2", "c-3"} {
+		a.must(http.StatusAccepted, "POST", "/v1/gate/requests?wait=5s", map[string]any{"callId": call, "tool": "issue_refund", "args": map[string]any{"amount": 900}})
+	}
+	for _, who := range []string{authoritytest.Ray, authoritytest.AgentB} {
+		res := r.by(who).do("POST", "/v1/runs/gate/c-1/cancel", map[string]any{"reason": "mine now"})
+		if p := res.problem(t); res.status != http.StatusForbidden || p.Code != string(protocol.CodeForbidden) {
+			t.Fatalf("%s cancelling agent-a's approval: %d %+v, want 403 forbidden", who, res.status, p)
+		}
+	}
+	for call, who := range map[string]string{"c-1": authoritytest.AgentA, "c-2": authoritytest.Ann, "c-3": authoritytest.Ops} {
+		if got := r.by(who).accepted("POST", "/v1/runs/gate/"+call+"/cancel", map[string]any{"reason": "not needed"}); got.Outcome != protocol.EventCancelled {
+			t.Errorf("%s cancelling %s: %+v, want cancelled", who, call, got)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
@@ -116,6 +117,10 @@ func (in *Inbox) fillDone(r *http.Request, s session, after string, params url.V
 	now := time.Now()
 	for _, it := range pg.Items {
 		if f := it.Finished; f != nil && f.Interrupt != nil && protocol.RoleRestricted(f.Interrupt.Kind) && !s.holds(f.Interrupt.ApproverRole) {
+			v.Hidden++
+			continue
+		}
+		if f := it.Finished; f != nil && in.port.Authority().MayRead(s.Caller, authority.FinishedOf(*f)) != nil {
 			v.Hidden++
 			continue
 		}

@@ -174,6 +174,11 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 		in.fail(w, r, s, err)
 		return
 	}
+	var ref *authority.Refusal
+	if err := in.port.Authority().MayRead(s.Caller, authority.RunOf(cp)); errors.As(err, &ref) {
+		in.errorPage(w, r, s, http.StatusForbidden, "Not yours to read", flow+" "+run+" is kept for whoever asked for it and the people who may answer it, and you are neither.")
+		return
+	}
 	v.Flow, v.Run, v.CP = flow, run, cp
 	if err := in.history(r, cl, &v); err != nil {
 		in.fail(w, r, s, err)

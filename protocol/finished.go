@@ -38,6 +38,9 @@ type Finished struct {
 	// By and Reason say who cancelled the run, and why.
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// StartedBy is who started the run (for an ask or a tool call, who
+	// asked).
+	StartedBy string `json:"startedBy,omitempty"`
 }
 
 // FinishedInterrupt is the interrupt a finished run last waited on.

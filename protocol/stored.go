@@ -201,6 +201,10 @@ type Pending struct {
 	// Title is an approval's title, and Requester who or what asked.
 	Title     string `json:"title,omitempty"`
 	Requester string `json:"requester,omitempty"`
+	// StartedBy is who started the run (for an ask or a tool call, who
+	// asked): an ask's and a tool call's entry is listed for them and
+	// for whoever may decide it.
+	StartedBy string `json:"startedBy,omitempty"`
 	// KeyArgs are an approval's key arguments, formatted ([KeyArgs]).
 	KeyArgs []KeyArg `json:"keyArgs,omitempty"`
 	// Quorum is how many must approve an approval, and Voters who has

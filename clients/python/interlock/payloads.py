@@ -256,6 +256,7 @@ class Pending(_PendingRequired, total=False):
     action: str
     title: str
     requester: str
+    startedBy: str
     keyArgs: List[KeyArg]
     expiresAt: str
     onTimeout: Policy

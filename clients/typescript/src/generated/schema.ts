@@ -2141,6 +2141,10 @@ export interface PendingIndexEntry {
    * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
    */
   remindedAt?: string;
+  /**
+   * Who started the run: for an ask or a tool call, who asked (the caller a service vouched for, else the NATS sender).
+   */
+  startedBy?: string;
 }
 /**
  * An argument of an approval as a row of a queue shows it: its name, its title (the schema's, or the name) and its value formatted by the schema's display hints ("$4,800.00"), each at most 80 bytes and a few more for the cut's mark.
@@ -2256,6 +2260,10 @@ export interface FinishedRunsIndexEntry {
    * cancelled: why, cut to 1 KiB.
    */
   reason?: string;
+  /**
+   * Who started the run: for an ask or a tool call, who asked (the caller a service vouched for, else the NATS sender).
+   */
+  startedBy?: string;
 }
 /**
  * The value under flows.<flow> in the KV bucket interlock_config: what the workers serving a flow say of it, so that a surface reads a person's field=value as the flow's state takes it (nats kv get interlock_config flows.refund --raw). Each worker writes it when it starts; the newest worker's word stands. Clients may read the bucket and not write it.
