@@ -111,7 +111,7 @@ func New(port Port, cfg Config) (*Mailer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mail: %w", err)
 	}
-	return &Mailer{port: port, cfg: cfg, log: *cfg.Logger, smtp: c, md: markdown.New(), domain: domain}, nil
+	return &Mailer{port: port, cfg: cfg, log: *cfg.Logger, smtp: c, md: markdown.NewMail(), domain: domain}, nil
 }
 
 // Start binds the bucket of mails sent and the mailer's durable consumer
