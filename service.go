@@ -32,6 +32,7 @@ import (
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/kv"
@@ -138,6 +139,15 @@ type Config struct {
 	// docs/operations.md, Tracing). The caller owns it and shuts it down
 	// after Stop. Defaults to a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
+	// Egress is the outbound policy of the calls the channels running on
+	// the service make to other systems (see package egress): the asks'
+	// callback URLs, Teams and Slack read it through the service
+	// (Service.Egress), and a Background among Services that calls out
+	// (a webhook.Service) is handed it before it starts (EgressUser);
+	// a channel whose own configuration sets a policy keeps its own.
+	// Defaults to the zero Policy: loopback, private and link-local
+	// addresses (and the other internal ones) are refused unless allowed.
+	Egress egress.Policy
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -174,6 +184,9 @@ func (c Config) validate() error {
 	if err := c.Buckets.Validate(); err != nil {
 		return err
 	}
+	if err := c.Egress.Validate(); err != nil {
+		return fmt.Errorf("interlock: Config.Egress: %w", err)
+	}
 	for i, b := range c.Services {
 		if b == nil {
 			return fmt.Errorf("interlock: Config.Services[%d] is nil", i)
@@ -196,6 +209,14 @@ type Background interface {
 type JetStreamUser interface {
 	Background
 	UseJetStream(js jetstream.JetStream, names wire.Names)
+}
+
+// EgressUser is a [Background] that calls other systems: before starting
+// it, the service hands it Config.Egress, which it uses unless its own
+// configuration sets a policy.
+type EgressUser interface {
+	Background
+	UseEgress(p egress.Policy)
 }
 
 // Service is a running Interlock: NATS (embedded or not), the workers, and
@@ -227,6 +248,8 @@ type Service struct {
 	// people is the directory in force; authority decides with it.
 	people    *people.Live
 	authority *authority.Authority
+	// egress is the outbound policy of the channels (Config.Egress).
+	egress egress.Policy
 }
 
 // Start starts a service and returns once it consumes: NATS reachable,
@@ -243,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{names: names}
+	s := &Service{names: names, egress: cfg.Egress}
 	fail := func(err error) (*Service, error) {
 		_ = s.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -387,6 +410,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		if u, ok := b.(JetStreamUser); ok {
 			u.UseJetStream(s.js, names)
 		}
+		if u, ok := b.(EgressUser); ok {
+			u.UseEgress(cfg.Egress)
+		}
 		if err := b.Start(ctx); err != nil {
 			return fail(fmt.Errorf("interlock: starting %T: %w", b, err))
 		}
@@ -524,6 +550,10 @@ func (s *Service) Store() *kv.Store { return s.store }
 
 // Runner is the service's engine runner.
 func (s *Service) Runner() *engine.Runner { return s.runner }
+
+// Egress is the outbound policy of the channels running on the service
+// (Config.Egress).
+func (s *Service) Egress() egress.Policy { return s.egress }
 
 // JetStream is the service's JetStream context.
 func (s *Service) JetStream() jetstream.JetStream { return s.js }

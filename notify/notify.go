@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -62,7 +63,9 @@ type Delivery struct {
 
 // Handler delivers one event. It returns nil once the event is delivered
 // (or is nothing for the channel), an error to try again later, or an
-// error wrapped by [Permanent] to dead-letter the event at once.
+// error wrapped by [Permanent] to dead-letter the event at once. An
+// error that wraps a refusal of the outbound policy (egress.ErrRefused)
+// is permanent too: another attempt would be refused the same.
 type Handler func(ctx context.Context, d Delivery) error
 
 // permanent marks an error that another attempt will not mend.
@@ -293,7 +296,7 @@ func (f *Follower) handle(msg jetstream.Msg) {
 	if after := RetryAfterOf(err); after > 0 {
 		delay = max(after, f.cfg.FirstRetry)
 	}
-	if IsPermanent(err) || d.Last || time.Since(d.Published)+delay > f.cfg.RetryFor {
+	if IsPermanent(err) || egress.IsRefused(err) || d.Last || time.Since(d.Published)+delay > f.cfg.RetryFor {
 		f.deadLetter(msg, d, err)
 		return
 	}

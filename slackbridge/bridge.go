@@ -15,6 +15,7 @@ import (
 
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
@@ -32,6 +33,8 @@ type Port interface {
 	Authority() *authority.Authority
 	JetStream() jetstream.JetStream
 	Names() wire.Names
+	// Egress is the deployment's outbound policy (interlock.Config.Egress).
+	Egress() egress.Policy
 }
 
 // Kinds are the events the bridge follows.
@@ -81,11 +84,15 @@ func New(port Port, cfg Config) (*Bridge, error) {
 	if port == nil {
 		return nil, errors.New("slackbridge: New needs a Port, such as the *interlock.Service")
 	}
+	if cfg.Egress.IsZero() {
+		cfg.Egress = port.Egress()
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	opts := []slack.Option{}
+	// Slack's Web API through the outbound policy, as every call out.
+	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Transport: cfg.Egress.Transport()})}
 	if cfg.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(cfg.APIURL))
 	}

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -130,6 +131,10 @@ func (f *fakeSlack) wait(t *testing.T, method string, n int) []call {
 	return f.of(method)
 }
 
+// fakeSlackAllowed lets the bridge reach the fake Slack on 127.0.0.1,
+// allowed by name as for local development.
+var fakeSlackAllowed = egress.Policy{Allow: []string{"127.0.0.1"}}
+
 type harness struct {
 	t     *testing.T
 	svc   *interlock.Service
@@ -143,7 +148,7 @@ func newHarness(t *testing.T) *harness {
 	srv := natstest.StartServer(t, "")
 	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow(), booking.Flow(), payoutFlow(), contractFlow(), remindFlow(), handoverFlow()), slack: newFakeSlack(t)}
 	h.cfg = slackbridge.Config{
-		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/",
+		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/", Egress: fakeSlackAllowed,
 		Channels:       map[string]string{refund.SupervisorRole: channelSup, "legal": channelLaw},
 		DefaultChannel: channelDef,
 		Users: map[string]slackbridge.User{

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/people"
 )
 
@@ -86,6 +87,12 @@ type Config struct {
 	// Defaults to slack-go's (https://slack.com/api/); tests point it at
 	// a fake.
 	APIURL string
+	// Egress says where the calls to Slack's Web API may connect (see
+	// package egress). The zero Policy takes the port's; that default
+	// refuses loopback, private and link-local addresses (and the other
+	// internal ones) unless they are allowed: a test's fake Slack on
+	// 127.0.0.1 is allowed so.
+	Egress egress.Policy
 	// Logger for the bridge. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -120,6 +127,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("slackbridge: Config.Keep %s: keep messages at least 1m", c.Keep)
 	case c.ResponseWait < 0 || c.ResponseWait > 3*time.Second:
 		return fmt.Errorf("slackbridge: Config.ResponseWait %s: Slack waits 3s at most", c.ResponseWait)
+	}
+	if err := c.Egress.Validate(); err != nil {
+		return fmt.Errorf("slackbridge: Config.Egress: %w", err)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("slackbridge: Config.Addr %q: %w; use host:port such as %s", c.Addr, err, DefaultAddr)

@@ -25,7 +25,7 @@ func TestTheDirectoryOfPeopleMapsSlackUsersAndRoleChannels(t *testing.T) {
 	srv := natstest.StartServer(t, "")
 	h := &harness{t: t, svc: natstest.Start(t, srv, refund.Flow()), slack: newFakeSlack(t)}
 	h.cfg = slackbridge.Config{
-		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/",
+		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/", Egress: fakeSlackAllowed,
 		Channels: map[string]string{refund.SupervisorRole: channelSup},
 		People:   func() *people.Directory { return dir },
 	}

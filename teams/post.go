@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
 )
 
@@ -66,7 +67,8 @@ func checkURL(raw string) error {
 
 // post sends m to ch. It returns nil once the receiver accepted it (a
 // 2xx); an error wrapped by notify.Permanent when another attempt will
-// not mend it (a 4xx other than 408 and 429, a redirect, a bad URL); an
+// not mend it (a 4xx other than 408 and 429, a redirect, a bad URL, an
+// address the outbound policy refuses); an
 // error wrapped by notify.RetryAfter when the receiver said when to come
 // back; any other error to try again. No error holds the URL.
 func (t *Teams) post(ctx context.Context, ch channel, m message) error {
@@ -85,6 +87,10 @@ func (t *Teams) post(ctx context.Context, ch channel, m message) error {
 	req.Header.Set("User-Agent", userAgent)
 	resp, err := t.http.Do(req)
 	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			return notify.Permanent(fmt.Errorf("posting to %s: %s", ch, scrub(refused.Error(), ch.url)))
+		}
 		return fmt.Errorf("posting to %s: %s", ch, scrub(transportError(err), ch.url))
 	}
 	defer func() { _ = resp.Body.Close() }()

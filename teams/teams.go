@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/people"
@@ -27,6 +28,8 @@ import (
 type Port interface {
 	JetStream() jetstream.JetStream
 	Names() wire.Names
+	// Egress is the deployment's outbound policy (interlock.Config.Egress).
+	Egress() egress.Policy
 }
 
 // Kinds are the events the channel follows.
@@ -51,8 +54,14 @@ type Config struct {
 	// request's page under it. https, or http to a loopback address to
 	// try it out. Required.
 	PublicURL string
-	// Transport makes the requests to Teams. Defaults to a clone of
-	// http.DefaultTransport.
+	// Egress says where the posts may connect (see package egress): a
+	// Workflows URL that resolves to a refused address is dead-lettered
+	// at once. The zero Policy takes the port's; that default refuses
+	// loopback, private and link-local addresses (and the other internal
+	// ones) unless they are allowed. Ignored when Transport is set.
+	Egress egress.Policy
+	// Transport makes the requests to Teams. Defaults to Egress's
+	// transport (egress.Policy.Transport).
 	Transport http.RoundTripper
 	// Timeout bounds one post. Defaults to DefaultTimeout.
 	Timeout time.Duration
@@ -77,7 +86,7 @@ func (c Config) withDefaults() Config {
 	c.Keep = cmp.Or(c.Keep, DefaultKeep)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Transport == nil {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		c.Transport = c.Egress.Transport()
 	}
 	if c.Logger == nil {
 		l := zerolog.Nop()
@@ -100,6 +109,9 @@ func (c Config) validate() error {
 	case u.Scheme == "http" && netaddr.IsLoopbackHost(u.Hostname()):
 	default:
 		return fmt.Errorf("teams: Config.PublicURL %q: use https:// (http:// only to a loopback address, to try it out)", c.PublicURL)
+	}
+	if err := c.Egress.Validate(); err != nil {
+		return fmt.Errorf("teams: Config.Egress: %w", err)
 	}
 	for _, d := range []struct {
 		name string
@@ -142,6 +154,9 @@ type Teams struct {
 func New(port Port, cfg Config) (*Teams, error) {
 	if port == nil {
 		return nil, errors.New("teams: New needs a Port, such as the *interlock.Service")
+	}
+	if cfg.Transport == nil && cfg.Egress.IsZero() {
+		cfg.Egress = port.Egress()
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/notify"
@@ -136,6 +137,15 @@ func newReceiver(t *testing.T, fail func(n int) (int, http.Header, string)) *rec
 	r.srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// transport reaches the receiver, a TLS server on 127.0.0.1, through the
+// outbound policy, with 127.0.0.1 allowed by name as for local
+// development.
+func (r *receiver) transport() http.RoundTripper {
+	tr := egress.Policy{Allow: []string{"127.0.0.1"}}.Transport()
+	tr.TLSClientConfig = r.srv.Client().Transport.(*http.Transport).TLSClientConfig
+	return tr
 }
 
 // url is the receiver's Workflows URL, with its signature.
@@ -351,7 +361,7 @@ func approval() protocol.Interrupted {
 func TestApprovalIsPostedWithItsFactsAndButton(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	in := approval()
 	in.Quorum = &protocol.Quorum{Required: 2}
 	in.Votes = []protocol.Vote{{Approver: "carol", Verdict: protocol.VerdictApprove, Digest: "d"}}
@@ -391,7 +401,7 @@ func TestQuorumRolesEachGetTheCardOnce(t *testing.T) {
 	t.Parallel()
 	sup, fin := newReceiver(t, nil), newReceiver(t, nil)
 	// Both receivers share the test certificate's transport.
-	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.transport()})
 	in := approval()
 	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
 	rg.publish(t, protocol.EventInterrupted, in)
@@ -402,7 +412,7 @@ func TestQuorumRolesEachGetTheCardOnce(t *testing.T) {
 func TestReminderPostsAFollowUpMentioningWhoItWaitsOn(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	in := approval()
 	in.Assignees = nil
 	rg.publish(t, protocol.EventInterrupted, in)
@@ -442,7 +452,7 @@ func TestSettledElsewhereIsFollowedUpWithWhoAndHow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t, nil)
-			rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+			rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 			rg.publish(t, protocol.EventInterrupted, approval())
 			rc.waitPosts(t, 1)
 			rg.publish(t, c.kind, c.data)
@@ -478,7 +488,7 @@ func TestReceiverDownThenBackGetsEachCardOnce(t *testing.T) {
 		return 0, nil, ""
 	})
 	sup := newReceiver(t, nil)
-	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.transport()})
 	in := approval()
 	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
 	rg.publish(t, protocol.EventInterrupted, in)
@@ -521,7 +531,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		}
 		return 0, nil, ""
 	})
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	rg.publish(t, protocol.EventInterrupted, approval())
 	rc.waitPosts(t, 1)
 	rc.mu.Lock()
@@ -537,7 +547,7 @@ func TestRefusedCardIsDeadLetteredWithStatusAndNoURL(t *testing.T) {
 	rc := newReceiver(t, func(int) (int, http.Header, string) {
 		return http.StatusBadRequest, nil, `{"error":{"code":"InvalidRequestContent","message":"bad card for ` + workflowPath + `?sig=` + sig + `"}}`
 	})
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	rg.publish(t, protocol.EventInterrupted, approval())
 	names := rg.svc.Names()
 	dl := natstest.WaitFor(t, rg.svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable),
@@ -557,6 +567,28 @@ func TestRefusedCardIsDeadLetteredWithStatusAndNoURL(t *testing.T) {
 	rg.assertNoURL(t, msg)
 }
 
+// A Workflows URL on a private address (a directory entry pointing at
+// the internal network) is refused by the default outbound policy before
+// any connection, and dead-lettered at once, not retried for a day.
+func TestAWorkflowsURLOnAPrivateAddressIsDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
+	internal := "https://10.20.30.40" + workflowPath + "?sig=" + sig
+	rg := start(t, map[string]string{"supervisor": internal}, teams.Config{Transport: egress.Policy{}.Transport()})
+	rg.publish(t, protocol.EventInterrupted, approval())
+	names := rg.svc.Names()
+	dls := natstest.WaitFor(t, rg.svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable), func(rs []natstest.Received) bool { return len(rs) > 0 })
+	e := dls[0].Header.Get(bus.HeaderError)
+	if !strings.Contains(e, "after 1 attempt") || !strings.Contains(e, "egress: refused to connect to 10.20.30.40:443: a private address") || !strings.Contains(e, "--egress-allow") {
+		t.Fatalf("dead letter's error %q; want the private address refused at once, saying how to allow it", e)
+	}
+	rg.assertNoURL(t, e)
+	rg.mu.Lock()
+	defer rg.mu.Unlock()
+	if len(rg.observed) != 1 || rg.dead != 1 {
+		t.Fatalf("%d attempts observed, %d dead-lettered; want one attempt, dead-lettered", len(rg.observed), rg.dead)
+	}
+}
+
 func TestWorkflowsURLIsNeverLogged(t *testing.T) {
 	t.Parallel()
 	// A receiver that answers 500 quoting the URL, then one that is gone.
@@ -570,7 +602,7 @@ func TestWorkflowsURLIsNeverLogged(t *testing.T) {
 	goneURL := gone.url()
 	gone.srv.Close()
 	rg := start(t, map[string]string{"supervisor": rc.url(), "finance": goneURL},
-		teams.Config{Transport: rc.srv.Client().Transport, RetryFor: 300 * time.Millisecond})
+		teams.Config{Transport: rc.transport(), RetryFor: 300 * time.Millisecond})
 	in := approval()
 	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
 	rg.publish(t, protocol.EventInterrupted, in)
@@ -612,7 +644,7 @@ func (rg *rig) assertNoURL(t *testing.T, s string) {
 func TestHostileDescriptionAddsNoLinkNorMention(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	in := approval()
 	in.Title = "[Approve now](https://evil.example/a) <at>ann@example.com</at>"
 	in.Description = "Please [click here](https://evil.example/approve \"t\") or ![x](https://evil.example/p.png)\n" +
@@ -681,6 +713,7 @@ func TestConfigIsChecked(t *testing.T) {
 		{"negative timeout", teams.Config{Directory: dir, PublicURL: publicURL, Timeout: -1}, "Config.Timeout is negative"},
 		{"https", teams.Config{Directory: dir, PublicURL: publicURL}, ""},
 		{"http to loopback", teams.Config{Directory: dir, PublicURL: "http://127.0.0.1:8080/"}, ""},
+		{"bad egress entry", teams.Config{Directory: dir, PublicURL: publicURL, Egress: egress.Policy{Allow: []string{"https://hooks.internal/"}}}, "Config.Egress: egress: Allow[0]"},
 	} {
 		_, err := teams.New(svc, c.cfg)
 		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
@@ -715,7 +748,7 @@ func payFlow() *engine.Flow {
 func TestRunsApprovalIsPostedAndItsDecisionFollowedUp(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.srv.Client().Transport})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
 	c := rg.svc.Client("/test")
 	ev, err := c.Start(t.Context(), "pay", "", nil, nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
@@ -32,6 +33,8 @@ type AskPort interface {
 	Client(source string) *client.Client
 	JetStream() jetstream.JetStream
 	Names() wire.Names
+	// Egress is the deployment's outbound policy (interlock.Config.Egress).
+	Egress() egress.Policy
 }
 
 // AskConfig configures [AskCallbacks].
@@ -46,8 +49,14 @@ type AskConfig struct {
 	// tried again (see notify.Config). RetryFor defaults to
 	// DefaultRetryFor.
 	FirstRetry, MaxRetry, RetryFor time.Duration
-	// Transport makes the requests. Defaults to a clone of
-	// http.DefaultTransport.
+	// Egress says where the POSTs may connect (see package egress): a
+	// callback URL that resolves to a refused address is dead-lettered at
+	// once. The zero Policy takes the port's; that default refuses
+	// loopback, private and link-local addresses (and the other internal
+	// ones) unless they are allowed. Ignored when Transport is set.
+	Egress egress.Policy
+	// Transport makes the requests. Defaults to Egress's transport
+	// (egress.Policy.Transport).
 	Transport http.RoundTripper
 	// Logger for the callbacks. Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -75,7 +84,13 @@ func NewAskCallbacks(port AskPort, cfg AskConfig) (*AskCallbacks, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.RetryFor = cmp.Or(cfg.RetryFor, DefaultRetryFor)
 	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.Egress.IsZero() {
+			cfg.Egress = port.Egress()
+		}
+		if err := cfg.Egress.Validate(); err != nil {
+			return nil, fmt.Errorf("webhooks: AskConfig.Egress: %w", err)
+		}
+		cfg.Transport = cfg.Egress.Transport()
 	}
 	if cfg.Logger == nil {
 		l := zerolog.Nop()

@@ -22,7 +22,7 @@ func TestASettledAskIsPostedToItsCallbackURLOnceSigned(t *testing.T) {
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret})
 	rcv := newReceiver(t)
 	rcv.status.Store(http.StatusServiceUnavailable)
-	a, err := webhook.NewAskCallbacks(svc, webhook.AskConfig{Secret: secret, FirstRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond})
+	a, err := webhook.NewAskCallbacks(svc, webhook.AskConfig{Secret: secret, FirstRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond, Egress: local})
 	if err != nil {
 		t.Fatal(err)
 	}

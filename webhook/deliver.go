@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
@@ -66,7 +67,7 @@ func (s *Service) deliver(ctx context.Context, r *running, d notify.Delivery) er
 	case code == http.StatusGone:
 		err = notify.Permanent(err)
 		status = StatusDead
-	case d.Last:
+	case notify.IsPermanent(err), d.Last:
 		status = StatusDead
 	default:
 		status = StatusRetrying
@@ -79,8 +80,9 @@ func (s *Service) deliver(ctx context.Context, r *running, d notify.Delivery) er
 }
 
 // post sends body to sub's receiver, signed, and returns the status code
-// (0 when no answer came) and, unless it was 2xx, why it failed. Errors
-// name the URL without its query or user information.
+// (0 when no answer came) and, unless it was 2xx, why it failed: for
+// good (notify.Permanent) when the outbound policy refused the receiver's
+// address. Errors name the URL without its query or user information.
 func (s *Service) post(ctx context.Context, sub Subscription, key []byte, id string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, sub.Timeout)
 	defer cancel()
@@ -96,6 +98,10 @@ func (s *Service) post(ctx context.Context, sub Subscription, key []byte, id str
 	req.Header.Set(HeaderSignature, Sign(key, id, now, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			return 0, notify.Permanent(fmt.Errorf("POST %s: %w", Redact(sub.URL), refused))
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return 0, fmt.Errorf("POST %s: no answer within %s", Redact(sub.URL), sub.Timeout)
 		}

@@ -18,7 +18,10 @@
 // the subscription's retryFor has passed since the event was published;
 // then, or at once when the receiver answers 410 Gone, the event is
 // dead-lettered to <prefix>.dlq.undeliverable with the last error.
-// Redirects are not followed. The webhook-id is derived from the event's
+// Redirects are not followed. A receiver whose host resolves to a
+// loopback, private, link-local or other internal address is not called
+// unless [Config].Egress allows it (see package egress): the event is
+// dead-lettered at once. The webhook-id is derived from the event's
 // id and the subscription, the same on every attempt, so a receiver
 // drops repeats.
 //

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
@@ -36,6 +37,10 @@ var names = wire.Names{Prefix: wire.DefaultPrefix}
 
 // secret is a Standard Webhooks secret of 32 bytes.
 var secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+
+// local is the outbound policy of the tests: their receivers listen on
+// 127.0.0.1, which is allowed by name, as for local development.
+var local = egress.Policy{Allow: []string{"127.0.0.1"}}
 
 // token is the resume token the test events carry: it must never leave.
 const token = "rt_TOPSECRET_resume_token"
@@ -195,7 +200,7 @@ func start(t *testing.T, js jetstream.JetStream, yaml string, tune ...func(*webh
 	}
 	logs := &logBuffer{}
 	log := zerolog.New(logs)
-	cfg := webhook.Config{Subscriptions: set, Env: env, FirstRetry: 20 * time.Millisecond, MaxRetry: 100 * time.Millisecond, Logger: &log}
+	cfg := webhook.Config{Subscriptions: set, Env: env, FirstRetry: 20 * time.Millisecond, MaxRetry: 100 * time.Millisecond, Egress: local, Logger: &log}
 	for _, f := range tune {
 		f(&cfg)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/internal/kvwatch"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/wire"
@@ -76,8 +77,17 @@ type Config struct {
 	// Replicas of the delivery records' bucket. 0: as many as the
 	// deployment's events stream has.
 	Replicas int
-	// Transport sends the requests. Defaults to a clone of
-	// http.DefaultTransport. Redirects are never followed.
+	// Egress says where the requests may connect (see package egress): a
+	// subscription whose URL resolves to a refused address is
+	// dead-lettered at once. The zero Policy, the default, refuses
+	// loopback, private and link-local addresses (and the other internal
+	// ones) unless they are allowed; a service started by an
+	// interlock.Service takes its Config.Egress instead (UseEgress).
+	// Ignored when Transport is set.
+	Egress egress.Policy
+	// Transport sends the requests. Defaults to Egress's transport
+	// (egress.Policy.Transport): one of one's own is not checked by the
+	// policy unless it is built from it. Redirects are never followed.
 	Transport http.RoundTripper
 	// Logger for the service. Defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -133,13 +143,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Env == nil {
 		cfg.Env = os.LookupEnv
 	}
+	if err := cfg.Egress.Validate(); err != nil {
+		return nil, fmt.Errorf("webhooks: Config.Egress: %w", err)
+	}
 	if cfg.Logger == nil {
 		l := zerolog.Nop()
 		cfg.Logger = &l
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
+		tr = cfg.Egress.Transport()
 	}
 	return &Service{
 		cfg: cfg, log: cfg.Logger.With().Str("component", "webhooks").Logger(),
@@ -161,6 +174,20 @@ func (s *Service) UseJetStream(js jetstream.JetStream, names wire.Names) {
 	if names.Prefix != "" {
 		s.names = names
 	}
+}
+
+// UseEgress gives the service the outbound policy of the interlock
+// service it runs in (interlock.Config.Egress), which it uses unless its
+// Config sets Egress or Transport. The interlock service calls it before
+// Start.
+func (s *Service) UseEgress(p egress.Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.cfg.Transport != nil || !s.cfg.Egress.IsZero() {
+		return
+	}
+	s.cfg.Egress = p
+	s.client.Transport = p.Transport()
 }
 
 // Start writes Config.Subscriptions to the key (if set), starts a

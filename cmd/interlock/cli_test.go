@@ -86,6 +86,7 @@ func TestCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"serve", "--public-url", "https://interlock.example.com/?x=1"}, "has a query or a fragment"},
 		{[]string{"serve", "--http", "", "--public-url", "https://interlock.example.com"}, `--public-url is the HTTP API's, which --http "" turns off`},
 		{[]string{"serve", "--slack-config", "/nonexistent/slack.yaml"}, "--slack-config: "},
+		{[]string{"serve", "--egress-allow", "hooks.internal,https://crm.internal/hooks"}, `--egress-allow: "https://crm.internal/hooks" is a URL; give its host alone, such as crm.internal`},
 		{[]string{"auth"}, "use: interlock auth add <name> --role ROLE --auth-file FILE, interlock auth list --auth-file FILE, or interlock auth remove <name> --auth-file FILE"},
 		{[]string{"auth", "rm", "sam"}, `unknown auth command "rm"`},
 		{[]string{"auth", "list", "sam", "--auth-file", "x.yaml"}, `auth list takes no name, but was given "sam"`},

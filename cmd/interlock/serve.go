@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/netaddr"
@@ -64,6 +66,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gateRules := fs.String("gate-rules", envOr("INTERLOCK_GATE_RULES", ""), "YAML `file` of the tool-call gate's rules (see examples/gate/rules.yaml); without it tool requests are dead-lettered unsupported")
 	metricsAddr := fs.String("metrics", envOr("INTERLOCK_METRICS", metrics.DefaultAddr), "`host:port` of /metrics, /healthz and /readyz (\"\" turns them off); loopback only, unless --metrics-insecure-public")
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
+	egressAllow := fs.String("egress-allow", envOr("INTERLOCK_EGRESS_ALLOW", ""), "`hosts`, comma-separated, that the outbound calls (webhooks, asks' callback URLs, Teams, Slack) may reach although they resolve to a loopback, private, link-local or other internal address: host names, host:port, IP addresses or CIDR ranges (default: none; public addresses are always reachable)")
+	egressProxy := fs.Bool("egress-proxy-from-env", false, "send the outbound calls through the proxy of HTTPS_PROXY, HTTP_PROXY and NO_PROXY (default: no proxy); the proxy must then refuse internal destinations given by name")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
@@ -136,6 +140,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	if cfg.Egress, err = egressPolicy(*egressAllow, *egressProxy, log); err != nil {
+		return err
+	}
 	cfg.People = dir.live
 	// With authorization configured, NATS permissions on the role subjects
 	// decide who may approve what.
@@ -328,6 +335,23 @@ func unauthenticatedListener(err error, listen string, listenGiven bool, natsCon
 			"give --nats-config FILE whose cluster block has authorization or TLS with verify (deploy/cluster/ has one per node), listen for routes on 127.0.0.1, or, on a network you trust, add --insecure-cluster-no-auth"}
 	}
 	return err
+}
+
+// egressPolicy is the outbound policy of --egress-allow and
+// --egress-proxy-from-env.
+func egressPolicy(allow string, proxy bool, log zerolog.Logger) (egress.Policy, error) {
+	var p egress.Policy
+	var err error
+	if p.Allow, err = egress.ParseAllow(allow); err != nil {
+		return p, usagef("--egress-allow: %v", err)
+	}
+	if proxy {
+		p.Proxy = http.ProxyFromEnvironment
+	}
+	if len(p.Allow) > 0 {
+		log.Info().Strs("egress_allow", p.Allow).Msg("outbound calls may reach these internal destinations")
+	}
+	return p, nil
 }
 
 // parseReplicas reads --replicas: "auto" (0, for the Service to pick),

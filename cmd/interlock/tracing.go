@@ -26,6 +26,11 @@ const serviceName = "interlock"
 // OTEL_BSP_*). Without an endpoint, or with OTEL_SDK_DISABLED=true, it
 // returns nil: nothing is traced and nothing dials out. The caller shuts
 // the provider down, which flushes the spans not yet sent.
+//
+// The exporter is not held to the outbound policy (--egress-allow): its
+// endpoint is the operator's own, as the SMTP server is, and an HTTP
+// client of serve's (otlptracehttp.WithHTTPClient) would drop the TLS
+// and proxy settings the exporter reads from OTEL_EXPORTER_OTLP_*.
 func tracerProvider(ctx context.Context, log zerolog.Logger) (*sdktrace.TracerProvider, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return nil, nil

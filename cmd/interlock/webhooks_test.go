@@ -43,7 +43,7 @@ func TestServeDeliversWebhooksAndTheCommandsShowThem(t *testing.T) {
 	}))
 	t.Cleanup(rcv.Close)
 	file := writeHooks(t, "subscriptions:\n  - name: crm\n    url: "+rcv.URL+"/hook?key=URLSECRET\n    secretEnv: TEST_HOOK_SECRET\n    events: [interrupted]\n    flows: [booking]\n")
-	url := serveForTest(t, "--webhooks", file)
+	url := serveForTest(t, "--webhooks", file, "--egress-allow", "127.0.0.1")
 	if out, errOut, err := run(t, url, "start", "booking", "--run", "r-hook", "name=Ann"); err != nil {
 		t.Fatalf("start: %v\n%s%s", err, out, errOut)
 	}
@@ -137,7 +137,7 @@ func TestAWebhooksCallbackURLSettlesTheInterruptOnceAsItsPerson(t *testing.T) {
 	}
 	file := writeHooks(t, "subscriptions:\n  - name: pager\n    url: "+rcv.URL+"/hook\n    secretEnv: TEST_HOOK_SECRET\n    events: [interrupted]\n    flows: [refund]\n"+
 		"    callbacks: true\n    callbacksAs: pager-bot\n")
-	url := serveForTest(t, "--webhooks", file, "--people", dir)
+	url := serveForTest(t, "--webhooks", file, "--people", dir, "--egress-allow", "127.0.0.1")
 	if out, errOut, err := run(t, url, "start", "refund", "--run", "r-cb", "orderId=o-1", "amount:=4800", "last4=4242"); err != nil {
 		t.Fatalf("start: %v\n%s%s", err, out, errOut)
 	}
