@@ -24,6 +24,7 @@ import (
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/mail"
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -245,7 +246,8 @@ func (e *env) pending(run string) protocol.Interrupted {
 	return in
 }
 
-// idle waits until the mailer's consumer has nothing pending or in hand.
+// idle waits until the mailer's consumer has nothing pending or in hand,
+// and no attempt waits in the retry stream.
 func (e *env) idle() {
 	e.t.Helper()
 	names := e.svc.Names()
@@ -255,7 +257,8 @@ func (e *env) idle() {
 			return false
 		}
 		info, err := c.Info(e.t.Context())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		waiting, werr := notify.Waiting(e.t.Context(), e.svc.JetStream(), names, mail.ConsumerName(names))
+		return err == nil && werr == nil && info.NumPending == 0 && info.NumAckPending == 0 && waiting == 0
 	})
 }
 
@@ -263,13 +266,14 @@ func (e *env) idle() {
 func (e *env) retried() {
 	e.t.Helper()
 	names := e.svc.Names()
+	// An attempt after a failure comes back through the retry stream.
 	natstest.Eventually(e.t, "the mailer tried again", func() bool {
-		c, err := e.svc.JetStream().Consumer(e.t.Context(), names.EventStream(), mail.ConsumerName(names))
+		c, err := e.svc.JetStream().Consumer(e.t.Context(), names.RetryStream(), mail.ConsumerName(names))
 		if err != nil {
 			return false
 		}
 		info, err := c.Info(e.t.Context())
-		return err == nil && info.NumRedelivered > 0
+		return err == nil && info.Delivered.Consumer > 0
 	})
 }
 

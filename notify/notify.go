@@ -1,11 +1,25 @@
 // Package notify follows Interlock's events for the channels that carry
 // them to people and to other systems: e-mail, outbound webhooks,
-// Microsoft Teams. Each channel (each webhook subscription) has a durable
-// consumer of its own on the events stream, so a slow or failing receiver
-// never holds back the workers or another channel; an event that cannot
-// be delivered is tried again with exponential backoff and jitter for as
-// long as the channel allows, then dead-lettered with the last error. A
-// [Sent] bucket records what was delivered, so that a redelivered event
+// Microsoft Teams, the POSTs to asks' callback URLs. Each channel (each
+// webhook subscription) has a durable consumer of its own on the events
+// stream, so a slow or failing channel never holds back the workers or
+// another channel. An event that cannot be delivered is tried again with
+// exponential backoff and jitter for as long as the channel allows, then
+// dead-lettered with the last error.
+//
+// A failed attempt holds no place in the channel's consumer while it
+// waits, so one receiver that fails (an agent's callback URL that is
+// down, a Teams channel that limits the rate) never delays the deliveries
+// to the channel's other receivers: the event is acknowledged, and its
+// next attempt is a JetStream message schedule in the retry stream
+// (<prefix>_RETRIES, [wire.Names.RetryStream]), which the server
+// publishes when it is due, even if no process runs then, to a subject
+// the channel follows with a second durable consumer. The schedule
+// carries the attempt's number, the event's subject, sequence and time of
+// publication in headers. First attempts and retries each have Parallel
+// places of their own, so retries never take a first attempt's.
+//
+// A [Sent] bucket records what was delivered, so that a redelivered event
 // (after a restart, or when one of several recipients failed) goes out
 // once to each.
 package notify
@@ -13,13 +27,18 @@ package notify
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -114,8 +133,11 @@ type Config struct {
 	// AckWait is how long one attempt may take before the event is
 	// delivered again. Defaults to DefaultAckWait.
 	AckWait time.Duration
-	// Parallel is how many events are handled at once: 1 (the default)
-	// keeps a run's events in order.
+	// Parallel is how many events are handled at once, and as many again
+	// of the attempts that come back from the retry stream: 1 (the
+	// default) makes the first attempts of a run's events in order. An
+	// event that failed is tried again later, after events published
+	// since.
 	Parallel int
 	// Observe, if set, hears the end of every attempt: nil when the event
 	// was delivered, the error otherwise, and whether the event was then
@@ -138,8 +160,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Follower is one channel's consumer of the events stream. [Follow]
-// starts it; [Follower.Stop] stops it.
+// Follower is one channel's consumer of the events stream, and of its
+// attempts that come back from the retry stream. [Follow] starts it;
+// [Follower.Stop] stops it.
 type Follower struct {
 	cfg   Config
 	js    jetstream.JetStream
@@ -147,16 +170,39 @@ type Follower struct {
 	h     Handler
 	log   zerolog.Logger
 
-	it      jetstream.MessagesContext
+	// its are the events' iterator and the retries'.
+	its     [2]jetstream.MessagesContext
 	work    context.Context
 	endWork context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
 }
 
+// Headers of an attempt in the retry stream, set on its schedule and
+// copied by the server onto the message it publishes when it is due.
+const (
+	// headerAttempt is the number of the attempt, from 2.
+	headerAttempt = "Interlock-Retry-Attempt"
+	// headerSubject is the event's subject in the events stream.
+	headerSubject = "Interlock-Retry-Subject"
+	// headerSeq is the event's sequence in the events stream.
+	headerSeq = "Interlock-Retry-Seq"
+	// headerPublished is when the event was stored, RFC 3339.
+	headerPublished = "Interlock-Retry-Published"
+	// headerMsgID is the event's Nats-Msg-Id, which the retry stream
+	// does not keep under its own name.
+	headerMsgID = "Interlock-Retry-Msg-Id"
+	// headerRetryPrefix starts each of them.
+	headerRetryPrefix = "Interlock-Retry-"
+)
+
+// scheduleTimeout bounds storing the schedule of a next attempt.
+const scheduleTimeout = 10 * time.Second
+
 // Follow binds the channel's durable consumer on the events stream
 // (made the first time, it starts at the events published from then on)
-// and hands each event to h until Stop.
+// and its consumer of the same name on the retry stream (made, with the
+// stream, if need be), and hands each event to h until Stop.
 func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg Config, h Handler) (*Follower, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Name == "" || strings.ContainsAny(cfg.Name, ". *>") {
@@ -178,7 +224,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg C
 			subjects = append(subjects, names.Event(f, "*", k))
 		}
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.EventStream(), jetstream.ConsumerConfig{
+	events, err := js.CreateOrUpdateConsumer(ctx, names.EventStream(), jetstream.ConsumerConfig{
 		Durable:        cfg.Name,
 		Description:    cfg.Description,
 		FilterSubjects: subjects,
@@ -190,20 +236,63 @@ func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg C
 	if err != nil {
 		return nil, fmt.Errorf("notify: binding consumer %s on %s: %w", cfg.Name, names.EventStream(), err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(max(cfg.Parallel, 1)))
-	if err != nil {
-		return nil, fmt.Errorf("notify: following %s with %s: %w", names.EventStream(), cfg.Name, err)
+	if err := ProvisionRetries(ctx, js, names); err != nil {
+		return nil, err
 	}
-	f := &Follower{cfg: cfg, js: js, names: names, h: h, log: cfg.Logger.With().Str("consumer", cfg.Name).Logger(), it: it}
+	retries, err := js.CreateOrUpdateConsumer(ctx, names.RetryStream(), jetstream.ConsumerConfig{
+		Durable:       cfg.Name,
+		Description:   strings.TrimPrefix(cfg.Description+": attempts after a failure", ": "),
+		FilterSubject: names.RetryDue(cfg.Name),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.Parallel,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("notify: binding consumer %s on %s: %w", cfg.Name, names.RetryStream(), err)
+	}
+	f := &Follower{cfg: cfg, js: js, names: names, h: h, log: cfg.Logger.With().Str("consumer", cfg.Name).Logger()}
+	for i, c := range []jetstream.Consumer{events, retries} {
+		if f.its[i], err = c.Messages(jetstream.PullMaxMessages(cfg.Parallel)); err != nil {
+			if f.its[0] != nil {
+				f.its[0].Stop()
+			}
+			return nil, fmt.Errorf("notify: following %s with %s: %w", c.CachedInfo().Stream, cfg.Name, err)
+		}
+	}
 	f.work, f.endWork = context.WithCancel(context.Background())
-	for range cfg.Parallel {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			f.follow()
-		}()
+	for i, it := range f.its {
+		for range cfg.Parallel {
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				f.follow(it, i == 1)
+			}()
+		}
 	}
 	return f, nil
+}
+
+// ProvisionRetries creates the retry stream (wire.Names.RetryStream), or
+// updates it to this configuration: a work queue of message schedules on
+// <prefix>.retry.>, with as many replicas as the deployment's events
+// stream (see [Replicas]). Follow calls it.
+func ProvisionRetries(ctx context.Context, js jetstream.JetStream, names wire.Names) error {
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        names.RetryStream(),
+		Subjects:    []string{names.Retries()},
+		Description: "Interlock's channels: deliveries waiting for their next attempt (message schedules) and the attempts they fire",
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    Replicas(ctx, js, names, 0),
+		// A schedule needs roll-ups (the server forces them); only the
+		// workers publish here.
+		AllowMsgSchedules: true, AllowRollup: true,
+	})
+	if err != nil {
+		return fmt.Errorf("notify: binding stream %s: %w", names.RetryStream(), err)
+	}
+	return nil
 }
 
 // Name is the follower's consumer.
@@ -213,7 +302,9 @@ func (f *Follower) Name() string { return f.cfg.Name }
 // delivered again when ctx ends. Stopping twice is safe.
 func (f *Follower) Stop(ctx context.Context) error {
 	f.once.Do(func() {
-		f.it.Stop()
+		for _, it := range f.its {
+			it.Stop()
+		}
 		stop := context.AfterFunc(ctx, f.endWork)
 		f.wg.Wait()
 		stop()
@@ -222,21 +313,66 @@ func (f *Follower) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Delete stops the follower and deletes its consumer: a webhook
-// subscription that was removed.
+// Delete stops the follower and deletes its consumers and its waiting
+// attempts: a webhook subscription that was removed.
 func (f *Follower) Delete(ctx context.Context) error {
 	_ = f.Stop(ctx)
-	err := f.js.DeleteConsumer(ctx, f.names.EventStream(), f.cfg.Name)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("notify: deleting consumer %s: %w", f.cfg.Name, err)
-	}
-	return nil
+	return Remove(ctx, f.js, f.names, f.cfg.Name)
 }
 
-func (f *Follower) follow() {
+// Remove deletes the consumers of the channel whose durable consumer is
+// name, on the events stream and on the retry stream, and the attempts it
+// has waiting there, whichever process follows it (it stops getting
+// events).
+func Remove(ctx context.Context, js jetstream.JetStream, names wire.Names, name string) error {
+	var errs []error
+	for _, stream := range []string{names.EventStream(), names.RetryStream()} {
+		err := js.DeleteConsumer(ctx, stream, name)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("notify: deleting consumer %s of %s: %w", name, stream, err))
+		}
+	}
+	st, err := js.Stream(ctx, names.RetryStream())
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		errs = append(errs, fmt.Errorf("notify: binding stream %s: %w", names.RetryStream(), err))
+	default:
+		waiting := names.RetriesOf(name)
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(waiting)); err != nil {
+			errs = append(errs, fmt.Errorf("notify: purging %s of %s: %w", waiting, names.RetryStream(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Waiting counts the attempts the channel whose durable consumer is name
+// has in the retry stream: scheduled, or due and not yet done.
+func Waiting(ctx context.Context, js jetstream.JetStream, names wire.Names, name string) (uint64, error) {
+	st, err := js.Stream(ctx, names.RetryStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("notify: binding stream %s: %w", names.RetryStream(), err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(names.RetriesOf(name)))
+	if err != nil {
+		return 0, fmt.Errorf("notify: reading stream %s: %w", names.RetryStream(), err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
+// follow hands the messages of it to the channel until it stops; retried
+// says it is the retry stream's.
+func (f *Follower) follow(it jetstream.MessagesContext, retried bool) {
 	pause := time.Second
 	for {
-		msg, err := f.it.Next()
+		msg, err := it.Next()
 		switch {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed), f.work.Err() != nil:
 			return
@@ -247,7 +383,7 @@ func (f *Follower) follow() {
 			f.log.Warn().Err(err).Dur("retry_in", pause).Msg("notify: following events")
 		default:
 			pause = time.Second
-			f.handle(msg)
+			f.handle(msg, retried)
 			continue
 		}
 		select {
@@ -263,17 +399,71 @@ func (f *Follower) follow() {
 // after errors, so that a lasting one is not logged every second.
 const maxFollowPause = 30 * time.Second
 
-// handle hands one event to the channel and settles it.
-func (f *Follower) handle(msg jetstream.Msg) {
-	subject := msg.Subject()
-	d := Delivery{Kind: subject[strings.LastIndex(subject, ".")+1:], Subject: subject, Attempt: 1, Published: time.Now()}
-	if md, err := msg.Metadata(); err == nil {
-		d.Attempt = int(md.NumDelivered)
-		d.Published = md.Timestamp
+// attempt is one attempt in hand: its message (from the events stream,
+// or from the retry stream for the attempts after a failure) and the
+// event's place in the events stream.
+type attempt struct {
+	msg jetstream.Msg
+	// retried: msg is the retry stream's.
+	retried bool
+	// subject and seq are the event's subject and sequence in the events
+	// stream (seq 0 when unknown).
+	subject string
+	seq     uint64
+	// n counts the attempts, from 1; published is when the event was
+	// stored.
+	n         int
+	published time.Time
+}
+
+// msgID is the event's Nats-Msg-Id.
+func (a attempt) msgID() string {
+	if a.retried {
+		return a.msg.Headers().Get(headerMsgID)
 	}
+	return a.msg.Headers().Get(jetstream.MsgIDHeader)
+}
+
+// attemptOf reads what msg is an attempt of.
+func attemptOf(msg jetstream.Msg, retried bool) (attempt, error) {
+	a := attempt{msg: msg, retried: retried, subject: msg.Subject(), n: 1, published: time.Now()}
+	md, err := msg.Metadata()
+	if !retried {
+		if err == nil {
+			a.n, a.seq, a.published = int(md.NumDelivered), md.Sequence.Stream, md.Timestamp
+		}
+		return a, nil
+	}
+	h := msg.Headers()
+	n, nerr := strconv.Atoi(h.Get(headerAttempt))
+	published, perr := time.Parse(time.RFC3339Nano, h.Get(headerPublished))
+	a.seq, _ = strconv.ParseUint(h.Get(headerSeq), 10, 64)
+	a.subject = h.Get(headerSubject)
+	if nerr != nil || perr != nil || a.subject == "" {
+		return a, fmt.Errorf("a message on %s without %s, %s and %s is no attempt of a channel", msg.Subject(), headerAttempt, headerSubject, headerPublished)
+	}
+	a.n, a.published = n, published
+	if err == nil && md.NumDelivered > 1 {
+		// Delivered again (the process that had it stopped): another
+		// attempt.
+		a.n += int(md.NumDelivered) - 1
+	}
+	return a, nil
+}
+
+// handle hands one event to the channel and settles it.
+func (f *Follower) handle(msg jetstream.Msg, retried bool) {
+	a, err := attemptOf(msg, retried)
+	if err != nil {
+		f.log.Error().Err(err).Msg("notify: dropping a message of the retry stream")
+		_ = msg.Term()
+		return
+	}
+	subject := a.subject
+	d := Delivery{Kind: subject[strings.LastIndex(subject, ".")+1:], Subject: subject, Attempt: a.n, Published: a.published}
 	ev, err := events.Decode(msg.Headers(), msg.Data())
 	if err != nil {
-		f.deadLetter(msg, d, fmt.Errorf("the event does not decode: %w", err))
+		f.deadLetter(a, d, fmt.Errorf("the event does not decode: %w", err))
 		return
 	}
 	d.Event = ev
@@ -297,13 +487,61 @@ func (f *Follower) handle(msg jetstream.Msg) {
 		delay = max(after, f.cfg.FirstRetry)
 	}
 	if IsPermanent(err) || egress.IsRefused(err) || d.Last || time.Since(d.Published)+delay > f.cfg.RetryFor {
-		f.deadLetter(msg, d, err)
+		f.deadLetter(a, d, err)
 		return
 	}
 	f.observe(d, err, false)
 	f.log.Warn().Err(err).Str("subject", subject).Str("ce_id", ev.ID()).Int("attempt", d.Attempt).
 		Dur("retry_in", delay).Msg("notify: event not delivered; it will be tried again")
-	_ = msg.NakWithDelay(delay)
+	f.retry(a, d, delay)
+}
+
+// retry schedules the next attempt of d in the retry stream, due after
+// delay, and acknowledges the attempt in hand: the event then holds no
+// place of the consumer while it waits. When the schedule cannot be
+// stored, the event waits in the consumer instead.
+func (f *Follower) retry(a attempt, d Delivery, delay time.Duration) {
+	m := nats.NewMsg(f.names.RetryWait(f.cfg.Name, retryKey(d.Event.ID())))
+	m.Data = a.msg.Data()
+	for k, vs := range a.msg.Headers() {
+		// NATS's own headers act on the stream (a schedule, a purge, a
+		// message id): none is carried on.
+		if strings.HasPrefix(strings.ToLower(k), "nats-") || strings.HasPrefix(k, headerRetryPrefix) {
+			continue
+		}
+		m.Header[k] = slices.Clone(vs)
+	}
+	m.Header.Set(headerAttempt, strconv.Itoa(d.Attempt+1))
+	m.Header.Set(headerSubject, d.Subject)
+	m.Header.Set(headerSeq, strconv.FormatUint(a.seq, 10))
+	m.Header.Set(headerPublished, d.Published.UTC().Format(time.RFC3339Nano))
+	if id := a.msgID(); id != "" {
+		m.Header.Set(headerMsgID, id)
+	}
+	m.Header.Set(bus.HeaderSchedule, "@at "+time.Now().Add(delay).UTC().Format(time.RFC3339Nano))
+	m.Header.Set(bus.HeaderScheduleTarget, f.names.RetryDue(f.cfg.Name))
+	// The same attempt scheduled twice (the event delivered again before
+	// its acknowledgement reached the server) is stored once.
+	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("retry-%s-%s-%d", f.cfg.Name, d.Event.ID(), d.Attempt+1))
+	ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
+	defer cancel()
+	if _, err := f.js.PublishMsg(ctx, m); err != nil {
+		f.log.Error().Err(err).Str("subject", d.Subject).Str("stream", f.names.RetryStream()).
+			Msg("notify: the next attempt could not be scheduled; the event waits in the consumer instead")
+		_ = a.msg.NakWithDelay(delay)
+		return
+	}
+	if err := a.msg.Ack(); err != nil {
+		f.log.Warn().Err(err).Str("subject", d.Subject).Msg("notify: acknowledging an event whose next attempt is scheduled")
+	}
+}
+
+// retryKey is the token of an event's id in the subject of its next
+// attempt's schedule: one schedule per event and channel, whatever the
+// id holds.
+func retryKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Backoff is the delay after the attempt-th failed attempt: FirstRetry
@@ -321,18 +559,59 @@ func (f *Follower) Backoff(attempt int) time.Duration {
 	return d + jitter
 }
 
-func (f *Follower) deadLetter(msg jetstream.Msg, d Delivery, cause error) {
+func (f *Follower) deadLetter(a attempt, d Delivery, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	detail := fmt.Sprintf("%s gave up after %d attempt(s): %v", f.cfg.Name, d.Attempt, cause)
+	msg := a.msg
+	if a.retried {
+		msg = asEvent{Msg: a.msg, a: a, stream: f.names.EventStream(), consumer: f.cfg.Name}
+	}
 	if err := bus.DeadLetter(ctx, f.js, f.names, msg, ReasonUndeliverable, detail); err != nil {
-		f.log.Error().Err(err).Str("subject", msg.Subject()).Msg("notify: dead-lettering an undeliverable event; it will be tried again")
-		_ = msg.NakWithDelay(f.cfg.MaxRetry)
+		f.log.Error().Err(err).Str("subject", d.Subject).Msg("notify: dead-lettering an undeliverable event; it will be tried again")
+		_ = a.msg.NakWithDelay(f.cfg.MaxRetry)
 		return
 	}
 	f.observe(d, cause, true)
-	f.log.Error().Err(cause).Str("subject", msg.Subject()).Int("attempt", d.Attempt).Msg("notify: event dead-lettered undeliverable")
-	_ = msg.Term()
+	f.log.Error().Err(cause).Str("subject", d.Subject).Int("attempt", d.Attempt).Msg("notify: event dead-lettered undeliverable")
+	_ = a.msg.Term()
+}
+
+// asEvent is an attempt of the retry stream as the event it carries, for
+// its dead letter: the event's subject, its sequence in the events stream,
+// the channel's consumer, and the event's headers alone; so that the dead
+// letter is the one the first attempt would have made.
+type asEvent struct {
+	jetstream.Msg
+	a                attempt
+	stream, consumer string
+}
+
+func (e asEvent) Subject() string { return e.a.subject }
+
+func (e asEvent) Headers() nats.Header {
+	h := nats.Header{}
+	for k, vs := range e.Msg.Headers() {
+		if strings.HasPrefix(k, headerRetryPrefix) || strings.HasPrefix(k, "Nats-Schedule") || k == "Nats-Scheduler" {
+			continue
+		}
+		h[k] = vs
+	}
+	if id := e.a.msgID(); id != "" {
+		h.Set(jetstream.MsgIDHeader, id)
+	}
+	return h
+}
+
+func (e asEvent) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := e.Msg.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	out := *md
+	out.Stream, out.Consumer = e.stream, e.consumer
+	out.Sequence.Stream = e.a.seq
+	return &out, nil
 }
 
 func (f *Follower) observe(d Delivery, err error, dead bool) {

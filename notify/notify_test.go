@@ -130,7 +130,7 @@ func TestRetryForExceededDeadLettersAfterSeveralAttempts(t *testing.T) {
 	var lastSeen atomic.Bool
 	follow(t, js, notify.Config{
 		Name: "interlock-mail", Kinds: []string{protocol.EventInterrupted},
-		FirstRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, RetryFor: 300 * time.Millisecond,
+		FirstRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, RetryFor: time.Second,
 	}, func(_ context.Context, d notify.Delivery) error {
 		attempts.Add(1)
 		if d.Last {
@@ -138,8 +138,24 @@ func TestRetryForExceededDeadLettersAfterSeveralAttempts(t *testing.T) {
 		}
 		return errors.New("smtp: 421 try later")
 	})
-	publish(t, js, "r-2", protocol.EventInterrupted)
+	id := publish(t, js, "r-2", protocol.EventInterrupted)
 	dl := deadLetters(t, js, 1)[0]
+	// The last attempt came from the retry stream; its dead letter is the
+	// event's, as a first attempt's would be.
+	if got := dl.Header.Get(bus.HeaderSubject); got != names.Event("refund", "r-2", protocol.EventInterrupted) {
+		t.Fatalf("dead letter's subject %q, want the event's", got)
+	}
+	if got := dl.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(got, "dlq-"+names.EventStream()+"-") || !strings.HasSuffix(got, "-interlock-mail") {
+		t.Fatalf("dead letter's id %q, want the event's stream, sequence and the consumer", got)
+	}
+	if got := dl.Header.Get(bus.HeaderOriginal + jetstream.MsgIDHeader); got != id {
+		t.Fatalf("dead letter keeps the original id %q, want %q", got, id)
+	}
+	for k := range dl.Header {
+		if strings.Contains(k, "Retry") || strings.Contains(k, "Schedule") {
+			t.Fatalf("dead letter carries the retry's header %s", k)
+		}
+	}
 	if n := attempts.Load(); n < 3 {
 		t.Fatalf("dead-lettered after %d attempts; the event should be tried until RetryFor", n)
 	}
@@ -192,6 +208,105 @@ func TestARetriedEventIsDeliveredOnceItSucceeds(t *testing.T) {
 	}
 	if dl := natstest.Read(t, js, names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable)); len(dl) != 0 {
 		t.Fatalf("%d dead letters for an event that was delivered", len(dl))
+	}
+}
+
+// A failed event waits for its next attempt in the retry stream, not in
+// the consumer: the next event gets the consumer's only place at once,
+// while the first is still failing, and the first is tried again.
+func TestAFailedEventWaitsWithoutHoldingBackTheNext(t *testing.T) {
+	js := deployment(t)
+	var down atomic.Int32
+	delivered := make(chan string, 1)
+	follow(t, js, notify.Config{Name: "interlock-webhook-one", Kinds: []string{protocol.EventInterrupted}, Parallel: 1,
+		FirstRetry: 20 * time.Millisecond, MaxRetry: 100 * time.Millisecond, RetryFor: time.Hour},
+		func(_ context.Context, d notify.Delivery) error {
+			if d.Event.Subject() == "r-down" {
+				down.Add(1)
+				return errors.New("HTTP 500")
+			}
+			delivered <- d.Event.Subject()
+			return nil
+		})
+	publish(t, js, "r-down", protocol.EventInterrupted)
+	natstest.Eventually(t, "the failing event tried", func() bool { return down.Load() >= 1 })
+	publish(t, js, "r-up", protocol.EventInterrupted)
+	select {
+	case run := <-delivered:
+		if run != "r-up" {
+			t.Fatalf("delivered %s", run)
+		}
+	case <-time.After(natstest.Wait):
+		t.Fatal("the next event was not delivered while the first one failed")
+	}
+	tried := down.Load()
+	natstest.Eventually(t, "the failing event tried again", func() bool { return down.Load() > tried })
+	if dl := natstest.Read(t, js, names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable)); len(dl) != 0 {
+		t.Fatalf("%d dead letters", len(dl))
+	}
+}
+
+// An attempt waiting in the retry stream when the channel stops is made
+// once the channel follows again, as the next attempt of the same event:
+// a restart loses nothing.
+func TestAnAttemptWaitingForItsTimeSurvivesARestart(t *testing.T) {
+	js := deployment(t)
+	cfg := notify.Config{Name: "interlock-mail", Kinds: []string{protocol.EventInterrupted}, FirstRetry: 300 * time.Millisecond}
+	failed := make(chan notify.Delivery, 1)
+	f := follow(t, js, cfg, func(_ context.Context, d notify.Delivery) error {
+		select {
+		case failed <- d:
+		default:
+		}
+		return errors.New("smtp: 421 try later")
+	})
+	publish(t, js, "r-5", protocol.EventInterrupted)
+	first := <-failed
+	natstest.Eventually(t, "the next attempt scheduled", func() bool {
+		n, err := notify.Waiting(t.Context(), js, names, cfg.Name)
+		return err == nil && n == 1
+	})
+	if err := f.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan notify.Delivery, 1)
+	follow(t, js, cfg, func(_ context.Context, d notify.Delivery) error { done <- d; return nil })
+	select {
+	case d := <-done:
+		if d.Attempt != 2 || d.Event.ID() != first.Event.ID() || !d.Published.Equal(first.Published) || d.Subject != first.Subject {
+			t.Fatalf("after the restart: attempt %d of %s published %s; want attempt 2 of %s published %s", d.Attempt, d.Event.ID(), d.Published, first.Event.ID(), first.Published)
+		}
+	case <-time.After(natstest.Wait):
+		t.Fatal("the waiting attempt was not made after the restart")
+	}
+	natstest.Eventually(t, "nothing left waiting", func() bool {
+		n, err := notify.Waiting(t.Context(), js, names, cfg.Name)
+		return err == nil && n == 0
+	})
+}
+
+// A channel deleted (a webhook subscription removed) leaves no consumer
+// and no attempt waiting.
+func TestDeletingAChannelRemovesItsWaitingAttempts(t *testing.T) {
+	js := deployment(t)
+	cfg := notify.Config{Name: "interlock-webhook-gone", Kinds: []string{protocol.EventInterrupted}, FirstRetry: time.Hour}
+	var tried atomic.Bool
+	f := follow(t, js, cfg, func(context.Context, notify.Delivery) error { tried.Store(true); return errors.New("down") })
+	publish(t, js, "r-6", protocol.EventInterrupted)
+	natstest.Eventually(t, "the next attempt scheduled", func() bool {
+		n, err := notify.Waiting(t.Context(), js, names, cfg.Name)
+		return tried.Load() && err == nil && n == 1
+	})
+	if err := f.Delete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := notify.Waiting(t.Context(), js, names, cfg.Name); err != nil || n != 0 {
+		t.Fatalf("Waiting after Delete = %d, %v", n, err)
+	}
+	for _, stream := range []string{names.EventStream(), names.RetryStream()} {
+		if _, err := js.Consumer(t.Context(), stream, cfg.Name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("the consumer of %s after Delete: %v", stream, err)
+		}
 	}
 }
 

@@ -142,6 +142,12 @@ func (t *Teams) interrupted(ctx context.Context, d notify.Delivery, in protocol.
 		return err
 	}
 	if rev != 0 && rec.RequestID == in.RequestID {
+		if rec.Closed {
+			// Tried again after its request was settled (a channel that
+			// was down): its outcome went out, and a card posted now
+			// would show a request that no longer waits.
+			return nil
+		}
 		// Delivered again: post where it was not yet posted.
 		return t.postCard(ctx, d, in, rec.Roles)
 	}

@@ -207,8 +207,9 @@ func (t *Teams) Start(ctx context.Context) error {
 		MaxRetry:    t.cfg.MaxRetry,
 		RetryFor:    t.cfg.RetryFor,
 		AckWait:     2*t.cfg.Timeout + time.Minute,
-		// One at a time, so that a run's card is posted before its
-		// follow-ups.
+		// One first attempt at a time, so that a run's card is tried
+		// before its follow-ups (one that failed is tried again after
+		// them, and not at all once they settled its request).
 		Parallel: 1,
 		Observe:  t.cfg.Observe,
 		Logger:   &t.log,

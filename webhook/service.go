@@ -428,8 +428,10 @@ func (s *Service) reconcile(ctx context.Context, set *Set, log zerolog.Logger) e
 		problems = append(problems, fmt.Errorf("webhooks: listing the consumers of %s: %w", s.names.EventStream(), err))
 	}
 	for _, name := range stale {
-		if err := stream.DeleteConsumer(dctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			problems = append(problems, fmt.Errorf("webhooks: deleting consumer %s of a removed subscription: %w", name, err))
+		// Its consumers of the events and the retry streams, and the
+		// attempts it had waiting.
+		if err := notify.Remove(dctx, s.js, s.names, name); err != nil {
+			problems = append(problems, fmt.Errorf("webhooks: removing the consumers of a removed subscription: %w", err))
 			continue
 		}
 		log.Info().Str("consumer", name).Msg("webhooks: deleted the consumer of a removed subscription")

@@ -142,6 +142,31 @@ func (n Names) SentBucket() string { return n.Prefix + "_sent" }
 // status, attempts and last error.
 func (n Names) WebhookDeliveriesBucket() string { return n.Prefix + "_webhook_deliveries" }
 
+// RetryStream holds the channels' deliveries that wait for another
+// attempt (INTERLOCK_RETRIES): one JetStream message schedule per event
+// and channel, on [Names.RetryWait], which the server publishes when it
+// is due to [Names.RetryDue], where the channel reads it again. Only
+// Interlock's workers publish to it.
+func (n Names) RetryStream() string { return n.upper() + "_RETRIES" }
+
+// Retries are the subjects of the retry stream: <prefix>.retry.>.
+func (n Names) Retries() string { return n.Prefix + ".retry.>" }
+
+// RetriesOf are the subjects of one channel's attempts in the retry
+// stream, waiting and due: <prefix>.retry.<consumer>.>.
+func (n Names) RetriesOf(consumer string) string { return n.Prefix + ".retry." + consumer + ".>" }
+
+// RetryWait is the subject of the schedule of the next attempt of one
+// event (key, a token of the event's id) on the channel whose durable
+// consumer is consumer: <prefix>.retry.<consumer>.wait.<key>.
+func (n Names) RetryWait(consumer, key string) string {
+	return n.Prefix + ".retry." + consumer + ".wait." + key
+}
+
+// RetryDue is where the server publishes a channel's attempts when they
+// are due: <prefix>.retry.<consumer>.due.
+func (n Names) RetryDue(consumer string) string { return n.Prefix + ".retry." + consumer + ".due" }
+
 // Consumer is the durable consumer of the inbound stream the workers share.
 func (n Names) Consumer() string { return n.Prefix + "-workers" }
 
