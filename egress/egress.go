@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/interlockhq/interlock/internal/netaddr"
 )
 
 // Flag is the option of `interlock serve` that allows destinations, named
@@ -382,7 +384,7 @@ func (p Policy) proxy(req *http.Request) (*url.URL, error) {
 	n, _ := strconv.ParseUint(port, 10, 16)
 	host := req.URL.Hostname()
 	a, aerr := netip.ParseAddr(host)
-	if name := normalHost(host); name == "localhost" || strings.HasSuffix(name, ".localhost") {
+	if aerr != nil && netaddr.IsLoopbackHost(host) {
 		a, aerr = netip.AddrFrom4([4]byte{127, 0, 0, 1}), nil
 		if p.allowsName(host, uint16(n)) {
 			return u, nil
