@@ -214,3 +214,54 @@ func AnswerDigest(answers map[string]json.RawMessage, selected []string) (string
 	}
 	return RawArgsDigest(b)
 }
+
+// HeaderReceipt is the header an ask's callback POST carries the
+// answered event's receipt in (as its body does, in receipt).
+const HeaderReceipt = "Interlock-Receipt"
+
+// CheckAnswered checks that the receipt states a, how an ask settled: the
+// same ask, kind and outcome, and the digest of the same answer (the
+// answers, the choice, or an approval's final args). A callback's
+// receiver believes a POST only when its receipt verifies and so checks.
+func (r Receipt) CheckAnswered(a Answered) error {
+	want := a.Status
+	if a.Status == AskAnswered {
+		want = ReceiptAnswered
+		if a.Kind == KindApproval {
+			want = DecidedOutcome(a.Decision)
+		}
+	}
+	switch {
+	case r.Flow != AskFlow || r.Run != a.AskID:
+		return fmt.Errorf("protocol: the receipt is of %s %s, not of ask %s", r.Flow, r.Run, a.AskID)
+	case r.Kind != a.Kind:
+		return fmt.Errorf("protocol: the receipt is of a %s, the answer of a %s", r.Kind, a.Kind)
+	case r.Decision != want:
+		return fmt.Errorf("protocol: the receipt states %s, the answer %s", r.Decision, want)
+	}
+	if a.Status != AskAnswered {
+		return nil
+	}
+	var digest, stated string
+	var err error
+	switch {
+	case a.Kind == KindApproval && (a.Decision == VerdictApprove || a.Decision == VerdictEdit):
+		digest, err = RawArgsDigest(a.Args)
+		stated = r.FinalDigest
+	case a.Kind == KindApproval:
+		return nil
+	case a.Kind == KindChoice:
+		digest, err = AnswerDigest(nil, a.Selected)
+		stated = r.AnswerDigest
+	default:
+		digest, err = AnswerDigest(a.Answers, nil)
+		stated = r.AnswerDigest
+	}
+	if err != nil {
+		return fmt.Errorf("protocol: the answer: %w", err)
+	}
+	if digest != stated {
+		return fmt.Errorf("protocol: the receipt states an answer of digest %.12s, this one's is %.12s", stated, digest)
+	}
+	return nil
+}

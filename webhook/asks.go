@@ -22,10 +22,6 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
-// EnvAskSecret is the environment variable holding the Standard Webhooks
-// secret (whsec_...) the POSTs to asks' callback URLs are signed with.
-const EnvAskSecret = "INTERLOCK_ASK_CALLBACK_SECRET"
-
 // AskPort is what the asks' callbacks need of a running Interlock: a
 // client to read an ask's run, and the JetStream context and names to
 // follow the answered events. *interlock.Service is one.
@@ -39,10 +35,6 @@ type AskPort interface {
 
 // AskConfig configures [AskCallbacks].
 type AskConfig struct {
-	// Secret, if set, is the Standard Webhooks secret (whsec_...) each
-	// POST is signed with, which agents verify it with. Without it the
-	// POSTs carry webhook-id and webhook-timestamp but no signature.
-	Secret string
 	// Timeout bounds one POST. Defaults to DefaultTimeout.
 	Timeout time.Duration
 	// FirstRetry, MaxRetry and RetryFor say how a POST that fails is
@@ -63,13 +55,15 @@ type AskConfig struct {
 }
 
 // AskCallbacks POSTs each settled ask's answered data to the ask's
-// callbackUrl (PROTOCOL.md §8), with the Standard Webhooks headers:
+// callbackUrl (PROTOCOL.md §8), with the Standard Webhooks webhook-id and
+// webhook-timestamp and, in place of a signature with a secret the
+// agents would share, the answer's receipt (protocol.HeaderReceipt, and
+// in the body), which the agent verifies with the audit public key:
 // durably (a consumer of the events stream), retried with backoff until
 // RetryFor, then dead-lettered; once per ask and event.
 type AskCallbacks struct {
 	port   AskPort
 	cfg    AskConfig
-	key    []byte
 	log    zerolog.Logger
 	client *http.Client
 	sent   *notify.Sent
@@ -97,13 +91,6 @@ func NewAskCallbacks(port AskPort, cfg AskConfig) (*AskCallbacks, error) {
 		cfg.Logger = &l
 	}
 	a := &AskCallbacks{port: port, cfg: cfg, log: *cfg.Logger}
-	if cfg.Secret != "" {
-		key, err := DecodeSecret(cfg.Secret)
-		if err != nil {
-			return nil, fmt.Errorf("webhooks: %s: %w", EnvAskSecret, err)
-		}
-		a.key = key
-	}
 	a.client = &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return a, nil
 }
@@ -176,8 +163,11 @@ func (a *AskCallbacks) deliver(ctx context.Context, d notify.Delivery) error {
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	if a.key != nil {
-		req.Header.Set(HeaderSignature, Sign(a.key, id, now, body))
+	// Who sent it, and that it is about this ask and this answer, the
+	// receipt says, signed with the deployment's audit key: no secret
+	// the agents share, which any of them could forge another's POST with.
+	if ans.Receipt != "" {
+		req.Header.Set(protocol.HeaderReceipt, ans.Receipt)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {

@@ -84,7 +84,7 @@ func TestAnAskCallbackToAnAllowedLoopbackHostIsDelivered(t *testing.T) {
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret,
 		Egress: egress.Policy{Allow: []string{"127.0.0.1"}}})
 	sink := newReceiver(t)
-	startAskCallbacks(t, svc, webhook.AskConfig{Secret: secret})
+	startAskCallbacks(t, svc, webhook.AskConfig{})
 	askWithCallback(t, svc, "ask-allowed", sink.URL+"/hooks/interlock")
 	natstest.Eventually(t, "the answer delivered", func() bool { return len(sink.delivered()) == 1 })
 	if dl := natstest.Read(t, svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable)); len(dl) != 0 {

@@ -452,7 +452,7 @@ func envHelp(cmd string) string {
   INTERLOCK_PEOPLE          default of --people
   INTERLOCK_SLACK_CONFIG    default of --slack-config
   INTERLOCK_WEBHOOKS        default of --webhooks
-  INTERLOCK_ASK_CALLBACK_SECRET  the whsec_ secret the POSTs to asks' callback URLs are signed with
+  INTERLOCK_ASK_CALLBACK_SECRET  no longer used: asks' callbacks carry a receipt (serve warns when set)
   INTERLOCK_EGRESS_ALLOW    default of --egress-allow: internal destinations the outbound calls may reach
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level

@@ -295,9 +295,12 @@ func publicURLOf(publicURL, httpAddr string) string {
 }
 
 // startAskCallbacks starts the POSTs of settled asks to their callback
-// URLs, signed with INTERLOCK_ASK_CALLBACK_SECRET when it is set.
+// URLs, each with the answer's receipt.
 func startAskCallbacks(ctx context.Context, svc *interlock.Service, log *zerolog.Logger) error {
-	a, err := webhook.NewAskCallbacks(svc, webhook.AskConfig{Secret: os.Getenv(webhook.EnvAskSecret), Logger: log})
+	if os.Getenv(envAskSecret) != "" {
+		log.Warn().Msgf("%s is no longer used: an ask's callback POST carries the answer's receipt, signed with the audit key, which the agent verifies with the public key (docs/asks.md); a secret every agent held let any of them forge another's callback", envAskSecret)
+	}
+	a, err := webhook.NewAskCallbacks(svc, webhook.AskConfig{Logger: log})
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "webhooks: "))
 	}
@@ -305,3 +308,7 @@ func startAskCallbacks(ctx context.Context, svc *interlock.Service, log *zerolog
 	defer cancel()
 	return svc.Attach(ctx, a)
 }
+
+// envAskSecret is the environment variable that held a secret the asks'
+// callbacks were signed with; serve warns that it is no longer used.
+const envAskSecret = "INTERLOCK_ASK_CALLBACK_SECRET"
