@@ -78,6 +78,14 @@ func (a *api) as(token string) *api {
 	return &cp
 }
 
+// in returns the API reporting to t, a subtest of the one that started
+// it.
+func (a *api) in(t testing.TB) *api {
+	cp := *a
+	cp.t = t
+	return &cp
+}
+
 // response is an answer of the API.
 type response struct {
 	status int

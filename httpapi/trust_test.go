@@ -15,22 +15,6 @@ import (
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// trustRules are the gate rules of the trust rig: refunds over 500 take a
-// supervisor, over 5000 two of them, duties separated.
-const trustRules = `rules:
-  - name: two-supervisors
-    tool: issue_refund
-    when: args.amount > 5000
-    reason: Refunds over 5000 take two supervisors.
-    approverRole: supervisor
-    quorum: {required: 2}
-  - name: large-refund
-    tool: issue_refund
-    when: args.amount > 500
-    reason: Refunds over 500 take a supervisor.
-    approverRole: supervisor
-`
-
 // trustRig is a deployment whose directory of people is the authority's
 // fixture, each person with a token, and an HTTP API on it.
 type trustRig struct {
@@ -51,7 +35,7 @@ func startTrustRig(t *testing.T) *trustRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := gate.Parse([]byte(trustRules), "rules.yaml")
+	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

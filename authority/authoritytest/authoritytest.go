@@ -4,13 +4,18 @@
 // decision links and callback URLs, Slack, the MCP server and gateway),
 // so that who may do what is the same wherever it is asked.
 //
-// A surface's test builds the [Runs] of the fixture on a deployment whose
-// directory of people is [People], then, for each of [Cases], makes the
-// case's caller ask for its action through the surface, and checks the
-// outcome: allowed, or refused with the case's code.
+// A surface's test is a [Door]: it builds each of the [Runs] of the
+// fixture on a deployment whose directory of people is [People] and whose
+// gate rules are [Rules], then has a case's caller ask for the case's
+// action through the surface; [Conform] runs every case of [Cases] through
+// it and checks the outcome: allowed, or refused with the case's code.
 package authoritytest
 
 import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -61,6 +66,22 @@ func Config(identified bool) authority.Config {
 	return authority.Config{Identified: func() bool { return identified }, CancelRoles: []string{OpsRole}, ReadRoles: []string{OpsRole}}
 }
 
+// Rules are the gate rules of the fixture's deployment: refunds over 500
+// take a supervisor, over 5000 two of them, duties separated.
+const Rules = `rules:
+  - name: two-supervisors
+    tool: issue_refund
+    when: args.amount > 5000
+    reason: Refunds over 5000 take two supervisors.
+    approverRole: supervisor
+    quorum: {required: 2}
+  - name: large-refund
+    tool: issue_refund
+    when: args.amount > 500
+    reason: Refunds over 500 take a supervisor.
+    approverRole: supervisor
+`
+
 // The fixture's runs.
 const (
 	// Refund waits on the approval of a refund by a supervisor; agent-a
@@ -71,7 +92,7 @@ const (
 	Quorum = "quorum"
 	// Claimed waits on a supervisor's approval that bob claimed.
 	Claimed = "claimed"
-	// Assigned waits on an approval named to fin alone.
+	// Assigned is agent-a's ask for an approval named to fin alone.
 	Assigned = "assigned"
 	// Ask is agent-a's ask for a supervisor's approval: private to them
 	// and to the supervisors.
@@ -99,11 +120,35 @@ func Runs() []Run {
 				Quorum: &protocol.Quorum{Required: 2}, SeparationOfDuties: true})},
 		{Key: Claimed, Flow: protocol.GateFlow, StartedBy: AgentA, Private: true,
 			Pending: approval(authority.Pending{ApproverRole: Supervisor, Action: "issue_refund", Requester: AgentA, ClaimedBy: Bob})},
-		{Key: Assigned, Flow: "refund", StartedBy: AgentA,
-			Pending: approval(authority.Pending{Assignees: []string{Fin}, Action: "issue_refund"})},
+		{Key: Assigned, Flow: protocol.AskFlow, StartedBy: AgentA, Private: true,
+			Pending: approval(authority.Pending{Assignees: []string{Fin}, Action: "issue_refund", Requester: AgentA})},
 		{Key: Ask, Flow: protocol.AskFlow, StartedBy: AgentA, Private: true,
 			Pending: approval(authority.Pending{ApproverRole: Supervisor, Action: "send_contract", Requester: AgentA})},
 	}
+}
+
+// ToolRequest is the gate request, sent by r.StartedBy, that makes run r
+// named id; nil for an ask. Run r's pending approval is then the one
+// [Rules] ask for (a claimed run is claimed by r.Pending.ClaimedBy after).
+func (r Run) ToolRequest(id string) *protocol.ToolRequest {
+	if r.Flow != protocol.GateFlow {
+		return nil
+	}
+	amount := "900"
+	if r.Pending.Quorum != nil {
+		amount = "9000"
+	}
+	return &protocol.ToolRequest{CallID: id, Tool: r.Pending.Action, Args: map[string]json.RawMessage{"amount": json.RawMessage(amount)}}
+}
+
+// AskRequest is the ask, sent by r.StartedBy, that makes run r named id;
+// nil for a tool call.
+func (r Run) AskRequest(id string) *protocol.AskRequest {
+	if r.Flow != protocol.AskFlow {
+		return nil
+	}
+	return &protocol.AskRequest{AskID: id, Interrupt: protocol.AskInterrupt{Kind: r.Pending.Kind, Action: r.Pending.Action,
+		Args: json.RawMessage(`{"amount": 900}`), ApproverRole: r.Pending.ApproverRole, Assignees: r.Pending.Assignees}}
 }
 
 // AuthorityRun is r as the authority takes it.
@@ -177,18 +222,73 @@ func Cases() []Case {
 	}
 }
 
+// PersonNamed is the fixture's person named name.
+func PersonNamed(name string) (Person, bool) {
+	for _, p := range People() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Person{}, false
+}
+
 // Caller is the case's caller as a surface that authenticated them with
 // method holds them; a NATSSender as the authority makes it.
 func (c Case) Caller(a *authority.Authority, method protocol.AuthMethod) authority.Caller {
 	if c.Who == NATSSender {
 		return a.NATSCaller("", c.Named, "/agents/nats-sender")
 	}
-	for _, p := range People() {
-		if p.Name == c.Who {
-			return authority.Caller{Name: p.Name, Method: method, Roles: p.Roles}
-		}
+	p, ok := PersonNamed(c.Who)
+	if !ok {
+		panic("authoritytest: no person " + c.Who)
 	}
-	panic("authoritytest: no person " + c.Who)
+	return authority.Caller{Name: p.Name, Method: method, Roles: p.Roles}
+}
+
+// Door is a surface as the table runs through it.
+type Door interface {
+	// Skip says why the surface has no way for case c's caller to ask
+	// for its action (an HTTP API has no NATS sender; NATS has no
+	// callback URL to mint); "" when it has one.
+	Skip(c Case) string
+	// Start makes run r of the fixture anew, named id (through the
+	// surface, or beside it where it starts nothing), and returns its
+	// flow and run ID once it waits.
+	Start(t *testing.T, r Run, id string) (flow, run string)
+	// Ask has case c's caller ask for its action on the run through
+	// the surface, and returns the code of its refusal, or "" when the
+	// surface let it through.
+	Ask(t *testing.T, c Case, flow, run string) protocol.Code
+}
+
+// Conform runs every case of the table through d, each on a run of its
+// own, in parallel, and fails unless it is allowed or refused as the
+// table says.
+func Conform(t *testing.T, d Door) {
+	runs := map[string]Run{}
+	for _, r := range Runs() {
+		runs[r.Key] = r
+	}
+	for i, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if why := d.Skip(c); why != "" {
+				t.Skip(why)
+			}
+			t.Parallel()
+			flow, run := d.Start(t, runs[c.Run], fmt.Sprintf("%s-%d", c.Run, i))
+			if got := d.Ask(t, c, flow, run); got != c.Want {
+				t.Errorf("%s asking to %s on %s: %s, want %s", c.Who, c.Action, c.Run, outcome(got), outcome(c.Want))
+			}
+		})
+	}
+}
+
+// outcome words a door's answer.
+func outcome(code protocol.Code) string {
+	if code == "" {
+		return "allowed"
+	}
+	return "refused " + string(code)
 }
 
 // approval is p, an approval.

@@ -1,0 +1,161 @@
+package interlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/authority/authoritytest"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// TestTheNATSWorkersAnswerTheConformanceTable runs the authority's table
+// through the wire protocol: the people of the directory as a surface
+// that authenticated them vouches for them, and a NATS client no one
+// vouches for, typing a person's name, as itself.
+func TestTheNATSWorkersAnswerTheConformanceTable(t *testing.T) {
+	t.Parallel()
+	var ps []people.Person
+	for _, p := range authoritytest.People() {
+		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles})
+	}
+	dir, err := people.New("people.yaml", ps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
+		GateRules: rules, People: people.NewLive(dir),
+		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	authoritytest.Conform(t, natsDoor{svc})
+}
+
+// natsDoor is the NATS workers as the table's door.
+type natsDoor struct{ svc *interlock.Service }
+
+func (natsDoor) Skip(c authoritytest.Case) string {
+	switch c.Action {
+	case authority.Read:
+		return "a NATS client reads what its NATS permissions let it read; the surfaces scope reads"
+	case authority.MintLink:
+		return "callback URLs are minted by the HTTP API and the inbox, not over NATS"
+	}
+	return ""
+}
+
+// as is a client of who: a surface's, vouching for a person of the
+// directory, authenticated by token.
+func (d natsDoor) as(t *testing.T, who string) *client.Client {
+	t.Helper()
+	p, ok := authoritytest.PersonNamed(who)
+	if !ok {
+		t.Fatalf("no person %s", who)
+	}
+	cl, err := d.svc.ClientAs("/conformance", protocol.Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// Start sends the run's request vouched for its starter.
+func (d natsDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run string) {
+	ctx := t.Context()
+	by := d.as(t, r.StartedBy)
+	if req := r.ToolRequest(id); req != nil {
+		ans, err := by.AskTool(ctx, *req, 10*time.Second)
+		if err != nil || ans.Pending == nil {
+			t.Fatalf("starting %s: %+v %v, want the call pending", r.Key, ans, err)
+		}
+		flow, run = protocol.GateFlow, id
+	} else {
+		ans, err := by.AskNoWait(ctx, *r.AskRequest(id), 10*time.Second)
+		if err != nil || ans.Pending == nil {
+			t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
+		}
+		flow, run = protocol.AskFlow, id
+	}
+	if claimant := r.Pending.ClaimedBy; claimant != "" {
+		if code := outcomeOf(t)(d.as(t, claimant).Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim})); code != "" {
+			t.Fatalf("%s claiming %s: refused %s", claimant, r.Key, code)
+		}
+	}
+	return flow, run
+}
+
+// Ask sends the case's command: vouched for a person, or as a NATS
+// sender with the resume token every subscriber to the interrupts holds.
+func (d natsDoor) Ask(t *testing.T, c authoritytest.Case, flow, run string) protocol.Code {
+	ctx := t.Context()
+	var cl *client.Client
+	var res protocol.Resume
+	if c.Who == authoritytest.NATSSender {
+		cl = d.svc.Client("/agents/nats-sender").As(c.Named)
+		in, err := cl.LastInterrupt(ctx, flow, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = protocol.Resume{ResumeToken: in.ResumeToken, Approver: c.Named}
+	} else {
+		cl = d.as(t, c.Who)
+		cp, err := cl.Checkpoint(ctx, flow, run)
+		if err != nil || cp.Interrupt == nil {
+			t.Fatalf("reading %s: %+v %v", run, cp, err)
+		}
+		res = protocol.Resume{RequestID: cp.Interrupt.RequestID}
+	}
+	switch c.Action {
+	case authority.Decide:
+		res.Decision = string(protocol.VerdictApprove)
+		if c.Verdict != "" {
+			res.Decision = string(c.Verdict)
+		}
+		return outcomeOf(t)(cl.Resume(ctx, flow, run, res))
+	case authority.Claim:
+		return outcomeOf(t)(cl.Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim}))
+	case authority.Delegate:
+		return outcomeOf(t)(cl.Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignDelegate, To: authoritytest.Bob}))
+	case authority.Cancel:
+		return outcomeOf(t)(cl.Cancel(ctx, flow, run, "conformance"))
+	}
+	t.Fatalf("the NATS door has no %s", c.Action)
+	return ""
+}
+
+// outcomeOf returns what tells the code of a command's refusal, "" when
+// it applied.
+func outcomeOf(t *testing.T) func(client.Event, error) protocol.Code {
+	return func(ev client.Event, err error) protocol.Code {
+		t.Helper()
+		return outcome(t, ev, err)
+	}
+}
+
+// outcome is the code of a command's refusal, "" when it applied.
+func outcome(t *testing.T, ev client.Event, err error) protocol.Code {
+	t.Helper()
+	var ref *client.RefusedError
+	switch {
+	case errors.As(err, &ref):
+		return ref.Refused.Code
+	case err != nil:
+		t.Fatalf("sending the command: %v", err)
+	case ev.Kind == protocol.EventRefused:
+		var r protocol.Refused
+		if err := ev.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Code
+	}
+	return ""
+}
