@@ -3,7 +3,10 @@
 // when the gate allows it or a person approves it, runs with the final
 // args when a person edits them, and does not run when a person rejects
 // it, answers instead, or nobody decides in time: the model reads who
-// refused it and why, and can tell the user.
+// refused it and why, and can tell the user. An approved call runs once,
+// with the args its verified receipt states: a receipt that does not hold
+// (ReceiptError) or an approval taken already (ApprovalTakenError) throws
+// from execute, and the tool does not run.
 //
 //   const tools = gateTools(interlock, { issue_refund: tool({ inputSchema, execute }) }, { agent: "support" });
 //   await generateText({ model, tools, prompt, stopWhen: stepCountIs(5) });
@@ -26,7 +29,8 @@ export interface GateToolOptions extends GateFields {
   /**
    * The gate's callId of a tool call. Defaults to the model's toolCallId
    * (or a digest of it when it is not a valid name): a step run again with
-   * the same toolCallId gets the decision already made.
+   * the same toolCallId gets the decision already made, and an approval
+   * already taken throws ApprovalTakenError instead of running twice.
    */
   callId?: (toolCallId: string) => string;
   /**
@@ -41,7 +45,9 @@ export interface GateToolOptions extends GateFields {
 /**
  * Returns tool with its execute behind the gate under the name tool, as
  * gate rules match it: allowed, approved and edited run execute with the
- * decided args; anything else returns the refusal to the model instead.
+ * decided args (approved and edited once their receipt verified and their
+ * approval was taken); anything else returns the refusal to the model
+ * instead.
  */
 export function gateTool<T extends Tool>(interlock: Interlock, name: string, tool: T, opts: GateToolOptions = {}): T {
   const execute = tool.execute;

@@ -64,7 +64,11 @@ export function newId(prefix: string): string {
   return prefix + randomBytes(8).toString("hex");
 }
 
-/** The gate's decided data as the client's decision. */
+/**
+ * The gate's decided data as the client's decision: allowed runs the
+ * requested args; approved and edited the decision's own (checked against
+ * its receipt before this is called).
+ */
 export function toolDecision(d: Decided, requested: JsonObject | undefined): ToolDecision {
   const common = {
     callId: d.callId,
@@ -77,7 +81,7 @@ export function toolDecision(d: Decided, requested: JsonObject | undefined): Too
     case "allowed":
     case "approved":
     case "edited":
-      return { ...common, decision: d.decision, args: (d.args as JsonObject | undefined) ?? requested ?? {} };
+      return { ...common, decision: d.decision, args: d.decision === "allowed" ? (requested ?? {}) : ((d.args as JsonObject | undefined) ?? {}) };
     default:
       return { ...common, decision: d.decision, ...(d.message !== undefined && { message: d.message }) };
   }

@@ -52,7 +52,7 @@ export interface ErrorDetails {
 /**
  * Every error of the client. code is the protocol's refusal code, the HTTP
  * API's problem code, or one of the client's own: unreachable, no_answer,
- * invalid_argument, protocol_error.
+ * invalid_argument, invalid_receipt, protocol_error.
  */
 export class InterlockError extends Error {
   override name = "InterlockError";
@@ -101,6 +101,47 @@ export class UnreachableError extends InterlockError {
  */
 export class NoAnswerError extends InterlockError {
   override name = "NoAnswerError";
+}
+
+/**
+ * The approval of a gated call was taken already (409 not_waiting over
+ * HTTP, the refusal not_waiting over NATS): an approval lets its call run
+ * once, and another process, or this one before, ran it. Do not run the
+ * tool; request the call again with a new callId to ask anew.
+ */
+export class ApprovalTakenError extends RefusedError {
+  override name = "ApprovalTakenError";
+  constructor(message: string, details: ErrorDetails = {}) {
+    super("not_waiting", message, details);
+  }
+}
+
+/** Why a decision's receipt does not hold. */
+export type ReceiptProblem =
+  /** An approved or edited decision carries no receipt. */
+  | "missing"
+  /** Not signed by a trusted audit key, or not a receipt at all. */
+  | "invalid"
+  /** Verified, but its time has passed. */
+  | "expired"
+  /** Verified, but it states another call, decision or args than the decision, or the decision is about another call. */
+  | "mismatch"
+  /** The deployment's audit keys could not be read to verify it. */
+  | "no_keys";
+
+/**
+ * A gated call's decision cannot be trusted, so the call must not run: its
+ * receipt is missing, does not verify with the audit keys trusted, has
+ * expired, or does not state exactly the decision and the call (the
+ * tool, its args, the args to run). reason says which.
+ */
+export class ReceiptError extends InterlockError {
+  override name = "ReceiptError";
+  readonly reason: ReceiptProblem;
+  constructor(reason: ReceiptProblem, message: string, details: ErrorDetails = {}) {
+    super("invalid_receipt", message, details);
+    this.reason = reason;
+  }
 }
 
 /** A call's arguments are wrong; nothing was sent. */

@@ -14,10 +14,10 @@ import {
   newId,
   seconds,
   toEvent,
-  toolDecision,
   toolPending,
 } from "./common.js";
 import {
+  ApprovalTakenError,
   ArgumentError,
   InterlockError,
   NoAnswerError,
@@ -26,10 +26,14 @@ import {
   UnreachableError,
   isRefusalCode,
 } from "./errors.js";
+import { settleDecision, takeDecision } from "./gate.js";
+import { type AuditKey, type AuditKeys, TrustedKeys } from "./receipt.js";
 import type {
   AskOutcome,
   AskRequest,
   CloudEvent,
+  Consumed,
+  Decided,
   Interlock,
   InterlockEvent,
   Interrupted,
@@ -38,6 +42,7 @@ import type {
   ResumeInput,
   RunOutcome,
   StartOptions,
+  ToolApprovalOptions,
   ToolCall,
   ToolDecision,
   WaitOptions,
@@ -59,6 +64,14 @@ export interface HttpOptions {
   fetch?: typeof fetch;
   /** How long a watch waits before it reconnects, in milliseconds. Defaults to 500. */
   reconnectDelay?: number;
+  /**
+   * Pins the audit public keys that gated calls' receipts are verified
+   * with: each as `interlock audit key` prints it (the 32 bytes in
+   * standard base64, optionally prefixed with its kid and a colon), or
+   * {kid, publicKey}. Defaults to the keys the deployment publishes (GET
+   * /v1/audit/keys), read when a receipt is first verified.
+   */
+  auditKeys?: AuditKeys;
 }
 
 /** Connects to Interlock's HTTP API. Nothing is sent until the first call. */
@@ -76,6 +89,7 @@ class HttpInterlock implements Interlock {
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch;
   readonly #reconnectDelay: number;
+  readonly #keys: TrustedKeys;
 
   constructor(opts: HttpOptions) {
     let u: URL;
@@ -91,15 +105,16 @@ class HttpInterlock implements Interlock {
     this.#token = opts.token;
     this.#fetch = opts.fetch ?? fetch;
     this.#reconnectDelay = opts.reconnectDelay ?? 500;
+    this.#keys = new TrustedKeys(opts.auditKeys, () => this.#auditKeys());
   }
 
-  async requestToolApproval(call: ToolCall, opts: WaitOptions = {}): Promise<ToolDecision> {
+  async requestToolApproval(call: ToolCall, opts: ToolApprovalOptions = {}): Promise<ToolDecision> {
     const wait = checkWait(opts.wait, DEFAULT_GATE_WAIT);
     const body = { ...call, callId: checkName("callId", call.callId ?? newId("call-")) };
     if (typeof call.tool !== "string" || call.tool === "") throw new ArgumentError("a tool call needs tool, the tool's name");
     const a = await this.#do("POST", "/v1/gate/requests", { wait: goDuration(wait) }, body, `the tool request ${body.callId}`, wait);
     if (a.status === 200 && isObject(a.body.decided)) {
-      return toolDecision(a.body.decided as never, call.args);
+      return settleDecision(body, a.body.decided as Decided, this.#keys, opts.take === false ? undefined : (id, digest) => this.#take(id, digest));
     }
     if (isObject(a.body.pending)) return toolPending(body.callId, a.body.pending as unknown as Interrupted);
     throw new NoAnswerError(
@@ -107,6 +122,35 @@ class HttpInterlock implements Interlock {
       `no Interlock worker answered the tool request ${body.callId} within ${seconds(wait)}: is \`interlock serve --gate-rules FILE\` running behind ${this.#base}? The request stays queued: ask again with the same callId`,
       { run: body.callId, flow: "gate" },
     );
+  }
+
+  async takeApproval(d: ToolDecision): Promise<Consumed> {
+    return takeDecision(d, this.#keys, (id, digest) => this.#take(id, digest));
+  }
+
+  /** Takes the approval of call callId for the args of digest (POST /v1/gate/requests/{callId}/consume). */
+  async #take(callId: string, digest: string): Promise<Consumed> {
+    const what = `taking the approval of call ${callId}`;
+    try {
+      const a = await this.#do("POST", `/v1/gate/requests/${checkName("callId", callId)}/consume`, {}, { argsDigest: digest }, what, DEFAULT_WAIT);
+      if (!isObject(a.body.consumed)) throw new InterlockError("protocol_error", `${what}: ${this.#base} answered ${a.status} without consumed: is it Interlock's HTTP API, of a version with receipts?`);
+      return a.body.consumed as unknown as Consumed;
+    } catch (err) {
+      if (err instanceof RefusedError && err.code === "not_waiting") {
+        throw new ApprovalTakenError(
+          `call ${callId} must not run: its approval was taken already, and an approval runs its call once (${(err.problem?.detail as string | undefined) ?? err.message}); request the call again with a new callId to ask anew`,
+          { status: err.status, flow: "gate", run: callId, ...(err.problem !== undefined && { problem: err.problem }), cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  /** The audit keys the deployment publishes (GET /v1/audit/keys). */
+  async #auditKeys(): Promise<AuditKey[]> {
+    const a = await this.#do("GET", "/v1/audit/keys", {}, undefined, "the audit keys", DEFAULT_WAIT);
+    if (!Array.isArray(a.body.keys)) throw new InterlockError("protocol_error", `GET ${this.#base}/v1/audit/keys answered without keys: is it Interlock's HTTP API, of a version with receipts?`);
+    return a.body.keys as AuditKey[];
   }
 
   async ask(request: AskRequest, opts: WaitOptions = {}): Promise<AskOutcome> {

@@ -11,6 +11,20 @@ export * from "./errors.js";
 export * from "./types.js";
 export { connectHttp, type HttpOptions } from "./http.js";
 export { connectNats, type NatsOptions } from "./nats.js";
+export {
+  RECEIPT_TYPE,
+  argsDigest,
+  auditKeyId,
+  canonicalJson,
+  checkDecided,
+  parseAuditKey,
+  verifyDecided,
+  verifyReceipt,
+  type AuditKey,
+  type AuditKeys,
+  type DecidedCall,
+  type Receipt,
+} from "./receipt.js";
 
 /**
  * Connects to Interlock at url: nats:// (or tls://) over NATS, http(s)://

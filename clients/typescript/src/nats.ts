@@ -21,15 +21,17 @@ import {
   newId,
   seconds,
   toEvent,
-  toolDecision,
   toolPending,
 } from "./common.js";
-import { ArgumentError, InterlockError, NoAnswerError, RefusedError, UnauthorizedError, UnreachableError, isRefusalCode } from "./errors.js";
+import { ApprovalTakenError, ArgumentError, InterlockError, NoAnswerError, RefusedError, UnauthorizedError, UnreachableError, isRefusalCode } from "./errors.js";
+import { settleDecision, takeDecision } from "./gate.js";
+import { type AuditKey, type AuditKeys, TrustedKeys, checkAuditKeys } from "./receipt.js";
 import type {
   Answered,
   AskOutcome,
   AskRequest,
   CloudEvent,
+  Consumed,
   Decided,
   Interlock,
   InterlockEvent,
@@ -40,6 +42,7 @@ import type {
   ResumeInput,
   RunOutcome,
   StartOptions,
+  ToolApprovalOptions,
   ToolCall,
   ToolDecision,
   WaitOptions,
@@ -77,6 +80,15 @@ export interface NatsOptions {
   name?: string;
   /** A connection of your own, instead of servers and credentials; close leaves it open. */
   connection?: NatsConnection;
+  /**
+   * Pins the audit public keys that gated calls' receipts are verified
+   * with: each as `interlock audit key` prints it (the 32 bytes in
+   * standard base64, optionally prefixed with its kid and a colon), or
+   * {kid, publicKey}. Defaults to the keys the deployment's workers
+   * publish (KV bucket `<prefix>_config`, key `audit.keys`), read with one
+   * direct get when a receipt is first verified.
+   */
+  auditKeys?: AuditKeys;
 }
 
 /** Connects to Interlock over NATS. */
@@ -85,6 +97,8 @@ export async function connectNats(opts: NatsOptions = {}): Promise<Interlock> {
   const prefix = opts.prefix ?? "interlock";
   if (!/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) throw new ArgumentError(`prefix ${JSON.stringify(prefix)} is not a deployment prefix: use what interlock serve --prefix was given, interlock by default`);
   const inboxPrefix = opts.inboxPrefix ?? (opts.user !== undefined ? `_INBOX_${opts.user}` : "_INBOX");
+  // Bad pinned keys are refused before anything connects.
+  if (opts.auditKeys !== undefined) checkAuditKeys(opts.auditKeys);
   let nc = opts.connection;
   if (nc === undefined) {
     try {
@@ -108,7 +122,7 @@ export async function connectNats(opts: NatsOptions = {}): Promise<Interlock> {
       );
     }
   }
-  return new NatsInterlock(nc, opts.connection === undefined, prefix, inboxPrefix, opts.source ?? "/agents/typescript", Array.isArray(servers) ? servers.join(",") : servers);
+  return new NatsInterlock(nc, opts.connection === undefined, prefix, inboxPrefix, opts.source ?? "/agents/typescript", Array.isArray(servers) ? servers.join(",") : servers, opts.auditKeys);
 }
 
 /** How often a reader reads the stream when nothing woke it. */
@@ -139,8 +153,9 @@ class NatsInterlock implements Interlock {
   readonly #inbox: string;
   readonly #source: string;
   readonly #where: string;
+  readonly #keys: TrustedKeys;
 
-  constructor(nc: NatsConnection, own: boolean, prefix: string, inbox: string, source: string, where: string) {
+  constructor(nc: NatsConnection, own: boolean, prefix: string, inbox: string, source: string, where: string, auditKeys: AuditKeys | undefined) {
     this.#nc = nc;
     this.#own = own;
     this.#js = jetstream(nc);
@@ -149,6 +164,7 @@ class NatsInterlock implements Interlock {
     this.#inbox = inbox;
     this.#source = source;
     this.#where = where;
+    this.#keys = new TrustedKeys(auditKeys, () => this.#auditKeys());
   }
 
   async close(): Promise<void> {
@@ -157,7 +173,7 @@ class NatsInterlock implements Interlock {
 
   // --- the gate and asks ---
 
-  async requestToolApproval(call: ToolCall, opts: WaitOptions = {}): Promise<ToolDecision> {
+  async requestToolApproval(call: ToolCall, opts: ToolApprovalOptions = {}): Promise<ToolDecision> {
     const wait = checkWait(opts.wait, DEFAULT_GATE_WAIT);
     const callId = checkName("callId", call.callId ?? newId("call-"));
     if (typeof call.tool !== "string" || call.tool === "") throw new ArgumentError("a tool call needs tool, the tool's name");
@@ -173,8 +189,72 @@ class NatsInterlock implements Interlock {
       wait,
       untilPending: false,
     });
-    if (r.settled !== undefined) return toolDecision(r.settled as Decided, call.args);
+    if (r.settled !== undefined) {
+      return settleDecision({ ...call, callId }, r.settled as Decided, this.#keys, opts.take === false ? undefined : (id, digest) => this.#take(id, digest));
+    }
     return toolPending(callId, r.pending);
+  }
+
+  async takeApproval(d: ToolDecision): Promise<Consumed> {
+    return takeDecision(d, this.#keys, (id, digest) => this.#take(id, digest));
+  }
+
+  /**
+   * Takes the approval of call callId for the args of digest: publishes
+   * io.interlock.tool.consume and waits for the consumed event it caused,
+   * or its refusal.
+   */
+  async #take(callId: string, digest: string): Promise<Consumed> {
+    const what = `taking the approval of call ${callId}`;
+    const f = await this.#follow(this.#subject("gate", callId, ">"));
+    try {
+      const id = await this.#publish(`${this.#p}.in.gate.consume`, "io.interlock.tool.consume", callId, { callId, argsDigest: digest }, what);
+      const deadline = Date.now() + DEFAULT_WAIT;
+      for (;;) {
+        const m = await f.poll();
+        if (m !== undefined) {
+          const kind = kindOf(m.subject);
+          const ev = decode(m);
+          if (kind === "consumed" && ev.cloudEvent.causationid === id) return ev.data as unknown as Consumed;
+          if (kind === "refused") {
+            const rf = ev.data as Refused;
+            if (rf.eventId !== id && ev.cloudEvent.causationid !== id) continue;
+            if (rf.code === "not_waiting") {
+              throw new ApprovalTakenError(
+                `call ${callId} must not run: its approval was taken already, and an approval runs its call once (${rf.message}); request the call again with a new callId to ask anew`,
+                { flow: "gate", run: callId },
+              );
+            }
+            throw refused(rf, what);
+          }
+          continue;
+        }
+        if (Date.now() >= deadline) break;
+        await f.wait(Math.min(POLL, deadline - Date.now()));
+      }
+      throw new NoAnswerError(
+        "no_answer",
+        `no Interlock worker answered ${what} on ${this.#p}.in.gate.consume within ${seconds(DEFAULT_WAIT)}: is \`interlock serve --gate-rules FILE\` running and reachable at ${this.#where}? The call did not run; request it again with the same callId, then take it`,
+        { flow: "gate", run: callId },
+      );
+    } finally {
+      f.stop();
+    }
+  }
+
+  /** The audit keys the deployment's workers publish: `<prefix>_config`, key audit.keys, by one direct get. */
+  async #auditKeys(): Promise<AuditKey[]> {
+    const bucket = `${this.#p}_config`;
+    // The key in the request's subject: the one read of the bucket a
+    // client user may make (deploy/interlock-auth.conf).
+    const b = await this.#direct(`KV_${bucket}`, undefined, true, `$KV.${bucket}.audit.keys`);
+    const m = b.msgs[0];
+    if (m === undefined || m.msg.headers?.get("KV-Operation")) {
+      throw new InterlockError("no_keys", `bucket ${bucket} holds no audit.keys: each worker publishes its key there when it starts (has \`interlock serve\` run with prefix ${this.#p}?)`);
+    }
+    const keys = JSON.parse(new TextDecoder().decode(m.msg.data)) as unknown;
+    if (!Array.isArray(keys)) throw new InterlockError("protocol_error", `audit.keys in bucket ${bucket} is not a list of {kid, publicKey, since}`);
+    return keys as AuditKey[];
   }
 
   async ask(request: AskRequest, opts: WaitOptions = {}): Promise<AskOutcome> {
@@ -479,8 +559,12 @@ class NatsInterlock implements Interlock {
     return this.#direct(stream, { seq: start, next_by_subj: filter, batch: n }, false);
   }
 
-  /** Sends a direct get to stream and gathers its replies. */
-  #direct(stream: string, req: object, single: boolean): Promise<Batch> {
+  /**
+   * Sends a direct get to stream and gathers its replies: req as its body,
+   * or, with last, the last message on that subject, named in the
+   * request's subject.
+   */
+  #direct(stream: string, req: object | undefined, single: boolean, last?: string): Promise<Batch> {
     const what = `stream ${stream}`;
     return new Promise<Batch>((resolve, reject) => {
       const out: Batch = { msgs: [], pending: 0 };
@@ -516,7 +600,8 @@ class NatsInterlock implements Interlock {
           finish(new InterlockError("protocol_error", `reading ${what}: the server answered ${code} ${m.headers?.description ?? ""}`));
         },
       });
-      this.#nc.publish(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(req), { reply: inbox });
+      if (last !== undefined) this.#nc.publish(`$JS.API.DIRECT.GET.${stream}.${last}`, new Uint8Array(0), { reply: inbox });
+      else this.#nc.publish(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(req), { reply: inbox });
     });
   }
 

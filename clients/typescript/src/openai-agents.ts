@@ -59,8 +59,11 @@ export interface GatableTool {
  * name. A call the gate allows (no rule fires) or a person approves at
  * once needs no approval in the SDK; any other becomes an interruption, to
  * settle with settleInterruptions. execute runs the tool with the decided
- * args; should a call reach it that the gate did not let through, it
- * returns the refusal to the model instead.
+ * args, once: an approved or edited call only when its receipt holds and
+ * its approval is taken there (else it throws ReceiptError or
+ * ApprovalTakenError, and the tool does not run); should a call reach it
+ * that the gate did not let through, it returns the refusal to the model
+ * instead.
  */
 export function withGate<T extends GatableTool>(interlock: Interlock, options: T, opts: WithGateOptions = {}): T & {
   needsApproval: (runContext: unknown, input: unknown, callId?: string) => Promise<boolean>;
@@ -75,7 +78,8 @@ export function withGate<T extends GatableTool>(interlock: Interlock, options: T
     ...options,
     needsApproval: async (_runContext: unknown, input: unknown, callId?: string): Promise<boolean> => {
       if (callId === undefined) return true; // nothing to name the call by: let settleInterruptions ask
-      const d = await interlock.requestToolApproval(gateCall(opts, nameFor("call-", callId), name, input), { wait: checkWait });
+      // Only a look: execute takes the approval when it runs the tool.
+      const d = await interlock.requestToolApproval(gateCall(opts, nameFor("call-", callId), name, input), { wait: checkWait, take: false });
       return !mayRun(d);
     },
     execute: async (input: unknown, context?: unknown, details?: CallDetails) => {
@@ -146,7 +150,8 @@ export async function settleInterruptions(interlock: Interlock, state: ApprovalS
       } catch (err) {
         throw new ArgumentError(`the arguments of the call ${raw.callId} of ${tool} are not JSON (${(err as Error).message}): the model's call cannot be put through the gate`);
       }
-      const d = await interlock.requestToolApproval(gateCall(opts, nameFor("call-", raw.callId), tool, args), { wait });
+      // The tool's execute takes the approval when the run carries on.
+      const d = await interlock.requestToolApproval(gateCall(opts, nameFor("call-", raw.callId), tool, args), { wait, take: false });
       if (mayRun(d)) {
         state.approve(item);
         out.approved.push({ item, decision: d });

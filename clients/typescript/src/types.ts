@@ -1,6 +1,7 @@
 // The client's API: what each call takes and returns, on both transports.
 // Payloads are the generated types of docs/schema (src/generated).
 import type * as schema from "./generated/schema.js";
+import type { Receipt } from "./receipt.js";
 
 export type { schema };
 
@@ -16,6 +17,8 @@ export type Kind = schema.Interrupted["kind"];
 export type PendingEntry = schema.PendingIndexEntry;
 /** The data of a gate's decided event. */
 export type Decided = schema.Decided;
+/** The data of a gate's consumed event: an approval taken, to run its call once. */
+export type Consumed = schema.Consumed;
 /** The data of an ask's answered event. */
 export type Answered = schema.Answered;
 /** An ask as sent (docs/schema/ask-requested.json); askId may be left out. */
@@ -32,6 +35,8 @@ export interface ToolCall {
   callId?: string;
   /** The tool's name, which gate rules match on. */
   tool: string;
+  /** The server offering the tool, when there are several (gate rules may match it, and the decision binds it). */
+  server?: string;
   /** The call's arguments. */
   args?: JsonObject;
   agent?: string;
@@ -49,6 +54,9 @@ export interface ToolCall {
  * run the tool with args (the requested args, or for edited the final ones);
  * rejected, responded and expired do not run it (reason, message say why).
  * pending: no one decided within the wait; ask again with the same callId.
+ * An approved or edited decision comes only once its receipt verified and
+ * stated exactly it (receipt) and, unless asked not to, once its approval
+ * was taken (consumed): args then run once.
  */
 export type ToolDecision =
   | {
@@ -60,6 +68,10 @@ export type ToolDecision =
       reason?: string;
       rule?: string;
       decided?: Decided;
+      /** approved and edited: what the decision's receipt states, verified. */
+      receipt?: Receipt;
+      /** approved and edited: the approval, taken to run the call once (absent with take: false). */
+      consumed?: Consumed;
     }
   | {
       callId: string;
@@ -124,6 +136,20 @@ export interface StartOptions {
 /** Options of a call that waits. */
 export interface WaitOptions {
   wait?: Wait;
+}
+
+/** Options of requestToolApproval. */
+export interface ToolApprovalOptions extends WaitOptions {
+  /**
+   * Whether an approved or edited call's approval is taken before the
+   * decision is returned, so that the call runs once (a second request of
+   * the same callId then throws ApprovalTakenError). Defaults to true.
+   * false only looks (the receipt is still verified): for a step that
+   * decides whether to ask (an SDK's needsApproval) when another step runs
+   * the tool, and takes the approval there (takeApproval, or
+   * requestToolApproval again).
+   */
+  take?: boolean;
 }
 
 /** The data of each kind of event. */
@@ -222,8 +248,23 @@ export interface PendingPage {
 
 /** Interlock, over NATS or HTTP. */
 export interface Interlock {
-  /** Puts a tool call through the gate and waits (30 s by default) for the decision. */
-  requestToolApproval(call: ToolCall, opts?: WaitOptions): Promise<ToolDecision>;
+  /**
+   * Puts a tool call through the gate and waits (30 s by default) for the
+   * decision. An approved or edited one is returned only once its receipt
+   * verified with the deployment's audit keys (or those pinned) and states
+   * exactly this call and decision, and once its approval was taken: run
+   * the tool with the decision's args, once. A receipt that does not hold
+   * throws ReceiptError, an approval taken already ApprovalTakenError:
+   * then run nothing.
+   */
+  requestToolApproval(call: ToolCall, opts?: ToolApprovalOptions): Promise<ToolDecision>;
+  /**
+   * Takes the approval of an approved or edited decision (one returned with
+   * take: false), after checking its receipt again: call it just before
+   * running the tool with d.args. Throws ApprovalTakenError when it was
+   * taken already, ReceiptError when the receipt does not hold.
+   */
+  takeApproval(d: ToolDecision): Promise<Consumed>;
   /**
    * Puts one interrupt in front of people. Without wait it returns once the
    * interrupt is announced (pending); with wait it waits that long for the answer.

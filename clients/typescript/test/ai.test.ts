@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { generateText, stepCountIs, tool, jsonSchema } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
-import { ArgumentError, type Interlock, type JsonObject, type ResumeInput } from "../src/index.js";
+import { ApprovalTakenError, ArgumentError, type Interlock, type JsonObject, type ResumeInput } from "../src/index.js";
 import { gateTools } from "../src/ai.js";
 import { WAIT, id, interruptedOf, transports } from "./env.js";
 
@@ -89,6 +89,23 @@ for (const tr of transports) {
       const { ran, toolResult } = await runGated("issue_refund", { orderId: "o-2", amount: 900 }, { decision: "approve", reason: "checked" });
       assert.deepEqual(ran, [{ orderId: "o-2", amount: 900 }]);
       assert.deepEqual(toolResult?.output, { done: true, orderId: "o-2", amount: 900 });
+    });
+
+    it("runs an approved call once: the same call made again throws ApprovalTakenError and does not run the tool", async () => {
+      const toolCallId = id("call_");
+      const ran: JsonObject[] = [];
+      const gated = gateTools(
+        c,
+        { issue_refund: tool({ inputSchema: jsonSchema<JsonObject>({ type: "object" }), execute: async (input: JsonObject) => (ran.push(input), input) }) },
+        { wait: WAIT },
+      );
+      const input = { orderId: "o-6", amount: 900 };
+      const first = gated.issue_refund!.execute!(input, { toolCallId, messages: [] });
+      await interruptedOf(c, "gate", toolCallId);
+      await c.resume("gate", toolCallId, { decision: "approve", ...tr.approver }, { wait: WAIT });
+      assert.deepEqual(await first, input);
+      await assert.rejects(Promise.resolve(gated.issue_refund!.execute!(input, { toolCallId, messages: [] })), ApprovalTakenError);
+      assert.deepEqual(ran, [input], "the tool ran once");
     });
 
     it("runs an edited call with the approver's args", async () => {
