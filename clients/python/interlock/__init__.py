@@ -24,6 +24,7 @@ from .errors import (
     ApprovalPending,
     ApprovalRejected,
     ApprovalResponded,
+    ApprovalTaken,
     AskCancelled,
     AskExpired,
     AskNotAnswered,
@@ -32,10 +33,12 @@ from .errors import (
     NotApproved,
     ProblemError,
     ProtocolError,
+    ReceiptError,
     StillPending,
     Unauthorized,
     Unreachable,
 )
+from .receipts import args_digest, canonical_json, check_decided, ed25519_verify, parse_audit_key, verify_decided, verify_receipt
 
 _default: Optional[Client] = None
 _lock = threading.Lock()
@@ -59,6 +62,11 @@ def require_approval(fn: Any = None, **kw: Any) -> Any:
 def request_tool(tool: str, args: Any = None, **kw: Any) -> Any:
     """Client.request_tool on the default client."""
     return default_client().request_tool(tool, args, **kw)
+
+
+def take_approval(decided: Any) -> Any:
+    """Client.take_approval on the default client."""
+    return default_client().take_approval(decided)
 
 
 def ask(interrupt: Any, **kw: Any) -> Any:
@@ -118,10 +126,12 @@ def get_run(flow: str, run: str) -> Any:
 
 __all__ = [
     "ApprovalExpired", "ApprovalPending", "ApprovalRejected", "ApprovalResponded",
-    "AskCancelled", "AskExpired", "AskNotAnswered", "AskPending", "Client",
+    "ApprovalTaken", "AskCancelled", "AskExpired", "AskNotAnswered", "AskPending", "Client",
     "DEFAULT_TIMEOUT", "DEFAULT_URL", "InterlockError", "MAX_WAIT", "NotApproved",
-    "ProblemError", "ProtocolError", "STREAM_KINDS", "StillPending", "Unauthorized",
-    "Unreachable", "__version__", "ask", "ask_approval", "ask_choice", "ask_question",
-    "cancel", "default_client", "get_run", "list_pending", "new_id", "request_tool",
-    "require_approval", "resume", "start", "wait_for", "watch",
+    "ProblemError", "ProtocolError", "ReceiptError", "STREAM_KINDS", "StillPending",
+    "Unauthorized", "Unreachable", "__version__", "args_digest", "ask", "ask_approval",
+    "ask_choice", "ask_question", "canonical_json", "cancel", "check_decided",
+    "default_client", "ed25519_verify", "get_run", "list_pending", "new_id",
+    "parse_audit_key", "request_tool", "require_approval", "resume", "start",
+    "take_approval", "verify_decided", "verify_receipt", "wait_for", "watch",
 ]

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import ssl
+import threading
 import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
@@ -23,7 +24,10 @@ from .errors import (
     ApprovalPending,
     ApprovalRejected,
     ApprovalResponded,
+    ApprovalTaken,
     InterlockError,
+    ProblemError,
+    ReceiptError,
     ProtocolError,
     Unreachable,
     _problem_error,
@@ -43,6 +47,7 @@ from .payloads import (
     Question,
     ToolRequest,
 )
+from .receipts import AuditKey, KeyLike, args_digest, parse_audit_key, pinned_keys, receipt_kid, verify_decided
 
 __version__ = "0.1.0"
 
@@ -89,6 +94,13 @@ class Client:
     timeout the seconds a request may take on the network, beyond any wait
     for a person it asks for; agent names the agent in its tool requests
     and asks (the caller's name by default).
+
+    audit_keys pins the audit public keys that gated calls' receipts are
+    verified with: each as `interlock audit key` prints it (the 32 bytes in
+    standard base64, optionally prefixed with its kid and a colon), or
+    {"kid", "publicKey"}; INTERLOCK_AUDIT_KEYS (the same, separated by
+    commas) by default. Without either, the keys the deployment publishes
+    (GET /v1/audit/keys) are read when a receipt is first verified.
     """
 
     def __init__(
@@ -97,6 +109,7 @@ class Client:
         token: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         agent: Optional[str] = None,
+        audit_keys: Optional[Union[str, Iterable[KeyLike]]] = None,
     ):
         self.url = (url or os.environ.get("INTERLOCK_URL") or DEFAULT_URL).rstrip("/")
         self.token = token if token is not None else os.environ.get("INTERLOCK_TOKEN") or None
@@ -110,6 +123,14 @@ class Client:
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port
+        if audit_keys is None:
+            audit_keys = os.environ.get("INTERLOCK_AUDIT_KEYS") or None
+        try:
+            self._pinned: Optional[List[AuditKey]] = pinned_keys(audit_keys) if audit_keys is not None else None
+        except ValueError as e:
+            raise ValueError(f"Client(audit_keys=...) or INTERLOCK_AUDIT_KEYS: {e}") from None
+        self._published: Optional[List[AuditKey]] = None
+        self._keys_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Client(url={self.url!r}, token={'***' if self.token else None})"
@@ -128,17 +149,30 @@ class Client:
         messages: Optional[List[Any]] = None,
         context: Optional[Mapping[str, Any]] = None,
         origin: Optional[Mapping[str, Any]] = None,
+        server: Optional[str] = None,
+        take: bool = True,
     ) -> Decided:
         """Ask the tool-call gate whether tool may run with args, and wait
         for the decision: allowed at once when no gate rule fires, else
         approved, edited (run it with the decision's args), rejected,
         responded or expired.
 
+        An approved or edited decision is returned only once it is the
+        caller's to run, once: its receipt verified with the deployment's
+        audit keys (or those pinned) and states exactly this call and
+        decision, its args are the ones approved, and its approval was
+        taken (POST /v1/gate/requests/{callId}/consume). Run the tool with
+        the decision's args. A receipt that does not hold raises
+        ReceiptError; an approval taken already (the same call_id run
+        before) ApprovalTaken: then run nothing. take=False only looks (the
+        receipt is still verified): take_approval(decided) takes it later.
+
         timeout is how many seconds to wait for a person (None: until the
         call is decided or its rule's deadline passes). When it ends first,
         ApprovalPending is raised: ask again with the same call_id to wait
         again, the call is never asked twice."""
         body: ToolRequest = {"callId": call_id or new_id("call"), "tool": tool}
+        _put(body, "server", server)
         if args is not None:
             body["args"] = dict(args)
         _put(body, "agent", agent or self.agent)
@@ -153,10 +187,87 @@ class Client:
             status, ans = self._call("POST", "/v1/gate/requests", body, {"wait": go_duration(step)}, wait=step)
             answer: GateAnswer = ans
             if status == 200 and "decided" in answer:
-                return answer["decided"]
+                decided = answer["decided"]
+                self._verify(body, decided)
+                if take and decided.get("decision") in ("approved", "edited"):
+                    self._take(decided)
+                return decided
             pending = answer.get("pending", pending)
             if _over(start, timeout):
                 raise ApprovalPending(body["callId"], float(timeout or 0), pending)
+
+    def take_approval(self, decided: Decided) -> Dict[str, Any]:
+        """Take the approval of an approved or edited decision that
+        request_tool(..., take=False) returned, after checking its receipt
+        again: call it just before running the tool with decided["args"].
+        Return the consumed event's data; raise ApprovalTaken when it was
+        taken already, ReceiptError when the receipt does not hold."""
+        if decided.get("decision") not in ("approved", "edited"):
+            raise ValueError(f"call {decided.get('callId')} was {decided.get('decision')}: only an approved or edited call's approval is taken, and this call may not run")
+        call = {"callId": decided["callId"], "tool": decided.get("tool", ""), "argsDigest": decided.get("argsDigest", "")}
+        _put(call, "server", decided.get("server"))
+        verify_decided(call, decided, self._keys_for(decided.get("receipt")))
+        return self._take(decided)
+
+    def audit_keys(self, refresh: bool = False) -> List[AuditKey]:
+        """The audit keys receipts are verified with: those pinned, or the
+        ones the deployment publishes (GET /v1/audit/keys), read once and
+        again with refresh."""
+        if self._pinned is not None:
+            return self._pinned
+        with self._keys_lock:
+            if self._published is None or refresh:
+                _, ans = self._call("GET", "/v1/audit/keys", None, None)
+                keys = ans.get("keys")
+                if not isinstance(keys, list):
+                    raise ProtocolError(f"GET /v1/audit/keys answered without keys: is {self.url} Interlock's HTTP API, of a version with receipts?")
+                good: List[AuditKey] = []
+                for k in keys:
+                    try:
+                        good.append(parse_audit_key(k))
+                    except ValueError:
+                        pass  # a published key that is not one: the others verify
+                self._published = good
+            return self._published
+
+    def _keys_for(self, receipt: Optional[str]) -> List[AuditKey]:
+        """The keys to verify receipt with: read again when it names a key
+        not among them (a worker with a new key started)."""
+        try:
+            keys = self.audit_keys()
+            kid = receipt_kid(receipt) if receipt else None
+            if self._pinned is None and kid is not None and all(k["kid"] != kid for k in keys):
+                keys = self.audit_keys(refresh=True)
+            return keys
+        except (ProblemError, ProtocolError, Unreachable) as e:
+            raise ReceiptError(
+                "no_keys",
+                f"cannot verify a decision's receipt: reading the deployment's audit keys failed ({e}); pin the deployment's "
+                "key instead (Client(audit_keys=...) or INTERLOCK_AUDIT_KEYS, as `interlock audit key` prints it)",
+            ) from e
+
+    def _verify(self, body: ToolRequest, decided: Decided) -> None:
+        """Check decided against the call requested, and an approved or
+        edited one's receipt; raise ReceiptError when it does not hold."""
+        call = {"callId": body["callId"], "tool": body["tool"], "argsDigest": args_digest(body.get("args"))}
+        _put(call, "server", body.get("server"))
+        runs = decided.get("decision") in ("approved", "edited")
+        verify_decided(call, decided, self._keys_for(decided.get("receipt")) if runs else [])
+
+    def _take(self, decided: Decided) -> Dict[str, Any]:
+        """Take the approval of a decision checked before, once."""
+        call_id = decided["callId"]
+        path = f"/v1/gate/requests/{quote(call_id, safe='')}/consume"
+        try:
+            _, ans = self._call("POST", path, {"argsDigest": decided.get("finalDigest", "")}, None)
+        except ProblemError as e:
+            if e.status == 409 and e.code == "not_waiting":
+                raise ApprovalTaken(call_id, e.detail or e.code, e.problem) from None
+            raise
+        consumed = ans.get("consumed")
+        if not isinstance(consumed, dict):
+            raise ProtocolError(f"POST {path} answered without consumed: is {self.url} Interlock's HTTP API, of a version with receipts?")
+        return consumed
 
     def require_approval(
         self,
@@ -176,8 +287,11 @@ class Client:
             @client.require_approval
             def issue_refund(order_id: str, amount: float): ...
 
-        allowed or approved runs the function; edited runs it with the final
-        args; rejected raises ApprovalRejected (approver, reason), responded
+        allowed runs the function as called; approved runs it once with the
+        decision's args, and edited with the final ones, after request_tool
+        verified the decision's receipt and took its approval (ReceiptError
+        or ApprovalTaken otherwise, and the function does not run); rejected
+        raises ApprovalRejected (approver, reason), responded
         ApprovalResponded (message), expired ApprovalExpired: all are
         NotApproved, whose text an agent can hand to its model. timeout is as
         request_tool's. An async function stays async (the wait runs in a
@@ -188,9 +302,9 @@ class Client:
         waiting waits for that one's decision, and one decided returns that
         decision, so a call that raised ApprovalPending, or whose process
         stopped while it waited, is made again, with the same arguments,
-        without asking twice. Make the id name one action, not a kind of
-        action (call_id=lambda order_id, amount: f"refund-{order_id}"): an
-        approved id runs again whenever it is called."""
+        without asking twice. An approved id runs once: called again, it
+        raises ApprovalTaken. Make the id name one action, not a kind of
+        action (call_id=lambda order_id, amount: f"refund-{order_id}")."""
 
         def decorate(f: F) -> F:
             name = tool or f.__name__
@@ -210,10 +324,11 @@ class Client:
                     conversation_id=conversation_id, context=context,
                 )
                 decision = decided["decision"]
-                if decision in ("allowed", "approved"):
+                if decision == "allowed":
                     return args, kwargs
-                if decision == "edited":
-                    _rebind(name, sig, bound, decided.get("args", {}))
+                if decision in ("approved", "edited"):
+                    # The decision's args, checked against its receipt: never the call's own copy.
+                    _rebind(name, sig, bound, decided["args"])
                     return bound.args, bound.kwargs
                 raise _not_approved(name, decided)
 

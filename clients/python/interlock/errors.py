@@ -119,6 +119,34 @@ class ApprovalExpired(NotApproved):
         super().__init__(msg)
 
 
+class ReceiptError(InterlockError):
+    """A gated call's decision cannot be trusted, so the call did not run:
+    its receipt is missing, does not verify with the audit keys trusted,
+    has expired, or does not state exactly the decision and the call (the
+    tool, its args, the args to run). reason says which: "missing",
+    "invalid", "expired", "mismatch", or "no_keys" (the deployment's audit
+    keys could not be read: pin its key, Client(audit_keys=...))."""
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        super().__init__(message)
+
+
+class ApprovalTaken(InterlockError):
+    """The approval of a gated call was taken already (409 not_waiting): an
+    approval runs its call once, and it ran. The tool did not run again;
+    make the call again with a new call_id to ask anew."""
+
+    def __init__(self, call_id: str, detail: str, problem: Optional[Problem] = None):
+        self.call_id = call_id
+        self.detail = detail
+        self.problem = problem
+        super().__init__(
+            f"call {call_id} did not run: its approval was taken already, and an approval runs its call once ({detail}); "
+            "make the call again with a new call_id to ask anew"
+        )
+
+
 class StillPending(InterlockError, TimeoutError):
     """The wait ended and nobody had answered yet. The request stays open:
     wait again with the same id (request_tool(..., call_id=...) or

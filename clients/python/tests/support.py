@@ -4,11 +4,14 @@ the approver, who decides over plain HTTP as a person in the inbox would."""
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import os
+import threading
 import time
 import unittest
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 from urllib.parse import urlsplit
 
@@ -113,3 +116,64 @@ def gate_call(tool: str, **match: Any) -> Dict[str, Any]:
 def decide(flow: str, run: str, body: Dict[str, Any]) -> Tuple[int, Any]:
     """Resume flow's run as the approver."""
     return http_call("POST", f"/v1/runs/{flow}/{run}/resume?wait=10s", body)
+
+
+VECTORS = json.loads((Path(__file__).resolve().parents[2] / "testdata" / "receipts.json").read_text(encoding="utf8"))
+"""What the Go side computes (clients/testdata/receipts.json): args digests
+and receipts, good and bad, with the keys that verify them."""
+
+
+class TamperingProxy:
+    """An HTTP proxy in front of the API whose decided answers to tool
+    requests pass through change on their way: what a hand in between
+    could do. takes counts the approvals taken through it."""
+
+    def __init__(self, change: Callable[[Dict[str, Any]], None]):
+        self.takes = 0
+        proxy = self
+        target = urlsplit(URL)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._forward()
+
+            def do_POST(self) -> None:
+                self._forward()
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                if path.endswith("/consume"):
+                    proxy.takes += 1
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=WAIT + 330)
+                headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type", "accept")}
+                try:
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    status, raw = resp.status, resp.read()
+                    kind = resp.getheader("Content-Type") or "application/json"
+                finally:
+                    conn.close()
+                if self.command == "POST" and path == "/v1/gate/requests" and status == 200:
+                    answer = json.loads(raw)
+                    if "decided" in answer:
+                        change(answer["decided"])
+                    raw = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(WAIT)
