@@ -129,7 +129,7 @@ func TestPythonClient(t *testing.T) {
 // `go test` caches this test's result only as long as none changes.
 func statSources(t *testing.T) {
 	t.Helper()
-	for _, dir := range []string{"interlock", "tests", "../testdata", "../../docs/schema", "../../docs/asks.md"} {
+	for _, dir := range []string{"interlock", "tests", "../testdata", "../../docs/schema", "../../docs/asks.md", "../../docs/protocol.md"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err

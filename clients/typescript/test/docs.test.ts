@@ -1,6 +1,7 @@
 // The TypeScript example of docs/asks.md, run as written (its import
 // pointed at this build, its NATS URL at the test's server): it gets the
-// answer a person gives.
+// answer a person gives. And docs/protocol.md's JavaScript receipt
+// verifier, as written.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -8,8 +9,8 @@ import { dirname, join } from "node:path";
 import { after, before, it } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
-import { connectNats, type Interlock } from "../src/index.js";
-import { WAIT, eventually, natsUrl } from "./env.js";
+import { connectNats, type Decided, type Interlock, type Receipt } from "../src/index.js";
+import { WAIT, eventually, httpUrl, id, interruptedOf, natsUrl } from "./env.js";
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -67,4 +68,41 @@ it("docs/asks.md's gated tool call runs the refund once a person approves it", a
   await c.resume("gate", callId, { decision: "edit", edits: { amount: 400 }, reason: "partial", approver: "ts-bot" }, { wait: WAIT });
   const { stdout } = await example;
   assert.equal(stdout, 'refund {"amount":400,"currency":"USD","orderId":"o-1"}\n');
+});
+
+it("docs/protocol.md's JavaScript receipt verifier takes what Interlock signs and refuses what it did not", async () => {
+  const doc = readFileSync(join(repo, "docs", "protocol.md"), "utf8");
+  const section = doc.split("\n### Receipts\n")[1]?.split("\n## ")[0] ?? "";
+  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  assert.equal(blocks.length, 1, "docs/protocol.md's Receipts section has one JavaScript verifier");
+  const file = join(here, "doc-receipt.mjs");
+  writeFileSync(file, blocks[0]!);
+  const { verifyReceipt } = (await import(pathToFileURL(file).href)) as { verifyReceipt: (r: string, keys: Record<string, string>, now?: Date) => Receipt };
+
+  const vectors = JSON.parse(readFileSync(join(repo, "clients", "testdata", "receipts.json"), "utf8")) as {
+    now: string;
+    keys: { kid: string; publicKey: string }[];
+    receipts: { name: string; receipt: string; valid: boolean; payload?: Receipt }[];
+  };
+  const keys = Object.fromEntries(vectors.keys.map((k) => [k.kid, k.publicKey]));
+  const now = new Date(vectors.now);
+  const refused = ["expired", "signed with a key not trusted", "signed with another key under the trusted kid", "the edited payload under the approved signature", "alg HS256", "typ JWT", "version 2", "two parts"];
+  for (const v of vectors.receipts) {
+    if (v.valid) assert.deepEqual(verifyReceipt(v.receipt, keys, now), v.payload, v.name);
+    else if (refused.includes(v.name)) assert.throws(() => verifyReceipt(v.receipt, keys, now), Error, v.name);
+  }
+
+  // A receipt the test's Interlock signed, with the keys it publishes.
+  const callId = id("call-");
+  const call = { callId, tool: "issue_refund", args: { orderId: "o-doc", amount: 900 } };
+  assert.equal((await c.requestToolApproval(call, { wait: 200 })).decision, "pending");
+  await interruptedOf(c, "gate", callId);
+  await c.resume("gate", callId, { decision: "approve", approver: "ts-bot" }, { wait: WAIT });
+  const look = await c.requestToolApproval(call, { wait: WAIT, take: false });
+  assert.equal(look.decision, "approved");
+  const d = look as { decided?: Decided };
+  const published = (await (await fetch(`${httpUrl}/v1/audit/keys`)).json()) as { keys: { kid: string; publicKey: string }[] };
+  const r = verifyReceipt((d.decided as Decided).receipt!, Object.fromEntries(published.keys.map((k) => [k.kid, k.publicKey])));
+  assert.deepEqual([r.flow, r.run, r.decision, r.finalDigest], ["gate", callId, "approved", (d.decided as Decided).finalDigest]);
+  assert.throws(() => verifyReceipt((d.decided as Decided).receipt!, keys), /which you do not trust/);
 });
