@@ -3,6 +3,7 @@ package client_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	interlock "github.com/interlockhq/interlock"
@@ -48,6 +49,18 @@ func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
 	tampered.Args, tampered.FinalDigest = json.RawMessage(`{"orderId":"o-1","amount":9000}`), d.ArgsDigest[:63]+"0"
 	if _, err := c.Consume(t.Context(), tampered); !errors.Is(err, client.ErrReceipt) {
 		t.Fatalf("taking the approval for other args: %v, want ErrReceipt", err)
+	}
+	// The receipt and the final digest left as they were, the args
+	// changed: the args that would run are not those approved.
+	swapped := d
+	swapped.Args = json.RawMessage(`{"orderId":"o-1","amount":9000}`)
+	if _, err := c.Consume(t.Context(), swapped); !errors.Is(err, client.ErrReceipt) || !strings.Contains(err.Error(), "not those the receipt states") {
+		t.Fatalf("taking the approval with other args to run: %v, want ErrReceipt", err)
+	}
+	argless := d
+	argless.Args = nil
+	if _, err := c.Consume(t.Context(), argless); !errors.Is(err, client.ErrReceipt) {
+		t.Fatalf("taking the approval of a decision without args: %v, want ErrReceipt", err)
 	}
 	none := d
 	none.Receipt = ""

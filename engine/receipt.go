@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -24,9 +25,14 @@ func (t *txn) receipt(r protocol.Receipt) string {
 	case r.Approver != "" && r.Approver == t.caller.Name:
 		r.Auth = t.caller.Method
 	}
-	r.At = t.now
-	r.Expires = t.now.Add(protocol.ReceiptTTL)
-	s, err := protocol.SignReceipt(t.r.signer.pub.ID, t.r.signer.priv, r)
+	return t.r.signReceipt(r, t.now)
+}
+
+// signReceipt signs r, decided at now, with the audit key.
+func (r *Runner) signReceipt(rec protocol.Receipt, now time.Time) string {
+	rec.At = now
+	rec.Expires = now.Add(protocol.ReceiptTTL)
+	s, err := protocol.SignReceipt(r.signer.pub.ID, r.signer.priv, rec)
 	if err != nil {
 		// A receipt is strings and times: it always encodes.
 		return ""

@@ -67,6 +67,20 @@ func TestEveryDecisionOnAToolCallYieldsAReceiptThatStatesIt(t *testing.T) {
 	if r, err := protocol.VerifyReceipt(keysOf(h), x.Receipt, time.Now()); err != nil || r.Decision != protocol.ReceiptExpired || r.Auth != protocol.AuthServer {
 		t.Fatalf("expired call's receipt %+v: %v", r, err)
 	}
+	// A call no rule holds is allowed by the gate, which says so in a
+	// receipt of its own: a forged allowed decision has none that holds.
+	request(t, h, "req-4", "call-a", 40, nil)
+	a := decided(t, h, "call-a")[0]
+	ra, err := protocol.VerifyReceipt(keysOf(h), a.Receipt, time.Now())
+	if err != nil || ra.Decision != protocol.ReceiptAllowed || ra.Auth != protocol.AuthServer || ra.ArgsDigest != a.ArgsDigest || ra.Run != "call-a" {
+		t.Fatalf("allowed call's receipt %+v: %v", ra, err)
+	}
+	if err := ra.CheckDecided(*a); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.CheckDecided(*d); err == nil {
+		t.Error("an allowed call's receipt checked another call's decision")
+	}
 }
 
 // TestAnAsksAnswerCarriesAReceiptOfWhatWasAnswered checks that an ask's

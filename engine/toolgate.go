@@ -288,6 +288,10 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 	}
 	if req.Rule == nil {
 		d := &protocol.Decided{CallID: req.CallID, Decision: ToolAllowed, Tool: req.Tool, Server: req.Server, ArgsDigest: digest, Origin: req.Origin}
+		// No rule held the call: the gate itself allows it, and says so
+		// in a receipt, as it does a person's decision.
+		d.Receipt = r.signReceipt(protocol.Receipt{Flow: GateFlowName, Run: req.CallID, Tool: req.Tool, Server: req.Server, ArgsDigest: digest,
+			Decision: protocol.ReceiptAllowed, Auth: protocol.AuthServer}, r.cfg.Now().UTC())
 		return r.answerCall(ctx, req, d, Completed)
 	}
 	state := gateState{CallID: req.CallID, Tool: req.Tool, Server: req.Server, Args: req.Args, ArgsDigest: digest, ConversationID: req.ConversationID,

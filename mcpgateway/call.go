@@ -146,21 +146,22 @@ const maxConflicts = 8
 // own) are forwarded.
 func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, callID string, d protocol.Decided, args json.RawMessage, digest string) *mcp.CallToolResult {
 	gate := Gate{CallID: callID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
-	if d.Tool != r.tool.Name || d.Server != r.up.cfg.Name || (d.ArgsDigest != "" && d.ArgsDigest != digest) {
+	if d.Tool != r.tool.Name || d.Server != r.up.cfg.Name || d.ArgsDigest != digest {
 		g.log.Error().Str("call_id", callID).Str("tool", r.tool.Name).Str("upstream", r.up.cfg.Name).Str("decided_tool", d.Tool).Str("decided_server", d.Server).
 			Msg("mcp gateway: a decision is about another call than the one made; it did not run")
 		return failed(gate, "The call of %s did not run: the decision Interlock gave under callId %s is about another call. Tell the user the approval service is being interfered with.", name, callID)
 	}
 	switch d.Decision {
 	case protocol.DecidedAllowed:
+		// No one was asked; the gate's receipt says it allowed this call.
+		if _, err := c.VerifyDecided(ctx, d); err != nil {
+			g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: an allowed call's receipt does not hold; the call did not run")
+			return failed(gate, "The call of %s did not run: the gate's signed receipt for it does not hold (%s). Tell the user.", name, strings.TrimPrefix(err.Error(), "client: "))
+		}
 		return g.forward(ctx, r, gate, args)
 	case protocol.DecidedApproved, protocol.DecidedEdited:
+		// Consume checks that d.Args are the args the receipt states.
 		run := d.Args
-		if len(run) == 0 {
-			// A decision of an earlier version, which carried the
-			// edited args alone.
-			run = args
-		}
 		if _, err := c.Consume(ctx, d); err != nil {
 			if errors.Is(err, client.ErrReceipt) {
 				g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: a decision's receipt does not hold; the call did not run")

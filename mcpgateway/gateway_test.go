@@ -726,3 +726,67 @@ func TestOneApprovalRunsOneOfManyIdenticalCallsMadeAtOnce(t *testing.T) {
 		t.Fatalf("upstream got %v, want the refund once", got)
 	}
 }
+
+// TestGatewayRunsNoCallOnADecisionWhoseReceiptDoesNotHold hands the
+// gateway decisions changed on their way from Interlock: an allowed call
+// without its receipt or with another call's, and an approved call whose
+// args were swapped under its receipt. None reaches the upstream.
+func TestGatewayRunsNoCallOnADecisionWhoseReceiptDoesNotHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, _ := e.gateway(mcpgateway.Config{}, "claude-desktop")
+	c := e.svc.Client("/test")
+	decided := func(req protocol.ToolRequest) protocol.Decided {
+		t.Helper()
+		ans, err := c.AskTool(t.Context(), req, natstest.Wait)
+		if err == nil && ans.Pending != nil {
+			e.decide(req.CallID, protocol.Resume{Decision: "approve"})
+			ans, err = c.RequestTool(t.Context(), req, natstest.Wait)
+		}
+		if err != nil || ans.Decided == nil {
+			t.Fatalf("deciding %s: %+v %v", req.CallID, ans, err)
+		}
+		return *ans.Decided
+	}
+	lookup := func(order string) protocol.ToolRequest {
+		return protocol.ToolRequest{CallID: "call-" + order, Tool: "lookup_order", Server: "shop", Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"` + order + `"`)}}
+	}
+	allowed, other := decided(lookup("o-1")), decided(lookup("o-2"))
+	if allowed.Decision != "allowed" || allowed.Receipt == "" {
+		t.Fatalf("the lookup: %+v, want allowed with a receipt", allowed)
+	}
+	refund := protocol.ToolRequest{CallID: "call-big", Tool: "issue_refund", Server: "shop",
+		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"o-9"`), "amount": json.RawMessage("4800")}}
+	approved := decided(refund)
+	if approved.Decision != "approved" {
+		t.Fatalf("the refund: %+v, want approved", approved)
+	}
+
+	unsigned := allowed
+	unsigned.Receipt = ""
+	borrowed := allowed
+	borrowed.Receipt = other.Receipt
+	swapped := approved
+	swapped.Args = json.RawMessage(`{"orderId":"o-9","amount":48000}`)
+	for name, tc := range map[string]struct {
+		tool string
+		d    protocol.Decided
+		args string
+	}{
+		"an allowed call without a receipt":           {"lookup_order", unsigned, `{"orderId":"o-1"}`},
+		"an allowed call with another call's receipt": {"lookup_order", borrowed, `{"orderId":"o-1"}`},
+		"an approved call with other args to run":     {"issue_refund", swapped, `{"orderId":"o-9","amount":4800}`},
+	} {
+		res := gw.DecidedOutcome(t.Context(), tc.tool, tc.d, json.RawMessage(tc.args))
+		if !res.IsError || !strings.Contains(text(res), "did not run") || !strings.Contains(text(res), "receipt") {
+			t.Errorf("%s: %s (isError %v), want it not run, saying its receipt does not hold", name, text(res), res.IsError)
+		}
+	}
+	if got := e.up.got(); len(got) > 0 {
+		t.Fatalf("the upstream got %v, want nothing", got)
+	}
+	// The genuine decision runs.
+	if res := gw.DecidedOutcome(t.Context(), "lookup_order", allowed, json.RawMessage(`{"orderId":"o-1"}`)); res.IsError {
+		t.Fatalf("the allowed call as decided: %s", text(res))
+	}
+}

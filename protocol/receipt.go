@@ -20,6 +20,7 @@ const ReceiptType = "interlock-receipt+jws"
 
 // Outcomes a receipt states: what was decided.
 const (
+	ReceiptAllowed   = "allowed"
 	ReceiptApproved  = "approved"
 	ReceiptEdited    = "edited"
 	ReceiptRejected  = "rejected"
@@ -44,7 +45,8 @@ type Receipt struct {
 	Flow      string `json:"flow"`
 	Run       string `json:"run"`
 	RequestID string `json:"requestId,omitempty"`
-	// Kind is the interrupt's kind.
+	// Kind is the interrupt's kind; "" for a tool call the gate allowed
+	// without asking anyone.
 	Kind string `json:"kind"`
 	// Tool and Server name what an approval proposes (a tool call's tool,
 	// a flow's action), and ArgsDigest the args it was asked about
@@ -52,8 +54,9 @@ type Receipt struct {
 	Tool       string `json:"tool,omitempty"`
 	Server     string `json:"server,omitempty"`
 	ArgsDigest string `json:"argsDigest,omitempty"`
-	// Decision is what was decided: approved, edited, rejected,
-	// responded, expired, answered or cancelled.
+	// Decision is what was decided: allowed (a tool call no rule held),
+	// approved, edited, rejected, responded, expired, answered or
+	// cancelled.
 	Decision string `json:"decision"`
 	// FinalDigest is the digest of the args to run, for approved and
 	// edited.
@@ -191,6 +194,21 @@ func (r Receipt) CheckDecided(d Decided) error {
 		return fmt.Errorf("protocol: the receipt states %s, the decision %s", r.Decision, d.Decision)
 	case r.FinalDigest != d.FinalDigest:
 		return fmt.Errorf("protocol: the receipt states the args of digest %.12s to run, the decision those of %.12s", r.FinalDigest, d.FinalDigest)
+	}
+	if d.Decision != DecidedApproved && d.Decision != DecidedEdited {
+		return nil
+	}
+	// The args the call runs with are the decision's own: they must be
+	// those the receipt states.
+	if len(bytes.TrimSpace(d.Args)) == 0 {
+		return fmt.Errorf("protocol: the %s decision carries no args to run; run nothing", d.Decision)
+	}
+	got, err := RawArgsDigest(d.Args)
+	if err != nil {
+		return fmt.Errorf("protocol: the decision's args: %w", err)
+	}
+	if got != r.FinalDigest {
+		return fmt.Errorf("protocol: the decision's args (digest %.12s) are not those the receipt states to run (%.12s)", got, r.FinalDigest)
 	}
 	return nil
 }
