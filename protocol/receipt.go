@@ -159,7 +159,13 @@ func decodePart(part string, v any) error {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("protocol: data after the part's JSON object")
+	}
+	return nil
 }
 
 // DecidedOutcome is the outcome a receipt states for a verdict (approve ->
