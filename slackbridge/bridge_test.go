@@ -209,26 +209,33 @@ func (h *harness) refundWith(origin string, extra map[string]json.RawMessage) st
 // send posts a signed interaction to the bridge's endpoint.
 func (h *harness) send(payload any, at time.Time, key string) *http.Response {
 	h.t.Helper()
+	return sendTo(h.t, h.b, payload, at, key)
+}
+
+// sendTo posts an interaction to b's endpoint as Slack does, signed with
+// key at time at; the response's body is closed at t's cleanup.
+func sendTo(t *testing.T, b *slackbridge.Bridge, payload any, at time.Time, key string) *http.Response {
+	t.Helper()
 	p, err := json.Marshal(payload)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	body := "payload=" + url.QueryEscape(string(p))
 	ts := strconv.FormatInt(at.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write([]byte("v0:" + ts + ":" + body))
-	req, err := http.NewRequestWithContext(h.t.Context(), "POST", "http://"+h.b.Addr()+"/slack/interactions", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), "POST", "http://"+b.Addr()+"/slack/interactions", strings.NewReader(body))
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	h.t.Cleanup(func() { _ = resp.Body.Close() })
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	return resp
 }
 
