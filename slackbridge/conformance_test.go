@@ -451,3 +451,27 @@ func cmpVerdict(v protocol.Verdict) protocol.Verdict {
 	}
 	return v
 }
+
+// TestTheEditModalOpensOnlyForWhoMayEdit: an edit is a vote where votes
+// are counted, so the supervisor who asked for a two-person refund
+// herself is refused the Edit modal when she clicks, with the
+// authority's reason, rather than when she submits it; another
+// supervisor gets the modal.
+func TestTheEditModalOpensOnlyForWhoMayEdit(t *testing.T) {
+	t.Parallel()
+	d := startSlackDoor(t)
+	var quorum authoritytest.Run
+	for _, r := range authoritytest.Runs() {
+		if r.Key == authoritytest.Quorum {
+			quorum = r
+		}
+	}
+	flow, run := d.Start(t, quorum, "quorum-edit")
+	told, opened := d.click(t, slackUsers[authoritytest.Ann], "interlock_edit", flow, run)
+	if opened != nil || len(told) != 1 || !strings.Contains(told[0], "asked for") {
+		t.Fatalf("the requester clicking Edit: told %q, modal opened %v; want no modal and the reason", told, opened != nil)
+	}
+	if _, opened := d.click(t, slackUsers[authoritytest.Bob], "interlock_edit", flow, run); opened == nil {
+		t.Fatal("another supervisor clicking Edit: no modal")
+	}
+}

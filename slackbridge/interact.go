@@ -167,8 +167,23 @@ func (b *Bridge) blockActions(ctx context.Context, cb slack.InteractionCallback)
 			b.ephemeral(ctx, cb, "This request is no longer waiting: it was decided, answered, asked again or it expired.")
 			return
 		}
+		// Asked of the authority as what the modal is for: a delegation
+		// is an assign, an edit a vote where votes are counted.
+		run := b.port.Authority()
+		switch a.ActionID {
+		case actionDelegate:
+			err = run.MayAssign(b.caller(u), authority.Delegate, authority.RunOf(cp))
+		case actionEdit:
+			err = run.MayDecide(b.caller(u), authority.RunOf(cp), protocol.VerdictEdit)
+		case actionReject:
+			err = run.MayDecide(b.caller(u), authority.RunOf(cp), protocol.VerdictReject)
+		case actionRespond:
+			err = run.MayDecide(b.caller(u), authority.RunOf(cp), protocol.VerdictRespond)
+		default:
+			err = run.MayDecide(b.caller(u), authority.RunOf(cp), "")
+		}
 		var ref *authority.Refusal
-		if err := b.port.Authority().MayDecide(b.caller(u), authority.RunOf(cp), ""); errors.As(err, &ref) {
+		if errors.As(err, &ref) {
 			b.ephemeral(ctx, cb, ref.Tell())
 			return
 		}
