@@ -222,6 +222,7 @@ func (in *Inbox) showDecide(w http.ResponseWriter, s session, c links.Claims, cp
 	}
 	iv.Reminded = ci.RemindedAt
 	viewOf(iv.Kind).prepare(iv)
+	in.decisions(s, authority.RunOf(cp), iv)
 	if iv.Tally != nil {
 		iv.Tally.Voted = slices.ContainsFunc(ci.Votes, func(v protocol.Vote) bool { return v.Approver == s.Name })
 	}

@@ -195,6 +195,23 @@ func (in *Inbox) mayDecide(s session, run authority.Run) bool {
 	return in.port.Authority().MayDecide(s.Caller, run, "") == nil
 }
 
+// decisions sets the decisions iv's forms offer the caller on run: each
+// that the interrupt allows and the authority lets them send, with the
+// authority's word on one it refuses.
+func (in *Inbox) decisions(s session, run authority.Run, iv *interruptView) {
+	iv.May, iv.VoteRefused = nil, ""
+	for _, v := range iv.Allowed {
+		err := in.port.Authority().MayDecide(s.Caller, run, v)
+		var ref *authority.Refusal
+		switch {
+		case err == nil:
+			iv.May = append(iv.May, v)
+		case errors.As(err, &ref) && iv.VoteRefused == "":
+			iv.VoteRefused = ref.Tell()
+		}
+	}
+}
+
 // caller authenticates a request by its cookie.
 func (in *Inbox) caller(r *http.Request) (session, bool) {
 	d := in.directory(true)

@@ -63,6 +63,12 @@ type interruptView struct {
 	StartedBy string
 	// Allowed are the decisions an approval allows.
 	Allowed []protocol.Verdict
+	// May are the decisions of Allowed the caller may send, as the
+	// authority says: a vote is refused to whoever voted already, and
+	// to whoever asked under separation of duties. VoteRefused says why
+	// the authority refuses one of Allowed to a caller who may decide.
+	May         []protocol.Verdict
+	VoteRefused string
 	// ArgsJSON is the proposal's args, indented, or the edit sent back.
 	ArgsJSON string
 	// MayDecide is set when the caller may answer: an approval only
@@ -202,6 +208,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 		}
 		iv.Reminded = ci.RemindedAt
 		viewOf(iv.Kind).prepare(iv)
+		in.decisions(s, authority.RunOf(cp), iv)
 		if iv.Tally != nil {
 			iv.Tally.Voted = slices.ContainsFunc(ci.Votes, func(v protocol.Vote) bool { return v.Approver == s.Name })
 		}
