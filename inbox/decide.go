@@ -107,7 +107,7 @@ func (in *Inbox) decidePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cl := in.client(s)
-	cp, ok := in.linkCheckpoint(w, r, cl, c)
+	cp, ok := in.linkCheckpoint(w, r, s, cl, c)
 	if !ok {
 		return
 	}
@@ -132,10 +132,14 @@ func (in *Inbox) used(w http.ResponseWriter, r *http.Request, c links.Claims, s 
 	return true
 }
 
-// linkCheckpoint reads the link's run, which must still wait on the
-// link's request; otherwise it answers with what became of it.
-func (in *Inbox) linkCheckpoint(w http.ResponseWriter, r *http.Request, cl *client.Client, c links.Claims) (protocol.Checkpoint, bool) {
+// linkCheckpoint reads the link's run, which the link's person must
+// still be let read, as the authority says (a link is its person's
+// credential, never more: one mailed before they lost a role shows
+// nothing once they have), and which must still wait on the link's
+// request; otherwise it answers with what became of it.
+func (in *Inbox) linkCheckpoint(w http.ResponseWriter, r *http.Request, s session, cl *client.Client, c links.Claims) (protocol.Checkpoint, bool) {
 	cp, err := cl.Checkpoint(r.Context(), c.Flow, c.Run)
+	var ref *authority.Refusal
 	switch {
 	case errors.Is(err, client.ErrNotFound):
 		in.decidedPage(w, http.StatusNotFound, decidedView{State: "gone", Heading: "This request is gone",
@@ -143,6 +147,10 @@ func (in *Inbox) linkCheckpoint(w http.ResponseWriter, r *http.Request, cl *clie
 		return cp, false
 	case err != nil:
 		in.linkFail(w, err)
+		return cp, false
+	case errors.As(in.port.Authority().MayRead(s.Caller, authority.RunOf(cp)), &ref):
+		in.decidedPage(w, http.StatusForbidden, decidedView{State: "refused", Heading: "Not yours to read",
+			Detail: fmt.Sprintf("This link was sent to %s, who may not see this request now: it is kept for whoever asked for it and the people who may answer it. Nothing was decided through it.", c.Person)})
 		return cp, false
 	case !pendingFor(cp, c.RequestID):
 		heading, detail, _ := in.settled(r.Context(), cl, c)
@@ -272,7 +280,7 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 	if !retry && in.used(w, r, c, s) {
 		return
 	}
-	cp, ok := in.linkCheckpoint(w, r, cl, c)
+	cp, ok := in.linkCheckpoint(w, r, s, cl, c)
 	if !ok {
 		return
 	}
