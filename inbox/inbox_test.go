@@ -126,14 +126,20 @@ func (s *site) another() string {
 // api sends a request to the HTTP API as caller (no token when "").
 func (s *site) api(caller, method, path string, body any) (int, []byte) {
 	s.t.Helper()
+	return s.apiIn(s.t, caller, method, path, body)
+}
+
+// apiIn is api for test t (a subtest of the site's).
+func (s *site) apiIn(t testing.TB, caller, method, path string, body any) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(s.t.Context(), method, s.base+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, s.base+path, rd)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if caller != "" {
@@ -141,7 +147,7 @@ func (s *site) api(caller, method, path string, body any) (int, []byte) {
 	}
 	res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	out, _ := io.ReadAll(res.Body)
@@ -158,10 +164,14 @@ type browserless struct {
 	url string
 }
 
-func (s *site) visitor() *browserless {
+// visitor is a browser without JavaScript, signed in as nobody yet.
+func (s *site) visitor() *browserless { return s.visitorIn(s.t) }
+
+// visitorIn is a visitor for test t (a subtest of the site's).
+func (s *site) visitorIn(t testing.TB) *browserless {
 	jar, _ := cookiejar.New(nil)
 	tr := &http.Transport{DisableKeepAlives: true}
-	return &browserless{t: s.t, s: s, tr: tr, c: &http.Client{Jar: jar, Transport: tr}}
+	return &browserless{t: t, s: s, tr: tr, c: &http.Client{Jar: jar, Transport: tr}}
 }
 
 func (b *browserless) do(method, path string, form url.Values) (int, string) {
