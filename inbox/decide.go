@@ -125,8 +125,13 @@ func (in *Inbox) used(w http.ResponseWriter, r *http.Request, c links.Claims, s 
 		return false
 	}
 	detail := fmt.Sprintf("It was used at %s; a link decides once.", linkTime(use.At))
-	if heading, what, ok := in.settled(r.Context(), in.client(s), c); ok {
-		detail += " " + heading + ": " + what
+	// Who settled it, and how, only for a person who may still read the
+	// run.
+	cl := in.client(s)
+	if cp, err := cl.Checkpoint(r.Context(), c.Flow, c.Run); err == nil && in.port.Authority().MayRead(s.Caller, authority.RunOf(cp)) == nil {
+		if heading, what, ok := in.settled(r.Context(), cl, c); ok {
+			detail += " " + heading + ": " + what
+		}
 	}
 	in.decidedPage(w, http.StatusConflict, decidedView{State: "used", Heading: "This link was used", Detail: detail, Inbox: true})
 	return true

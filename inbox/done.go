@@ -116,13 +116,17 @@ func (in *Inbox) fillDone(r *http.Request, s session, after string, params url.V
 	}
 	now := time.Now()
 	for _, it := range pg.Items {
-		if f := it.Finished; f != nil && f.Interrupt != nil && protocol.RoleRestricted(f.Interrupt.Kind) && !s.holds(f.Interrupt.ApproverRole) {
-			v.Hidden++
-			continue
-		}
-		if f := it.Finished; f != nil && in.port.Authority().MayRead(s.Caller, authority.FinishedOf(*f)) != nil {
-			v.Hidden++
-			continue
+		if f := it.Finished; f != nil {
+			// A finished approval is listed, as an ask or a tool call
+			// is, for whoever started it, could decide it or decided
+			// it, and the read roles: the authority's rule for a
+			// private run.
+			run := authority.FinishedOf(*f)
+			run.Private = run.Private || f.Interrupt != nil && protocol.RoleRestricted(f.Interrupt.Kind)
+			if in.port.Authority().MayRead(s.Caller, run) != nil {
+				v.Hidden++
+				continue
+			}
 		}
 		d := doneItem{RunItem: it, Outcome: it.Outcome(), Ago: duration(now.Sub(it.ChangedAt))}
 		if d.Outcome == it.Status {

@@ -65,10 +65,7 @@ func startSiteOf(t testing.TB, callers map[string][]string, flows ...*engine.Flo
 // startSiteWith is startSite with a service of cfg.
 func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Config) *site {
 	t.Helper()
-	srv := natstest.StartServer(t, "")
-	cfg.Secret = natstest.Secret
-	svc := natstest.StartWith(t, srv, cfg)
-	st := &site{t: t, svc: svc, tokens: map[string]string{}, log: &natstest.Buffer{}}
+	st := &site{t: t, tokens: map[string]string{}, log: &natstest.Buffer{}}
 	log := zerolog.New(st.log).Level(zerolog.DebugLevel)
 	var auth *httpapi.AuthFile
 	if callers != nil {
@@ -84,7 +81,24 @@ func startSiteWith(t testing.TB, callers map[string][]string, cfg interlock.Conf
 		if auth, err = httpapi.LoadAuth(file); err != nil {
 			t.Fatal(err)
 		}
+		// The service knows the callers as interlock serve --auth-file
+		// makes it: as its directory of people.
+		if cfg.People == nil {
+			entries, err := httpapi.ReadAuthFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, err := httpapi.AuthDirectory(entries, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.People = people.NewLive(dir)
+		}
 	}
+	srv := natstest.StartServer(t, "")
+	cfg.Secret = natstest.Secret
+	svc := natstest.StartWith(t, srv, cfg)
+	st.svc = svc
 	api, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", Auth: auth, Links: svc.Links(), Uses: svc.LinkUses(), People: st.dir.Load, Logger: &log})
 	if err != nil {
 		t.Fatal(err)
