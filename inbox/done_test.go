@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/authority/authoritytest"
 )
 
 // doneRows returns the runs of a done page, in order, as
@@ -113,5 +116,40 @@ func TestTheDoneViewPagesThroughEveryFinishedRun(t *testing.T) {
 	if len(rest) != 3 || !strings.HasPrefix(rest[2], "r-000:") || strings.Contains(page, `rel="next"`) ||
 		!strings.Contains(page, `<a href="/done">Newest</a>`) || strings.Contains(page, "data-partial") {
 		t.Fatalf("the second page: %v\n%s", rest, page)
+	}
+}
+
+// TestTheDoneViewShowsAnApprovalAssignedToAPersonToThatPerson checks that
+// a finished approval named to a person, with no role, is listed for the
+// person who decided it and for whoever asked, and for no one else.
+func TestTheDoneViewShowsAnApprovalAssignedToAPersonToThatPerson(t *testing.T) {
+	t.Parallel()
+	s := startTrustSite(t)
+	ask := authoritytest.Runs()[3]
+	if ask.Key != authoritytest.Assigned {
+		t.Fatalf("the fixture's fourth run is %s, want %s", ask.Key, authoritytest.Assigned)
+	}
+	if code, out := s.api(authoritytest.AgentA, "POST", "/v1/asks", ask.AskRequest("ask-fin")); code != http.StatusAccepted {
+		t.Fatalf("asking: %d %s", code, out)
+	}
+	if code, out := s.api(authoritytest.Fin, "POST", "/v1/runs/ask/ask-fin/resume", map[string]any{"decision": "approve"}); code != http.StatusAccepted {
+		t.Fatalf("fin approving: %d %s", code, out)
+	}
+	lists := func(who string) bool {
+		v := s.visitor()
+		v.do("POST", "/login", map[string][]string{"token": {s.tokens[who]}, "next": {"/done"}})
+		_, page := v.do("GET", "/done", nil)
+		return strings.Contains(strings.Join(doneRows(page), "\n"), "ask-fin:")
+	}
+	// Once it is listed for fin, the finished index holds it.
+	for deadline := time.Now().Add(10 * time.Second); !lists(authoritytest.Fin); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("fin's done view does not list the approval fin decided")
+		}
+	}
+	for who, want := range map[string]bool{authoritytest.AgentA: true, authoritytest.Ray: false, authoritytest.Ann: false} {
+		if got := lists(who); got != want {
+			t.Errorf("%s's done view lists the approval: %v, want %v", who, got, want)
+		}
 	}
 }
