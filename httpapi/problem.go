@@ -64,24 +64,17 @@ func StatusOf(code string) int {
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case codeForbidden, CodeCrossOrigin:
+	case CodeCrossOrigin:
 		return http.StatusForbidden
-	case codeUnknownRun, codeUnknownFlow, CodeNotFound:
+	case CodeNotFound:
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case codeStaleCheckpoint, codeTokenMismatch, codeNotWaiting, codeRunExists:
-		return http.StatusConflict
-	case codeExpired:
-		return http.StatusGone
-	case codeInvalidAnswer:
-		return http.StatusUnprocessableEntity
-	case codeUnsupported:
-		return http.StatusNotImplemented
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	// A refusal of the protocol is answered as on every surface.
+	return protocol.Code(code).HTTPStatus()
 }
 
 // titles are the problems' titles: what happened, the same for every

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -62,16 +63,16 @@ func (in *Inbox) assign(w http.ResponseWriter, r *http.Request, s session) {
 		case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeStaleCheckpoint:
 			in.conflict(w, r, s, cl, flow, run, requestID)
 		case protocol.CodeForbidden:
-			in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
+			in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: authority.Tell(ref)})
 		case protocol.CodeInvalidPayload:
 			if a.Op == protocol.AssignDelegate {
 				iv.Errors["to"] = ref.Message
 				in.showRun(w, r, s, flow, run, http.StatusUnprocessableEntity, runView{In: iv})
 				return
 			}
-			in.showRun(w, r, s, flow, run, http.StatusBadRequest, runView{Conflict: ref.Message})
+			in.showRun(w, r, s, flow, run, http.StatusBadRequest, runView{Conflict: authority.Tell(ref)})
 		default:
-			in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
+			in.showRun(w, r, s, flow, run, ref.Code.HTTPStatus(), runView{Conflict: authority.Tell(ref)})
 		}
 	default:
 		in.fail(w, r, s, err)

@@ -352,17 +352,9 @@ func (in *Inbox) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		in.decidedPage(w, http.StatusConflict, decidedView{State: "settled", Heading: heading, Detail: detail + " Your decision was not applied.", Inbox: true})
 	default:
-		in.decidedPage(w, refusalStatus(ref.Code), decidedView{State: "refused", Heading: "Interlock refused your decision",
-			Detail: ref.Message + ". Nothing was decided; the link still works should that change."})
+		in.decidedPage(w, ref.Code.HTTPStatus(), decidedView{State: "refused", Heading: "Interlock refused your decision",
+			Detail: authority.Tell(ref) + " Nothing was decided; the link still works should that change."})
 	}
-}
-
-// refusalStatus is the HTTP status of a page that shows a refusal.
-func refusalStatus(code protocol.Code) int {
-	if code == protocol.CodeForbidden {
-		return http.StatusForbidden
-	}
-	return httpStatus(code)
 }
 
 // doneHeading says what the person decided.

@@ -448,17 +448,10 @@ func (in *Inbox) resume(w http.ResponseWriter, r *http.Request, s session) {
 	case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeStaleCheckpoint:
 		in.conflict(w, r, s, cl, flow, run, requestID)
 	case protocol.CodeForbidden:
-		in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: ref.Message})
+		in.showRun(w, r, s, flow, run, http.StatusForbidden, runView{Conflict: authority.Tell(ref)})
 	default:
-		in.showRun(w, r, s, flow, run, httpStatus(ref.Code), runView{Conflict: ref.Message})
+		in.showRun(w, r, s, flow, run, ref.Code.HTTPStatus(), runView{Conflict: authority.Tell(ref)})
 	}
-}
-
-func httpStatus(code protocol.Code) int {
-	if code == protocol.CodeInvalidPayload {
-		return http.StatusBadRequest
-	}
-	return http.StatusConflict
 }
 
 // validKey reports whether a form's idempotency key is one the page made.

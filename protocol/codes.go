@@ -1,5 +1,7 @@
 package protocol
 
+import "net/http"
+
 // Code is the code of a refused event: why a command was not applied.
 type Code string
 
@@ -29,4 +31,27 @@ const (
 func Codes() []Code {
 	return []Code{CodeTokenMismatch, CodeStaleCheckpoint, CodeNotWaiting, CodeUnknownRun, CodeExpired,
 		CodeInvalidAnswer, CodeForbidden, CodeInvalidPayload, CodeUnknownFlow, CodeRunExists, CodeUnsupported}
+}
+
+// HTTPStatus is the status a refusal of code is answered with wherever
+// Interlock answers over HTTP (the HTTP API, callback URLs, the inbox's
+// pages and decision links): docs/protocol.md §7.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeInvalidPayload:
+		return http.StatusBadRequest
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeUnknownRun, CodeUnknownFlow:
+		return http.StatusNotFound
+	case CodeStaleCheckpoint, CodeTokenMismatch, CodeNotWaiting, CodeRunExists:
+		return http.StatusConflict
+	case CodeExpired:
+		return http.StatusGone
+	case CodeInvalidAnswer:
+		return http.StatusUnprocessableEntity
+	case CodeUnsupported:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
 }

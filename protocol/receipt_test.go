@@ -68,3 +68,15 @@ func FuzzVerifyReceipt(f *testing.F) {
 		_ = r.CheckDecided(protocol.Decided{CallID: r.Run, Decision: r.Decision, Args: json.RawMessage(payload)})
 	})
 }
+
+// TestEveryRefusalCodeHasAnHTTPStatus checks that every refusal code is
+// answered over HTTP with a status of its own kind (4xx, or 501 for what
+// the deployment does not serve), the same on every surface.
+func TestEveryRefusalCodeHasAnHTTPStatus(t *testing.T) {
+	t.Parallel()
+	for _, c := range protocol.Codes() {
+		if s := c.HTTPStatus(); (s < 400 || s >= 500) && s != 501 {
+			t.Errorf("%s is answered %d over HTTP; give it a status of its own in Code.HTTPStatus", c, s)
+		}
+	}
+}

@@ -499,7 +499,7 @@ func (b *Bridge) refusal(r ref, ev client.Event, err error) (*protocol.Refused, 
 	case errors.Is(err, client.ErrNoAnswer), errors.Is(err, context.DeadlineExceeded):
 		return nil, ""
 	case errors.As(err, &refused):
-		return &refused.Refused, refusedText(refused.Refused)
+		return &refused.Refused, authority.Tell(refused.Refused)
 	case err != nil:
 		b.log.Warn().Err(err).Str("flow", r.Flow).Str("run", r.Run).Msg("slack bridge: sending a command")
 		return nil, "Interlock could not be reached; try again in a moment."
@@ -508,20 +508,9 @@ func (b *Bridge) refusal(r ref, ev client.Event, err error) (*protocol.Refused, 
 		if ev.Decode(&ref) != nil {
 			return nil, "Interlock refused this."
 		}
-		return &ref, refusedText(ref)
+		return &ref, authority.Tell(ref)
 	}
 	return nil, ""
-}
-
-// refusedText says a refusal for the person: the engine's own message,
-// which names what was wrong (the claimant of a claimed approval, the
-// role it takes, the argument that does not fit).
-func refusedText(ref protocol.Refused) string {
-	switch ref.Code {
-	case protocol.CodeTokenMismatch, protocol.CodeNotWaiting, protocol.CodeExpired, protocol.CodeUnknownRun:
-		return "This request is no longer waiting: " + ref.Message
-	}
-	return capitalise(strings.TrimSuffix(ref.Message, ".")) + "."
 }
 
 // capitalise starts s with a capital letter.
