@@ -1,9 +1,10 @@
 // Package mcpserver serves Interlock to models over the Model Context
 // Protocol: tools to list and start flows, answer their interrupts, read
 // runs and the runs waiting, and ask the tool-call gate. It is a client of
-// the wire protocol like the HTTP API, standing on a [Port] (Client and
-// ClientAs; *interlock.Service is one), so one code path decides and the
-// model only asks.
+// the wire protocol like the HTTP API, standing on a [Port] (Client,
+// ClientAs and Authority; *interlock.Service is one), so one code path
+// decides and the model only asks: what the approver may read and answer
+// is the deployment's authority's to say.
 //
 //	srv, err := mcpserver.New(svc, mcpserver.Config{Flows: flows, Roles: []string{"supervisor"}})
 //	...

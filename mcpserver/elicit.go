@@ -11,6 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -225,6 +226,11 @@ func (s *Server) stillWaiting(ctx context.Context, st elicitState, next string) 
 	cp, err := s.client(s.cfg.Wait).Checkpoint(ctx, st.Flow, st.Run)
 	if err != nil {
 		return nil, RunResult{}, readError(err)
+	}
+	// The form's state comes back from the client: the run it names is
+	// read only if the approver may read it.
+	if err := s.mayRead(authority.RunOf(cp)); err != nil {
+		return nil, RunResult{}, err
 	}
 	out := RunResult{Flow: st.Flow, Run: st.Run, Status: status(cp.Status), Next: next}
 	if cp.Waiting() {

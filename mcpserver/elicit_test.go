@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -9,9 +11,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/mcpserver"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // user answers the forms an MCP client shows, from a script, and keeps
@@ -166,5 +170,29 @@ func TestADeclinedOrCancelledFormLeavesTheRunWaiting(t *testing.T) {
 			m.call("continue_flow", args{"flow": "booking", "run": r.Run, "stateUpdates": args{"name": "Ann", "phone": "+1 555 0100"}}, &r)
 			wantFields(t, r, "level")
 		})
+	}
+}
+
+// TestAFormsStateReadsOnlyARunTheApproverMayRead: the state of a form
+// comes back from the client, which may name any run in it; a declined
+// form naming another agent's ask is refused, not answered with what the
+// ask waits on.
+func TestAFormsStateReadsOnlyARunTheApproverMayRead(t *testing.T) {
+	t.Parallel()
+	d := mcpDoor{startTrusted(t)}
+	ask := runNamed(authoritytest.Ask)
+	_, run := d.Start(t, ask, "ask-form")
+	state, err := json.Marshal(map[string]any{"flow": protocol.AskFlow, "run": run, "requestId": "req-any", "kind": "question"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := d.as(t, authoritytest.AgentB)
+	res, err := m.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "continue_flow", Arguments: args{"flow": protocol.AskFlow, "run": run},
+		RequestState: base64.RawURLEncoding.EncodeToString(state), InputResponses: mcp.InputResponseMap{"answer": &mcp.ElicitResult{Action: "decline"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := refusalOf(t, res); code != protocol.CodeForbidden || strings.Contains(text(res), ask.Pending.Action) {
+		t.Fatalf("a declined form naming another's ask: %s, want refused forbidden and nothing of the ask", text(res))
 	}
 }

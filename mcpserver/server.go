@@ -43,9 +43,10 @@ const (
 var Implementation = mcp.Implementation{Name: "interlock", Title: "Interlock", Version: "v1"}
 
 // Port is what the server needs of a running Interlock: a client of the
-// wire protocol, and resumes sent on behalf of the approver, vouched for
-// with the deployment's secret (which stays with the port). It is the
-// httpapi.Port; *interlock.Service is one.
+// wire protocol, resumes sent on behalf of the approver, vouched for
+// with the deployment's secret (which stays with the port), and the
+// deployment's authority. It is the httpapi.Port; *interlock.Service is
+// one.
 type Port interface {
 	// Client returns a client of the wire protocol; source names its
 	// events' sender.
@@ -54,6 +55,8 @@ type Port interface {
 	// caller, with the deployment's secret; an error when the port does
 	// not hold it.
 	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
+	// Authority decides what the approver may read and decide.
+	Authority() *authority.Authority
 }
 
 // Config configures a [Server].

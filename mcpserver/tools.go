@@ -189,6 +189,9 @@ func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool
 	if err != nil {
 		return nil, RunResult{}, readError(err)
 	}
+	if err := s.mayRead(authority.RunOf(cp)); err != nil {
+		return nil, RunResult{}, err
+	}
 	if !cp.Waiting() {
 		return nil, RunResult{}, fmt.Errorf("run %s of flow %s is %s, not waiting on an interrupt: there is nothing to answer; get_run shows how it stands, and start_flow starts a new run", in.Run, in.Flow, cp.Status)
 	}
@@ -206,14 +209,16 @@ func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool
 	if r.Edits, err = rawValues("edits", in.Edits); err != nil {
 		return nil, RunResult{}, err
 	}
-	role := pending.ApproverRole
-	var ref *authority.Refusal
-	if err := authority.New(authority.Config{}).MayDecide(s.caller(), authority.RunOf(cp), ""); errors.As(err, &ref) {
-		if role == "" {
-			return nil, RunResult{}, fmt.Errorf("the %s of run %s of flow %s is not this MCP server's to decide (%s): tell the user it waits for the people who may", pending.Kind, in.Run, in.Flow, ref.Reason)
+	// The deployment's authority decides whether the approver may answer;
+	// Interlock asks it again when the answer arrives.
+	if err := s.port.Authority().MayDecide(s.caller(), authority.RunOf(cp), protocol.Verdict(in.Decision)); err != nil {
+		var ref *authority.Refusal
+		if errors.As(err, &ref) {
+			return nil, RunResult{}, s.decideRefusal(ref, pending, in.Flow, in.Run)
 		}
-		return nil, RunResult{}, fmt.Errorf("the approval of run %s of flow %s is for the %s role, which this MCP server does not hold (%s): a person with that role must decide it (or the server be started with --role %s); tell the user it waits for them", in.Run, in.Flow, role, ref.Reason, role)
+		return nil, RunResult{}, err
 	}
+	role := pending.ApproverRole
 	var ev client.Event
 	if s.tokens == nil {
 		r.Approver = ""
@@ -234,6 +239,28 @@ func (s *Server) continueRun(ctx context.Context, req *mcp.CallToolRequest, tool
 		return nil, RunResult{}, s.commandError(tool, in.Flow, in.Run, err)
 	}
 	return s.result(req, tool, in.Flow, in.Run, ev)
+}
+
+// decideRefusal words the authority's refusal of the approver's answer
+// to run's pending interrupt: its code and reason, as every refusal
+// reads, and what to tell the user.
+func (s *Server) decideRefusal(ref *authority.Refusal, pending *protocol.CheckpointInterrupt, flow, run string) error {
+	msg := fmt.Sprintf("refused (%s): %s", ref.Code, ref.Reason)
+	if role := pending.ApproverRole; role != "" && !slices.Contains(s.cfg.Roles, role) {
+		return fmt.Errorf("%s; the approval of run %s of flow %s is for the %s role, which this MCP server does not hold: a person with that role must decide it (or the server be started with --role %s); tell the user it waits for them", msg, run, flow, role, role)
+	}
+	return fmt.Errorf("%s; the %s of run %s of flow %s is not this MCP server's to decide: tell the user it waits for the people who may", msg, pending.Kind, run, flow)
+}
+
+// mayRead says why the approver may not read run, worded for the model
+// as every refusal is; nil when the authority lets them.
+func (s *Server) mayRead(run authority.Run) error {
+	err := s.port.Authority().MayRead(s.caller(), run)
+	var ref *authority.Refusal
+	if errors.As(err, &ref) {
+		return fmt.Errorf("refused (%s): %s; it is not for this MCP server to read: tell the user so, and do not ask for it again", ref.Code, ref.Reason)
+	}
+	return err
 }
 
 // checkAnswer says what is wrong with an answer that does not fit the
@@ -269,6 +296,9 @@ func (s *Server) getRun(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) 
 	if err != nil {
 		return nil, RunInfo{}, readError(err)
 	}
+	if err := s.mayRead(authority.RunOf(cp)); err != nil {
+		return nil, RunInfo{}, err
+	}
 	out := RunInfo{
 		Flow: cp.Flow, Run: cp.Run, Status: status(cp.Status), Node: cp.Node, Error: cp.Error,
 		CreatedAt: rfc3339(cp.CreatedAt), UpdatedAt: rfc3339(cp.UpdatedAt),
@@ -299,8 +329,13 @@ func (s *Server) listPending(ctx context.Context, _ *mcp.CallToolRequest, in Pen
 	if err != nil {
 		return nil, PendingOutput{}, readError(err)
 	}
+	// An ask's or a tool call's entry is listed for whoever asked and
+	// whoever may decide it (a page may so come shorter than its limit).
 	out := PendingOutput{Items: make([]PendingItem, 0, len(page.Items)), Next: page.Next}
 	for _, p := range page.Items {
+		if s.port.Authority().MayRead(s.caller(), authority.EntryOf(p)) != nil {
+			continue
+		}
 		item := PendingItem{
 			Flow: p.Flow, Run: p.Run, Node: p.Node, Kind: p.Kind, RequestID: p.RequestID, Fields: p.Fields,
 			Question: p.Question, Action: p.Action, ApproverRole: p.ApproverRole, AskedAt: rfc3339(p.AskedAt),
@@ -355,19 +390,30 @@ func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in Cal
 		return nil, ToolDecision{}, err
 	}
 	c := s.client(s.cfg.Wait)
+	// A call a rule held is a run of the gate flow, read by whoever asked
+	// for it and whoever may decide it; a call no rule held (allowed at
+	// once, or refused) has no run, and its events say no more than that.
+	cp, cpErr := c.Checkpoint(ctx, client.GateFlow, in.CallID)
+	noRun := errors.Is(cpErr, client.ErrNotFound)
+	switch {
+	case cpErr == nil:
+		if err := s.mayRead(authority.RunOf(cp)); err != nil {
+			return nil, ToolDecision{}, err
+		}
+	case !noRun:
+		return nil, ToolDecision{}, readError(cpErr)
+	}
 	evs, _, err := c.RunEvents(ctx, client.GateFlow, in.CallID, client.MaxPendingLimit)
 	if err != nil {
 		return nil, ToolDecision{}, readError(err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Kind == protocol.EventRefused && i == len(evs)-1 {
+		if evs[i].Kind == protocol.EventRefused && i == len(evs)-1 && noRun {
 			// The call's last word is a refusal (the gate is off, or the
 			// request was bad): say it, rather than that there is no call.
 			var ref protocol.Refused
 			if err := json.Unmarshal(evs[i].Event.Data(), &ref); err == nil {
-				if _, err := c.Checkpoint(ctx, client.GateFlow, in.CallID); errors.Is(err, client.ErrNotFound) {
-					return nil, ToolDecision{}, refusalError(ref, "request_tool_approval")
-				}
+				return nil, ToolDecision{}, refusalError(ref, "request_tool_approval")
 			}
 		}
 		if evs[i].Kind != protocol.EventDecided {
@@ -380,12 +426,8 @@ func (s *Server) getDecision(ctx context.Context, _ *mcp.CallToolRequest, in Cal
 		out, err := decided(d)
 		return nil, out, err
 	}
-	cp, err := c.Checkpoint(ctx, client.GateFlow, in.CallID)
-	if errors.Is(err, client.ErrNotFound) {
+	if noRun {
 		return nil, ToolDecision{}, fmt.Errorf("there is no tool call %s: check the callId that request_tool_approval returned, or ask request_tool_approval first", in.CallID)
-	}
-	if err != nil {
-		return nil, ToolDecision{}, readError(err)
 	}
 	if !cp.Waiting() {
 		return nil, ToolDecision{}, fmt.Errorf("tool call %s is %s, and its decision is no longer kept: do not call the tool; ask request_tool_approval again with a new callId", in.CallID, cp.Status)

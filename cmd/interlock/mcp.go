@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/mcpserver"
 	"github.com/interlockhq/interlock/protocol"
@@ -177,6 +178,13 @@ func (p remotePort) ClientAs(source string, caller protocol.Caller) (*client.Cli
 	}
 	return p.base.WithSource(source).Vouched(p.secret, caller)
 }
+
+// Authority is the authority of a deployment as a command connected to
+// it over NATS knows it: nobody identified, for the command does not know
+// the deployment's directory of people. Interlock decides every command
+// the command sends with the deployment's own; what the command reads is
+// what its NATS credentials let it read.
+func (p remotePort) Authority() *authority.Authority { return authority.New(authority.Config{}) }
 
 // nopCloser leaves stdout open when the MCP session ends.
 type nopCloser struct{ io.Writer }

@@ -1,0 +1,202 @@
+package mcpserver_test
+
+import (
+	"cmp"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/authority/authoritytest"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/mcpserver"
+	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// TestTheMCPServerAnswersTheConformanceTable runs the authority's table
+// through the MCP server: each case's caller has a server of their own,
+// whose approver they are, with their roles from the directory of people
+// (as `interlock mcp --approver NAME --role ROLE` serves them), and asks
+// through its tools from an MCP client on the SDK's in-memory transport.
+func TestTheMCPServerAnswersTheConformanceTable(t *testing.T) {
+	t.Parallel()
+	authoritytest.Conform(t, mcpDoor{startTrusted(t)})
+}
+
+// startTrusted starts a service whose directory of people, gate rules
+// and cancel and read roles are the authority's fixture's.
+func startTrusted(t *testing.T) *interlock.Service {
+	t.Helper()
+	var ps []people.Person
+	for _, p := range authoritytest.People() {
+		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles})
+	}
+	dir, err := people.New("people.yaml", ps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
+		GateRules: rules, People: people.NewLive(dir),
+		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+}
+
+// mcpDoor is the MCP server as the table's door.
+type mcpDoor struct{ svc *interlock.Service }
+
+// Skip says which of the table's asks the MCP server has no tool for.
+func (mcpDoor) Skip(c authoritytest.Case) string {
+	switch {
+	case c.Who == authoritytest.NATSSender:
+		return "the MCP server sends as the person it serves, vouched for; a NATS sender is the NATS workers' caller"
+	case c.Action == authority.Claim || c.Action == authority.Delegate:
+		return "the MCP server has no tool to claim or delegate: who decides is for people to settle through the HTTP API, the inbox or Slack"
+	case c.Action == authority.Cancel:
+		return "the MCP server has no tool to cancel a run"
+	case c.Action == authority.MintLink:
+		return "the MCP server mints no callback URL"
+	case c.Action == authority.Decide && runNamed(c.Run).Flow == protocol.GateFlow:
+		return "continue_flow never decides a tool call: the model asking for its own call must not be the one who approves it"
+	}
+	return ""
+}
+
+// runNamed is the fixture's run named key.
+func runNamed(key string) authoritytest.Run {
+	for _, r := range authoritytest.Runs() {
+		if r.Key == key {
+			return r
+		}
+	}
+	panic("no run " + key)
+}
+
+// as is an MCP client of a server whose approver is who, holding their
+// roles.
+func (d mcpDoor) as(t *testing.T, who string) *model {
+	t.Helper()
+	p, ok := authoritytest.PersonNamed(who)
+	if !ok {
+		t.Fatalf("no person %s", who)
+	}
+	s, err := mcpserver.New(d.svc, mcpserver.Config{Flows: flows, Approver: p.Name, Roles: p.Roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return session(t, d.svc, s)
+}
+
+// vouched is a client of the wire protocol vouched for who, as a surface
+// that authenticated them sends: what starts an ask and claims, which the
+// MCP server does not.
+func (d mcpDoor) vouched(t *testing.T, who string) *client.Client {
+	t.Helper()
+	p, ok := authoritytest.PersonNamed(who)
+	if !ok {
+		t.Fatalf("no person %s", who)
+	}
+	cl, err := d.svc.ClientAs("/conformance", protocol.Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// Start asks the gate for a tool call through the MCP server of whoever
+// starts it (request_tool_approval); an ask, which the MCP server does
+// not make, is sent beside it, vouched for its agent.
+func (d mcpDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run string) {
+	ctx := t.Context()
+	if req := r.ToolRequest(id); req != nil {
+		var dec mcpserver.ToolDecision
+		d.as(t, r.StartedBy).call("request_tool_approval", args{"tool": req.Tool, "callId": req.CallID, "args": req.Args}, &dec)
+		if dec.Decision != mcpserver.DecisionPending {
+			t.Fatalf("starting %s: %+v, want the call pending", r.Key, dec)
+		}
+		flow, run = protocol.GateFlow, id
+	} else {
+		ans, err := d.vouched(t, r.StartedBy).AskNoWait(ctx, *r.AskRequest(id), 10*time.Second)
+		if err != nil || ans.Pending == nil {
+			t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
+		}
+		flow, run = protocol.AskFlow, id
+	}
+	if claimant := r.Pending.ClaimedBy; claimant != "" {
+		ev, err := d.vouched(t, claimant).Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim})
+		if err != nil || ev.Kind != protocol.EventAssigned {
+			t.Fatalf("%s claiming %s: %v %v", claimant, r.Key, ev.Kind, err)
+		}
+	}
+	return flow, run
+}
+
+// Ask calls the tool of the case's action on the caller's own server:
+// continue_flow to decide; get_run to read, which get_decision (for a
+// tool call) and list_pending must agree with.
+func (d mcpDoor) Ask(t *testing.T, c authoritytest.Case, flow, run string) protocol.Code {
+	m := d.as(t, c.Who)
+	switch c.Action {
+	case authority.Decide:
+		verdict := cmp.Or(c.Verdict, protocol.VerdictApprove)
+		return refusalOf(t, m.callTool("continue_flow", args{"flow": flow, "run": run, "decision": string(verdict)}))
+	case authority.Read:
+		code := refusalOf(t, m.callTool("get_run", args{"flow": flow, "run": run}))
+		if flow == protocol.GateFlow {
+			if got := refusalOf(t, m.callTool("get_decision", args{"callId": run})); got != code {
+				t.Errorf("get_decision of %s: %q, but get_run: %q", run, got, code)
+			}
+		}
+		if listed := lists(t, m, flow, run); listed != (code == "") {
+			t.Errorf("list_pending lists %s: %v, but get_run: %q", run, listed, code)
+		}
+		return code
+	}
+	t.Fatalf("the MCP door has no %s", c.Action)
+	return ""
+}
+
+// refused is how the MCP server words a refusal: refused (<code>): ...
+var refused = regexp.MustCompile(`^refused \(([a-z_]+)\): `)
+
+// refusalOf is the code of the refusal a tool result words, "" for a
+// result that is no error.
+func refusalOf(t *testing.T, res *mcp.CallToolResult) protocol.Code {
+	t.Helper()
+	if !res.IsError {
+		return ""
+	}
+	m := refused.FindStringSubmatch(text(res))
+	if m == nil {
+		t.Fatalf("tool error %q is no refusal", text(res))
+	}
+	return protocol.Code(m[1])
+}
+
+// lists reports whether list_pending lists run of flow, on any page.
+func lists(t *testing.T, m *model, flow, run string) bool {
+	t.Helper()
+	cursor := ""
+	for {
+		var page mcpserver.PendingOutput
+		m.call("list_pending", args{"flow": flow, "limit": mcpserver.MaxPageSize, "cursor": cursor}, &page)
+		for _, it := range page.Items {
+			if it.Run == run {
+				return true
+			}
+		}
+		if page.Next == "" {
+			return false
+		}
+		cursor = page.Next
+	}
+}
