@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -80,7 +81,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 		return failed(Gate{}, "The arguments of %s do not encode (%v): call it again with an object of its arguments.", name, err)
 	}
 	agent, info := g.agent(req.Session)
-	c := g.port.Client("/mcp-gateway/" + url.PathEscape(agent))
+	c := g.client(agent)
 	ctxv, err := json.Marshal(map[string]any{"upstream": r.up.cfg.Name, "upstreamTool": r.tool.Name, "shownAs": name, "client": info})
 	if err != nil {
 		return failed(Gate{}, "The call of %s did not run: %v.", name, err)
@@ -255,6 +256,22 @@ func (g *Gateway) agent(ss *mcp.ServerSession) (agent string, info map[string]st
 		}
 	}
 	return or(g.cfg.Agent, info["name"], DefaultAgent), info
+}
+
+// source is the source of the gateway's events for agent's calls: the
+// sender Interlock knows them by ("nats:" and the source, where callers
+// are identified). The agent is a label the gateway's client typed or its
+// configuration gives; the sender is never the agent itself, nor any
+// person or agent of the deployment's directory.
+func source(agent string) string { return "/mcp-gateway/" + url.PathEscape(agent) }
+
+// client is a client of the wire protocol that sends agent's calls.
+func (g *Gateway) client(agent string) *client.Client { return g.port.Client(source(agent)) }
+
+// caller is the sender of agent's calls, as the deployment's authority
+// knows it.
+func (g *Gateway) caller(agent string) authority.Caller {
+	return g.port.Authority().NATSCaller("", agent, source(agent))
 }
 
 // callID is the id of a call: derived from the agent, the upstream, the

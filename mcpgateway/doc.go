@@ -29,6 +29,13 @@
 //
 // Every result the gate touched carries [MetaKey] in its _meta.
 //
+// The gateway authenticates no client: the agent is a label. Interlock
+// knows its calls by the gateway's sender (nats:/mcp-gateway/<agent>,
+// where callers are identified), and the gateway asks the deployment's
+// authority ([Port].Authority) what that sender may read. It shows its
+// upstreams' tools and nothing that decides, claims, cancels or reads a
+// run: an agent behind it never approves its own call.
+//
 // A client that names [TasksExtension] in its request's capabilities gets
 // a [Task] at once for a call that waits for a person, and polls it with
 // tasks/get: the task id is the callId, the task is the gate run stored in

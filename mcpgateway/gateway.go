@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 )
 
@@ -28,10 +29,14 @@ var Implementation = mcp.Implementation{Name: "interlock-gateway", Title: "Inter
 const SessionTimeout = time.Hour
 
 // Port is what the gateway needs of Interlock: a client of the wire
-// protocol; source names its events' sender. *interlock.Service is one,
+// protocol, and the deployment's authority. *interlock.Service is one,
 // and so is a connection to a deployment.
 type Port interface {
+	// Client returns a client of the wire protocol; source names its
+	// events' sender.
 	Client(source string) *client.Client
+	// Authority decides what the gateway's sender may read of a call.
+	Authority() *authority.Authority
 }
 
 // Gateway is an MCP server that shows the tools of its upstream MCP

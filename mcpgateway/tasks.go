@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -165,26 +165,39 @@ func unknownTask(id string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown task %q: give the taskId a tools/call of this client returned", id)}
 }
 
+// refusedTask is the error of a task the deployment's authority refuses
+// the gateway's sender, worded as every refusal is.
+func refusedTask(code protocol.Code, reason string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("refused (%s): %s", code, reason)}
+}
+
 // loadTask reads the gate run of task id, which must be a call of the
-// session's agent through a gateway.
+// session's agent through a gateway, and one the deployment's authority
+// lets the gateway's sender for that agent read.
 func (g *Gateway) loadTask(ctx context.Context, ss *mcp.ServerSession, id string) (protocol.Checkpoint, gateState, error) {
 	var st gateState
 	if !strings.HasPrefix(id, "mcp-") || client.CheckName("task id", id) != nil {
 		return protocol.Checkpoint{}, st, unknownTask(id)
 	}
 	agent, _ := g.agent(ss)
-	cp, err := g.port.Client("/mcp-gateway/"+url.PathEscape(agent)).Checkpoint(ctx, client.GateFlow, id)
+	cp, err := g.client(agent).Checkpoint(ctx, client.GateFlow, id)
 	switch {
 	case errors.Is(err, client.ErrNotFound):
 		return cp, st, unknownTask(id)
 	case err != nil:
 		return cp, st, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("reading task %s from Interlock failed: %v; poll again later", id, err)}
 	}
+	var ref *authority.Refusal
+	if err := g.port.Authority().MayRead(g.caller(agent), authority.RunOf(cp)); errors.As(err, &ref) {
+		return cp, st, refusedTask(ref.Code, ref.Reason)
+	}
 	if err := json.Unmarshal(cp.State, &st); err != nil {
 		return cp, st, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("task %s: its gate run's state does not decode: %v", id, err)}
 	}
 	// Another agent's call is no task of this client's: it may neither
-	// see it nor, by polling it, make the gateway run it.
+	// see it nor, by polling it, make the gateway run it. Where the
+	// deployment takes names at their word, the authority lets any
+	// sender read it, and the agent's label is what tells them apart.
 	if st.Agent != agent {
 		return cp, st, unknownTask(id)
 	}
@@ -312,7 +325,7 @@ func (g *Gateway) runTask(run *taskRun, agent string, cp protocol.Checkpoint, st
 		run.res = failed(gate, "The call of %s did not run: its args do not encode (%v).", name, err)
 		return
 	}
-	run.res = g.outcome(g.done, g.port.Client("/mcp-gateway/"+url.PathEscape(agent)), r, name, cp.Run, d, st.Args, digest)
+	run.res = g.outcome(g.done, g.client(agent), r, name, cp.Run, d, st.Args, digest)
 }
 
 // pruneTasks forgets the results of tasks older than the repeat window.
@@ -330,8 +343,9 @@ func (g *Gateway) pruneTasks() {
 }
 
 // cancelTask answers tasks/cancel: a call still waiting is cancelled in
-// Interlock, and nobody can approve it any more. A call already decided
-// keeps its decision.
+// Interlock, which asks its authority whether the gateway's sender may,
+// and nobody can approve it any more. A call already decided keeps its
+// decision.
 func (g *Gateway) cancelTask(ctx context.Context, ss *mcp.ServerSession, id string) (*Ack, error) {
 	cp, _, err := g.loadTask(ctx, ss, id)
 	if err != nil {
@@ -339,13 +353,16 @@ func (g *Gateway) cancelTask(ctx context.Context, ss *mcp.ServerSession, id stri
 	}
 	if !cp.Finished() {
 		agent, _ := g.agent(ss)
-		c := g.port.Client("/mcp-gateway/" + url.PathEscape(agent))
-		if _, err := c.Cancel(ctx, client.GateFlow, id, "cancelled by the MCP client (tasks/cancel)"); err != nil {
+		if _, err := g.client(agent).Cancel(ctx, client.GateFlow, id, "cancelled by the MCP client (tasks/cancel)"); err != nil {
 			var ref *client.RefusedError
-			if !errors.As(err, &ref) {
+			switch {
+			case errors.As(err, &ref) && ref.Refused.Code == protocol.CodeNotWaiting:
+				// Decided meanwhile: the decision stands.
+			case errors.As(err, &ref):
+				return nil, refusedTask(ref.Refused.Code, ref.Refused.Message)
+			default:
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("cancelling task %s in Interlock failed: %v; try again", id, err)}
 			}
-			// Refused: decided meanwhile; the decision stands.
 		}
 	}
 	return &Ack{ResultType: "complete"}, nil
