@@ -37,21 +37,11 @@ func TestTheNATSWorkersAnswerTheConformanceTable(t *testing.T) {
 	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
 		GateRules: rules, People: people.NewLive(dir),
 		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
-	authoritytest.Conform(t, natsDoor{svc})
+	authoritytest.Conform(t, authoritytest.SurfaceNATS, natsDoor{svc})
 }
 
 // natsDoor is the NATS workers as the table's door.
 type natsDoor struct{ svc *interlock.Service }
-
-func (natsDoor) Skip(c authoritytest.Case) string {
-	switch c.Action {
-	case authority.Read:
-		return "a NATS client reads what its NATS permissions let it read; the surfaces scope reads"
-	case authority.MintLink:
-		return "callback URLs are minted by the HTTP API and the inbox, not over NATS"
-	}
-	return ""
-}
 
 // as is a client of who: a surface's, vouching for a person of the
 // directory, authenticated by token.

@@ -15,7 +15,7 @@ import (
 // runs, against the authority itself.
 func TestTheAuthorityAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, authorityDoor{authority.New(authoritytest.Config(true))})
+	authoritytest.Conform(t, authoritytest.SurfaceAuthority, authorityDoor{authority.New(authoritytest.Config(true))})
 }
 
 // authorityDoor asks the authority directly, callers authenticated by

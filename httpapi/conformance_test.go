@@ -17,7 +17,7 @@ import (
 // through the HTTP API, each caller with their own token.
 func TestTheHTTPAPIAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, httpDoor{startTrustRig(t)})
+	authoritytest.Conform(t, authoritytest.SurfaceHTTP, httpDoor{startTrustRig(t)})
 }
 
 // TestCallbackURLsAnswerTheConformanceTable runs the table's decisions
@@ -27,18 +27,11 @@ func TestTheHTTPAPIAnswersTheConformanceTable(t *testing.T) {
 // its holder, never more.
 func TestCallbackURLsAnswerTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, callbackDoor{httpDoor{startTrustRig(t)}})
+	authoritytest.Conform(t, authoritytest.SurfaceCallback, callbackDoor{httpDoor{startTrustRig(t)}})
 }
 
 // httpDoor is the HTTP API as the table's door.
 type httpDoor struct{ r *trustRig }
-
-func (httpDoor) Skip(c authoritytest.Case) string {
-	if c.Who == authoritytest.NATSSender {
-		return "the HTTP API's callers hold tokens; a NATS sender is the NATS workers' caller"
-	}
-	return ""
-}
 
 // Start makes run r through the API, as the person who starts it.
 func (d httpDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run string) {
@@ -124,16 +117,6 @@ func cmpVerdict(v protocol.Verdict) string {
 
 // callbackDoor decides through callback URLs.
 type callbackDoor struct{ httpDoor }
-
-func (d callbackDoor) Skip(c authoritytest.Case) string {
-	switch {
-	case c.Action != authority.Decide:
-		return "a callback URL settles a request; it does nothing else"
-	case c.Who == authoritytest.NATSSender:
-		return "a callback URL is issued to a person of the directory"
-	}
-	return ""
-}
 
 // Ask issues the case's caller a callback URL of the pending request,
 // with the deployment's link signer, and decides with it, without a

@@ -30,7 +30,7 @@ import (
 // may change.
 func TestTheInboxAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, inboxDoor{startTrustSite(t)})
+	authoritytest.Conform(t, authoritytest.SurfaceInbox, inboxDoor{startTrustSite(t)})
 }
 
 // TestDecisionLinksAnswerTheConformanceTable runs the table's decisions
@@ -40,7 +40,7 @@ func TestTheInboxAnswersTheConformanceTable(t *testing.T) {
 // credential of its holder, never more.
 func TestDecisionLinksAnswerTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, linkDoor{inboxDoor{startTrustSite(t)}})
+	authoritytest.Conform(t, authoritytest.SurfaceLink, linkDoor{inboxDoor{startTrustSite(t)}})
 }
 
 // startTrustSite starts a site whose directory of people is the
@@ -71,18 +71,6 @@ func startTrustSite(t *testing.T) *site {
 
 // inboxDoor is the inbox, signed in to, as the table's door.
 type inboxDoor struct{ s *site }
-
-func (inboxDoor) Skip(c authoritytest.Case) string {
-	switch {
-	case c.Who == authoritytest.NATSSender:
-		return "the inbox's callers sign in with a token; a NATS sender is the NATS workers' caller"
-	case c.Action == authority.Cancel:
-		return "the inbox has no way to cancel a run; the HTTP API and the command line have"
-	case c.Action == authority.MintLink:
-		return "the inbox mints no callback URL; the HTTP API does"
-	}
-	return ""
-}
 
 // Start makes run r through the HTTP API the inbox is mounted on, as the
 // person who starts it, and has its claimant claim it there.
@@ -290,18 +278,6 @@ func verdict(c authoritytest.Case) string {
 // linkDoor is decision links as the table's door: the page of a link
 // issued to the case's caller, and its form.
 type linkDoor struct{ inboxDoor }
-
-func (linkDoor) Skip(c authoritytest.Case) string {
-	switch {
-	case c.Who == authoritytest.NATSSender:
-		return "a decision link is issued to a person of the directory"
-	case c.Action == authority.Claim || c.Action == authority.Delegate:
-		return "a decision link's page decides; claiming and delegating are the inbox's, signed in"
-	case c.Action == authority.Cancel || c.Action == authority.MintLink:
-		return "a decision link shows its request and decides it; it does nothing else"
-	}
-	return ""
-}
 
 // Ask issues the case's caller a decision link of the pending request,
 // with the deployment's link signer, as a mail does, and opens it without

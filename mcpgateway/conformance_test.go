@@ -32,7 +32,7 @@ func TestTheMCPGatewayAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
 	e := newTrustedEnv(t)
 	gw, _ := e.gateway(mcpgateway.Config{Wait: natstest.Wait}, "conformance")
-	authoritytest.Conform(t, gatewayDoor{e: e, gw: gw})
+	authoritytest.Conform(t, authoritytest.SurfaceGateway, gatewayDoor{e: e, gw: gw})
 }
 
 // newTrustedEnv is a deployment whose directory of people, gate rules and
@@ -61,32 +61,6 @@ func newTrustedEnv(t *testing.T) *env {
 type gatewayDoor struct {
 	e  *env
 	gw *mcpgateway.Gateway
-}
-
-// Skip says which of the table's asks the gateway has no way for.
-func (gatewayDoor) Skip(c authoritytest.Case) string {
-	p, _ := authoritytest.PersonNamed(c.Who)
-	switch {
-	case c.Who == authoritytest.NATSSender:
-		return "the gateway's callers are MCP clients and its sender is its own; a NATS sender typing a name is the NATS workers' caller"
-	case c.Action == authority.Decide || c.Action == authority.Claim || c.Action == authority.Delegate || c.Action == authority.MintLink:
-		return "the gateway shows its upstreams' tools and nothing else: an agent behind it decides, claims, delegates and mints nothing (TestTheGatewayOffersNoToolThatActsOnRuns)"
-	case !p.Agent:
-		return "the gateway is an agent's door; people read and cancel through the HTTP API, the inbox or Slack"
-	case runFlow(c.Run) != protocol.GateFlow:
-		return "the gateway reads and cancels the tool calls made through it, as tasks; an ask is made elsewhere"
-	}
-	return ""
-}
-
-// runFlow is the flow of the fixture's run named key.
-func runFlow(key string) string {
-	for _, r := range authoritytest.Runs() {
-		if r.Key == key {
-			return r.Flow
-		}
-	}
-	panic("no run " + key)
 }
 
 // Start makes the agent's tool call through the gateway, as an MCP

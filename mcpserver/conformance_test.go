@@ -27,7 +27,7 @@ import (
 // through its tools from an MCP client on the SDK's in-memory transport.
 func TestTheMCPServerAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, mcpDoor{startTrusted(t)})
+	authoritytest.Conform(t, authoritytest.SurfaceMCP, mcpDoor{startTrusted(t)})
 }
 
 // startTrusted starts a service whose directory of people, gate rules
@@ -53,33 +53,6 @@ func startTrusted(t *testing.T) *interlock.Service {
 
 // mcpDoor is the MCP server as the table's door.
 type mcpDoor struct{ svc *interlock.Service }
-
-// Skip says which of the table's asks the MCP server has no tool for.
-func (mcpDoor) Skip(c authoritytest.Case) string {
-	switch {
-	case c.Who == authoritytest.NATSSender:
-		return "the MCP server sends as the person it serves, vouched for; a NATS sender is the NATS workers' caller"
-	case c.Action == authority.Claim || c.Action == authority.Delegate:
-		return "the MCP server has no tool to claim or delegate: who decides is for people to settle through the HTTP API, the inbox or Slack"
-	case c.Action == authority.Cancel:
-		return "the MCP server has no tool to cancel a run"
-	case c.Action == authority.MintLink:
-		return "the MCP server mints no callback URL"
-	case c.Action == authority.Decide && runNamed(c.Run).Flow == protocol.GateFlow:
-		return "continue_flow never decides a tool call: the model asking for its own call must not be the one who approves it"
-	}
-	return ""
-}
-
-// runNamed is the fixture's run named key.
-func runNamed(key string) authoritytest.Run {
-	for _, r := range authoritytest.Runs() {
-		if r.Key == key {
-			return r
-		}
-	}
-	panic("no run " + key)
-}
 
 // as is an MCP client of a server whose approver is who, holding their
 // roles.

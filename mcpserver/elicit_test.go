@@ -180,7 +180,7 @@ func TestADeclinedOrCancelledFormLeavesTheRunWaiting(t *testing.T) {
 func TestAFormsStateReadsOnlyARunTheApproverMayRead(t *testing.T) {
 	t.Parallel()
 	d := mcpDoor{startTrusted(t)}
-	ask := runNamed(authoritytest.Ask)
+	ask := authoritytest.RunNamed(authoritytest.Ask)
 	_, run := d.Start(t, ask, "ask-form")
 	state, err := json.Marshal(map[string]any{"flow": protocol.AskFlow, "run": run, "requestId": "req-any", "kind": "question"})
 	if err != nil {

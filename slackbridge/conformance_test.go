@@ -54,7 +54,7 @@ const nobody = "U0NOBODY"
 // alone, and the run read back, say whether they were let through.
 func TestTheSlackBridgeAnswersTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	authoritytest.Conform(t, startSlackDoor(t))
+	authoritytest.Conform(t, authoritytest.SurfaceSlack, startSlackDoor(t))
 }
 
 // TestASlackUserTheDirectoryDoesNotKnowIsRefusedEverywhere: an agent has
@@ -149,23 +149,6 @@ func startSlackDoor(t *testing.T) *slackDoor {
 	}
 	h.start()
 	return &slackDoor{h: h}
-}
-
-func (*slackDoor) Skip(c authoritytest.Case) string {
-	switch {
-	case c.Who == authoritytest.NATSSender:
-		return "a NATS sender is the NATS workers' caller; the bridge's callers are Slack users"
-	case c.Action == authority.Read:
-		return "the bridge posts a run in a channel; who reads it there is the channel's members, not a request the bridge answers"
-	case c.Action == authority.Cancel:
-		return "the bridge offers no way to cancel a run"
-	case c.Action == authority.MintLink:
-		return "the bridge mints no callback URL"
-	}
-	if p, _ := authoritytest.PersonNamed(c.Who); p.Agent {
-		return "an agent has no Slack user (TestASlackUserTheDirectoryDoesNotKnowIsRefusedEverywhere clicks as one)"
-	}
-	return ""
 }
 
 // Start makes run r beside Slack, as the bridge starts nothing: r's

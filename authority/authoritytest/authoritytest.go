@@ -247,10 +247,6 @@ func (c Case) Caller(a *authority.Authority, method protocol.AuthMethod) authori
 
 // Door is a surface as the table runs through it.
 type Door interface {
-	// Skip says why the surface has no way for case c's caller to ask
-	// for its action (an HTTP API has no NATS sender; NATS has no
-	// callback URL to mint); "" when it has one.
-	Skip(c Case) string
 	// Start makes run r of the fixture anew, named id (through the
 	// surface, or beside it where it starts nothing), and returns its
 	// flow and run ID once it waits.
@@ -261,21 +257,22 @@ type Door interface {
 	Ask(t *testing.T, c Case, flow, run string) protocol.Code
 }
 
-// Conform runs every case of the table through d, each on a run of its
-// own, in parallel, and fails unless it is allowed or refused as the
-// table says.
-func Conform(t *testing.T, d Door) {
-	runs := map[string]Run{}
-	for _, r := range Runs() {
-		runs[r.Key] = r
+// Conform runs every case of the table through d, the door of the
+// surface named surface (one of [Surfaces]), each on a run of its own, in
+// parallel, and fails unless it is allowed or refused as the table says.
+// A case the surface offers no way for is skipped, saying why.
+func Conform(t *testing.T, surface string, d Door) {
+	s := SurfaceNamed(surface)
+	if want := s.Test; t.Name() != want {
+		t.Fatalf("the %s's table runs in %s, not %s: docs/operations.md names it so", surface, want, t.Name())
 	}
 	for i, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			if why := d.Skip(c); why != "" {
+			if why := s.Skip(c); why != "" {
 				t.Skip(why)
 			}
 			t.Parallel()
-			flow, run := d.Start(t, runs[c.Run], fmt.Sprintf("%s-%d", c.Run, i))
+			flow, run := d.Start(t, RunNamed(c.Run), fmt.Sprintf("%s-%d", c.Run, i))
 			if got := d.Ask(t, c, flow, run); got != c.Want {
 				t.Errorf("%s asking to %s on %s: %s, want %s", c.Who, c.Action, c.Run, outcome(got), outcome(c.Want))
 			}

@@ -283,3 +283,66 @@ func TestWithADirectoryNoOneDecidesAsAPersonOverNATSWithoutTheirCredentials(t *t
 		t.Fatalf("after the answers over NATS: %v\n%s", err, out)
 	}
 }
+
+// TestServeReadAndCancelRolesLetOperatorsReadAndCancelAnyRun: with a
+// directory in force, serve --read-role and --cancel-role let the
+// holders of those roles read an agent's ask and cancel a run another
+// started, which a token holder with no say in them may not; a role that
+// is no role is bad usage.
+func TestServeReadAndCancelRolesLetOperatorsReadAndCancelAnyRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "people.yaml")
+	token := map[string]string{}
+	for name, role := range map[string]string{"agent-a": "", "ray": "support", "ops": "ops"} {
+		args := []string{"add", name, "--token", "--people", file}
+		if role != "" {
+			args = append(args, "--role", role)
+		}
+		tok, _, err := peopleRun(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token[name] = strings.TrimSpace(tok)
+	}
+	var stdout bytes.Buffer
+	err := Run(t.Context(), []string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", filepath.Join(dir, "bad"), "--lazy-fsync",
+		"--metrics", "", "--log-level", "error", "--people", file, "--cancel-role", "ops,no such role"}, &stdout, &bytes.Buffer{})
+	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "--cancel-role") {
+		t.Fatalf("serve --cancel-role with a bad role: %v (exit %d)", err, codeOf(err))
+	}
+
+	url := apiURL.FindString(serveHint(t, filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--people", file, "--read-role", "ops", "--cancel-role", "ops"))
+	base := strings.TrimSuffix(url, "/v1/interrupts")
+	if base == "" {
+		t.Fatal("serve's hint names no URL")
+	}
+	call := func(who, method, path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token[who])
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := call("agent-a", "POST", "/v1/asks", `{"askId":"ask-1","interrupt":{"kind":"approval","action":"send_contract","approverRole":"legal"}}`); got != http.StatusAccepted {
+		t.Fatalf("agent-a asking: %d", got)
+	}
+	for who, want := range map[string]int{"ray": http.StatusForbidden, "ops": http.StatusOK, "agent-a": http.StatusOK} {
+		if got := call(who, "GET", "/v1/runs/ask/ask-1", ""); got != want {
+			t.Errorf("%s reading agent-a's ask: %d, want %d", who, got, want)
+		}
+	}
+	if got := call("ray", "POST", "/v1/runs/ask/ask-1/cancel", `{"reason":"mine now"}`); got != http.StatusForbidden {
+		t.Errorf("ray cancelling agent-a's ask: %d, want 403", got)
+	}
+	if got := call("ops", "POST", "/v1/runs/ask/ask-1/cancel", `{"reason":"not needed"}`); got != http.StatusAccepted {
+		t.Errorf("ops cancelling agent-a's ask: %d, want 202", got)
+	}
+}

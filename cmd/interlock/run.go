@@ -454,6 +454,8 @@ func envHelp(cmd string) string {
   INTERLOCK_WEBHOOKS        default of --webhooks
   INTERLOCK_ASK_CALLBACK_SECRET  no longer used: asks' callbacks carry a receipt (serve warns when set)
   INTERLOCK_EGRESS_ALLOW    default of --egress-allow: internal destinations the outbound calls may reach
+  INTERLOCK_READ_ROLES      default of --read-role: roles that read every ask and tool call
+  INTERLOCK_CANCEL_ROLES    default of --cancel-role: roles that cancel any run
   SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET  the Slack bridge's credentials, unless its file names others
   INTERLOCK_LOG_LEVEL       default of --log-level
   INTERLOCK_METRICS         default of --metrics

@@ -26,6 +26,7 @@ import (
 	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/metrics"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -68,6 +69,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
 	egressAllow := fs.String("egress-allow", envOr("INTERLOCK_EGRESS_ALLOW", ""), "`hosts`, comma-separated, that the outbound calls (webhooks, asks' callback URLs, Teams, Slack) may reach although they resolve to a loopback, private, link-local or other internal address: host names, host:port, IP addresses or CIDR ranges (default: none; public addresses are always reachable)")
 	egressProxy := fs.Bool("egress-proxy-from-env", false, "send the outbound calls through the proxy of HTTPS_PROXY, HTTP_PROXY and NO_PROXY (default: no proxy); the proxy must then refuse internal destinations given by name")
+	readRoles := fs.String("read-role", envOr("INTERLOCK_READ_ROLES", ""), "approver `roles`, comma-separated, whose holders read every ask and tool call (auditors), where a directory of people is in force; others read what they asked for or may decide")
+	cancelRoles := fs.String("cancel-role", envOr("INTERLOCK_CANCEL_ROLES", ""), "approver `roles`, comma-separated, whose holders cancel any run (operators), where a directory of people is in force; others cancel what they started or may decide")
 	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "info"), "`level`: trace, debug, info, warn, error")
 	logFormat := fs.String("log-format", "auto", "`format`: console, json, or auto (console on a terminal)")
 	httpf := addHTTPFlags(fs)
@@ -144,6 +147,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.People = dir.live
+	if cfg.ReadRoles, err = roleList("--read-role", *readRoles); err != nil {
+		return err
+	}
+	if cfg.CancelRoles, err = roleList("--cancel-role", *cancelRoles); err != nil {
+		return err
+	}
 	// With authorization configured, NATS permissions on the role subjects
 	// decide who may approve what.
 	cfg.RequireRoles = *natsConfig != "" || *natsURL != ""
@@ -436,4 +445,20 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// roleList reads a flag's comma-separated approver roles.
+func roleList(flag, v string) ([]string, error) {
+	var out []string
+	for r := range strings.SplitSeq(v, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if err := people.CheckRole(r); err != nil {
+			return nil, usagef("%s: %v", flag, strings.TrimPrefix(err.Error(), "people: "))
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
