@@ -101,6 +101,11 @@ func TestReceiptVectorsAreGos(t *testing.T) {
 	edit.Run, edit.RequestID, edit.Decision, edit.FinalDigest = "call-vec-2", "rq_vec2", protocol.ReceiptEdited, byName["refund edited"]
 	expired := approved
 	expired.Expires = at.Add(time.Minute)
+	// A call no rule held: the gate allows it itself, and states so.
+	allowed := protocol.Receipt{Flow: protocol.GateFlow, Run: "call-vec-3", Tool: "issue_refund", ArgsDigest: byName["refund"],
+		Decision: protocol.ReceiptAllowed, Auth: protocol.AuthServer, At: at, Expires: far}
+	allowedOther := allowed
+	allowedOther.ArgsDigest = byName["refund edited"]
 
 	header := func(alg, kid, typ string) []byte {
 		b, err := json.Marshal(map[string]string{"alg": alg, "kid": kid, "typ": typ})
@@ -128,7 +133,7 @@ func TestReceiptVectorsAreGos(t *testing.T) {
 		}
 		return s
 	}
-	goodApproved, goodEdited := good(approved), good(edit)
+	goodApproved, goodEdited, goodAllowed := good(approved), good(edit), good(allowed)
 	parts := bytes.Split([]byte(goodApproved), []byte("."))
 	editedParts := bytes.Split([]byte(goodEdited), []byte("."))
 
@@ -143,6 +148,8 @@ func TestReceiptVectorsAreGos(t *testing.T) {
 	receipts := []receiptVector{
 		{Name: "approved", Receipt: goodApproved, Valid: true, Payload: withV(approved)},
 		{Name: "edited", Receipt: goodEdited, Valid: true, Payload: withV(edit)},
+		{Name: "allowed", Receipt: goodAllowed, Valid: true, Payload: withV(allowed)},
+		{Name: "allowed, of other args", Receipt: good(allowedOther), Valid: true, Payload: withV(allowedOther)},
 		{Name: "expired", Receipt: good(expired), Expired: true, Payload: withV(expired)},
 		{Name: "signed with a key not trusted", Receipt: sign(otherPriv, header("EdDSA", otherKid, protocol.ReceiptType), payload(approved, 1))},
 		{Name: "signed with another key under the trusted kid", Receipt: sign(otherPriv, header("EdDSA", kid, protocol.ReceiptType), payload(approved, 1))},
@@ -176,6 +183,7 @@ func TestReceiptVectorsAreGos(t *testing.T) {
 	decisions := []protocol.Decided{
 		decided("call-vec-1", protocol.DecidedApproved, requested, byName["refund"], goodApproved),
 		decided("call-vec-2", protocol.DecidedEdited, edited, byName["refund edited"], goodEdited),
+		{CallID: "call-vec-3", Decision: protocol.DecidedAllowed, Tool: "issue_refund", ArgsDigest: byName["refund"], Receipt: goodAllowed},
 	}
 	for _, d := range decisions {
 		r, err := protocol.VerifyReceipt(keys, d.Receipt, now)
@@ -189,7 +197,8 @@ func TestReceiptVectorsAreGos(t *testing.T) {
 
 	out := map[string]any{
 		"comment": "Computed by the Go side (protocol.RawArgsDigest, protocol.SignReceipt): go test ./clients/typescript -run ReceiptVectors -update. " +
-			"Receipts verify at `now` with `keys`; `untrusted` signed some of the bad ones. Each decision is the gate's decided data of a call of issue_refund with the args of digest `refund`.",
+			"Receipts verify at `now` with `keys`; `untrusted` signed some of the bad ones. Each decision is the gate's decided data of a call of issue_refund with the args of digest `refund`: " +
+			"approved, edited, and allowed (no rule held it; `allowed, of other args` is the gate's receipt of the same call id requested with the args of digest `refund edited`).",
 		"now":       now,
 		"keys":      []protocol.AuditKey{key},
 		"untrusted": []protocol.AuditKey{otherKey},

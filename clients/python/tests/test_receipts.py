@@ -126,7 +126,8 @@ class ReceiptTest(unittest.TestCase):
             interlock.Client(url="http://127.0.0.1:1", audit_keys=[])
 
     def test_takes_a_decision_its_receipt_states_and_refuses_one_changed(self) -> None:
-        approved, edited = VECTORS["decisions"]
+        decided = {d["decision"]: d for d in VECTORS["decisions"]}
+        approved, edited = decided["approved"], decided["edited"]
         keys = VECTORS["keys"]
 
         def call(d: Dict[str, Any]) -> Dict[str, Any]:
