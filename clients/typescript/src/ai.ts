@@ -3,10 +3,12 @@
 // when the gate allows it or a person approves it, runs with the final
 // args when a person edits them, and does not run when a person rejects
 // it, answers instead, or nobody decides in time: the model reads who
-// refused it and why, and can tell the user. An approved call runs once,
-// with the args its verified receipt states: a receipt that does not hold
-// (ReceiptError) or an approval taken already (ApprovalTakenError) throws
-// from execute, and the tool does not run.
+// refused it and why, and can tell the user. A call runs only on a
+// decision whose receipt verifies and states it (the gate's own for a
+// call it allowed), and an approved call runs once, with the args its
+// receipt states: a receipt that does not hold (ReceiptError) or an
+// approval taken already (ApprovalTakenError) throws from execute, and
+// the tool does not run.
 //
 //   const tools = gateTools(interlock, { issue_refund: tool({ inputSchema, execute }) }, { agent: "support" });
 //   await generateText({ model, tools, prompt, stopWhen: stepCountIs(5) });
@@ -45,9 +47,9 @@ export interface GateToolOptions extends GateFields {
 /**
  * Returns tool with its execute behind the gate under the name tool, as
  * gate rules match it: allowed, approved and edited run execute with the
- * decided args (approved and edited once their receipt verified and their
- * approval was taken); anything else returns the refusal to the model
- * instead.
+ * decided args, once their receipt verified (and, approved or edited,
+ * once their approval was taken); anything else returns the refusal to
+ * the model instead.
  */
 export function gateTool<T extends Tool>(interlock: Interlock, name: string, tool: T, opts: GateToolOptions = {}): T {
   const execute = tool.execute;

@@ -10,13 +10,15 @@ export type Take = (callId: string, digest: string) => Promise<Consumed>;
 
 /**
  * The client's decision on call from the gate's decided data d: checked
- * against the call (and, approved or edited, its receipt, verified with
- * keys), then, when take is given, with the approval taken. Throws a
- * ReceiptError when the decision does not hold, ApprovalTakenError (from
- * take) when the approval was taken already.
+ * against the call (and, when it lets the call run, its receipt, verified
+ * with keys), then, approved or edited and when take is given, with the
+ * approval taken; an allowed call has none to take. Throws a ReceiptError
+ * when the decision does not hold, ApprovalTakenError (from take) when
+ * the approval was taken already.
  */
 export async function settleDecision(call: ToolCall & { callId: string }, d: Decided, keys: TrustedKeys, take: Take | undefined): Promise<ToolDecision> {
-  const runs = d.decision === "approved" || d.decision === "edited";
+  const approved = d.decision === "approved" || d.decision === "edited";
+  const runs = approved || d.decision === "allowed";
   const receipt = verifyDecided(
     { callId: call.callId, tool: call.tool, server: call.server, argsDigest: argsDigest(call.args) },
     d,
@@ -25,7 +27,7 @@ export async function settleDecision(call: ToolCall & { callId: string }, d: Dec
   const out = toolDecision(d, call.args);
   if (runs && out.decision !== "pending") {
     if (receipt !== undefined) Object.assign(out, { receipt });
-    if (take !== undefined) Object.assign(out, { consumed: await take(d.callId, d.finalDigest!) });
+    if (approved && take !== undefined) Object.assign(out, { consumed: await take(d.callId, d.finalDigest!) });
   }
   return out;
 }
@@ -36,6 +38,9 @@ export async function settleDecision(call: ToolCall & { callId: string }, d: Dec
  * its receipt states it, and its args are the ones approved.
  */
 export async function takeDecision(d: ToolDecision, keys: TrustedKeys, take: Take): Promise<Consumed> {
+  if (d.decision === "allowed") {
+    throw new ArgumentError(`call ${d.callId} was allowed by the gate: it has no approval to take; run it with its args`);
+  }
   if (d.decision !== "approved" && d.decision !== "edited") {
     throw new ArgumentError(`call ${d.callId} was ${d.decision}: only an approved or edited call's approval is taken, and this call may not run`);
   }

@@ -59,11 +59,11 @@ export interface GatableTool {
  * name. A call the gate allows (no rule fires) or a person approves at
  * once needs no approval in the SDK; any other becomes an interruption, to
  * settle with settleInterruptions. execute runs the tool with the decided
- * args, once: an approved or edited call only when its receipt holds and
- * its approval is taken there (else it throws ReceiptError or
- * ApprovalTakenError, and the tool does not run); should a call reach it
- * that the gate did not let through, it returns the refusal to the model
- * instead.
+ * args, once: an allowed call only when the gate's receipt holds, an
+ * approved or edited one only when its receipt holds and its approval is
+ * taken there (else it throws ReceiptError or ApprovalTakenError, and the
+ * tool does not run); should a call reach it that the gate did not let
+ * through, it returns the refusal to the model instead.
  */
 export function withGate<T extends GatableTool>(interlock: Interlock, options: T, opts: WithGateOptions = {}): T & {
   needsApproval: (runContext: unknown, input: unknown, callId?: string) => Promise<boolean>;

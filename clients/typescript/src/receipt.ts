@@ -1,8 +1,9 @@
 // Receipts (docs/protocol.md, Receipts): what the client checks before a
 // gated tool runs. A decision's receipt is a compact JWS, EdDSA over
 // Ed25519, signed with the deployment's audit key; it states the call
-// (flow gate, run = callId, tool, server, args digest), the decision and
-// the digest of the args to run. Args digests are the hex SHA-256 of the
+// (flow gate, run = callId, tool, server, args digest), the decision
+// (allowed by the gate itself, or a person's) and, for an approval, the
+// digest of the args to run. Args digests are the hex SHA-256 of the
 // args' RFC 8785 (JCS) canonical JSON, as the Go side computes them.
 import { createHash, createPublicKey, verify as verifySignature } from "node:crypto";
 import canonicalize from "canonicalize";
@@ -44,7 +45,7 @@ export interface Receipt {
   tool?: string;
   server?: string;
   argsDigest?: string;
-  /** approved, edited, rejected, responded, expired, answered or cancelled. */
+  /** allowed (by the gate: no rule held the call), approved, edited, rejected, responded, expired, answered or cancelled. */
   decision: string;
   /** approved and edited: the digest of the args to run. */
   finalDigest?: string;
@@ -201,13 +202,19 @@ export interface DecidedCall {
   argsDigest: string;
 }
 
+/** Reports whether decision lets a call run: allowed, approved or edited. */
+function runs(decision: string): boolean {
+  return decision === "allowed" || decision === "approved" || decision === "edited";
+}
+
 /**
  * Checks the gate's decision d on call before the call runs. Any decision
- * must be about call (its callId, tool, server and args digest). An
- * approved or edited one must carry a receipt that verifies with keys and
- * states exactly d, and args whose digest is its finalDigest: those are
- * the args to run. It returns the receipt's statement (undefined for a
- * decision without one, which lets nothing run), and throws a
+ * must be about call (its callId, tool, server and args digest). One that
+ * lets the call run must carry a receipt that verifies with keys and
+ * states exactly d, about call: allowed (the gate's own, the call runs
+ * with its own args), or approved or edited with args whose digest is its
+ * finalDigest (those are the args to run). It returns the receipt's
+ * statement (undefined for a decision that runs nothing), and throws a
  * ReceiptError when a check fails: then run nothing.
  */
 export function verifyDecided(call: DecidedCall, d: Decided, keys: AuditKeys, now: Date = new Date()): Receipt | undefined {
@@ -219,7 +226,7 @@ export function verifyDecided(call: DecidedCall, d: Decided, keys: AuditKeys, no
   if (d.argsDigest !== undefined && d.argsDigest !== call.argsDigest) {
     throw mismatch(`it is about other args (digest ${d.argsDigest.slice(0, 12)}, the call's ${call.argsDigest.slice(0, 12)})`);
   }
-  if (d.decision !== "approved" && d.decision !== "edited") return undefined;
+  if (!runs(d.decision)) return undefined;
   if (d.receipt === undefined || d.receipt === "") {
     throw new ReceiptError(
       "missing",
@@ -240,6 +247,9 @@ export function verifyDecided(call: DecidedCall, d: Decided, keys: AuditKeys, no
   if (r.argsDigest !== call.argsDigest) {
     throw mismatch(`its receipt is about other args (digest ${(r.argsDigest ?? "").slice(0, 12)}, the call's ${call.argsDigest.slice(0, 12)})`);
   }
+  // Allowed: the gate let the call run as requested, with the args whose
+  // digest its receipt states; nobody approved other args.
+  if (d.decision === "allowed") return r;
   if (!isObject(d.args)) throw mismatch("it carries no args to run");
   const digest = argsDigest(d.args as JsonObject);
   if (digest !== d.finalDigest) {

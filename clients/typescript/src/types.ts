@@ -54,9 +54,10 @@ export interface ToolCall {
  * run the tool with args (the requested args, or for edited the final ones);
  * rejected, responded and expired do not run it (reason, message say why).
  * pending: no one decided within the wait; ask again with the same callId.
- * An approved or edited decision comes only once its receipt verified and
- * stated exactly it (receipt) and, unless asked not to, once its approval
- * was taken (consumed): args then run once.
+ * An allowed, approved or edited decision comes only once its receipt
+ * verified and stated exactly it (receipt); an approved or edited one,
+ * unless asked not to, once its approval was taken (consumed): args then
+ * run once.
  */
 export type ToolDecision =
   | {
@@ -68,7 +69,7 @@ export type ToolDecision =
       reason?: string;
       rule?: string;
       decided?: Decided;
-      /** approved and edited: what the decision's receipt states, verified. */
+      /** What the decision's receipt states, verified: the gate's for allowed, the approval's for approved and edited. */
       receipt?: Receipt;
       /** approved and edited: the approval, taken to run the call once (absent with take: false). */
       consumed?: Consumed;

@@ -1,15 +1,17 @@
 // What the client checks before a gated tool runs, against the Go side's
 // vectors (clients/testdata/receipts.json) and a real Interlock on both
 // transports: the receipt verifies and states exactly the decision and
-// the call, the args run are the ones approved, and the approval is taken
-// once. A decision that does not hold runs nothing and throws: the tests
-// change real decisions on their way from Interlock to the client.
+// the call (the gate's own receipt for a call it allowed), the args run
+// are the ones approved, and the approval is taken once. A decision that
+// does not hold runs nothing and throws: the tests change real decisions
+// on their way from Interlock to the client.
 import assert from "node:assert/strict";
 import { generateKeyPairSync, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { jsonSchema, type ToolExecutionOptions } from "ai";
 import { connect as natsConnect, type Msg, type NatsConnection, type SubscriptionOptions } from "@nats-io/transport-node";
 import {
   ApprovalTakenError,
@@ -32,6 +34,8 @@ import {
   type ToolCall,
   type ToolDecision,
 } from "../src/index.js";
+import { gateTool } from "../src/ai.js";
+import { withGate } from "../src/openai-agents.js";
 import { WAIT, httpUrl, id, interruptedOf, natsUrl, pendingOf, token, transports } from "./env.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -121,6 +125,33 @@ describe("args digests and receipts, as the Go side computes them", () => {
     }
     assert.throws(() => verifyDecided({ ...call(approved), argsDigest: argsDigest({ amount: 1 }) }, approved, vectors.keys, now), receiptError("mismatch", /other args/), "a decision on other args than the call's");
     assert.throws(() => verifyDecided({ ...call(approved), tool: "wire_money" }, approved, vectors.keys, now), receiptError("mismatch", /about call/), "a decision on another tool");
+  });
+
+  it("believes an allowed decision only on the gate's receipt of the call and its args", () => {
+    const decision = (name: string) => vectors.decisions.find((d) => d.decision === name)!;
+    const [allowed, approved] = [decision("allowed"), decision("approved")];
+    const call = (d: Decided) => ({ callId: d.callId, tool: vectors.call.tool, argsDigest: argsDigest(vectors.call.args) });
+    const r = verifyDecided(call(allowed), allowed, vectors.keys, now);
+    assert.equal(r?.decision, "allowed");
+    assert.equal(r?.auth, "server");
+    assert.equal(r?.finalDigest, undefined, "the gate states no other args to run");
+    const otherArgs = vectors.receipts.find((v) => v.name === "allowed, of other args")!;
+    const changed = (d: Decided, f: (d: Decided) => void): Decided => {
+      const c = structuredClone(d);
+      f(c);
+      return c;
+    };
+    const cases: [string, Decided, ReceiptError["reason"]][] = [
+      ["no receipt", changed(allowed, (d) => delete d.receipt), "missing"],
+      ["another call's receipt", changed(allowed, (d) => (d.receipt = approved.receipt)), "mismatch"],
+      ["the receipt of the call with other args", changed(allowed, (d) => (d.receipt = otherArgs.receipt)), "mismatch"],
+      ["the decision and receipt of the call with other args", changed(allowed, (d) => ((d.argsDigest = otherArgs.payload!.argsDigest), (d.receipt = otherArgs.receipt))), "mismatch"],
+      ["an approval said allowed", changed(approved, (d) => (d.decision = "allowed")), "mismatch"],
+      ["a receipt signed by a key not trusted", changed(allowed, (d) => (d.receipt = vectors.receipts.find((v) => v.name === "signed with a key not trusted")!.receipt)), "invalid"],
+    ];
+    for (const [name, d, reason] of cases) {
+      assert.throws(() => verifyDecided(call(d), d, vectors.keys, now), receiptError(reason), name);
+    }
   });
 });
 
@@ -357,6 +388,64 @@ for (const tr of transports) {
       assert.deepEqual(ran, [], "no changed decision ran the tool");
       await runTool(c, call, ran);
       assert.deepEqual(ran, [call.args], "the approval was still there, for the call as approved");
+    });
+
+    it("runs an allowed call on the gate's receipt of it, taking nothing; none, another call's, one of other args or a forged one runs nothing", async () => {
+      const call = { callId: id("call-"), tool: "issue_refund", args: refund(id("o-"), 120) };
+      const receiptOf = (d: ToolDecision) => (d.decision === "pending" ? undefined : d.decided?.receipt);
+      // The gate's own receipts: of another call, and of this call id
+      // requested with other args.
+      const other = await c.requestToolApproval({ ...call, callId: id("call-") }, { wait: WAIT });
+      const otherArgs = { ...call.args, amount: 130 };
+      const before = await c.requestToolApproval({ ...call, args: otherArgs }, { wait: WAIT });
+      assert.equal(other.decision, "allowed");
+      assert.equal(before.decision, "allowed");
+      const [kid] = (await deploymentKeys()).map((k) => k.kid);
+      const forge = (d: Decided) => {
+        const r = JSON.parse(Buffer.from(d.receipt!.split(".")[1]!, "base64url").toString()) as Receipt;
+        d.receipt = forger(kid)(r);
+      };
+      const cases: [string, (d: Decided) => void, ReceiptError["reason"]][] = [
+        ["no receipt", (d) => delete d.receipt, "missing"],
+        ["another call's receipt", (d) => (d.receipt = receiptOf(other)), "mismatch"],
+        ["the receipt of the call with other args", (d) => (d.receipt = receiptOf(before)), "mismatch"],
+        ["the decision and receipt of the call with other args", (d) => ((d.argsDigest = argsDigest(otherArgs)), (d.receipt = receiptOf(before))), "mismatch"],
+        ["a receipt forged with another key under the deployment's kid", forge, "invalid"],
+      ];
+      const ran: JsonObject[] = [];
+      for (const [name, change, reason] of cases) {
+        const seen = { takes: 0 };
+        const t = tr.name === "http" ? tamperedHttp(change, seen) : await tamperedNats(nc, change, seen);
+        await assert.rejects(runTool(t, call, ran), receiptError(reason), name);
+      }
+      assert.deepEqual(ran, [], "no changed decision ran the tool");
+
+      const seen = { takes: 0 };
+      const t = tr.name === "http" ? tamperedHttp(() => {}, seen) : await tamperedNats(nc, () => {}, seen);
+      const d = await runTool(t, call, ran);
+      assert.equal(d.decision, "allowed");
+      assert.deepEqual(ran, [call.args], "the allowed call ran, with its own args");
+      if (d.decision === "allowed") {
+        assert.deepEqual(
+          { flow: d.receipt?.flow, run: d.receipt?.run, tool: d.receipt?.tool, argsDigest: d.receipt?.argsDigest, decision: d.receipt?.decision, auth: d.receipt?.auth },
+          { flow: "gate", run: call.callId, tool: call.tool, argsDigest: argsDigest(call.args), decision: "allowed", auth: "server" },
+        );
+        assert.equal(d.consumed, undefined);
+      }
+      assert.equal(seen.takes, 0, "an allowed call has no approval to take");
+      await assert.rejects(c.takeApproval(d), (err: unknown) => err instanceof ArgumentError && /no approval to take/.test(err.message));
+    });
+
+    it("runs no adapter's tool on an allowed decision without the gate's receipt", async () => {
+      const seen = { takes: 0 };
+      const t = tr.name === "http" ? tamperedHttp((d) => delete d.receipt, seen) : await tamperedNats(nc, (d) => delete d.receipt, seen);
+      const ran: unknown[] = [];
+      const ai = gateTool(t, "issue_refund", { inputSchema: jsonSchema<JsonObject>({ type: "object" }), execute: async (input: unknown, _: ToolExecutionOptions) => ran.push(input) });
+      const options: ToolExecutionOptions = { toolCallId: id("call_"), messages: [] };
+      await assert.rejects(Promise.resolve(ai.execute!(refund(id("o-"), 120), options)), receiptError("missing"), "the AI SDK's tool");
+      const agents = withGate(t, { name: "issue_refund", execute: async (input: unknown, _context?: unknown, _details?: unknown) => ran.push(input) });
+      await assert.rejects(agents.execute(refund(id("o-"), 120), undefined, { toolCall: { callId: id("call_") } }), receiptError("missing"), "the Agents SDK's tool");
+      assert.deepEqual(ran, [], "neither tool ran");
     });
   });
 }
