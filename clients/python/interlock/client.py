@@ -47,7 +47,7 @@ from .payloads import (
     Question,
     ToolRequest,
 )
-from .receipts import AuditKey, KeyLike, args_digest, parse_audit_key, pinned_keys, receipt_kid, verify_decided
+from .receipts import RUNS, AuditKey, KeyLike, args_digest, parse_audit_key, pinned_keys, receipt_kid, verify_decided
 
 __version__ = "0.1.0"
 
@@ -157,15 +157,18 @@ class Client:
         approved, edited (run it with the decision's args), rejected,
         responded or expired.
 
-        An approved or edited decision is returned only once it is the
-        caller's to run, once: its receipt verified with the deployment's
-        audit keys (or those pinned) and states exactly this call and
-        decision, its args are the ones approved, and its approval was
-        taken (POST /v1/gate/requests/{callId}/consume). Run the tool with
-        the decision's args. A receipt that does not hold raises
-        ReceiptError; an approval taken already (the same call_id run
-        before) ApprovalTaken: then run nothing. take=False only looks (the
-        receipt is still verified): take_approval(decided) takes it later.
+        A decision that lets the call run is returned only once its
+        receipt verified with the deployment's audit keys (or those pinned)
+        and states exactly this call, its args and the decision: for
+        allowed, the gate's own receipt (there is nothing to take); for
+        approved or edited, the approval's, whose args must be the ones
+        approved, and then only once the approval was taken (POST
+        /v1/gate/requests/{callId}/consume), so it is the caller's to run,
+        once. Run the tool with the decision's args (allowed: the args
+        requested). A receipt that does not hold raises ReceiptError; an
+        approval taken already (the same call_id run before) ApprovalTaken:
+        then run nothing. take=False only looks (the receipt is still
+        verified): take_approval(decided) takes it later.
 
         timeout is how many seconds to wait for a person (None: until the
         call is decided or its rule's deadline passes). When it ends first,
@@ -202,6 +205,8 @@ class Client:
         again: call it just before running the tool with decided["args"].
         Return the consumed event's data; raise ApprovalTaken when it was
         taken already, ReceiptError when the receipt does not hold."""
+        if decided.get("decision") == "allowed":
+            raise ValueError(f"call {decided.get('callId')} was allowed by the gate: it has no approval to take; run it with its args")
         if decided.get("decision") not in ("approved", "edited"):
             raise ValueError(f"call {decided.get('callId')} was {decided.get('decision')}: only an approved or edited call's approval is taken, and this call may not run")
         call = {"callId": decided["callId"], "tool": decided.get("tool", ""), "argsDigest": decided.get("argsDigest", "")}
@@ -247,11 +252,12 @@ class Client:
             ) from e
 
     def _verify(self, body: ToolRequest, decided: Decided) -> None:
-        """Check decided against the call requested, and an approved or
-        edited one's receipt; raise ReceiptError when it does not hold."""
+        """Check decided against the call requested, and the receipt of
+        one that lets it run (allowed, approved, edited); raise
+        ReceiptError when it does not hold."""
         call = {"callId": body["callId"], "tool": body["tool"], "argsDigest": args_digest(body.get("args"))}
         _put(call, "server", body.get("server"))
-        runs = decided.get("decision") in ("approved", "edited")
+        runs = decided.get("decision") in RUNS
         verify_decided(call, decided, self._keys_for(decided.get("receipt")) if runs else [])
 
     def _take(self, decided: Decided) -> Dict[str, Any]:
@@ -287,7 +293,8 @@ class Client:
             @client.require_approval
             def issue_refund(order_id: str, amount: float): ...
 
-        allowed runs the function as called; approved runs it once with the
+        allowed runs the function as called, after request_tool verified
+        the gate's receipt of the call; approved runs it once with the
         decision's args, and edited with the final ones, after request_tool
         verified the decision's receipt and took its approval (ReceiptError
         or ApprovalTaken otherwise, and the function does not run); rejected

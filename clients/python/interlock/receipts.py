@@ -2,8 +2,9 @@
 
 A decision's receipt (docs/protocol.md, Receipts) is a compact JWS, EdDSA
 over Ed25519, signed with the deployment's audit key. It states the call
-(flow gate, run = callId, tool, server, args digest), the decision and the
-digest of the args to run. Args digests are the hex SHA-256 of the args'
+(flow gate, run = callId, tool, server, args digest), the decision (allowed
+by the gate itself, or a person's) and, for an approval, the digest of the
+args to run. Args digests are the hex SHA-256 of the args'
 RFC 8785 (JCS) canonical JSON.
 
 All of it on the standard library: Ed25519 verification after RFC 8032
@@ -26,6 +27,9 @@ from .errors import ReceiptError
 
 RECEIPT_TYPE = "interlock-receipt+jws"
 """The typ of a receipt's JWS header."""
+
+RUNS = ("allowed", "approved", "edited")
+"""The decisions that let a call run, each only on a receipt that holds."""
 
 AuditKey = Dict[str, str]
 """An audit public key: {"kid", "publicKey"} (and "since"), as GET
@@ -352,11 +356,12 @@ def verify_decided(
 ) -> Optional[Dict[str, Any]]:
     """Check the gate's decision on call ({"callId", "tool", "server"?,
     "argsDigest"}) before the call runs. Any decision must be about call.
-    An approved or edited one must carry a receipt that verifies with keys
-    and states exactly decided, and args whose digest is its finalDigest:
-    those are the args to run. Return the receipt's statement (None for a
-    decision without one, which lets nothing run); raise ReceiptError when
-    a check fails, and then run nothing."""
+    One that lets the call run must carry a receipt that verifies with keys
+    and states exactly decided, about call: allowed (the gate's own; the
+    call runs with its own args), or approved or edited with args whose
+    digest is its finalDigest (those are the args to run). Return the
+    receipt's statement (None for a decision that runs nothing); raise
+    ReceiptError when a check fails, and then run nothing."""
     d = decided
     what = f"call {call['callId']} of {call['tool']}"
 
@@ -368,7 +373,7 @@ def verify_decided(
     if "argsDigest" in d and d["argsDigest"] != call["argsDigest"]:
         raise mismatch(f"it is about other args (digest {str(d['argsDigest'])[:12]}, the call's {call['argsDigest'][:12]})")
     decision = d.get("decision")
-    if decision not in ("approved", "edited"):
+    if decision not in RUNS:
         return None
     if not d.get("receipt"):
         raise ReceiptError(
@@ -385,6 +390,10 @@ def verify_decided(
         raise mismatch(f"its receipt is of a call of {r.get('tool')}")
     if r.get("argsDigest") != call["argsDigest"]:
         raise mismatch(f"its receipt is about other args (digest {str(r.get('argsDigest'))[:12]}, the call's {call['argsDigest'][:12]})")
+    if decision == "allowed":
+        # The gate let the call run as requested, with the args whose
+        # digest its receipt states; nobody approved other args.
+        return r
     if not isinstance(d.get("args"), dict):
         raise mismatch("it carries no args to run")
     digest = args_digest(d["args"])

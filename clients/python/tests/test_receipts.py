@@ -1,7 +1,8 @@
 """What the client checks before a gated tool runs: Ed25519 (RFC 8032),
 canonical JSON (RFC 8785) and receipts as the Go side computes them, and,
-against the API, that an approved call runs once, and that a decision
-changed on its way runs nothing."""
+against the API, that an approved call runs once, that an allowed call
+runs on the gate's receipt of it, and that a decision changed on its way
+runs nothing."""
 
 from __future__ import annotations
 
@@ -160,6 +161,38 @@ class ReceiptTest(unittest.TestCase):
         with self.assertRaisesRegex(interlock.ReceiptError, "about call"):
             verify_decided({**call(approved), "tool": "wire_money"}, approved, keys, NOW)
 
+    def test_believes_an_allowed_decision_only_on_the_gates_receipt_of_the_call_and_its_args(self) -> None:
+        decided = {d["decision"]: d for d in VECTORS["decisions"]}
+        allowed, approved = decided["allowed"], decided["approved"]
+        keys = VECTORS["keys"]
+
+        def call(d: Dict[str, Any]) -> Dict[str, Any]:
+            return {"callId": d["callId"], "tool": VECTORS["call"]["tool"], "argsDigest": args_digest(VECTORS["call"]["args"])}
+
+        r = verify_decided(call(allowed), allowed, keys, NOW)
+        self.assertEqual((r["decision"], r["auth"], r.get("finalDigest")), ("allowed", "server", None))
+
+        def changed(d: Dict[str, Any], f: Callable[[Dict[str, Any]], None]) -> Dict[str, Any]:
+            c = copy.deepcopy(d)
+            f(c)
+            return c
+
+        other_args = by_name("receipts", "allowed, of other args")
+        cases = [
+            ("no receipt", changed(allowed, lambda d: d.pop("receipt")), "missing"),
+            ("another call's receipt", changed(allowed, lambda d: d.update(receipt=approved["receipt"])), "mismatch"),
+            ("the receipt of the call with other args", changed(allowed, lambda d: d.update(receipt=other_args["receipt"])), "mismatch"),
+            ("the decision and receipt of the call with other args",
+             changed(allowed, lambda d: d.update(argsDigest=other_args["payload"]["argsDigest"], receipt=other_args["receipt"])), "mismatch"),
+            ("an approval said allowed", changed(approved, lambda d: d.update(decision="allowed")), "mismatch"),
+            ("a receipt signed by a key not trusted",
+             changed(allowed, lambda d: d.update(receipt=by_name("receipts", "signed with a key not trusted")["receipt"])), "invalid"),
+        ]
+        for name, d, reason in cases:
+            with self.assertRaises(interlock.ReceiptError, msg=name) as caught:
+                verify_decided(call(d), d, keys, NOW)
+            self.assertEqual(caught.exception.reason, reason, name)
+
 
 class RunsOnceTest(APITest):
     def setUp(self) -> None:
@@ -249,3 +282,42 @@ class RunsOnceTest(APITest):
         self.assertEqual(self.ran, [], "no changed decision ran the tool")
         self.refund(self.client, c["call_id"])(**c["args"])
         self.assertEqual(self.ran, [c["args"]], "the approval was still there, for the call as approved")
+
+    def test_an_allowed_call_runs_on_the_gates_receipt_of_it_and_nothing_runs_on_a_forged_one(self) -> None:
+        call_id = unique("call")
+        args = {"order_id": unique("o"), "amount": 120, "currency": "USD"}
+        # The gate's own receipts: of another call, and of this call id
+        # requested with other args.
+        other = self.client.request_tool("issue_refund", args, call_id=unique("call"), timeout=WAIT)
+        other_args = {**args, "amount": 130}
+        before = self.client.request_tool("issue_refund", other_args, call_id=call_id, timeout=WAIT)
+        self.assertEqual((other["decision"], before["decision"]), ("allowed", "allowed"))
+        forged = by_name("receipts", "signed with a key not trusted")["receipt"]
+        cases = [
+            ("no receipt", lambda d: d.pop("receipt"), "missing"),
+            ("another call's receipt", lambda d: d.update(receipt=other["receipt"]), "mismatch"),
+            ("the receipt of the call with other args", lambda d: d.update(receipt=before["receipt"]), "mismatch"),
+            ("the decision and receipt of the call with other args", lambda d: d.update(argsDigest=args_digest(other_args), receipt=before["receipt"]), "mismatch"),
+            ("a receipt signed with another key", lambda d: d.update(receipt=forged), "invalid"),
+        ]
+        for name, change, reason in cases:
+            proxy = TamperingProxy(change)
+            try:
+                with self.assertRaises(interlock.ReceiptError, msg=name) as caught:
+                    self.refund(interlock.Client(url=proxy.url), call_id)(**args)
+                self.assertEqual(caught.exception.reason, reason, name)
+            finally:
+                proxy.close()
+        self.assertEqual(self.ran, [], "no changed decision ran the tool")
+
+        proxy = TamperingProxy(lambda d: None)
+        try:
+            client = interlock.Client(url=proxy.url)
+            self.assertEqual(self.refund(client, call_id)(**args), f"refunded 120 USD on {args['order_id']}")
+            self.assertEqual(self.ran, [args], "the allowed call ran, with its own args")
+            self.assertEqual(proxy.takes, 0, "an allowed call has no approval to take")
+            decided = client.request_tool("issue_refund", args, call_id=call_id, timeout=WAIT)
+        finally:
+            proxy.close()
+        with self.assertRaisesRegex(ValueError, "no approval to take"):
+            self.client.take_approval(decided)
