@@ -128,8 +128,9 @@ type Decided struct {
 	// Message is a respond's answer to the agent (decision responded).
 	Message string          `json:"message,omitempty"`
 	Origin  json.RawMessage `json:"origin,omitempty"`
-	// Receipt is the decision's receipt ([Receipt]) for a call a rule
-	// held: an agent verifies it before it runs the call.
+	// Receipt is the decision's receipt ([Receipt]): the gate's own for a
+	// call it allowed, the approval's for a call a rule held. An agent
+	// verifies it before it runs the call.
 	Receipt string `json:"receipt,omitempty"`
 }
 

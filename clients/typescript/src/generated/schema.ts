@@ -413,7 +413,7 @@ export type Decided = {
    */
   message?: string;
   /**
-   * The decision's receipt, for a call a rule held: verify it before running the call.
+   * The decision's receipt: the gate's own for a call it allowed, the approval's for a call a rule held. Verify it before running the call.
    */
   receipt?: string;
 };
