@@ -467,6 +467,8 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   OTEL_EXPORTER_OTLP_PROTOCOL         http/protobuf (default) or http/json; grpc is refused
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  the same, for traces only
   OTEL_EXPORTER_OTLP_HEADERS          key=value,... headers of each export (credentials)
+  OTEL_EXPORTER_OTLP_CERTIFICATE      CA file of the collector's TLS (and _CLIENT_CERTIFICATE, _CLIENT_KEY)
+  OTEL_EXPORTER_OTLP_TIMEOUT          milliseconds an export may take (default 10000)
   OTEL_SERVICE_NAME                   service.name of the traces (default interlock)
   OTEL_RESOURCE_ATTRIBUTES            key=value,... resource attributes of the traces
   OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  sampler (default parentbased_always_on)

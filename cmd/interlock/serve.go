@@ -210,7 +210,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn().Msg("--insecure-no-auth: if the embedded server listens beyond loopback without authentication, ANYONE WHO REACHES ITS PORT MAY START, RESUME AND CANCEL RUNS AND READ THEIR STATE; use --nats-config with users instead (see deploy/nats-server.conf)")
 		}
 	}
-	tp, err := tracerProvider(ctx, log)
+	tp, err := tracerProvider(ctx, log, cfg.Egress)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlockhq/interlock/egress"
+
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // collector is an OTLP/HTTP trace receiver that keeps the bodies it gets.
@@ -103,13 +106,13 @@ func TestServeSendsTracesToTheOTLPEndpointAndFlushesThemAtStop(t *testing.T) {
 // the SDK disabled, serve has no tracer provider, so nothing dials out.
 func TestServeTracesNothingWithoutAnOTLPEndpoint(t *testing.T) {
 	clearOTelEnv(t)
-	tp, err := tracerProvider(t.Context(), zerolog.Nop())
+	tp, err := tracerProvider(t.Context(), zerolog.Nop(), egress.Policy{})
 	if tp != nil || err != nil {
 		t.Fatalf("without an endpoint: provider %v, error %v; want none", tp, err)
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/v1/traces")
 	t.Setenv("OTEL_SDK_DISABLED", "true")
-	tp, err = tracerProvider(t.Context(), zerolog.Nop())
+	tp, err = tracerProvider(t.Context(), zerolog.Nop(), egress.Policy{})
 	if tp != nil || err != nil {
 		t.Fatalf("with OTEL_SDK_DISABLED=true: provider %v, error %v; want none", tp, err)
 	}
@@ -125,5 +128,46 @@ func TestServeRefusesOTLPOverGRPC(t *testing.T) {
 	err := Run(t.Context(), []string{"serve", "--data-dir", t.TempDir(), "--metrics", ""}, io.Discard, &stderr)
 	if codeOf(err) != exitUsage || !strings.Contains(err.Error(), "http/protobuf") {
 		t.Fatalf("serve with OTEL_EXPORTER_OTLP_PROTOCOL=grpc: %v (exit %d), want a usage error naming http/protobuf", err, codeOf(err))
+	}
+}
+
+// TestTheTraceExporterReachesItsCollectorAndNoOtherInternalAddress: the
+// exporter's calls are held to the outbound policy: the collector the
+// endpoint names, on loopback, gets the spans, but when it redirects
+// them to another port of the host (Interlock's own API, say), the
+// redirect is refused and that port gets nothing.
+func TestTheTraceExporterReachesItsCollectorAndNoOtherInternalAddress(t *testing.T) {
+	clearOTelEnv(t)
+	inner := &collector{}
+	innerSrv := httptest.NewServer(inner)
+	t.Cleanup(innerSrv.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Redirect(w, r, innerSrv.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+
+	export := func(endpoint string) error {
+		t.Helper()
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+		tp, err := tracerProvider(t.Context(), zerolog.Nop(), egress.Policy{})
+		if err != nil || tp == nil {
+			t.Fatalf("tracer provider: %v %v", tp, err)
+		}
+		_, span := tp.Tracer("test").Start(t.Context(), "interlock.test", trace.WithSpanKind(trace.SpanKindInternal))
+		span.End()
+		err = tp.ForceFlush(t.Context())
+		_ = tp.Shutdown(t.Context())
+		return err
+	}
+	if err := export(innerSrv.URL); err != nil || !bytes.Contains(inner.received(), []byte("interlock.test")) {
+		t.Fatalf("the named collector: %v, %d bytes received", err, len(inner.received()))
+	}
+	before := len(inner.received())
+	if err := export(redirect.URL); err == nil || !strings.Contains(err.Error(), "egress") {
+		t.Errorf("exporting to a collector that redirects to another port: %v, want the redirect refused by the outbound policy", err)
+	}
+	if got := len(inner.received()); got != before {
+		t.Errorf("the redirect reached another port of the host (%d bytes)", got-before)
 	}
 }
