@@ -9,6 +9,7 @@ import (
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -46,19 +47,14 @@ func (d httpDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run
 		flow, run = protocol.AskFlow, id
 	}
 	ops := d.r.by(authoritytest.Ops).in(t)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	natstest.Eventually(t, run+" of "+flow+" waiting", func() bool {
 		res := ops.do("GET", "/v1/runs/"+flow+"/"+run, nil)
 		var got httpapi.Run
 		if res.status == http.StatusOK {
 			res.decode(t, &got)
 		}
-		if got.Status == protocol.StatusWaiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s of %s: %d %s, want it waiting", run, flow, res.status, res.body)
-		}
-	}
+		return got.Status == protocol.StatusWaiting
+	})
 	if claimant := r.Pending.ClaimedBy; claimant != "" {
 		if got := d.r.by(claimant).in(t).accepted("POST", "/v1/runs/"+flow+"/"+run+"/assign", map[string]any{"op": protocol.AssignClaim}); got.Outcome != protocol.EventAssigned {
 			t.Fatalf("%s claiming %s: %+v", claimant, r.Key, got)

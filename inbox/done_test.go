@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/interlockhq/interlock/authority/authoritytest"
+	"github.com/interlockhq/interlock/internal/natstest"
 )
 
 // doneRows returns the runs of a done page, in order, as
@@ -142,11 +142,7 @@ func TestTheDoneViewShowsAnApprovalAssignedToAPersonToThatPerson(t *testing.T) {
 		return strings.Contains(strings.Join(doneRows(page), "\n"), "ask-fin:")
 	}
 	// Once it is listed for fin, the finished index holds it.
-	for deadline := time.Now().Add(10 * time.Second); !lists(authoritytest.Fin); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("fin's done view does not list the approval fin decided")
-		}
-	}
+	natstest.Eventually(t, "fin's done view listing the approval fin decided", func() bool { return lists(authoritytest.Fin) })
 	for who, want := range map[string]bool{authoritytest.AgentA: true, authoritytest.Ray: false, authoritytest.Ann: false} {
 		if got := lists(who); got != want {
 			t.Errorf("%s's done view lists the approval: %v, want %v", who, got, want)
