@@ -3,16 +3,13 @@ package interlock_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
-	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -22,61 +19,19 @@ import (
 // vouches for, typing a person's name, as itself.
 func TestTheNATSWorkersAnswerTheConformanceTable(t *testing.T) {
 	t.Parallel()
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles})
-	}
-	dir, err := people.New("people.yaml", ps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
-		GateRules: rules, People: people.NewLive(dir),
-		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), authoritytest.Deploy(
+		interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret}, authoritytest.Directory(nil)))
 	authoritytest.Conform(t, authoritytest.SurfaceNATS, natsDoor{svc})
 }
 
 // natsDoor is the NATS workers as the table's door.
 type natsDoor struct{ svc *interlock.Service }
 
-// as is a client of who: a surface's, vouching for a person of the
-// directory, authenticated by token.
-func (d natsDoor) as(t *testing.T, who string) *client.Client {
-	t.Helper()
-	p, ok := authoritytest.PersonNamed(who)
-	if !ok {
-		t.Fatalf("no person %s", who)
-	}
-	cl, err := d.svc.ClientAs("/conformance", protocol.Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
-}
-
 // Start sends the run's request vouched for its starter.
 func (d natsDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run string) {
-	ctx := t.Context()
-	by := d.as(t, r.StartedBy)
-	if req := r.ToolRequest(id); req != nil {
-		ans, err := by.AskTool(ctx, *req, 10*time.Second)
-		if err != nil || ans.Pending == nil {
-			t.Fatalf("starting %s: %+v %v, want the call pending", r.Key, ans, err)
-		}
-		flow, run = protocol.GateFlow, id
-	} else {
-		ans, err := by.AskNoWait(ctx, *r.AskRequest(id), 10*time.Second)
-		if err != nil || ans.Pending == nil {
-			t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
-		}
-		flow, run = protocol.AskFlow, id
-	}
+	flow, run = authoritytest.StartBeside(t, d.svc, r, id)
 	if claimant := r.Pending.ClaimedBy; claimant != "" {
-		if code := outcomeOf(t)(d.as(t, claimant).Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim})); code != "" {
+		if code := outcomeOf(t)(authoritytest.Vouched(t, d.svc, claimant).Assign(t.Context(), flow, run, protocol.Assign{Op: protocol.AssignClaim})); code != "" {
 			t.Fatalf("%s claiming %s: refused %s", claimant, r.Key, code)
 		}
 	}
@@ -97,7 +52,7 @@ func (d natsDoor) Ask(t *testing.T, c authoritytest.Case, flow, run string) prot
 		}
 		res = protocol.Resume{ResumeToken: in.ResumeToken, Approver: c.Named}
 	} else {
-		cl = d.as(t, c.Who)
+		cl = authoritytest.Vouched(t, d.svc, c.Who)
 		cp, err := cl.Checkpoint(ctx, flow, run)
 		if err != nil || cp.Interrupt == nil {
 			t.Fatalf("reading %s: %+v %v", run, cp, err)

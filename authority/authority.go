@@ -108,21 +108,10 @@ func (c Caller) RolesFor(p *Pending) []string {
 	if !c.AllRoles {
 		return c.Roles
 	}
-	var out []string
 	if p == nil {
-		return out
+		return nil
 	}
-	if p.ApproverRole != "" {
-		out = append(out, p.ApproverRole)
-	}
-	if p.Quorum != nil {
-		for _, rc := range p.Quorum.Roles {
-			if !slices.Contains(out, rc.Role) {
-				out = append(out, rc.Role)
-			}
-		}
-	}
-	return out
+	return protocol.DeciderRoles(p.ApproverRole, p.Quorum)
 }
 
 // Pending is what the authority needs of a pending interrupt.

@@ -43,15 +43,7 @@ func RunOf(cp protocol.Checkpoint) Run {
 
 // deciders are the roles and people an approval names.
 func deciders(role string, q *protocol.Quorum, assignees []string) (roles, people []string) {
-	if role != "" {
-		roles = append(roles, role)
-	}
-	if q != nil {
-		for _, rc := range q.Roles {
-			roles = union(roles, []string{rc.Role})
-		}
-	}
-	return roles, append([]string(nil), assignees...)
+	return protocol.DeciderRoles(role, q), append([]string(nil), assignees...)
 }
 
 func union(a, b []string) []string {

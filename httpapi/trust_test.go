@@ -8,7 +8,6 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/people"
@@ -26,23 +25,13 @@ type trustRig struct {
 func startTrustRig(t *testing.T) *trustRig {
 	t.Helper()
 	tokens := map[string]string{}
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
+	dir := authoritytest.Directory(func(p authoritytest.Person) people.Person {
 		tokens[p.Name] = people.NewToken()
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles, TokenSHA256: people.HashToken(tokens[p.Name])})
-	}
-	dir, err := people.New("people.yaml", ps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := people.NewLive(dir)
-	srv := natstest.StartServer(t, "")
-	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules, People: live,
-		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+		return people.Person{Name: p.Name, Roles: p.Roles, TokenSHA256: people.HashToken(tokens[p.Name])}
+	})
+	cfg := authoritytest.Deploy(interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret}, dir)
+	live := cfg.People
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), cfg)
 	s, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0", People: live.Current, Links: svc.Links(), Uses: svc.LinkUses()})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/people"
@@ -49,21 +48,11 @@ func TestDecisionLinksAnswerTheConformanceTable(t *testing.T) {
 func startTrustSite(t *testing.T) *site {
 	t.Helper()
 	tokens := map[string]string{}
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
+	dir := authoritytest.Directory(func(p authoritytest.Person) people.Person {
 		tokens[p.Name] = people.NewToken()
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles, TokenSHA256: people.HashToken(tokens[p.Name])})
-	}
-	dir, err := people.New("people.yaml", ps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startSiteWith(t, nil, interlock.Config{Flows: examples.Flows(), GateRules: rules, People: people.NewLive(dir),
-		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+		return people.Person{Name: p.Name, Roles: p.Roles, TokenSHA256: people.HashToken(tokens[p.Name])}
+	})
+	s := startSiteWith(t, nil, authoritytest.Deploy(interlock.Config{Flows: examples.Flows()}, dir))
 	s.dir.Store(dir)
 	s.tokens = tokens
 	return s

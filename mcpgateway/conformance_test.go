@@ -14,10 +14,8 @@ import (
 	"github.com/interlockhq/interlock/authority/authoritytest"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/mcpgateway"
-	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -39,21 +37,8 @@ func TestTheMCPGatewayAnswersTheConformanceTable(t *testing.T) {
 // cancel and read roles are the authority's fixture's, and an upstream.
 func newTrustedEnv(t *testing.T) *env {
 	t.Helper()
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles})
-	}
-	dir, err := people.New("people.yaml", ps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
-		GateRules: rs, People: people.NewLive(dir),
-		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), authoritytest.Deploy(
+		interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret}, authoritytest.Directory(nil)))
 	return &env{t: t, svc: svc, up: newUpstream()}
 }
 

@@ -4,19 +4,15 @@ import (
 	"cmp"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
-	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/examples"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/mcpserver"
-	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -34,21 +30,8 @@ func TestTheMCPServerAnswersTheConformanceTable(t *testing.T) {
 // and cancel and read roles are the authority's fixture's.
 func startTrusted(t *testing.T) *interlock.Service {
 	t.Helper()
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles})
-	}
-	dir, err := people.New("people.yaml", ps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret,
-		GateRules: rules, People: people.NewLive(dir),
-		CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	return natstest.StartWith(t, natstest.StartServer(t, ""), authoritytest.Deploy(
+		interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret}, authoritytest.Directory(nil)))
 }
 
 // mcpDoor is the MCP server as the table's door.
@@ -69,22 +52,6 @@ func (d mcpDoor) as(t *testing.T, who string) *model {
 	return session(t, d.svc, s)
 }
 
-// vouched is a client of the wire protocol vouched for who, as a surface
-// that authenticated them sends: what starts an ask and claims, which the
-// MCP server does not.
-func (d mcpDoor) vouched(t *testing.T, who string) *client.Client {
-	t.Helper()
-	p, ok := authoritytest.PersonNamed(who)
-	if !ok {
-		t.Fatalf("no person %s", who)
-	}
-	cl, err := d.svc.ClientAs("/conformance", protocol.Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
-}
-
 // Start asks the gate for a tool call through the MCP server of whoever
 // starts it (request_tool_approval); an ask, which the MCP server does
 // not make, is sent beside it, vouched for its agent.
@@ -98,14 +65,10 @@ func (d mcpDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run 
 		}
 		flow, run = protocol.GateFlow, id
 	} else {
-		ans, err := d.vouched(t, r.StartedBy).AskNoWait(ctx, *r.AskRequest(id), 10*time.Second)
-		if err != nil || ans.Pending == nil {
-			t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
-		}
-		flow, run = protocol.AskFlow, id
+		flow, run = authoritytest.StartBeside(t, d.svc, r, id)
 	}
 	if claimant := r.Pending.ClaimedBy; claimant != "" {
-		ev, err := d.vouched(t, claimant).Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim})
+		ev, err := authoritytest.Vouched(t, d.svc, claimant).Assign(ctx, flow, run, protocol.Assign{Op: protocol.AssignClaim})
 		if err != nil || ev.Kind != protocol.EventAssigned {
 			t.Fatalf("%s claiming %s: %v %v", claimant, r.Key, ev.Kind, err)
 		}

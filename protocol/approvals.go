@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -231,4 +232,21 @@ type Remind struct {
 	N    int    `json:"n"`
 	Flow string `json:"flow"`
 	Run  string `json:"run"`
+}
+
+// DeciderRoles are the roles whose holders decide an approval of
+// approverRole and quorum q: approverRole, then q's roles, each once.
+func DeciderRoles(approverRole string, q *Quorum) []string {
+	var roles []string
+	if approverRole != "" {
+		roles = append(roles, approverRole)
+	}
+	if q != nil {
+		for _, rc := range q.Roles {
+			if !slices.Contains(roles, rc.Role) {
+				roles = append(roles, rc.Role)
+			}
+		}
+	}
+	return roles
 }

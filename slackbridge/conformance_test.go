@@ -16,10 +16,8 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
-	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/refund"
-	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
@@ -124,21 +122,12 @@ type slackDoor struct {
 // rules and roles, and a bridge on it talking to a fake Slack.
 func startSlackDoor(t *testing.T) *slackDoor {
 	t.Helper()
-	var ps []people.Person
-	for _, p := range authoritytest.People() {
-		ps = append(ps, people.Person{Name: p.Name, Roles: p.Roles, Slack: slackUsers[p.Name]})
-	}
-	dir, err := people.New("people.yaml", ps, []people.Role{{Name: authoritytest.Supervisor, Slack: supervisorsChannel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := gate.Parse([]byte(authoritytest.Rules), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := people.NewLive(dir)
-	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: []*engine.Flow{refund.Flow()}, Secret: natstest.Secret,
-		GateRules: rules, People: live, CancelRoles: []string{authoritytest.OpsRole}, ReadRoles: []string{authoritytest.OpsRole}})
+	dir := authoritytest.Directory(func(p authoritytest.Person) people.Person {
+		return people.Person{Name: p.Name, Roles: p.Roles, Slack: slackUsers[p.Name]}
+	}, people.Role{Name: authoritytest.Supervisor, Slack: supervisorsChannel})
+	cfg := authoritytest.Deploy(interlock.Config{Flows: []*engine.Flow{refund.Flow()}, Secret: natstest.Secret}, dir)
+	live := cfg.People
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), cfg)
 	h := &harness{t: t, svc: svc, slack: newFakeSlack(t)}
 	h.cfg = slackbridge.Config{
 		Token: "xoxb-test", SigningSecret: secret, Addr: "127.0.0.1:0", APIURL: h.slack.srv.URL + "/api/", Egress: fakeSlackAllowed,
@@ -155,21 +144,7 @@ func startSlackDoor(t *testing.T) *slackDoor {
 // starter asks through a client vouched for them. Once the bridge posted
 // it, a claimant claims it with the message's Claim button.
 func (d *slackDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run string) {
-	ctx := t.Context()
-	by := d.vouched(t, r.StartedBy)
-	if req := r.ToolRequest(id); req != nil {
-		ans, err := by.AskTool(ctx, *req, 10*time.Second)
-		if err != nil || ans.Pending == nil {
-			t.Fatalf("starting %s: %+v %v, want the call pending", r.Key, ans, err)
-		}
-		flow, run = protocol.GateFlow, id
-	} else {
-		ans, err := by.AskNoWait(ctx, *r.AskRequest(id), 10*time.Second)
-		if err != nil || ans.Pending == nil {
-			t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
-		}
-		flow, run = protocol.AskFlow, id
-	}
+	flow, run = authoritytest.StartBeside(t, d.h.svc, r, id)
 	if claimant := r.Pending.ClaimedBy; claimant != "" {
 		if told, _ := d.click(t, slackUsers[claimant], "interlock_claim", flow, run); len(told) > 0 {
 			t.Fatalf("%s claiming %s: told %q", claimant, r.Key, told)
@@ -381,21 +356,6 @@ func (d *slackDoor) message(t *testing.T, flow, run string) call {
 		return false
 	})
 	return got
-}
-
-// vouched is a client sending commands vouched for who, as a surface that
-// authenticated them by token does.
-func (d *slackDoor) vouched(t *testing.T, who string) *client.Client {
-	t.Helper()
-	p, ok := authoritytest.PersonNamed(who)
-	if !ok {
-		t.Fatalf("no person %s", who)
-	}
-	cl, err := d.h.svc.ClientAs("/conformance", protocol.Caller{Name: p.Name, Method: protocol.AuthToken, Roles: p.Roles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }
 
 // checkpoint reads the run back.

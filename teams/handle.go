@@ -116,18 +116,7 @@ func (t *Teams) handle(ctx context.Context, d notify.Delivery) error {
 // rolesOf are the roles whose channels an interrupt is posted to: its
 // approver role and its quorum's roles.
 func rolesOf(in protocol.Interrupted) []string {
-	var roles []string
-	if in.ApproverRole != "" {
-		roles = append(roles, in.ApproverRole)
-	}
-	if in.Quorum != nil {
-		for _, rc := range in.Quorum.Roles {
-			if !slices.Contains(roles, rc.Role) {
-				roles = append(roles, rc.Role)
-			}
-		}
-	}
-	return roles
+	return protocol.DeciderRoles(in.ApproverRole, in.Quorum)
 }
 
 // interrupted posts an interrupt's card to its roles' channels, once per
