@@ -88,7 +88,8 @@ const (
 	// asked for it.
 	Refund = "refund"
 	// Quorum waits on two supervisors' approval, duties separated; ann
-	// herself asked for it.
+	// herself asked for it, naming another agent in the request's agent
+	// field (a label: she is still who asked).
 	Quorum = "quorum"
 	// Claimed waits on a supervisor's approval that bob claimed.
 	Claimed = "claimed"
@@ -134,11 +135,12 @@ func (r Run) ToolRequest(id string) *protocol.ToolRequest {
 	if r.Flow != protocol.GateFlow {
 		return nil
 	}
-	amount := "900"
+	req := &protocol.ToolRequest{CallID: id, Tool: r.Pending.Action, Args: map[string]json.RawMessage{"amount": json.RawMessage("900")}}
 	if r.Pending.Quorum != nil {
-		amount = "9000"
+		req.Args["amount"] = json.RawMessage("9000")
+		req.Agent = "some-agent"
 	}
-	return &protocol.ToolRequest{CallID: id, Tool: r.Pending.Action, Args: map[string]json.RawMessage{"amount": json.RawMessage(amount)}}
+	return req
 }
 
 // AskRequest is the ask, sent by r.StartedBy, that makes run r named id;
