@@ -42,6 +42,10 @@ func (d natsDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run
 // sender with the resume token every subscriber to the interrupts holds.
 func (d natsDoor) Ask(t *testing.T, c authoritytest.Case, flow, run string) protocol.Code {
 	ctx := t.Context()
+	if c.Action == authority.Consume {
+		_, err := authoritytest.Vouched(t, d.svc, c.Who).Take(ctx, run, authoritytest.RunNamed(c.Run).FinalDigest(run))
+		return outcome(t, client.Event{}, err)
+	}
 	var cl *client.Client
 	var res protocol.Resume
 	if c.Who == authoritytest.NATSSender {

@@ -33,11 +33,14 @@ const (
 	MintLink Action = "mint_link"
 	// Reannounce the pending interrupt with a fresh token.
 	Reannounce Action = "reannounce"
+	// Consume takes the approval of an approved tool call, once, to run
+	// it.
+	Consume Action = "consume"
 )
 
 // Actions returns every action, in the order docs list them.
 func Actions() []Action {
-	return []Action{Start, Read, Decide, Claim, Release, Delegate, Cancel, MintLink, Reannounce}
+	return []Action{Start, Read, Decide, Claim, Release, Delegate, Cancel, MintLink, Reannounce, Consume}
 }
 
 // Caller is who asks, as the surface that received the request knows
@@ -294,6 +297,8 @@ func (a *Authority) May(c Caller, act Action, r Run) error {
 		return a.MayMintLink(c, r)
 	case Reannounce:
 		return a.mayAct(c, act, r)
+	case Consume:
+		return a.MayConsume(c, r)
 	}
 	return &Refusal{Code: protocol.CodeInvalidPayload, Action: act, Reason: fmt.Sprintf("%q is not an action", act)}
 }
@@ -417,6 +422,18 @@ func (a *Authority) MayRead(c Caller, r Run) error {
 		}
 	}
 	return forbidden(Read, "%s of %s is for whoever asked for it and the people who may answer it; %s is neither", r.Flow, r.ID, nameOrSender(c.Name))
+}
+
+// MayConsume decides whether c may take the approval of r, an approved
+// tool call, to run it: where callers are identified, only whoever
+// requested the call (its starter), so that no one else spends the
+// approval it waits to run on.
+func (a *Authority) MayConsume(c Caller, r Run) error {
+	if !a.Identified() || r.StartedBy == "" || c.Name == r.StartedBy {
+		return nil
+	}
+	return forbidden(Consume, "call %s was requested by %s: only its requester takes its approval, not %s", r.ID, r.StartedBy, nameOrSender(c.Name)).
+		saying("this call was requested by %s: only they take its approval", r.StartedBy)
 }
 
 // MayMintLink decides whether c may make a callback URL that settles r's

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -474,8 +475,9 @@ func (r *Runner) Consume(ctx context.Context, cmd Consume) (Outcome, error) {
 		if cmd.ArgsDigest != final {
 			return t.refuse(ctx, "", CodeForbidden, "call %s was approved for the args of digest %.12s, not those of %.12s: run exactly the decided event's args", cmd.CallID, final, cmd.ArgsDigest)
 		}
-		if r.cfg.Authority.Identified() && cp.StartedBy != "" && t.caller.Name != cp.StartedBy {
-			return t.refuse(ctx, "", CodeForbidden, "call %s was requested by %s: only its requester takes its approval, not %s", cmd.CallID, cp.StartedBy, t.caller.Name)
+		var ref *authority.Refusal
+		if err := r.cfg.Authority.MayConsume(t.caller, t.authorityRun()); errors.As(err, &ref) {
+			return t.refuse(ctx, "", ref.Code, "%s", ref.Reason)
 		}
 		c := &protocol.Consumed{CallID: cmd.CallID, ArgsDigest: final, By: t.caller.Name, At: t.now, Origin: cp.Origin}
 		raw, err := json.Marshal(c)

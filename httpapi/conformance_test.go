@@ -55,6 +55,11 @@ func (d httpDoor) Start(t *testing.T, r authoritytest.Run, id string) (flow, run
 		}
 		return got.Status == protocol.StatusWaiting
 	})
+	if r.ApprovedBy != "" {
+		if got := d.r.by(r.ApprovedBy).in(t).accepted("POST", "/v1/runs/"+flow+"/"+run+"/resume", map[string]any{"decision": "approve"}); got.Outcome != protocol.EventCompleted {
+			t.Fatalf("%s approving %s: %+v", r.ApprovedBy, r.Key, got)
+		}
+	}
 	if claimant := r.Pending.ClaimedBy; claimant != "" {
 		if got := d.r.by(claimant).in(t).accepted("POST", "/v1/runs/"+flow+"/"+run+"/assign", map[string]any{"op": protocol.AssignClaim}); got.Outcome != protocol.EventAssigned {
 			t.Fatalf("%s claiming %s: %+v", claimant, r.Key, got)
@@ -81,6 +86,8 @@ func (d httpDoor) Ask(t *testing.T, c authoritytest.Case, flow, run string) prot
 		res = by.do("POST", path+"/cancel", map[string]any{"reason": "conformance"})
 	case authority.MintLink:
 		res = by.do("POST", path+"/callbacks", nil)
+	case authority.Consume:
+		res = by.do("POST", "/v1/gate/requests/"+run+"/consume", map[string]any{"argsDigest": authoritytest.RunNamed(c.Run).FinalDigest(run)})
 	default:
 		t.Fatalf("the HTTP door has no %s", c.Action)
 	}

@@ -98,6 +98,9 @@ const (
 	// Ask is agent-a's ask for a supervisor's approval: private to them
 	// and to the supervisors.
 	Ask = "ask"
+	// Approved is agent-a's refund, which ann approved: its approval
+	// waits to be taken, once, by whoever runs the call.
+	Approved = "approved"
 )
 
 // Run is one run of the fixture, as the authority sees it.
@@ -107,8 +110,13 @@ type Run struct {
 	// the ask's for an ask, any other for a flow's approval.
 	Flow      string
 	StartedBy string
-	Pending   authority.Pending
-	Private   bool
+	// Pending is the approval the run waits on; for an approved run, the
+	// one it waited on.
+	Pending authority.Pending
+	Private bool
+	// ApprovedBy, when set, approved the run's call: the run has ended,
+	// and its approval waits to be taken.
+	ApprovedBy string
 }
 
 // Runs are the fixture's runs.
@@ -125,6 +133,7 @@ func Runs() []Run {
 			Pending: approval(authority.Pending{Assignees: []string{Fin}, Action: "issue_refund", Requester: AgentA})},
 		{Key: Ask, Flow: protocol.AskFlow, StartedBy: AgentA, Private: true,
 			Pending: approval(authority.Pending{ApproverRole: Supervisor, Action: "send_contract", Requester: AgentA})},
+		{Key: Approved, Flow: protocol.GateFlow, StartedBy: AgentA, Pending: refund, Private: true, ApprovedBy: Ann},
 	}
 }
 
@@ -162,7 +171,20 @@ func (r Run) AuthorityRun() authority.Run {
 		out.DeciderRoles = []string{p.ApproverRole}
 	}
 	out.DeciderPeople = p.Assignees
+	if r.ApprovedBy != "" {
+		out.Status, out.Pending, out.DeciderPeople = protocol.StatusCompleted, nil, []string{r.ApprovedBy}
+	}
 	return out
+}
+
+// FinalDigest is the digest of the args an approved run's call runs
+// with: those it was requested with ([protocol.ArgsDigest]).
+func (r Run) FinalDigest(id string) string {
+	d, err := protocol.ArgsDigest(r.ToolRequest(id).Args)
+	if err != nil {
+		panic("authoritytest: " + err.Error())
+	}
+	return d
 }
 
 // Sender names a caller of a case that is no person of the directory.
@@ -221,6 +243,9 @@ func Cases() []Case {
 		{Name: "a supervisor mints a callback URL", Who: Ann, Action: authority.MintLink, Run: Refund},
 		{Name: "one who may not decide mints no callback URL", Who: Ray, Action: authority.MintLink, Run: Refund, Want: protocol.CodeForbidden},
 		{Name: "another agent mints no callback URL for an agent's ask", Who: AgentB, Action: authority.MintLink, Run: Ask, Want: protocol.CodeForbidden},
+		{Name: "the agent takes the approval of the call it asked for", Who: AgentA, Action: authority.Consume, Run: Approved},
+		{Name: "another agent does not take an approval it did not ask for", Who: AgentB, Action: authority.Consume, Run: Approved, Want: protocol.CodeForbidden},
+		{Name: "the approver does not take the approval she gave", Who: Ann, Action: authority.Consume, Run: Approved, Want: protocol.CodeForbidden},
 	}
 }
 

@@ -67,8 +67,9 @@ func Vouched(t *testing.T, svc *interlock.Service, who string) *client.Client {
 
 // StartBeside makes run r named id beside a surface that starts nothing:
 // r's request (a tool call or an ask), sent by a client of svc vouched
-// for its starter. It returns its flow and run once it waits; a claimed
-// run is still to be claimed.
+// for its starter. It returns its flow and run once it waits, or for an
+// approved run once it is approved; a claimed run is still to be
+// claimed.
 func StartBeside(t *testing.T, svc *interlock.Service, r Run, id string) (flow, run string) {
 	t.Helper()
 	by := Vouched(t, svc, r.StartedBy)
@@ -77,6 +78,9 @@ func StartBeside(t *testing.T, svc *interlock.Service, r Run, id string) (flow, 
 		if err != nil || ans.Pending == nil {
 			t.Fatalf("starting %s: %+v %v, want the call pending", r.Key, ans, err)
 		}
+		if r.ApprovedBy != "" {
+			Approve(t, svc, r, id)
+		}
 		return protocol.GateFlow, id
 	}
 	ans, err := by.AskNoWait(t.Context(), *r.AskRequest(id), 10*time.Second)
@@ -84,4 +88,19 @@ func StartBeside(t *testing.T, svc *interlock.Service, r Run, id string) (flow, 
 		t.Fatalf("starting %s: %+v %v, want the ask pending", r.Key, ans, err)
 	}
 	return protocol.AskFlow, id
+}
+
+// Approve has r.ApprovedBy approve run r named id, a tool call, through a
+// client of svc vouched for them, and waits for the decision.
+func Approve(t *testing.T, svc *interlock.Service, r Run, id string) {
+	t.Helper()
+	cl := Vouched(t, svc, r.ApprovedBy)
+	cp, err := cl.Checkpoint(t.Context(), protocol.GateFlow, id)
+	if err != nil || cp.Interrupt == nil {
+		t.Fatalf("reading %s: %+v %v", id, cp, err)
+	}
+	ev, err := cl.Resume(t.Context(), protocol.GateFlow, id, protocol.Resume{RequestID: cp.Interrupt.RequestID, Decision: string(protocol.VerdictApprove)})
+	if err != nil || ev.Kind == protocol.EventRefused {
+		t.Fatalf("%s approving %s: %s %v", r.ApprovedBy, id, ev.Kind, err)
+	}
 }

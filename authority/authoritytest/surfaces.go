@@ -62,6 +62,8 @@ func Surfaces() []Surface {
 		}},
 		{Name: SurfaceInbox, Test: "TestTheInboxAnswersTheConformanceTable", Package: "inbox", Skip: func(c Case) string {
 			switch {
+			case c.Action == authority.Consume:
+				return "an approval is taken by the agent that runs the call, over NATS or the HTTP API"
 			case c.Who == NATSSender:
 				return "the inbox's callers sign in with a token; a NATS sender is the NATS workers' caller"
 			case c.Action == authority.Cancel:
@@ -73,6 +75,8 @@ func Surfaces() []Surface {
 		}},
 		{Name: SurfaceLink, Test: "TestDecisionLinksAnswerTheConformanceTable", Package: "inbox", Skip: func(c Case) string {
 			switch {
+			case c.Action == authority.Consume:
+				return "an approval is taken by the agent that runs the call, over NATS or the HTTP API"
 			case c.Who == NATSSender:
 				return "a decision link is issued to a person of the directory"
 			case c.Action == authority.Claim || c.Action == authority.Delegate:
@@ -84,6 +88,8 @@ func Surfaces() []Surface {
 		}},
 		{Name: SurfaceSlack, Test: "TestTheSlackBridgeAnswersTheConformanceTable", Package: "slackbridge", Skip: func(c Case) string {
 			switch {
+			case c.Action == authority.Consume:
+				return "an approval is taken by the agent that runs the call, over NATS or the HTTP API"
 			case c.Who == NATSSender:
 				return "a NATS sender is the NATS workers' caller; the bridge's callers are Slack users"
 			case c.Action == authority.Read:
@@ -100,6 +106,8 @@ func Surfaces() []Surface {
 		}},
 		{Name: SurfaceMCP, Test: "TestTheMCPServerAnswersTheConformanceTable", Package: "mcpserver", Skip: func(c Case) string {
 			switch {
+			case c.Action == authority.Consume:
+				return "the MCP server tells the model a call's decision; the agent that runs the call takes its approval, over NATS or the HTTP API"
 			case c.Who == NATSSender:
 				return "the MCP server sends as the person it serves, vouched for; a NATS sender is the NATS workers' caller"
 			case c.Action == authority.Claim || c.Action == authority.Delegate:
@@ -116,6 +124,8 @@ func Surfaces() []Surface {
 		{Name: SurfaceGateway, Test: "TestTheMCPGatewayAnswersTheConformanceTable", Package: "mcpgateway", Skip: func(c Case) string {
 			p, _ := PersonNamed(c.Who)
 			switch {
+			case c.Action == authority.Consume:
+				return "the gateway takes the approval of a call made through it, itself, before it runs it (TestAnApprovalLetsItsCallRunOnce); its clients take none"
 			case c.Who == NATSSender:
 				return "the gateway's callers are MCP clients and its sender is its own; a NATS sender typing a name is the NATS workers' caller"
 			case c.Action == authority.Decide || c.Action == authority.Claim || c.Action == authority.Delegate || c.Action == authority.MintLink:
