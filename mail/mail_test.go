@@ -740,3 +740,34 @@ func TestAQuorumIsNotMailedToWhoStartedItsRun(t *testing.T) {
 		t.Errorf("cat, who started the run, got %d mails asking her vote", len(got))
 	}
 }
+
+// TestAnApprovalSettledWhileTheMailerWasStoppedIsMailedToNobody: after a
+// pause (a restart, mail turned on again), the backlog of interrupts
+// mails only what still waits: an approval decided meanwhile is not
+// announced as waiting on anyone.
+func TestAnApprovalSettledWhileTheMailerWasStoppedIsMailedToNobody(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, false, nil)
+	if err := e.mailer.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.start("r-settled", refundState{OrderID: "A-7001", Amount: 4800})
+	in := e.pending("r-settled")
+	if ev, err := e.svc.ResumeAs(t.Context(), e.svc.Client("/test"), "refund", "r-settled",
+		protocol.Resume{RequestID: in.RequestID, Decision: "reject", Reason: "duplicate"}, "ann@example.com", []string{in.ApproverRole}); err != nil || ev.Kind == protocol.EventRefused {
+		t.Fatalf("rejecting: %s %v", ev.Kind, err)
+	}
+	e.start("r-waits", refundState{OrderID: "A-7002", Amount: 4800})
+	e.pending("r-waits")
+	e.startMailer()
+	e.smtpd.waitMails(3)
+	e.idle()
+	for _, m := range e.smtpd.received() {
+		if p := parseMail(t, m.Raw); strings.Contains(p.Subject, "A-7001") {
+			t.Errorf("the settled approval was mailed to %v: %q", m.To, p.Subject)
+		}
+	}
+	if got := len(e.smtpd.received()); got != 3 {
+		t.Fatalf("%d mails, want the 3 of the approval that still waits", got)
+	}
+}

@@ -178,6 +178,11 @@ func (m *Mailer) handle(ctx context.Context, d notify.Delivery) error {
 		if len(in.Votes) > 0 {
 			why = whyVote
 		}
+		// An interrupt settled since (a backlog after a pause, an SMTP
+		// outage) is mailed to nobody: the mail would say it waits.
+		if ok, err := notify.StillWaits(ctx, m.port.JetStream(), m.port.Names(), in.Flow, in.Run, in.RequestID); err != nil || !ok {
+			return err
+		}
 	case protocol.EventReminded:
 		var r protocol.Reminded
 		if err := json.Unmarshal(data, &r); err != nil {
@@ -243,17 +248,7 @@ type recipient struct {
 // address once.
 func (m *Mailer) recipients(in protocol.Interrupted, startedBy string) []recipient {
 	dir := m.cfg.Directory()
-	var roles []string
-	if in.ApproverRole != "" {
-		roles = append(roles, in.ApproverRole)
-	}
-	if in.Quorum != nil {
-		for _, rc := range in.Quorum.Roles {
-			if !slices.Contains(roles, rc.Role) {
-				roles = append(roles, rc.Role)
-			}
-		}
-	}
+	roles := protocol.DeciderRoles(in.ApproverRole, in.Quorum)
 	assignees := in.Assignees
 	if in.ClaimedBy != "" {
 		assignees = []string{in.ClaimedBy}
