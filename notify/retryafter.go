@@ -2,8 +2,14 @@ package notify
 
 import (
 	"errors"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
+
+// MaxRetryAfter bounds the wait a receiver may ask for with Retry-After.
+const MaxRetryAfter = time.Hour
 
 // retryAfter carries the delay a receiver asked for before the next
 // attempt.
@@ -32,6 +38,23 @@ func RetryAfterOf(err error) time.Duration {
 	var r retryAfter
 	if errors.As(err, &r) {
 		return r.after
+	}
+	return 0
+}
+
+// ParseRetryAfter reads a Retry-After header (RFC 9110: seconds, or an
+// HTTP date) at now: the wait it asks for, at most [MaxRetryAfter]; 0
+// when there is none or it does not parse.
+func ParseRetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(h); err == nil {
+		return min(time.Duration(max(s, 0))*time.Second, MaxRetryAfter)
+	}
+	if at, err := http.ParseTime(h); err == nil {
+		return min(max(at.Sub(now), 0), MaxRetryAfter)
 	}
 	return 0
 }

@@ -23,8 +23,6 @@ const (
 	// how much of it an error quotes.
 	maxAnswer  = 64 << 10
 	errorBytes = 200
-	// maxRetryAfter bounds the wait a receiver may ask for.
-	maxRetryAfter = time.Hour
 )
 
 // channel is a role's Teams channel: its Workflows URL, a credential
@@ -101,7 +99,7 @@ func (t *Teams) post(ctx context.Context, ch channel, m message) error {
 		return nil
 	case code == http.StatusTooManyRequests, code == http.StatusRequestTimeout, code >= 500:
 		err := fmt.Errorf("posting to %s: %s", ch, status(resp, answer, ch.url))
-		return notify.RetryAfter(err, retryAfter(resp.Header.Get("Retry-After"), time.Now()))
+		return notify.RetryAfter(err, notify.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
 	case code >= 300 && code < 400:
 		return notify.Permanent(fmt.Errorf("posting to %s: %s: a Workflows URL answers 202, not a redirect; copy the URL from the workflow's trigger again", ch, status(resp, answer, ch.url)))
 	default:
@@ -142,20 +140,4 @@ func scrub(s, rawURL string) string {
 		}
 	}
 	return s
-}
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date; 0
-// when there is none, at most maxRetryAfter.
-func retryAfter(h string, now time.Time) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(h); err == nil {
-		return min(time.Duration(max(s, 0))*time.Second, maxRetryAfter)
-	}
-	if at, err := http.ParseTime(h); err == nil {
-		return min(max(at.Sub(now), 0), maxRetryAfter)
-	}
-	return 0
 }

@@ -116,6 +116,11 @@ func (s *Service) post(ctx context.Context, sub Subscription, key []byte, id str
 		return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s: the receiver is gone for good", Redact(sub.URL), resp.Status)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s: redirects are not followed; give the subscription the URL it redirects to", Redact(sub.URL), resp.Status)
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+		// The receiver says when to come back: the next attempt waits
+		// that long (within retryFor), not the back-off.
+		err := fmt.Errorf("POST %s: HTTP %s", Redact(sub.URL), resp.Status)
+		return resp.StatusCode, notify.RetryAfter(err, notify.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
 	}
 	return resp.StatusCode, fmt.Errorf("POST %s: HTTP %s", Redact(sub.URL), resp.Status)
 }

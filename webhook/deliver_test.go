@@ -388,3 +388,26 @@ func TestASlowFailureThatUsesUpRetryForIsRecordedDead(t *testing.T) {
 		return len(d) == 1 && d[0].HTTPStatus == http.StatusServiceUnavailable && d[0].Attempts == len(rcv.got())
 	})
 }
+
+// TestARetryAfterIsHonoured: a receiver that answers 429 with
+// Retry-After gets the next attempt no sooner than it asked, not at the
+// back-off's pace (tens of milliseconds here).
+func TestARetryAfterIsHonoured(t *testing.T) {
+	_, js := deployment(t)
+	rcv := newReceiver(t)
+	rcv.status.Store(http.StatusTooManyRequests)
+	rcv.retryAfter.Store("1")
+	start(t, js, subscriptions(subscription("crm", rcv.URL)))
+	publish(t, js, "r-1", protocol.EventInterrupted)
+	natstest.Eventually(t, "the first attempt", func() bool { return len(rcv.got()) > 0 })
+	rcv.status.Store(0)
+	rcv.retryAfter.Store("")
+	natstest.Eventually(t, "the delivery", func() bool { return len(rcv.delivered()) == 1 })
+	hits := rcv.got()
+	if len(hits) != 2 {
+		t.Fatalf("%d attempts, want 2: the throttled one and the one it asked to wait for", len(hits))
+	}
+	if gap := hits[1].at.Sub(hits[0].at); gap < time.Second {
+		t.Fatalf("the second attempt came %s after the first, which asked for Retry-After: 1", gap)
+	}
+}

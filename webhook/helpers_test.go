@@ -121,6 +121,8 @@ type hit struct {
 	payload  webhook.Payload
 	// answered is the status the receiver answered.
 	answered int
+	// at is when the request came.
+	at time.Time
 }
 
 // receiver is a webhook receiver: it verifies each request with the
@@ -134,6 +136,8 @@ type receiver struct {
 	// slow, when set, answers each after that long.
 	hang atomic.Bool
 	slow atomic.Int64
+	// retryAfter, when set, is sent as Retry-After.
+	retryAfter atomic.Value
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -151,7 +155,7 @@ func newReceiver(t *testing.T) *receiver {
 			<-req.Context().Done()
 			return
 		}
-		h := hit{header: req.Header.Clone(), body: body, verified: wh.Verify(body, req.Header)}
+		h := hit{header: req.Header.Clone(), body: body, verified: wh.Verify(body, req.Header), at: time.Now()}
 		_ = json.Unmarshal(body, &h.payload)
 		if req.Method != http.MethodPost || req.Header.Get("Content-Type") != "application/json" {
 			h.verified = fmt.Errorf("%s with Content-Type %q", req.Method, req.Header.Get("Content-Type"))
@@ -164,6 +168,9 @@ func newReceiver(t *testing.T) *receiver {
 		r.mu.Lock()
 		r.hits = append(r.hits, h)
 		r.mu.Unlock()
+		if after, _ := r.retryAfter.Load().(string); after != "" {
+			w.Header().Set("Retry-After", after)
+		}
 		w.WriteHeader(h.answered)
 	}))
 	t.Cleanup(r.Close)
