@@ -21,10 +21,12 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/slackbridge"
 )
@@ -632,5 +634,22 @@ func TestAnAsksMessageShowsTheConversationBehindIt(t *testing.T) {
 	}
 	if got := msg.Form.Get("channel"); got != channelSup {
 		t.Errorf("posted in %q, want the supervisor's channel %s", got, channelSup)
+	}
+}
+
+// TestAnEventTheBridgeCannotReadIsDeadLettered: poison on the events
+// stream is dead-lettered, naming the bridge's consumer, as every channel
+// does, not skipped with a log line alone; the bridge carries on.
+func TestAnEventTheBridgeCannotReadIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	names := h.svc.Names()
+	natstest.PublishRaw(t, h.svc.JetStream(), names.Event("refund", "r-poison", protocol.EventInterrupted), []byte("{not json"), nil)
+	dls := natstest.WaitFor(t, h.svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable), func(rs []natstest.Received) bool { return len(rs) > 0 })
+	if c := dls[0].Header.Get(bus.HeaderConsumer); c != slackbridge.ConsumerName(names) {
+		t.Fatalf("the dead letter names consumer %q, want the bridge's, %s", c, slackbridge.ConsumerName(names))
+	}
+	if e := dls[0].Header.Get(bus.HeaderError); !strings.Contains(e, "cannot read the event") {
+		t.Fatalf("the dead letter's error %q does not say why", e)
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/slack-go/slack"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -51,7 +53,18 @@ func (b *Bridge) handle(msg jetstream.Msg) {
 	kind := subject[strings.LastIndex(subject, ".")+1:]
 	ev, err := events.Decode(msg.Headers(), msg.Data())
 	if err != nil {
-		b.log.Error().Err(err).Str("subject", subject).Msg("slack bridge: an event that does not decode is skipped")
+		// Poison: dead-lettered, as every channel does with what it
+		// cannot read, so that an operator sees it; tried again only if
+		// the dead letter cannot be written.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.work), 10*time.Second)
+		defer cancel()
+		if dlErr := bus.DeadLetter(ctx, b.port.JetStream(), b.port.Names(), msg, notify.ReasonUndeliverable,
+			fmt.Sprintf("the slack bridge cannot read the event: %v", err)); dlErr != nil {
+			b.log.Error().Err(dlErr).Str("subject", subject).Msg("slack bridge: dead-lettering an event that does not decode; it will be tried again")
+			_ = msg.NakWithDelay(time.Minute)
+			return
+		}
+		b.log.Error().Err(err).Str("subject", subject).Msg("slack bridge: an event that does not decode is dead-lettered")
 		_ = msg.Term()
 		return
 	}
