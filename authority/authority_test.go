@@ -29,12 +29,7 @@ func (authorityDoor) Start(_ *testing.T, r authoritytest.Run, _ string) (flow, r
 }
 
 func (d authorityDoor) Ask(t *testing.T, c authoritytest.Case, _, key string) protocol.Code {
-	var run authority.Run
-	for _, r := range authoritytest.Runs() {
-		if r.Key == key {
-			run = r.AuthorityRun()
-		}
-	}
+	run := authoritytest.RunNamed(key).AuthorityRun()
 	caller := c.Caller(d.a, protocol.AuthToken)
 	var err error
 	if c.Action == authority.Decide && c.Verdict != "" {

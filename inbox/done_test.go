@@ -125,10 +125,7 @@ func TestTheDoneViewPagesThroughEveryFinishedRun(t *testing.T) {
 func TestTheDoneViewShowsAnApprovalAssignedToAPersonToThatPerson(t *testing.T) {
 	t.Parallel()
 	s := startTrustSite(t)
-	ask := authoritytest.Runs()[3]
-	if ask.Key != authoritytest.Assigned {
-		t.Fatalf("the fixture's fourth run is %s, want %s", ask.Key, authoritytest.Assigned)
-	}
+	ask := authoritytest.RunNamed(authoritytest.Assigned)
 	if code, out := s.api(authoritytest.AgentA, "POST", "/v1/asks", ask.AskRequest("ask-fin")); code != http.StatusAccepted {
 		t.Fatalf("asking: %d %s", code, out)
 	}

@@ -63,13 +63,7 @@ func TestTheSlackBridgeAnswersTheConformanceTable(t *testing.T) {
 func TestASlackUserTheDirectoryDoesNotKnowIsRefusedEverywhere(t *testing.T) {
 	t.Parallel()
 	d := startSlackDoor(t)
-	var refundRun authoritytest.Run
-	for _, r := range authoritytest.Runs() {
-		if r.Key == authoritytest.Refund {
-			refundRun = r
-		}
-	}
-	flow, run := d.Start(t, refundRun, "refund-nobody")
+	flow, run := d.Start(t, authoritytest.RunNamed(authoritytest.Refund), "refund-nobody")
 	before := d.checkpoint(t, flow, run)
 	actions := buttonsOf(d.message(t, flow, run))
 	for _, want := range []string{"interlock_approve", "interlock_reject", "interlock_edit", "interlock_claim", "interlock_delegate"} {
@@ -403,13 +397,7 @@ func cmpVerdict(v protocol.Verdict) protocol.Verdict {
 func TestTheEditModalOpensOnlyForWhoMayEdit(t *testing.T) {
 	t.Parallel()
 	d := startSlackDoor(t)
-	var quorum authoritytest.Run
-	for _, r := range authoritytest.Runs() {
-		if r.Key == authoritytest.Quorum {
-			quorum = r
-		}
-	}
-	flow, run := d.Start(t, quorum, "quorum-edit")
+	flow, run := d.Start(t, authoritytest.RunNamed(authoritytest.Quorum), "quorum-edit")
 	told, opened := d.click(t, slackUsers[authoritytest.Ann], "interlock_edit", flow, run)
 	if opened != nil || len(told) != 1 || !strings.Contains(told[0], "asked for") {
 		t.Fatalf("the requester clicking Edit: told %q, modal opened %v; want no modal and the reason", told, opened != nil)

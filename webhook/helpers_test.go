@@ -164,7 +164,14 @@ func newReceiver(t *testing.T) *receiver {
 		if s := r.status.Load(); s != 0 {
 			h.answered = int(s)
 		}
-		time.Sleep(time.Duration(r.slow.Load()))
+		if slow := time.Duration(r.slow.Load()); slow > 0 {
+			// A receiver that takes its time, or until the client
+			// gives up.
+			select {
+			case <-time.After(slow):
+			case <-req.Context().Done():
+			}
+		}
 		r.mu.Lock()
 		r.hits = append(r.hits, h)
 		r.mu.Unlock()
