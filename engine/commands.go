@@ -188,6 +188,15 @@ func (r *Runner) Resume(ctx context.Context, cmd Resume) (Outcome, error) {
 			return t.refuse(ctx, cmd.RequestID, CodeNotWaiting, "run %s is %s, not waiting on an interrupt", cmd.Run, cp.Status)
 		}
 		in := cp.Interrupt
+		if in.Quorum != nil {
+			// A vote may carry the token of the request the last vote
+			// replaced: it waits until that vote's events are out, so that
+			// the run's events keep the order of its transitions (voted
+			// before completed).
+			if busy, err := r.busy(ctx, cp); err != nil || busy {
+				return t.retry(), err
+			}
+		}
 		if cmd.ExpectedCheckpoint != nil && *cmd.ExpectedCheckpoint != t.rev {
 			return t.refuse(ctx, cmd.RequestID, CodeStaleCheckpoint, "expectedCheckpoint is %d but run %s is at checkpoint %d; answer the latest interrupted event", *cmd.ExpectedCheckpoint, cmd.Run, t.rev)
 		}

@@ -245,3 +245,70 @@ func TestEveryEventNamesTheCommandThatCausedIt(t *testing.T) {
 		t.Errorf("events %v name no cause", causes[""])
 	}
 }
+
+// TestAVoteWaitsForTheEventsOfTheVoteItRaced: a vote commits but its voted
+// event is not yet out when a second vote, on the token both voters saw,
+// arrives. The second is held back (delivered again later) rather than
+// completing the run ahead of the voted event; once the first vote is
+// published, it counts, and the events keep the order of the transitions.
+func TestAVoteWaitsForTheEventsOfTheVoteItRaced(t *testing.T) {
+	ctx := t.Context()
+	store, pub := enginetest.NewStore(), &stallingPublisher{Publisher: enginetest.NewPublisher()}
+	queue := &unackedQueue{set: map[uint64]bool{}}
+	r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{contractFlow(twoApprovers())}, Store: store, Publisher: pub, Queue: queue,
+		Secret: []byte("order-test-secret-order-test-secret-01234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]json.RawMessage{"value": json.RawMessage(`12000`)}
+	if _, err := r.Start(ctx, engine.Start{Flow: "contract", Run: "r-1", State: state, Inbound: engine.Inbound{EventID: "s", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var in *protocol.Interrupted
+	for _, m := range pub.Messages("r-1") {
+		if i, ok := m.Data.(*protocol.Interrupted); ok {
+			in = i
+		}
+	}
+	if in == nil {
+		t.Fatal("the contract run did not ask for its approval")
+	}
+
+	pub.stall, queue.set[2] = protocol.EventVoted, true
+	first := engine.Resume{Flow: "contract", Run: "r-1", Token: in.ResumeToken, RequestID: in.RequestID, Decision: "approve", Approver: "ana",
+		Inbound: engine.Inbound{EventID: "v1", Seq: 2}}
+	if _, err := r.Resume(ctx, first); err == nil {
+		t.Fatal("the first vote's publishing failed, yet Resume reported success")
+	}
+	second := engine.Resume{Flow: "contract", Run: "r-1", Token: in.ResumeToken, RequestID: in.RequestID, Decision: "approve", Approver: "ben",
+		Inbound: engine.Inbound{EventID: "v2", Seq: 3}}
+	out, err := r.Resume(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Refused != nil || out.RetryAfter == 0 || out.Status != engine.Waiting {
+		t.Fatalf("a vote while the last vote is unpublished: %+v; want it held back to be delivered again", out)
+	}
+
+	pub.mu.Lock()
+	pub.stall = ""
+	pub.mu.Unlock()
+	if _, err := r.Resume(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	queue.mu.Lock()
+	delete(queue.set, 2)
+	queue.mu.Unlock()
+	if out, err = r.Resume(ctx, second); err != nil || out.Refused != nil || out.Status != engine.Completed {
+		t.Fatalf("the second vote once the first is out: %+v, %v; want the run completed", out, err)
+	}
+	var kinds []string
+	for _, m := range pub.Messages("r-1") {
+		if m.Stream == engine.EventStream {
+			kinds = append(kinds, m.Kind)
+		}
+	}
+	if v, c := slices.Index(kinds, protocol.EventVoted), slices.Index(kinds, protocol.EventCompleted); v < 0 || c < v {
+		t.Fatalf("events %v: the voted event must come before completed", kinds)
+	}
+}
