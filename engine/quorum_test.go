@@ -162,7 +162,11 @@ func TestTheSamePersonVotingTwiceCountsOnceAndTheSecondIsRefused(t *testing.T) {
 func TestTheRequesterMayNotVoteOnWhatTheyAskedFor(t *testing.T) {
 	h := enginetest.New(t, contractFlow(twoApprovers()))
 	run := h.Start(map[string]any{"value": 12000})
-	wantRefused(t, vote(t, h, run, "sales-bot", "approve", nil), protocol.CodeForbidden, "sales-bot asked for send_contract and may not vote on it")
+	out := vote(t, h, run, "sales-bot", "approve", nil)
+	wantRefused(t, out, protocol.CodeForbidden, "sales-bot asked for send_contract and may not vote on it")
+	if out.Action != "send_contract" {
+		t.Errorf("the refusal's outcome names action %q, want the approval it meant to answer (send_contract)", out.Action)
+	}
 	if got := h.Interrupt(run).Votes; len(got) != 0 {
 		t.Fatalf("votes = %+v, want none", got)
 	}

@@ -170,7 +170,8 @@ type Outcome struct {
 	// when it answered none.
 	AskedAt time.Time
 	// Action is what the approval the command answered proposed (its
-	// [Approval].Action); empty when it answered no approval.
+	// [Approval].Action), or for a command refused, the approval the run
+	// waited on then; empty when it answered no approval.
 	Action string
 	// Quorum is set when the approval the command answered takes a quorum
 	// ([Approval].Quorum): an approve or edit that decided it was the

@@ -114,6 +114,10 @@ func (t *txn) refuse(ctx context.Context, requestID string, code protocol.Code, 
 	}
 	out, err := t.r.refuseRun(ctx, t, requestID, code, fmt.Sprintf(format, args...))
 	out.Status, out.Checkpoint, out.Node = t.cp.Status, t.rev, t.cp.Node
+	if in := t.cp.Interrupt; in != nil && in.Kind == KindApproval {
+		// The approval the refused command meant to answer.
+		out.Action = in.Action
+	}
 	return out, err
 }
 

@@ -226,14 +226,15 @@ func (c *counters) flow(out engine.Outcome) string {
 
 // answered is the action of the approval a resume answered: the
 // outcome's; for a vote short of its quorum, the approval asked again's;
-// for a resume refused, repeated or dead-lettered, the one the run waits
-// on in the pending index. flow is the outcome's flow label: a flow not
+// for a resume refused, the one the run waited on then (the outcome's);
+// repeated or dead-lettered, the one the run waits on in the pending
+// index. flow is the outcome's flow label: a flow not
 // known to run here names no action.
 func (c *counters) answered(flow string, out engine.Outcome) string {
 	if flow == "" {
 		return ""
 	}
-	if !out.AskedAt.IsZero() {
+	if !out.AskedAt.IsZero() || out.Refused != nil && out.Action != "" {
 		return out.Action
 	}
 	voted := false
