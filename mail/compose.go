@@ -13,15 +13,16 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// Why a mail is sent.
+// Why a mail is sent: the notice's [notify.Why].
 const (
-	whyAsked     = "asked"
-	whyVote      = "vote"
-	whyReminder  = "reminder"
-	whyDelegated = "delegated"
+	whyAsked     = string(notify.WhyAsked)
+	whyVote      = string(notify.WhyVote)
+	whyReminder  = string(notify.WhyReminder)
+	whyDelegated = string(notify.WhyDelegated)
 )
 
 // Bounds of what a mail shows, so that a huge argument or conversation
@@ -87,12 +88,8 @@ type letter struct {
 	ForRole string
 }
 
-// compose builds the mail of in to r.
-func (m *Mailer) compose(in protocol.Interrupted, why, by string, r recipient, convo *conversation, at time.Time, msgID, inReplyTo string) (*gomail.Msg, error) {
-	link, err := m.link(in, r, time.Now())
-	if err != nil {
-		return nil, err
-	}
+// compose builds the mail of in to r, linking to link.
+func (m *Mailer) compose(in protocol.Interrupted, why, by string, r recipient, convo *conversation, at time.Time, msgID, inReplyTo, link string) (*gomail.Msg, error) {
 	l := letterOf(in, why, by, r)
 	l.Link, l.Conversation = link, convo
 	if in.Description != "" {

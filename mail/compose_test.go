@@ -36,7 +36,7 @@ func TestAHostileTitleOrRequesterCannotInjectAHeader(t *testing.T) {
 	in := protocol.Interrupted{Flow: "refund", Run: "r-1", RequestID: "rq-1", Kind: protocol.KindApproval, Action: "refund",
 		Title:     "Refund\r\nBcc: mallory@evil.example\r\nX-Evil: 1\u2028Subject: second",
 		Requester: "bot\r\nX-Evil: 2", Args: []byte(`{"a": "x\r\nBcc: mallory@evil.example"}`)}
-	msg, err := m.compose(in, whyAsked, "", recipient{Person: "ann", Address: "ann@example.com"}, nil, time.Now(), "interlock.1@example.com", "")
+	msg, err := m.compose(in, whyAsked, "", recipient{Person: "ann", Address: "ann@example.com"}, nil, time.Now(), "interlock.1@example.com", "", "https://interlock.example.com/decide/x.y")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestADecisionMailShowsALinksHostAndFetchesNoImage(t *testing.T) {
 		cfg: Config{From: "interlock@example.com", PublicURL: "https://interlock.example.com", SubjectPrefix: "[Interlock]", LinkTTL: time.Hour}}
 	in := protocol.Interrupted{Flow: "refund", Run: "r-1", RequestID: "rq-1", Kind: protocol.KindApproval, Action: "refund", Args: []byte(`{}`),
 		Description: "See [your bank's page](https://evil.example/login) first. ![logo](https://tracker.example/p.gif?u=ann)"}
-	msg, err := m.compose(in, whyAsked, "", recipient{Person: "ann", Address: "ann@example.com"}, nil, time.Now(), "interlock.1@example.com", "")
+	msg, err := m.compose(in, whyAsked, "", recipient{Person: "ann", Address: "ann@example.com"}, nil, time.Now(), "interlock.1@example.com", "", "https://interlock.example.com/decide/x.y")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -539,7 +539,7 @@ func TestTheCredentialsAreNeverLogged(t *testing.T) {
 	e.smtpd.waitMails(3)
 	e.idle()
 	logged := e.log.String()
-	if !strings.Contains(logged, "mail: sent") {
+	if !strings.Contains(logged, "notify: sent") {
 		t.Fatalf("the debug log says nothing of the mails sent:\n%s", logged)
 	}
 	plain := base64.StdEncoding.EncodeToString([]byte("\x00" + e.smtpd.user + "\x00" + e.smtpd.pass))

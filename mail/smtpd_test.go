@@ -40,6 +40,10 @@ type smtpd struct {
 	done   chan struct{}
 	mails  []received
 	refuse map[string]*smtp.SMTPError
+	// hang holds the recipients whose RCPT TO is left unanswered until
+	// released is closed (by refuseRcpt or hold for them, or cleanup).
+	hang     map[string]bool
+	released chan struct{}
 }
 
 // received is a mail the server accepted.
@@ -59,9 +63,11 @@ func startSMTPD(t *testing.T, implicit bool) *smtpd {
 		t.Fatal(err)
 	}
 	d := &smtpd{t: t, tls: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, implicit: implicit,
-		user: "interlock", pass: "s3cret-Pa55-never-logged", ca: files.CA, refuse: map[string]*smtp.SMTPError{}}
+		user: "interlock", pass: "s3cret-Pa55-never-logged", ca: files.CA, refuse: map[string]*smtp.SMTPError{},
+		hang: map[string]bool{}, released: make(chan struct{})}
 	d.start("127.0.0.1:0")
 	t.Cleanup(d.stop)
+	t.Cleanup(func() { d.hold("", false) })
 	return d
 }
 
@@ -114,11 +120,36 @@ func (d *smtpd) port() int {
 	return n
 }
 
-// refuseRcpt makes the server answer RCPT TO addr with err.
+// refuseRcpt makes the server answer RCPT TO addr with err (nil: take
+// it), and lets go of a RCPT TO of addr held unanswered.
 func (d *smtpd) refuseRcpt(addr string, err *smtp.SMTPError) {
+	d.hold(addr, false)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err == nil {
+		delete(d.refuse, strings.ToLower(addr))
+		return
+	}
 	d.refuse[strings.ToLower(addr)] = err
+}
+
+// hold makes the server leave RCPT TO addr unanswered (on), or lets go
+// of those held (off); addr "" lets go of every one.
+func (d *smtpd) hold(addr string, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	addr = strings.ToLower(addr)
+	if on {
+		d.hang[addr] = true
+		return
+	}
+	if addr == "" {
+		clear(d.hang)
+	} else {
+		delete(d.hang, addr)
+	}
+	close(d.released)
+	d.released = make(chan struct{})
 }
 
 // received returns the mails accepted so far.
@@ -183,6 +214,15 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	for {
+		s.d.mu.Lock()
+		held, released := s.d.hang[strings.ToLower(to)], s.d.released
+		s.d.mu.Unlock()
+		if !held {
+			break
+		}
+		<-released
+	}
 	s.d.mu.Lock()
 	err := s.d.refuse[strings.ToLower(to)]
 	s.d.mu.Unlock()

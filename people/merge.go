@@ -1,7 +1,9 @@
 package people
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -65,6 +67,9 @@ func Merge(name string, dirs ...*Directory) (*Directory, error) {
 					return nil, fmt.Errorf("people: %s: person %s has one %s in %s and another in %s; keep one (edit either, or drop the older file once `interlock people import` has moved it)", name, p.Name, h.what, pSource[p.Name], d.name)
 				}
 			}
+			if err := joinAddresses(&q.Addresses, p.Addresses); err != nil {
+				return nil, fmt.Errorf("people: %s: person %s has one %s address in %s and another in %s; keep one", name, p.Name, err, pSource[p.Name], d.name)
+			}
 		}
 		for _, r := range d.roles {
 			i, ok := byRole[r.Name]
@@ -82,6 +87,9 @@ func Merge(name string, dirs ...*Directory) (*Directory, error) {
 				if err := join(h.mine, *h.it); err != nil {
 					return nil, fmt.Errorf("people: %s: role %s has one %s in %s and another in %s; keep one", name, r.Name, h.what, rSource[r.Name], d.name)
 				}
+			}
+			if err := joinAddresses(&q.Addresses, r.Addresses); err != nil {
+				return nil, fmt.Errorf("people: %s: role %s has one %s address in %s and another in %s; keep one", name, r.Name, err, rSource[r.Name], d.name)
 			}
 		}
 	}
@@ -107,6 +115,27 @@ func join(mine *string, it string) error {
 	return nil
 }
 
+// joinAddresses adds the addresses of it to *mine, which it clones
+// first; an address on a channel the two give differently is an error
+// naming the channel.
+func joinAddresses(mine *map[string]string, it map[string]string) error {
+	if len(it) == 0 {
+		return nil
+	}
+	*mine = maps.Clone(*mine)
+	if *mine == nil {
+		*mine = map[string]string{}
+	}
+	for _, ch := range slices.Sorted(maps.Keys(it)) {
+		v := (*mine)[ch]
+		if err := join(&v, it[ch]); err != nil {
+			return errors.New(ch)
+		}
+		(*mine)[ch] = v
+	}
+	return nil
+}
+
 // encode is f's YAML, as a directory file holds it.
 func encode(f file) ([]byte, error) {
 	return yaml.Marshal(f)
@@ -115,7 +144,7 @@ func encode(f file) ([]byte, error) {
 func clonePeople(ps []Person) []Person {
 	out := slices.Clone(ps)
 	for i := range out {
-		out[i].Roles = slices.Clone(out[i].Roles)
+		out[i].Roles, out[i].Addresses = slices.Clone(out[i].Roles), maps.Clone(out[i].Addresses)
 	}
 	return out
 }

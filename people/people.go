@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/mail"
 	"regexp"
 	"slices"
@@ -63,10 +64,48 @@ type Person struct {
 	// Teams is the person's Microsoft Teams account (their user
 	// principal name), mentioned in the cards of a role's channel.
 	Teams string `yaml:"teams,omitempty" json:"teams,omitempty"`
+	// Addresses are the person's addresses on other channels, keyed by
+	// the channel's name: a channel added later reads its own key, and
+	// no field of Person is added for it. Slack, Email and Teams are the
+	// keys slack, mail and teams, which may be written here too.
+	Addresses map[string]string `yaml:"addresses,omitempty" json:"addresses,omitempty"`
 }
 
 // Holds reports whether the person holds role.
 func (p Person) Holds(role string) bool { return slices.Contains(p.Roles, role) }
+
+// Address is the person's address on the channel called channel (mail,
+// slack, teams, or any other channel's name), "" when they have none.
+func (p Person) Address(channel string) string {
+	if f := p.known(channel); f != nil {
+		return *f
+	}
+	return p.Addresses[channel]
+}
+
+// known is the field of a channel Person has a field of, nil for another.
+func (p *Person) known(channel string) *string {
+	switch channel {
+	case ChannelMail:
+		return &p.Email
+	case ChannelSlack:
+		return &p.Slack
+	case ChannelTeams:
+		return &p.Teams
+	}
+	return nil
+}
+
+// Names of the channels whose addresses have fields of their own in
+// [Person] and [Role].
+const (
+	ChannelMail  = "mail"
+	ChannelSlack = "slack"
+	ChannelTeams = "teams"
+)
+
+// MaxAddressLen is the longest address on a channel.
+const MaxAddressLen = 2048
 
 // Role is an approver role's own channels, where what reaches the role
 // (and not a named person) goes.
@@ -82,6 +121,64 @@ type Role struct {
 	// the role's interrupts are posted in. It is a credential: it lives
 	// in the bucket only workers and administrators read.
 	Teams string `yaml:"teams,omitempty" json:"teams,omitempty"`
+	// Addresses are the role's addresses on other channels, keyed by the
+	// channel's name, as [Person.Addresses].
+	Addresses map[string]string `yaml:"addresses,omitempty" json:"addresses,omitempty"`
+}
+
+// Address is the role's own address on the channel called channel, ""
+// when it has none.
+func (r Role) Address(channel string) string {
+	if f := r.known(channel); f != nil {
+		return *f
+	}
+	return r.Addresses[channel]
+}
+
+// known is the field of a channel Role has a field of, nil for another.
+func (r *Role) known(channel string) *string {
+	switch channel {
+	case ChannelMail:
+		return &r.Email
+	case ChannelSlack:
+		return &r.Slack
+	case ChannelTeams:
+		return &r.Teams
+	}
+	return nil
+}
+
+// addresses moves the entries of as for a channel with a field of its own
+// (known) into that field, and checks the others: a channel's name is a
+// subject token, an address 1 to MaxAddressLen bytes without control
+// characters. It returns what is wrong, naming where.
+func addresses(as map[string]string, known func(string) *string, where string) error {
+	for ch, addr := range as {
+		if err := CheckRole(ch); err != nil {
+			return fmt.Errorf("%s: addresses: channel %q: use a channel's name (mail, slack, teams, webpush, ...)", where, ch)
+		}
+		if addr == "" || len(addr) > MaxAddressLen || strings.IndexFunc(addr, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+			return fmt.Errorf("%s: addresses: the %s address must be 1 to %d bytes without control characters", where, ch, MaxAddressLen)
+		}
+		f := known(ch)
+		if f == nil {
+			continue
+		}
+		if *f != "" && *f != addr {
+			return fmt.Errorf("%s: addresses.%s and %s give two addresses; keep one", where, ch, fieldName(ch))
+		}
+		*f = addr
+		delete(as, ch)
+	}
+	return nil
+}
+
+// fieldName is the YAML key of the field of a channel with one.
+func fieldName(channel string) string {
+	if channel == ChannelMail {
+		return "email"
+	}
+	return channel
 }
 
 // Directory is a parsed directory: who is who, and each role's channels.
@@ -124,7 +221,7 @@ func Parse(b []byte, name string) (*Directory, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		err = withoutValues(err)
-		return nil, fmt.Errorf("people: %s: %w; a directory is YAML with a list `people` of {name, roles, tokenSha256, slack, email, teams} and a list `roles` of {name, slack, email, teams}", name, err)
+		return nil, fmt.Errorf("people: %s: %w; a directory is YAML with a list `people` of {name, roles, tokenSha256, slack, email, teams, addresses} and a list `roles` of {name, slack, email, teams, addresses}", name, err)
 	}
 	return build(f, b, name)
 }
@@ -141,6 +238,13 @@ func build(f file, source []byte, name string) (*Directory, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		where += " (" + p.Name + ")"
+		p.Addresses = maps.Clone(p.Addresses)
+		if err := addresses(p.Addresses, p.known, where); err != nil {
+			return nil, err
+		}
+		if len(p.Addresses) == 0 {
+			p.Addresses = nil
+		}
 		if j, ok := d.byName[p.Name]; ok {
 			return nil, fmt.Errorf("%s: the name is also person %d's; names are unique", where, j+1)
 		}
@@ -205,6 +309,13 @@ func build(f file, source []byte, name string) (*Directory, error) {
 			return nil, fmt.Errorf("%s (%s): the role is listed twice", where, r.Name)
 		}
 		d.byRole[r.Name] = i
+		r.Addresses = maps.Clone(r.Addresses)
+		if err := addresses(r.Addresses, r.known, fmt.Sprintf("%s (%s)", where, r.Name)); err != nil {
+			return nil, err
+		}
+		if len(r.Addresses) == 0 {
+			r.Addresses = nil
+		}
 		if r.Slack != "" && !slackID.MatchString(r.Slack) {
 			return nil, fmt.Errorf("%s (%s): slack %q is not a Slack channel id such as C0123ABCD (channel details, bottom of the About tab)", where, r.Name, r.Slack)
 		}
@@ -402,7 +513,7 @@ func (d *Directory) at(m map[string]int, k string) (Person, bool) {
 		return Person{}, false
 	}
 	p := d.people[i]
-	p.Roles = slices.Clone(p.Roles)
+	p.Roles, p.Addresses = slices.Clone(p.Roles), maps.Clone(p.Addresses)
 	return p, true
 }
 

@@ -1,0 +1,594 @@
+// Package channeltest is the conformance suite of Interlock's channels:
+// every channel on the [notify.Dispatcher] seam (mail, Web Push, ...)
+// passes [Run], with a fake of its remote side (an SMTP server, a push
+// service) that the channel's own tests provide as a [Harness]. The suite
+// drives a real Interlock on an embedded NATS server and checks what the
+// remote side received: each decider reached once, reminders, quorums,
+// backlogs, restarts, Retry-After, dead letters, slow receivers, and no
+// link or token in a log.
+package channeltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/gate"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/links"
+	"github.com/interlockhq/interlock/notify"
+	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
+)
+
+// Role is the approver role of everything the suite asks.
+const Role = "finance"
+
+// PublicURL is the inbox's address the suite's links start with.
+const PublicURL = "https://interlock.example.com"
+
+// Features are what a channel does besides posting to people.
+type Features struct {
+	// Roles: the channel reaches a role's own address (a mailing list, a
+	// team's channel) besides its holders.
+	Roles bool
+	// RetryAfter: the remote side can say when to come back (HTTP 429 or
+	// 503 with Retry-After), and the channel passes it on with
+	// [notify.RetryAfter].
+	RetryAfter bool
+	// SecretAddresses: an address is a credential (a push endpoint, a
+	// webhook URL) that no log, error or dead letter may show.
+	SecretAddresses bool
+}
+
+// Answer is how the fake remote side answers an address.
+type Answer int
+
+// Answers of the remote side.
+const (
+	// Accept takes the notice.
+	Accept Answer = iota
+	// Fail fails for now (a 503, an SMTP 4xx): the channel returns an
+	// error to be tried again.
+	Fail
+	// Refuse refuses for good (a 410, an SMTP 5xx): the channel returns a
+	// [notify.Permanent] error.
+	Refuse
+	// Throttle asks to come back after [ThrottleFor] (a 429 with
+	// Retry-After); only with Features.RetryAfter.
+	Throttle
+	// Hang holds the notice unanswered until the address is answered
+	// otherwise, or the channel gives up.
+	Hang
+)
+
+// ThrottleFor is the wait a Throttle answer asks for.
+const ThrottleFor = 3 * time.Second
+
+// Received is one notice as the remote side took it.
+type Received struct {
+	// Address is where it went, as [Harness.Reach] returned it.
+	Address string
+	// Link is the link it carries: a person's decision link, or a run's
+	// page in the inbox.
+	Link string
+	// Text is what it says, as words (a subject and a body, a title).
+	Text string
+}
+
+// Harness is a channel under test.
+type Harness struct {
+	// Name is the channel's name ([notify.Channel.Name]).
+	Name     string
+	Features Features
+	// New makes a fake of the channel's remote side for one scenario,
+	// stopped at t's cleanup.
+	New func(t *testing.T) Remote
+}
+
+// Remote is a fake of a channel's remote side (an SMTP server, a push
+// service), and how to start the channel against it.
+type Remote interface {
+	// Reach makes person reachable on the channel. It returns the
+	// address to put in the directory under addresses.<name> ("" when
+	// the channel finds its addresses elsewhere, as Web Push does, having
+	// subscribed them on svc) and the address notices to them reach.
+	Reach(t *testing.T, svc *interlock.Service, person string) (directory, address string)
+	// RoleAddress is the address of a role's own (Features.Roles).
+	RoleAddress(role string) string
+	// Start starts the channel on svc with cfg and returns what stops it.
+	Start(t *testing.T, svc *interlock.Service, cfg notify.Dispatch) (stop func())
+	// Received returns what the remote side took so far, in order.
+	Received() []Received
+	// Answer sets how the remote side answers address from now on; a
+	// notice it holds (Hang) is answered so.
+	Answer(address string, a Answer)
+}
+
+// rig is one scenario's Interlock, directory and channel.
+type rig struct {
+	t     *testing.T
+	h     Harness
+	rem   Remote
+	svc   *interlock.Service
+	dir   *people.Directory
+	addr  map[string]string
+	log   *natstest.Buffer
+	mu    sync.Mutex
+	stop  func()
+	links *links.Signer
+}
+
+// people of the suite's directory: ann, cat and eve hold finance and are
+// reachable; bob holds finance with no address; dan is support.
+var reachable = []string{"ann", "cat", "eve"}
+
+// gateRules hold every issue_refund for finance.
+const gateRules = `
+rules:
+  - name: refunds
+    tool: issue_refund
+    title: "Refund {{args.amount}}"
+    reason: Every refund needs finance.
+    approverRole: finance
+    timeout: 1h
+`
+
+// newRig starts an Interlock on a server of its own, the directory with
+// h's addresses, and the channel.
+func newRig(t *testing.T, h Harness) *rig {
+	t.Helper()
+	srv := natstest.StartServer(t, "")
+	rules, err := gate.Parse([]byte(gateRules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, h: h, rem: h.New(t), addr: map[string]string{}, log: &natstest.Buffer{}}
+	r.svc = natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{Flow()}, Secret: natstest.Secret, GateRules: rules})
+	r.links = r.svc.Links()
+	var ps []people.Person
+	for _, name := range reachable {
+		dirAddr, addr := r.rem.Reach(t, r.svc, name)
+		r.addr[name] = addr
+		p := people.Person{Name: name, Roles: []string{Role}}
+		if dirAddr != "" {
+			p.Addresses = map[string]string{h.Name: dirAddr}
+		}
+		ps = append(ps, p)
+	}
+	ps = append(ps, people.Person{Name: "bob", Roles: []string{Role}}, people.Person{Name: "dan", Roles: []string{"support"}})
+	var roles []people.Role
+	if h.Features.Roles {
+		r.addr["role:"+Role] = r.rem.RoleAddress(Role)
+		roles = append(roles, people.Role{Name: Role, Addresses: map[string]string{h.Name: r.rem.RoleAddress(Role)}})
+	}
+	if r.dir, err = people.New("channeltest", ps, roles); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	t.Cleanup(r.halt)
+	return r
+}
+
+// start starts the channel, logging at debug into r.log.
+func (r *rig) start() {
+	r.t.Helper()
+	logger := zerolog.New(r.log).Level(zerolog.DebugLevel)
+	stop := r.rem.Start(r.t, r.svc, notify.Dispatch{
+		Directory: func() *people.Directory { return r.dir }, PublicURL: PublicURL,
+		FirstRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond, AckWait: 5 * time.Second,
+		Logger: &logger,
+	})
+	r.mu.Lock()
+	r.stop = stop
+	r.mu.Unlock()
+}
+
+// halt stops the channel, if it runs.
+func (r *rig) halt() {
+	r.mu.Lock()
+	stop := r.stop
+	r.stop = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// startRefund starts a refund run of state and waits for its approval.
+func (r *rig) startRefund(run string, s refundState) protocol.Interrupted {
+	r.t.Helper()
+	b, _ := json.Marshal(s)
+	var state map[string]json.RawMessage
+	_ = json.Unmarshal(b, &state)
+	if _, err := r.svc.Client("/channeltest").Start(r.t.Context(), "refund", run, state, nil); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.pending("refund", run)
+}
+
+// pending waits for the approval run waits on.
+func (r *rig) pending(flow, run string) protocol.Interrupted {
+	r.t.Helper()
+	var in protocol.Interrupted
+	natstest.Eventually(r.t, flow+" "+run+" waiting", func() bool {
+		var err error
+		in, err = r.svc.Client("/channeltest").LastInterrupt(r.t.Context(), flow, run)
+		return err == nil
+	})
+	return in
+}
+
+// decide decides run's approval as who.
+func (r *rig) decide(flow, run string, in protocol.Interrupted, who, decision string) {
+	r.t.Helper()
+	res := protocol.Resume{RequestID: in.RequestID, Decision: decision}
+	if decision == "reject" {
+		res.Reason = "a duplicate"
+	}
+	ev, err := r.svc.ResumeAs(r.t.Context(), r.svc.Client("/channeltest"), flow, run, res, who, []string{Role})
+	if err != nil || ev.Kind == protocol.EventRefused {
+		r.t.Fatalf("%s deciding %s %s: %s %v", who, flow, run, ev.Kind, err)
+	}
+}
+
+// to is what reached who (a person, or role:finance) about the request.
+func (r *rig) to(who, requestID string) []Received {
+	var out []Received
+	for _, m := range r.rem.Received() {
+		if m.Address == r.addr[who] && (requestID == "" || r.requestOf(m) == requestID) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// requestOf is the request a notice's decision link is for; for a run's
+// page, "run:" and the run.
+func (r *rig) requestOf(m Received) string {
+	text, ok := strings.CutPrefix(m.Link, PublicURL+links.DecidePath)
+	if !ok {
+		return "page:" + m.Link
+	}
+	c, err := r.links.Check(text, links.KindDecide, time.Now())
+	if err != nil {
+		r.t.Errorf("a notice to %s carries a decision link that does not check: %v", m.Address, err)
+		return ""
+	}
+	return c.RequestID
+}
+
+// waitFor waits until who has n notices about the request.
+func (r *rig) waitFor(who, requestID string, n int) {
+	r.t.Helper()
+	natstest.Eventually(r.t, fmt.Sprintf("%d notice(s) to %s", n, who), func() bool { return len(r.to(who, requestID)) >= n })
+}
+
+// idle waits until the channel's consumer has nothing pending or in hand
+// and no attempt waits in the retry stream.
+func (r *rig) idle() {
+	r.t.Helper()
+	names := r.svc.Names()
+	name := notify.ConsumerName(names, r.h.Name)
+	natstest.Eventually(r.t, "the channel is idle", func() bool {
+		c, err := r.svc.JetStream().Consumer(r.t.Context(), names.EventStream(), name)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(r.t.Context())
+		waiting, werr := notify.Waiting(r.t.Context(), r.svc.JetStream(), names, name)
+		return err == nil && werr == nil && info.NumPending == 0 && info.NumAckPending == 0 && waiting == 0
+	})
+}
+
+// exactly fails unless who has n notices about the request.
+func (r *rig) exactly(who, requestID string, n int) {
+	r.t.Helper()
+	if got := r.to(who, requestID); len(got) != n {
+		r.t.Errorf("%s got %d notice(s) of request %s, want %d", who, len(got), requestID, n)
+	}
+}
+
+// Run runs the suite against the channel of h.
+func Run(t *testing.T, h Harness) {
+	t.Run("EachDeciderOnce", func(t *testing.T) { t.Parallel(); eachDeciderOnce(t, h) })
+	t.Run("GateCallsAndAsks", func(t *testing.T) { t.Parallel(); gateCallsAndAsks(t, h) })
+	t.Run("Reminds", func(t *testing.T) { t.Parallel(); reminds(t, h) })
+	t.Run("OnlyWhoMayStillVote", func(t *testing.T) { t.Parallel(); onlyWhoMayStillVote(t, h) })
+	t.Run("BacklogSkipsSettledWork", func(t *testing.T) { t.Parallel(); backlogSkipsSettled(t, h) })
+	t.Run("RestartDoesNotPostTwice", func(t *testing.T) { t.Parallel(); restartDoesNotPostTwice(t, h) })
+	t.Run("RetryAfter", func(t *testing.T) {
+		if !h.Features.RetryAfter {
+			t.Skip("the channel declares no Retry-After")
+		}
+		t.Parallel()
+		retryAfter(t, h)
+	})
+	t.Run("PoisonIsDeadLettered", func(t *testing.T) { t.Parallel(); poisonIsDeadLettered(t, h) })
+	t.Run("SlowReceiverDelaysNoOther", func(t *testing.T) { t.Parallel(); slowReceiver(t, h) })
+}
+
+// eachDeciderOnce: an approval reaches each holder of its role who has an
+// address, and the role's own address if the channel has one, once, each
+// person with a decision link of their own; nobody else; and nothing of
+// it (a link, a token, a secret address) is logged.
+func eachDeciderOnce(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	in := r.startRefund("r-once", refundState{Amount: 4800})
+	for _, who := range reachable {
+		r.waitFor(who, in.RequestID, 1)
+	}
+	if h.Features.Roles {
+		r.waitFor("role:"+Role, "", 1)
+	}
+	r.idle()
+	want := len(reachable)
+	if h.Features.Roles {
+		want++
+	}
+	if got := len(r.rem.Received()); got != want {
+		t.Errorf("%d notices, want %d (one to each of %v, and the role's own address: %v)", got, want, reachable, h.Features.Roles)
+	}
+	for _, who := range reachable {
+		r.exactly(who, in.RequestID, 1)
+		for _, m := range r.to(who, in.RequestID) {
+			text, _ := strings.CutPrefix(m.Link, PublicURL+links.DecidePath)
+			if c, err := r.links.Check(text, links.KindDecide, time.Now()); err != nil || c.Person != who || c.Flow != "refund" || c.Run != "r-once" {
+				t.Errorf("%s's notice links to %+v (%v), want a decision link of theirs", who, c, err)
+			}
+		}
+	}
+	if h.Features.Roles {
+		for _, m := range r.to("role:"+Role, "") {
+			if m.Link != PublicURL+"/runs/refund/r-once" {
+				t.Errorf("the role's notice links to %q, want the run's page", m.Link)
+			}
+		}
+	}
+	for _, m := range r.rem.Received() {
+		if !strings.Contains(m.Text, "Refund $4,800.00") {
+			t.Errorf("a notice to %s does not say what is asked (Refund $4,800.00): %q", m.Address, m.Text)
+		}
+	}
+	noSecretsLogged(t, r)
+}
+
+// noSecretsLogged fails when r's log holds a link, a resume token, or a
+// secret address.
+func noSecretsLogged(t *testing.T, r *rig) {
+	t.Helper()
+	log := r.log.String()
+	if strings.Contains(log, links.DecidePath) {
+		t.Errorf("a link was logged:\n%s", log)
+	}
+	for _, m := range r.rem.Received() {
+		if u, err := url.Parse(m.Link); err == nil && strings.HasPrefix(m.Link, PublicURL+links.DecidePath) && strings.Contains(log, strings.TrimPrefix(u.Path, links.DecidePath)) {
+			t.Errorf("a decision link's text was logged")
+		}
+	}
+	for _, who := range reachable {
+		if r.h.Features.SecretAddresses && strings.Contains(log, r.addr[who]) {
+			t.Errorf("%s's address, a credential, was logged", who)
+		}
+	}
+	if strings.Contains(log, "resumeToken") {
+		t.Errorf("a resume token was logged:\n%s", log)
+	}
+}
+
+// gateCallsAndAsks: a gated tool call and an ask reach the deciders as a
+// flow's approval does.
+func gateCallsAndAsks(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	answer, err := r.svc.Client("/channeltest").AskTool(t.Context(), protocol.ToolRequest{CallID: "c-1", Tool: "issue_refund", Agent: "support-bot",
+		Args: map[string]json.RawMessage{"amount": json.RawMessage(`900`)}}, natstest.Wait)
+	if err != nil || answer.Pending == nil {
+		t.Fatalf("asking for issue_refund: %v %+v; want it pending", err, answer)
+	}
+	if _, err := r.svc.Client("/channeltest").Ask(t.Context(), askApproval("ask-1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	gateIn := r.pending(protocol.GateFlow, "c-1")
+	askIn := r.pending(protocol.AskFlow, "ask-1")
+	for _, who := range reachable {
+		r.waitFor(who, gateIn.RequestID, 1)
+		r.waitFor(who, askIn.RequestID, 1)
+	}
+	r.idle()
+	for _, who := range reachable {
+		r.exactly(who, gateIn.RequestID, 1)
+		r.exactly(who, askIn.RequestID, 1)
+	}
+}
+
+// reminds: a reminder of an approval still waiting reaches its deciders
+// again.
+func reminds(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	in := r.startRefund("r-remind", refundState{Amount: 700, Remind: true})
+	for _, who := range reachable {
+		r.waitFor(who, in.RequestID, 2)
+	}
+	r.idle()
+	for _, who := range reachable {
+		r.exactly(who, in.RequestID, 2)
+	}
+}
+
+// onlyWhoMayStillVote: a quorum's approval never reaches its requester;
+// once a person votes, the request for the next vote reaches the others
+// only.
+func onlyWhoMayStillVote(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	in := r.startRefund("r-quorum", refundState{Amount: 9000, Quorum: 2, Requester: "cat"})
+	r.waitFor("ann", in.RequestID, 1)
+	r.waitFor("eve", in.RequestID, 1)
+	r.decide("refund", "r-quorum", in, "ann", "approve")
+	next := r.pending("refund", "r-quorum")
+	if next.RequestID == in.RequestID {
+		natstest.Eventually(t, "the approval asked again", func() bool {
+			next = r.pending("refund", "r-quorum")
+			return next.RequestID != in.RequestID
+		})
+	}
+	r.waitFor("eve", next.RequestID, 1)
+	r.idle()
+	r.exactly("ann", next.RequestID, 0)
+	r.exactly("cat", in.RequestID, 0)
+	r.exactly("cat", next.RequestID, 0)
+	r.exactly("eve", next.RequestID, 1)
+}
+
+// backlogSkipsSettled: stopped, the channel misses nothing; started
+// again, it posts what still waits and nothing decided meanwhile.
+func backlogSkipsSettled(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	r.halt()
+	settled := r.startRefund("r-settled", refundState{Amount: 4800})
+	r.decide("refund", "r-settled", settled, "ann", "reject")
+	waits := r.startRefund("r-waits", refundState{Amount: 4800})
+	r.start()
+	for _, who := range reachable {
+		r.waitFor(who, waits.RequestID, 1)
+	}
+	r.idle()
+	for _, who := range reachable {
+		r.exactly(who, settled.RequestID, 0)
+		r.exactly(who, waits.RequestID, 1)
+	}
+}
+
+// restartDoesNotPostTwice: a receiver failing while the others take
+// theirs; the channel restarted; the receiver back: each has the notice
+// once.
+func restartDoesNotPostTwice(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	r.rem.Answer(r.addr["ann"], Fail)
+	in := r.startRefund("r-restart", refundState{Amount: 4800})
+	r.waitFor("cat", in.RequestID, 1)
+	r.waitFor("eve", in.RequestID, 1)
+	retried(t, r)
+	r.halt()
+	r.rem.Answer(r.addr["ann"], Accept)
+	r.start()
+	r.waitFor("ann", in.RequestID, 1)
+	r.idle()
+	for _, who := range reachable {
+		r.exactly(who, in.RequestID, 1)
+	}
+}
+
+// retried waits until the channel has scheduled an attempt after a
+// failure.
+func retried(t *testing.T, r *rig) {
+	t.Helper()
+	names := r.svc.Names()
+	natstest.Eventually(t, "an attempt scheduled after a failure", func() bool {
+		n, err := notify.Waiting(t.Context(), r.svc.JetStream(), names, notify.ConsumerName(names, r.h.Name))
+		return err == nil && n > 0
+	})
+}
+
+// retryAfter: a receiver's Retry-After sets when the next attempt is
+// due, as its schedule in the retry stream says.
+func retryAfter(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	r.rem.Answer(r.addr["ann"], Throttle)
+	in := r.startRefund("r-throttled", refundState{Amount: 4800})
+	r.waitFor("cat", in.RequestID, 1)
+	names := r.svc.Names()
+	st, err := r.svc.JetStream().Stream(t.Context(), names.RetryStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due, stored time.Time
+	natstest.Eventually(t, "the next attempt scheduled", func() bool {
+		m, err := st.GetLastMsgForSubject(t.Context(), names.RetriesOf(notify.ConsumerName(names, h.Name)))
+		if err != nil {
+			return false
+		}
+		at, ok := strings.CutPrefix(m.Header.Get(bus.HeaderSchedule), "@at ")
+		if !ok {
+			return false
+		}
+		due, err = time.Parse(time.RFC3339Nano, at)
+		stored = m.Time
+		return err == nil
+	})
+	if wait := due.Sub(stored); wait < ThrottleFor-time.Second {
+		t.Errorf("the next attempt is due %s after the throttled one, want about the %s the receiver asked for", wait, ThrottleFor)
+	}
+	r.rem.Answer(r.addr["ann"], Accept)
+	r.waitFor("ann", in.RequestID, 1)
+	r.idle()
+	r.exactly("ann", in.RequestID, 1)
+	r.exactly("cat", in.RequestID, 1)
+}
+
+// poisonIsDeadLettered: an address refused for good is not tried again;
+// the others have theirs, and the event is dead-lettered naming the
+// person, never a secret address.
+func poisonIsDeadLettered(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	r.rem.Answer(r.addr["ann"], Refuse)
+	in := r.startRefund("r-poison", refundState{Amount: 4800})
+	names := r.svc.Names()
+	var m *jetstream.RawStreamMsg
+	natstest.Eventually(t, "the event dead-lettered", func() bool {
+		s, err := r.svc.JetStream().Stream(t.Context(), names.DeadLetterStream())
+		if err != nil {
+			return false
+		}
+		m, err = s.GetLastMsgForSubject(t.Context(), names.DeadLetter(notify.ReasonUndeliverable))
+		return err == nil
+	})
+	if got := m.Header.Get(bus.HeaderConsumer); got != notify.ConsumerName(names, h.Name) {
+		t.Errorf("dead letter of consumer %q, want the channel's", got)
+	}
+	why := m.Header.Get(bus.HeaderError)
+	if !strings.Contains(why, "ann") {
+		t.Errorf("the dead letter's error does not name ann: %q", why)
+	}
+	if h.Features.SecretAddresses && strings.Contains(why, r.addr["ann"]) {
+		t.Errorf("the dead letter shows ann's address, a credential: %q", why)
+	}
+	r.idle()
+	r.exactly("ann", in.RequestID, 0)
+	r.exactly("cat", in.RequestID, 1)
+	r.exactly("eve", in.RequestID, 1)
+}
+
+// slowReceiver: a receiver that does not answer holds back no one else,
+// neither on the same event nor on the next; answered, it has each
+// notice once.
+func slowReceiver(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	r.rem.Answer(r.addr["ann"], Hang)
+	first := r.startRefund("r-slow-1", refundState{Amount: 100})
+	r.waitFor("cat", first.RequestID, 1)
+	second := r.startRefund("r-slow-2", refundState{Amount: 200})
+	r.waitFor("cat", second.RequestID, 1)
+	r.waitFor("eve", second.RequestID, 1)
+	if n := len(r.to("ann", "")); n != 0 {
+		t.Errorf("ann, who hangs, took %d notices", n)
+	}
+	r.rem.Answer(r.addr["ann"], Accept)
+	r.waitFor("ann", first.RequestID, 1)
+	r.waitFor("ann", second.RequestID, 1)
+	r.idle()
+	for _, who := range reachable {
+		for _, in := range []protocol.Interrupted{first, second} {
+			r.exactly(who, in.RequestID, 1)
+		}
+	}
+}

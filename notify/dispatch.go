@@ -1,0 +1,483 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/egress"
+	"github.com/interlockhq/interlock/links"
+	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// Channel is a way of reaching people (e-mail, Web Push): it renders one
+// notice and sends it to one address. Everything else is the
+// [Dispatcher]'s: following the events, skipping work settled meanwhile,
+// finding the recipients and their addresses, minting their links,
+// recording what was sent, retrying and dead-lettering.
+type Channel interface {
+	// Name is the channel's name (mail, webpush): its consumer is
+	// <prefix>-<name>, its delivery records start with it, and a person's
+	// or a role's address on it is the directory's addresses.<name>.
+	Name() string
+	// Post sends n to n.Address, and returns a note kept with the record
+	// of the delivery (a message id). An error wrapped by [Permanent]
+	// means the address refuses it for good: the other recipients still
+	// get theirs, the address is not tried again, and the event is then
+	// dead-lettered naming it. An error wrapped by [RetryAfter] says when
+	// the receiver takes the next attempt. Any other error has the event
+	// tried again (each address that has its notice is skipped).
+	Post(ctx context.Context, n Notice) (string, error)
+}
+
+// Addresser is implemented by a channel whose addresses are not the
+// directory's (Web Push: the devices a person subscribed): it returns
+// where the channel reaches a person or a role, none when nowhere.
+type Addresser interface {
+	Addresses(ctx context.Context, to Recipient) ([]string, error)
+}
+
+// Why says why a notice is sent.
+type Why string
+
+// Reasons of a notice.
+const (
+	// WhyAsked: an interrupt waits on the recipient.
+	WhyAsked Why = "asked"
+	// WhyVote: a quorum's approval waits on one more vote.
+	WhyVote Why = "vote"
+	// WhyReminder: a reminder of an interrupt still waiting.
+	WhyReminder Why = "reminder"
+	// WhyDelegated: an interrupt was delegated to the recipient.
+	WhyDelegated Why = "delegated"
+)
+
+// Recipient is who a notice is for: a person of the directory, or a
+// role's own address (Person "").
+type Recipient struct {
+	Person, Role string
+}
+
+// Notice is one interrupt brought before one recipient at one address.
+type Notice struct {
+	Why Why
+	// Interrupt is what waits, without its resume token.
+	Interrupt protocol.Interrupted
+	// StartedBy is who started the run.
+	StartedBy string
+	// By is who delegated it (WhyDelegated).
+	By string
+	Recipient
+	// Address is where the channel sends it.
+	Address string
+	// Link is where the recipient decides: a person's own single-use
+	// decision link, or for a role's address the run's page in the
+	// inbox. FormToken is the decision link's form token (a person's
+	// only), for a channel that decides from the notice itself (Web
+	// Push's Approve): the POST of a decision link carries it.
+	Link, FormToken string
+	// Expires is when the link stops working.
+	Expires time.Time
+	// EventID is the event's id and At its time; Key is the delivery's
+	// record, stable across attempts (a message id can be made of it).
+	EventID, Key string
+	At           time.Time
+}
+
+// Port is what a dispatcher needs of a running Interlock: a client of the
+// wire protocol, the JetStream context and names, and the signer of
+// decision links. *interlock.Service is one.
+type Port interface {
+	Client(source string) *client.Client
+	JetStream() jetstream.JetStream
+	Names() wire.Names
+	Links() *links.Signer
+}
+
+// Dispatch configures a [Dispatcher].
+type Dispatch struct {
+	// Directory returns the people and roles as they are now.
+	Directory func() *people.Directory
+	// PublicURL is the inbox's address, which links start with.
+	PublicURL string
+	// LinkTTL is how long a decision link works when its interrupt has
+	// no deadline. Defaults to DefaultLinkTTL.
+	LinkTTL time.Duration
+	// Description of the channel's consumer.
+	Description string
+	// FirstRetry, MaxRetry, RetryFor, AckWait and Parallel are the
+	// follower's ([Config]). Parallel defaults to DefaultDispatchParallel.
+	FirstRetry, MaxRetry, RetryFor, AckWait time.Duration
+	Parallel                                int
+	// Observe is the follower's ([Config.Observe]).
+	Observe func(d Delivery, err error, deadLettered bool)
+	// Logger for the dispatcher. Defaults to a disabled logger.
+	Logger *zerolog.Logger
+}
+
+// Defaults of [Dispatch].
+const (
+	DefaultLinkTTL          = 7 * 24 * time.Hour
+	DefaultDispatchParallel = 4
+)
+
+// DispatchKinds are the events a dispatcher follows: an interrupt (the
+// first ask, an escalation, a quorum's request for the next vote), a
+// reminder, and an assignment.
+var DispatchKinds = []string{protocol.EventInterrupted, protocol.EventReminded, protocol.EventAssigned}
+
+// refusedNote starts the record of an address that refused a notice for
+// good, followed by why.
+const refusedNote = "refused: "
+
+// Dispatcher brings interrupts before people on one channel.
+// [StartDispatch] starts it; [Dispatcher.Stop] stops it.
+type Dispatcher struct {
+	port Port
+	ch   Channel
+	cfg  Dispatch
+	log  zerolog.Logger
+	cl   *client.Client
+	sent *Sent
+	f    *Follower
+	once sync.Once
+}
+
+// ConsumerName is the durable consumer of the channel called name.
+func ConsumerName(names wire.Names, name string) string { return names.Prefix + "-" + name }
+
+// StartDispatch binds the record of deliveries and the channel's durable
+// consumer (made the first time, it starts at the events published from
+// then on) and brings each interrupt before the people it reaches, until
+// Stop.
+func StartDispatch(ctx context.Context, port Port, ch Channel, cfg Dispatch) (*Dispatcher, error) {
+	if port == nil || ch == nil {
+		return nil, errors.New("notify: StartDispatch needs a Port (such as the *interlock.Service) and a Channel")
+	}
+	name := ch.Name()
+	if name == "" || strings.ContainsAny(name, ". *>") {
+		return nil, fmt.Errorf("notify: channel name %q: use A-Z a-z 0-9 _ -", name)
+	}
+	if cfg.Directory == nil {
+		return nil, fmt.Errorf("notify: channel %s: Dispatch.Directory is nil; give it the people directory", name)
+	}
+	if _, err := url.Parse(cfg.PublicURL); err != nil || cfg.PublicURL == "" {
+		return nil, fmt.Errorf("notify: channel %s: the public URL %q is not the inbox's address (https://interlock.example.com)", name, cfg.PublicURL)
+	}
+	cfg.LinkTTL = cmp.Or(cfg.LinkTTL, DefaultLinkTTL)
+	cfg.Parallel = cmp.Or(cfg.Parallel, DefaultDispatchParallel)
+	if cfg.Logger == nil {
+		l := zerolog.Nop()
+		cfg.Logger = &l
+	}
+	d := &Dispatcher{port: port, ch: ch, cfg: cfg, log: cfg.Logger.With().Str("channel", name).Logger(), cl: port.Client("/" + name)}
+	js, names := port.JetStream(), port.Names()
+	sent, err := OpenSent(ctx, js, names, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.sent = sent
+	d.f, err = Follow(ctx, js, names, Config{
+		Name: ConsumerName(names, name), Description: cfg.Description, Kinds: DispatchKinds,
+		FirstRetry: cfg.FirstRetry, MaxRetry: cfg.MaxRetry, RetryFor: cfg.RetryFor, AckWait: cfg.AckWait,
+		Parallel: cfg.Parallel, Observe: cfg.Observe, Logger: &d.log,
+	}, d.handle)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Stop stops following the events: the events in hand finish, or are
+// left to be delivered again when ctx ends. Stopping twice is safe.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	var err error
+	d.once.Do(func() { err = d.f.Stop(ctx) })
+	return err
+}
+
+// Name is the channel's consumer.
+func (d *Dispatcher) Name() string { return d.f.Name() }
+
+// handle brings one event before the people it reaches.
+func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
+	var (
+		why = WhyAsked
+		by  string
+		req string
+		in  protocol.Interrupted
+		err error
+		ev  = dl.Event
+	)
+	switch dl.Kind {
+	case protocol.EventInterrupted:
+		var e protocol.Interrupted
+		if err := json.Unmarshal(ev.Data(), &e); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		flow, run := e.Flow, e.Run
+		req = e.RequestID
+		if len(e.Votes) > 0 {
+			why = WhyVote
+		}
+		in, err = d.pending(ctx, flow, run, req)
+	case protocol.EventReminded:
+		var r protocol.Reminded
+		if err := json.Unmarshal(ev.Data(), &r); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		why, req = WhyReminder, r.RequestID
+		if in, err = d.pending(ctx, r.Flow, r.Run, r.RequestID); err == nil && in.RequestID != "" {
+			in.ApproverRole, in.Assignees, in.ClaimedBy = r.ApproverRole, r.Assignees, r.ClaimedBy
+			if r.ExpiresAt != nil {
+				in.ExpiresAt = r.ExpiresAt
+			}
+		}
+	case protocol.EventAssigned:
+		var a protocol.Assigned
+		if err := json.Unmarshal(ev.Data(), &a); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		if a.Op != "delegate" {
+			return nil
+		}
+		why, by, req = WhyDelegated, a.By, a.RequestID
+		if in, err = d.pending(ctx, a.Flow, a.Run, a.RequestID); err == nil && in.RequestID != "" {
+			in.Assignees, in.ClaimedBy, in.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if in.RequestID == "" {
+		// Settled since (a backlog after a pause, a receiver down): it
+		// reaches nobody, as a notice would say it waits.
+		d.log.Debug().Str("kind", dl.Kind).Str("request_id", req).Msg("notify: settled since; nobody is told")
+		return nil
+	}
+	return d.post(ctx, dl, in, why, by)
+}
+
+// pending returns the interrupt run of flow waits on, when it is still
+// request requestID, as the run's checkpoint says (written before any
+// event of its transition is published); the zero Interrupted otherwise.
+func (d *Dispatcher) pending(ctx context.Context, flow, run, requestID string) (protocol.Interrupted, error) {
+	ok, err := StillWaits(ctx, d.port.JetStream(), d.port.Names(), flow, run, requestID)
+	if err != nil || !ok {
+		return protocol.Interrupted{}, err
+	}
+	in, err := d.cl.LastInterrupt(ctx, flow, run)
+	switch {
+	case errors.Is(err, client.ErrNotWaiting), errors.Is(err, client.ErrNotFound):
+		return protocol.Interrupted{}, nil
+	case err != nil:
+		return protocol.Interrupted{}, fmt.Errorf("reading the interrupt of %s %s: %w", flow, run, err)
+	}
+	in.ResumeToken = ""
+	if in.RequestID != requestID {
+		return protocol.Interrupted{}, nil
+	}
+	return in, nil
+}
+
+// startedBy is who started the run of in.
+func (d *Dispatcher) startedBy(ctx context.Context, in protocol.Interrupted) (string, error) {
+	cp, err := d.cl.Checkpoint(ctx, in.Flow, in.Run)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading who started %s %s: %w", in.Flow, in.Run, err)
+	}
+	return cp.StartedBy, nil
+}
+
+// Recipients are who an interrupt reaches: its claimant, else its
+// assignees, else the holders of its approver role and of its quorum's
+// roles, and those roles' own addresses; never a person who already voted
+// on it, nor, with separation of duties, its requester or whoever started
+// the run. Each once.
+func Recipients(dir *people.Directory, in protocol.Interrupted, startedBy string) []Recipient {
+	roles := protocol.DeciderRoles(in.ApproverRole, in.Quorum)
+	assignees := in.Assignees
+	if in.ClaimedBy != "" {
+		assignees = []string{in.ClaimedBy}
+	}
+	ps, rs := dir.Reach(roles, assignees)
+	var out []Recipient
+	for _, p := range ps {
+		voted := slices.ContainsFunc(in.Votes, func(v protocol.Vote) bool { return v.Approver == p.Name })
+		if voted || in.SeparationOfDuties && (p.Name == in.Requester || p.Name == startedBy) {
+			continue
+		}
+		out = append(out, Recipient{Person: p.Name})
+	}
+	for _, r := range rs {
+		out = append(out, Recipient{Role: r.Name})
+	}
+	return out
+}
+
+// addresses are where the channel reaches r.
+func (d *Dispatcher) addresses(ctx context.Context, dir *people.Directory, r Recipient) ([]string, error) {
+	if a, ok := d.ch.(Addresser); ok {
+		return a.Addresses(ctx, r)
+	}
+	if r.Person != "" {
+		p, _ := dir.Person(r.Person)
+		if addr := p.Address(d.ch.Name()); addr != "" {
+			return []string{addr}, nil
+		}
+		return nil, nil
+	}
+	role, _ := dir.Role(r.Role)
+	if addr := role.Address(d.ch.Name()); addr != "" {
+		return []string{addr}, nil
+	}
+	return nil, nil
+}
+
+// post brings in before everyone it reaches who has not had this event's
+// notice, each address at once, so that one slow or failing receiver
+// delays no other. An address refused for good is recorded so that the
+// event, delivered again, skips it, and the event is dead-lettered naming
+// its recipient once the others have theirs; an address that failed
+// otherwise has the event tried again, for the addresses still without
+// it.
+func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrupted, why Why, by string) error {
+	startedBy, err := d.startedBy(ctx, in)
+	if err != nil {
+		return err
+	}
+	dir := d.cfg.Directory()
+	var notices []Notice
+	seen := map[string]bool{}
+	for _, r := range Recipients(dir, in, startedBy) {
+		addrs, err := d.addresses(ctx, dir, r)
+		if err != nil {
+			return err
+		}
+		for _, addr := range addrs {
+			lower := strings.ToLower(addr)
+			if addr == "" || seen[lower] {
+				continue
+			}
+			seen[lower] = true
+			notices = append(notices, Notice{Why: why, Interrupt: in, StartedBy: startedBy, By: by, Recipient: r, Address: addr,
+				EventID: dl.Event.ID(), Key: Key(d.ch.Name(), dl.Event.ID(), lower), At: dl.Event.Time()})
+		}
+	}
+	if len(notices) == 0 {
+		d.log.Debug().Str("flow", in.Flow).Str("run", in.Run).Str("request_id", in.RequestID).Str("kind", dl.Kind).
+			Msg("notify: nobody with an address on this channel is reached by this event")
+		return nil
+	}
+	errs := make([]error, len(notices))
+	var wg sync.WaitGroup
+	for i := range notices {
+		wg.Go(func() { errs[i] = d.deliver(ctx, &notices[i]) })
+	}
+	wg.Wait()
+	var refused []string
+	var failed []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case IsPermanent(err):
+			refused = append(refused, d.shown(notices[i].Recipient)+": "+err.Error())
+		default:
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	if len(refused) > 0 {
+		return Permanent(fmt.Errorf("%s refused for good: %s", d.ch.Name(), strings.Join(refused, "; ")))
+	}
+	return nil
+}
+
+// deliver posts n unless its record says it was: sent, or refused for
+// good (then it returns the refusal again, as a Permanent error).
+func (d *Dispatcher) deliver(ctx context.Context, n *Notice) error {
+	note, done, err := d.sent.Note(ctx, n.Key)
+	if err != nil {
+		return err
+	}
+	if done {
+		if why, ok := strings.CutPrefix(note, refusedNote); ok {
+			return Permanent(errors.New(why))
+		}
+		return nil
+	}
+	if err := d.link(n); err != nil {
+		return err
+	}
+	in := n.Interrupt
+	note, err = d.ch.Post(ctx, *n)
+	switch {
+	case err == nil:
+		if err := d.sent.Mark(ctx, n.Key, cmp.Or(note, "sent")); err != nil {
+			return err
+		}
+		d.log.Debug().Str("flow", in.Flow).Str("run", in.Run).Str("request_id", in.RequestID).
+			Str("person", n.Person).Str("role", n.Role).Str("why", string(n.Why)).Str("note", note).Msg("notify: sent")
+		return nil
+	case IsPermanent(err) || egress.IsRefused(err):
+		if err := d.sent.Mark(ctx, n.Key, refusedNote+err.Error()); err != nil {
+			return err
+		}
+		return Permanent(err)
+	default:
+		return fmt.Errorf("%s for %s: %w", d.ch.Name(), d.shown(n.Recipient), err)
+	}
+}
+
+// shown names a recipient in errors and dead letters: a person's name or
+// a role, never an address (a Teams URL, a push endpoint is a credential).
+func (d *Dispatcher) shown(r Recipient) string {
+	if r.Person != "" {
+		return r.Person
+	}
+	return "role " + r.Role
+}
+
+// link sets where n's recipient decides: a person's own signed decision
+// link, or for a role's address the run's page in the inbox.
+func (d *Dispatcher) link(n *Notice) error {
+	in := n.Interrupt
+	base := strings.TrimRight(d.cfg.PublicURL, "/")
+	if n.Person == "" {
+		n.Link = base + "/runs/" + url.PathEscape(in.Flow) + "/" + url.PathEscape(in.Run)
+		return nil
+	}
+	n.Expires = time.Now().Add(d.cfg.LinkTTL)
+	if in.ExpiresAt != nil {
+		n.Expires = *in.ExpiresAt
+	}
+	signer := d.port.Links()
+	c := links.Claims{Kind: links.KindDecide, ID: links.NewID(), Flow: in.Flow, Run: in.Run,
+		RequestID: in.RequestID, Person: n.Person, Expires: n.Expires.Unix()}
+	text, err := signer.Sign(c)
+	if err != nil {
+		return fmt.Errorf("signing the decision link of %s: %w", n.Person, err)
+	}
+	n.Link, n.FormToken = base+links.DecidePath+text, signer.FormToken(c.ID)
+	return nil
+}
