@@ -149,11 +149,12 @@ func denyTampering(t *testing.T, u *user, n wire.Names) {
 		}
 		return err
 	})
-	// The config bucket holds the directory of people and the webhook
-	// subscriptions: clients read its audit keys and flow descriptions by
-	// key, and nothing else of it.
+	// The config bucket holds the directory of people, the webhook
+	// subscriptions, the Web Push VAPID key and the devices people
+	// subscribed (their endpoints are credentials): clients read its
+	// audit keys and flow descriptions by key, and nothing else of it.
 	cfg := "KV_" + n.ConfigBucket()
-	for _, key := range []string{"people", "webhooks"} {
+	for _, key := range []string{"people", "webhooks", "webpush.vapid", "webpush.sub.0a1b.2c3d"} {
 		subj := "$KV." + n.ConfigBucket() + "." + key
 		u.denied(t, "direct-get config key "+key, "$JS.API.DIRECT.GET."+cfg+"."+subj, request(nc, "$JS.API.DIRECT.GET."+cfg+"."+subj, ""))
 		u.denied(t, "msg-get config key "+key, "$JS.API.STREAM.MSG.GET."+cfg, request(nc, "$JS.API.STREAM.MSG.GET."+cfg, `{"last_by_subj":"`+subj+`"}`))

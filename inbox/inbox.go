@@ -25,6 +25,7 @@ import (
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/webpush"
 )
 
 // Defaults of [Config].
@@ -66,6 +67,10 @@ type Config struct {
 	// link's page says the deployment takes none. Optional.
 	Links *links.Signer
 	Uses  *links.Uses
+	// Push returns the devices of the Web Push channel (its Devices), nil
+	// while it has none: a person signed in may then subscribe the
+	// browser they are in. Optional.
+	Push func() *webpush.Devices
 	// Logger for the inbox. Defaults to a disabled logger.
 	Logger *zerolog.Logger
 }
@@ -144,7 +149,10 @@ func pages(md *markdown) (map[string]*template.Template, error) {
 // and claims, releases and delegations to /runs/{flow}/{run}/assign),
 // signing in at /login, the page of a mailed decision link at
 // /decide/{link} (it needs no sign-in: the link is the credential),
-// the live stream at /stream and the assets under /assets/.
+// the live stream at /stream, the assets under /assets/, and what makes
+// it an installable web app taking Web Push: /manifest.webmanifest, the
+// service worker /sw.js, and the subscription of a signed-in person's
+// browser at /push (forgotten at /push/forget).
 func (in *Inbox) Register(m Mux) {
 	assets, _ := fs.Sub(assetFS, "assets")
 	m.Handle("GET /{$}", in.signedIn(in.queue))
@@ -159,6 +167,7 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("GET "+links.DecidePath+"{link}", http.HandlerFunc(in.decidePage))
 	m.Handle("POST "+links.DecidePath+"{link}", http.HandlerFunc(in.decide))
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	in.registerPush(m)
 }
 
 // session is a signed-in caller and the token it signed in with.
@@ -365,9 +374,15 @@ type page struct {
 	Session *session
 	CSRF    string
 	Body    any
+	// PushKey is the VAPID public key a signed-in person subscribes their
+	// browser with, "" without Web Push.
+	PushKey string
 }
 
 func (in *Inbox) render(w http.ResponseWriter, status int, name string, p page) {
+	if p.Session != nil && in.inDirectory(p.Session.Name) {
+		p.PushKey = in.pushKey()
+	}
 	in.renderTemplate(w, status, name, "layout", p)
 }
 

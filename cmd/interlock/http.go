@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/people"
+	"github.com/interlockhq/interlock/webpush"
 )
 
 // httpFlags are serve's flags of the HTTP API.
@@ -77,13 +78,13 @@ func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cf
 
 // startHTTP starts the HTTP API on svc, stopped with it, says where, and
 // returns its public URL, where links to it begin.
-func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, stdout io.Writer) (string, error) {
+func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, push func() *webpush.Devices, stdout io.Writer) (string, error) {
 	cfg.Links, cfg.Uses = svc.Links(), svc.LinkUses()
 	api, err := httpapi.New(svc, cfg)
 	if err != nil {
 		return "", err
 	}
-	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Links: cfg.Links, Uses: cfg.Uses, People: cfg.People, Logger: cfg.Logger})
+	in, err := inbox.New(svc, inbox.Config{Auth: cfg.Auth, Links: cfg.Links, Uses: cfg.Uses, People: cfg.People, Push: push, Logger: cfg.Logger})
 	if err != nil {
 		return "", err
 	}

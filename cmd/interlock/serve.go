@@ -236,6 +236,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The webhooks' callback URLs are signed with the service's key, once
 	// it has started (deliveries begin after).
 	var started atomic.Pointer[interlock.Service]
+	var push pushDevices
 	minter := &callbackMinter{svc: started.Load}
 	given := *httpf.publicURL
 	minter.base.Store(&given)
@@ -276,7 +277,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if apiOn {
-		public, err := startHTTP(ctx, svc, api, stdout)
+		public, err := startHTTP(ctx, svc, api, push.devices, stdout)
 		if err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
@@ -291,6 +292,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// Workflows URL gets its interrupts there, with a button to the
 		// inbox; a directory changed later is followed.
 		if err := startTeams(ctx, svc, dir.live.Current, public, nReplicas, &log); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		// Web Push: the approvals that wait on a person reach the devices
+		// they subscribed in the inbox.
+		if err := startWebPush(ctx, svc, dir.live.Current, public, &push, &log); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
 		}

@@ -123,3 +123,39 @@
     check();
   }
 })();
+
+// Web Push: a person signed in subscribes the browser they are in to the
+// approvals that wait on them. The button shows where the browser can.
+(function () {
+  "use strict";
+  var b = document.getElementById("push");
+  var status = document.getElementById("push-status");
+  if (!b || !("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) return;
+  b.hidden = false;
+  function say(text) { if (status) status.textContent = text; }
+  function keyBytes(s) {
+    var raw = atob((s + "===".slice((s.length + 3) % 4)).replace(/-/g, "+").replace(/_/g, "/"));
+    var out = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
+  b.addEventListener("click", function () {
+    say("Asking the browser…");
+    Notification.requestPermission().then(function (perm) {
+      if (perm !== "granted") throw new Error("notifications are not allowed in this browser");
+      return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+    }).then(function () {
+      return navigator.serviceWorker.ready;
+    }).then(function (reg) {
+      return reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(b.dataset.key) });
+    }).then(function (sub) {
+      var body = new URLSearchParams({ csrf: b.dataset.csrf, subscription: JSON.stringify(sub) });
+      return fetch("/push", { method: "POST", body: body, credentials: "same-origin" });
+    }).then(function (r) {
+      if (!r.ok) return r.text().then(function (t) { throw new Error(t); });
+      say("This device will be notified.");
+    }).catch(function (e) {
+      say("Not subscribed: " + e.message);
+    });
+  });
+})();
