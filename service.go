@@ -94,6 +94,11 @@ type Config struct {
 	// AckWait is how long a message may be in a worker's hands before
 	// JetStream delivers it to another. Defaults to bus.DefaultAckWait.
 	AckWait time.Duration
+	// AllowStrandedRuns starts the service even when runs wait at a node
+	// one of Flows no longer has (a node renamed or removed by a deploy):
+	// their answers will then fail them. Without it, Start refuses, naming
+	// the runs, before any answer can be lost.
+	AllowStrandedRuns bool
 	// MaxDeliver is how many times a failing message is delivered before it
 	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.
 	MaxDeliver int
@@ -387,6 +392,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	// clients read it.
 	key := s.runner.AuditKey()
 	if _, err := bus.PublishAuditKey(ctx, s.js, names, protocol.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
+		return fail(err)
+	}
+	if err := s.checkStranded(ctx, flows, cfg.AllowStrandedRuns, *log); err != nil {
 		return fail(err)
 	}
 	for _, f := range flows {

@@ -49,6 +49,9 @@ type Checkpoint struct {
 	// deployment vouched for, else the start's by, else its source. With
 	// a quorum's separation of duties, they may not vote on its approvals.
 	StartedBy string `json:"startedBy,omitempty"`
+	// FlowVersion is the version of the flow ([Flow.Version]) of the
+	// worker that wrote the checkpoint.
+	FlowVersion string `json:"flowVersion,omitempty"`
 
 	// Resumes are the resolved interrupts of the current node, by index,
 	// returned again when the node re-runs.

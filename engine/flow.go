@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,7 @@ type Builder[S any] struct {
 	reducers map[string]Reducer
 	gates    map[string]*Gate
 	rejects  map[string]string
+	version  string
 	errs     []error
 }
 
@@ -105,6 +108,34 @@ func (b *Builder[S]) Branch(from string, route Router[S], targets ...string) *Bu
 		b.branches[from] = branch[S]{route: route, targets: targets}
 	}
 	return b
+}
+
+// Version declares the flow's version (1 to 32 of A-Z a-z 0-9 . _ -, such
+// as "2" or "2026-11-29"), which every checkpoint of its runs records.
+// Without one, the version is derived from the flow's structure (see
+// [Flow.Version]).
+func (b *Builder[S]) Version(v string) *Builder[S] {
+	if err := CheckVersion(v); err != nil {
+		b.errs = append(b.errs, err)
+	}
+	b.version = v
+	return b
+}
+
+// CheckVersion reports whether v is a valid declared flow version: 1 to
+// 32 of A-Z a-z 0-9 . _ -.
+func CheckVersion(v string) error {
+	if v == "" || len(v) > 32 {
+		return fmt.Errorf("flow version %q: use 1 to 32 of A-Z a-z 0-9 . _ -", v)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("flow version %q has %q at byte %d: use only A-Z a-z 0-9 . _ -", v, c, i)
+	}
+	return nil
 }
 
 // Start names the node a run starts at.
@@ -208,6 +239,7 @@ func (b *Builder[S]) Build() (*Flow, error) {
 
 	f := &Flow{
 		name:     b.name,
+		version:  b.version,
 		start:    b.start,
 		nodes:    map[string]func(context.Context, *exec) error{},
 		next:     map[string]func(*exec) (string, error){},
@@ -219,6 +251,9 @@ func (b *Builder[S]) Build() (*Flow, error) {
 		f.fit = func(d Doc) error { _, err := decodeState[S](d); return err }
 		f.typeOf = func(path string) string { return fieldType(reflect.TypeFor[S](), path) }
 		f.types = stateTypes(reflect.TypeFor[S]())
+	}
+	if f.version == "" {
+		f.version = b.structure(f.types)
 	}
 	for name, fn := range b.nodes {
 		f.nodes[name] = func(ctx context.Context, x *exec) error { return fn(ctx, &Node[S]{x: x}) }
@@ -242,6 +277,38 @@ func (b *Builder[S]) Build() (*Flow, error) {
 	return f, nil
 }
 
+// structure is the version of a flow that declares none: "s-" and the
+// first 12 hex digits of the SHA-256 of its structure, written one line
+// per part in a fixed order: its start, its nodes, edges, branches (with
+// their targets), gates and reject routes, and the JSON types of its
+// state's fields. A node renamed, added or removed, an edge moved, or a
+// state field renamed or retyped makes another version; a change inside
+// a node's code does not (declare a version for that).
+func (b *Builder[S]) structure(types map[string]string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "start %s\n", b.start)
+	for _, n := range slices.Sorted(maps.Keys(b.nodes)) {
+		fmt.Fprintf(&sb, "node %s\n", n)
+	}
+	for _, from := range sortedKeys(b.edges) {
+		fmt.Fprintf(&sb, "edge %s %s\n", from, b.edges[from])
+	}
+	for _, from := range sortedKeys(b.branches) {
+		fmt.Fprintf(&sb, "branch %s %s\n", from, strings.Join(b.branches[from].targets, " "))
+	}
+	for _, key := range sortedKeys(b.gates) {
+		fmt.Fprintf(&sb, "gate %s\n", key)
+	}
+	for _, from := range sortedKeys(b.rejects) {
+		fmt.Fprintf(&sb, "reject %s %s\n", from, b.rejects[from])
+	}
+	for _, field := range slices.Sorted(maps.Keys(types)) {
+		fmt.Fprintf(&sb, "state %s %s\n", field, types[field])
+	}
+	sum := sha256.Sum256([]byte(sb.String()))
+	return "s-" + hex.EncodeToString(sum[:6])
+}
+
 // MustBuild is Build for flows declared at program start: it panics on error.
 func (b *Builder[S]) MustBuild() *Flow {
 	f, err := b.Build()
@@ -254,6 +321,7 @@ func (b *Builder[S]) MustBuild() *Flow {
 // Flow is a built flow, ready to run.
 type Flow struct {
 	name     string
+	version  string
 	start    string
 	nodes    map[string]func(context.Context, *exec) error
 	next     map[string]func(*exec) (string, error)
@@ -276,12 +344,25 @@ type Flow struct {
 // Name returns the flow's name.
 func (f *Flow) Name() string { return f.name }
 
+// HasNode reports whether the flow has a node called name.
+func (f *Flow) HasNode(name string) bool {
+	_, ok := f.nodes[name]
+	return ok
+}
+
+// Version returns the flow's version: the one declared with
+// [Builder.Version], else one derived from its structure ("s-" and 12 hex
+// digits; see [Builder.Version]). Every checkpoint a worker writes records
+// the version of the flow that wrote it, as does the run's entry of the
+// pending index.
+func (f *Flow) Version() string { return f.version }
+
 // Info returns what a surface may know of the flow: the JSON types of its
 // state's fields (field, and parent.child one level down), where the
 // flow's state type tells. The workers publish it (see
 // [protocol.FlowKey]).
 func (f *Flow) Info() protocol.FlowInfo {
-	return protocol.FlowInfo{Flow: f.name, State: maps.Clone(f.types)}
+	return protocol.FlowInfo{Flow: f.name, Version: f.version, State: maps.Clone(f.types)}
 }
 
 // after returns the node that follows the current node.

@@ -33,6 +33,7 @@ func (cp *Checkpoint) AppendJSON(dst []byte) ([]byte, error) {
 	w.RawOmit(`,"origin":`, cp.Origin)
 	w.StrOmit(`,"traceparent":`, cp.Traceparent)
 	w.StrOmit(`,"startedBy":`, cp.StartedBy)
+	w.StrOmit(`,"flowVersion":`, cp.FlowVersion)
 	if len(cp.Resumes) > 0 {
 		w.Lit(`,"resumes":`)
 		for i, r := range cp.Resumes {

@@ -132,6 +132,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 			Checkpoint: rev, Fields: in.Fields, Question: in.Question, AskedAt: in.AskedAt, ExpiresAt: in.ExpiresAt,
 			ApproverRole: in.ApproverRole, Action: in.Action, Assignees: in.Assignees, ClaimedBy: in.ClaimedBy,
 			Title: in.Title, Requester: in.Requester, RemindedAt: in.RemindedAt, StartedBy: cp.StartedBy,
+			FlowVersion: cp.FlowVersion,
 		}
 		if in.Kind == KindApproval {
 			p.KeyArgs = protocol.KeyArgs(in.Args, in.ArgsSchema)

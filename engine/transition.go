@@ -128,6 +128,7 @@ func (t *txn) save(ctx context.Context) error {
 		return err
 	}
 	t.cp.UpdatedAt = t.now
+	t.cp.FlowVersion = t.f.version
 	var (
 		rev uint64
 		err error

@@ -23,7 +23,7 @@ func TestPendingReadsWhatTheEngineWrites(t *testing.T) {
 		ApproverRole: "finance", Action: "issue_refund", AskedAt: asked, ExpiresAt: &expires,
 		Assignees: []string{"ana", "role:legal"}, ClaimedBy: "ana", Title: "Refund 400 EUR", Requester: "support-bot",
 		KeyArgs: []protocol.KeyArg{{Name: "amount", Title: "Amount", Text: "€400.00"}}, OnTimeout: &protocol.Policy{Action: "escalate", ApproverRole: "finance_lead", Timeout: "30m0s"},
-		Quorum: &protocol.Quorum{Required: 2}, Voters: []string{"cem"}, RemindedAt: &asked, StartedBy: "support-bot",
+		Quorum: &protocol.Quorum{Required: 2}, Voters: []string{"cem"}, RemindedAt: &asked, StartedBy: "support-bot", FlowVersion: "s-3f9c2a81b07d",
 	}
 	v := reflect.ValueOf(written)
 	for i := range v.NumField() {

@@ -24,6 +24,7 @@ import (
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -382,6 +383,10 @@ func TestTheRunPageSaysWhatAPauseWaitsFor(t *testing.T) {
 	want := "→ waiting on an approval of issue_refund for role supervisor: Refund exceeds $500 threshold. Supervisor review required."
 	if !strings.Contains(html.UnescapeString(page), want) {
 		t.Fatalf("the run page does not say %q:\n%s", want, page)
+	}
+	version := refund.Flow().Version()
+	if !strings.Contains(page, `<p class="muted" id="flow-version">Flow version <code>`+version+`</code></p>`) {
+		t.Errorf("the run page does not show its flow version %s", version)
 	}
 }
 

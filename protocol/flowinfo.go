@@ -20,6 +20,9 @@ func FlowKey(flow string) string { return FlowKeyPrefix + flow }
 type FlowInfo struct {
 	// Flow is the flow's name.
 	Flow string `json:"flow"`
+	// Version is the flow's version (declared, or derived from its
+	// structure) of the worker that wrote it last.
+	Version string `json:"version,omitempty"`
 	// State maps the state's fields (field, and parent.child one level
 	// down) to their JSON types, where the flow's state type tells.
 	State map[string]string `json:"state,omitempty"`

@@ -31,6 +31,10 @@ type Checkpoint struct {
 	// StartedBy names who started the run: the caller a service of the
 	// deployment vouched for, else the start's by, else its source.
 	StartedBy string `json:"startedBy,omitempty"`
+	// FlowVersion is the version of the flow of the worker that wrote
+	// the checkpoint: declared by the flow, or derived from its structure
+	// ("s-" and 12 hex digits).
+	FlowVersion string `json:"flowVersion,omitempty"`
 	// Checkpoint is the document's KV revision, the number that
 	// expectedCheckpoint refers to. The stored document does not hold it;
 	// readers fill it from the KV entry.
@@ -220,6 +224,9 @@ type Pending struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// OnTimeout is what happens at ExpiresAt.
 	OnTimeout *Policy `json:"onTimeout,omitempty"`
+	// FlowVersion is the version of the flow the run waits under (the
+	// checkpoint's).
+	FlowVersion string `json:"flowVersion,omitempty"`
 }
 
 // Interrupted returns the interrupted event that announced the entry's

@@ -134,6 +134,9 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 		!strings.Contains(out, `"amount": 4800`) || !strings.Contains(out, "deadline: ") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
+	if want := "flow version " + refund.Flow().Version() + "\n"; !strings.Contains(out, want) {
+		t.Errorf("show does not say %q:\n%s", want, out)
+	}
 
 	// An edit above the amount asked for: the args schema refuses it.
 	_, errOut, err := run(t, url, "answer", "refund", "r-a", "--edit", "amount=9000", "--approver", "sam")

@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics", envOr("INTERLOCK_METRICS", metrics.DefaultAddr), "`host:port` of /metrics, /healthz and /readyz (\"\" turns them off); loopback only, unless --metrics-insecure-public")
 	metricsPublic := fs.Bool("metrics-insecure-public", false, "let --metrics listen beyond loopback: the metrics name flows, actions and approver roles, and nothing authenticates who reads them")
 	egressAllow := fs.String("egress-allow", envOr("INTERLOCK_EGRESS_ALLOW", ""), "`hosts`, comma-separated, that the outbound calls (webhooks, asks' callback URLs, Teams, Slack) may reach although they resolve to a loopback, private, link-local or other internal address: host names, host:port, IP addresses or CIDR ranges (default: none; public addresses are always reachable)")
+	allowStranded := fs.Bool("allow-stranded-runs", false, "start even when runs wait at nodes the flows no longer have (a node renamed or removed since they paused): an answer to any of them then fails the run")
 	egressProxy := fs.Bool("egress-proxy-from-env", false, "send the outbound calls through the proxy of HTTPS_PROXY, HTTP_PROXY and NO_PROXY (default: no proxy); the proxy must then refuse internal destinations given by name")
 	readRoles := fs.String("read-role", envOr("INTERLOCK_READ_ROLES", ""), "approver `roles`, comma-separated, whose holders read every ask and tool call (auditors), where a directory of people is in force; others read what they asked for or may decide")
 	cancelRoles := fs.String("cancel-role", envOr("INTERLOCK_CANCEL_ROLES", ""), "approver `roles`, comma-separated, whose holders cancel any run (operators), where a directory of people is in force; others cancel what they started or may decide")
@@ -143,6 +144,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Conn:        wire.ConnConfig{URL: *natsURL, CredsFile: *creds, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, Name: "interlock-serve"},
 	}
 	cfg.KeepFinished = *keepFinished
+	cfg.AllowStrandedRuns = *allowStranded
 	if cfg.Egress, err = egressPolicy(*egressAllow, *egressProxy, log); err != nil {
 		return err
 	}

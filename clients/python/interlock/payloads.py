@@ -257,6 +257,7 @@ class Pending(_PendingRequired, total=False):
     title: str
     requester: str
     startedBy: str
+    flowVersion: str
     keyArgs: List[KeyArg]
     expiresAt: str
     onTimeout: Policy

@@ -1541,6 +1541,10 @@ export interface CheckpointDocument {
   updatedAt: string;
   origin?: Origin;
   /**
+   * The version of the flow of the worker that wrote the checkpoint: the one the flow declares, else one derived from its structure ("s-" and 12 hex digits of the SHA-256 of its start, nodes, edges, branches, gates, reject routes and state field types).
+   */
+  flowVersion?: string;
+  /**
    * Who started the run: the caller a service of the deployment vouched for (over HTTP, the signed-in caller), else the start's by, else its source. With a quorum's separation of duties they may not vote on the run's approvals.
    */
   startedBy?: string;
@@ -2142,6 +2146,10 @@ export interface PendingIndexEntry {
    */
   remindedAt?: string;
   /**
+   * The version of the flow the run waits under: its checkpoint's flowVersion.
+   */
+  flowVersion?: string;
+  /**
    * Who started the run: for an ask or a tool call, who asked (the caller a service vouched for, else the NATS sender).
    */
   startedBy?: string;
@@ -2273,6 +2281,10 @@ export interface FlowDescription {
    * A flow name, run id, tool call id or approver role: 1 to 128 of A-Z a-z 0-9 _ -, so that it is one NATS subject token and one KV key token. Anything else is refused with an error naming the bad byte; a name is never rewritten.
    */
   flow: string;
+  /**
+   * The flow's version in the build of the worker that wrote this last: the one the flow declares, else s- and 12 hex digits derived from its structure.
+   */
+  version?: string;
   /**
    * The state's fields (field, and parent.child one level down) and their JSON types, where the flow's state type tells. A field not listed may take any JSON value.
    */

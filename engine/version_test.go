@@ -1,0 +1,98 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/engine/enginetest"
+)
+
+// versioned is a three-node flow; change changes one part of its
+// structure, or nothing.
+type versionState struct {
+	Amount float64 `json:"amount"`
+	Note   string  `json:"note,omitempty"`
+}
+
+type versionRenamed struct {
+	Amount float64 `json:"amount"`
+	Memo   string  `json:"memo,omitempty"`
+}
+
+func noop[S any](context.Context, *engine.Node[S]) error { return nil }
+
+func versioned(review string, edge bool) *engine.Flow {
+	b := engine.NewFlow[versionState]("v").Node("intake", noop[versionState]).Node(review, noop[versionState]).Node("pay", noop[versionState]).
+		Edge("intake", review).Start("intake")
+	if edge {
+		b.Edge(review, "pay")
+	} else {
+		b.Branch(review, func(versionState) string { return "pay" }, "pay", engine.End)
+	}
+	return b.MustBuild()
+}
+
+func TestAFlowsVersionIsDerivedFromItsStructureUnlessDeclared(t *testing.T) {
+	base := versioned("review", true).Version()
+	if !strings.HasPrefix(base, "s-") || len(base) != 14 {
+		t.Fatalf("derived version %q, want s- and 12 hex digits", base)
+	}
+	if again := versioned("review", true).Version(); again != base {
+		t.Errorf("the same structure built twice: %s and %s", base, again)
+	}
+	if v := versioned("approve", true).Version(); v == base {
+		t.Errorf("a node renamed keeps version %s", v)
+	}
+	if v := versioned("review", false).Version(); v == base {
+		t.Errorf("an edge made a branch keeps version %s", v)
+	}
+	renamed := engine.NewFlow[versionRenamed]("v").Node("intake", noop[versionRenamed]).Node("review", noop[versionRenamed]).Node("pay", noop[versionRenamed]).
+		Edge("intake", "review").Edge("review", "pay").Start("intake").MustBuild()
+	if v := renamed.Version(); v == base {
+		t.Errorf("a state field renamed keeps version %s", v)
+	}
+	other := engine.NewFlow[versionState]("v").Node("intake", func(context.Context, *engine.Node[versionState]) error { return nil }).
+		Node("review", noop[versionState]).Node("pay", noop[versionState]).Edge("intake", "review").Edge("review", "pay").Start("intake").MustBuild()
+	if v := other.Version(); v != base {
+		t.Errorf("a change inside a node's code alone made version %s of %s", v, base)
+	}
+	declared := engine.NewFlow[versionState]("v").Version("2026-11-29").Node("intake", noop[versionState]).Start("intake").MustBuild()
+	if declared.Version() != "2026-11-29" || declared.Info().Version != "2026-11-29" {
+		t.Errorf("declared version %q, info %q", declared.Version(), declared.Info().Version)
+	}
+	if _, err := engine.NewFlow[versionState]("v").Version("two words").Node("intake", noop[versionState]).Start("intake").Build(); err == nil ||
+		!strings.Contains(err.Error(), `flow version "two words" has ' ' at byte 3`) {
+		t.Errorf("a version with a space: %v", err)
+	}
+}
+
+func TestEveryCheckpointAndPendingEntryRecordsTheFlowsVersion(t *testing.T) {
+	f := engine.NewFlow[refundLike]("refund").Version("7").
+		Node("review", func(ctx context.Context, n *engine.Node[refundLike]) error {
+			d, err := n.Approve(ctx, engine.Approval{Action: "refund", ApproverRole: "finance"})
+			if err != nil {
+				return err
+			}
+			return n.Update(engine.Update{"verdict": string(d.Verdict)})
+		}).Start("review").MustBuild()
+	h := enginetest.New(t, f)
+	run := h.Start(map[string]any{"amount": 10})
+	if got := h.Checkpoint(run).FlowVersion; got != "7" {
+		t.Errorf("the waiting run's checkpoint records version %q, want 7", got)
+	}
+	pending := h.Store.Pending()
+	if len(pending) != 1 || pending[0].FlowVersion != "7" {
+		t.Errorf("pending entries %+v, want one of version 7", pending)
+	}
+	h.Decide(run, "approve", nil, "ann", "")
+	if cp := h.Checkpoint(run); cp.Status != engine.Completed || cp.FlowVersion != "7" {
+		t.Errorf("the completed run's checkpoint: %s, version %q", cp.Status, cp.FlowVersion)
+	}
+}
+
+type refundLike struct {
+	Amount  float64 `json:"amount"`
+	Verdict string  `json:"verdict,omitempty"`
+}

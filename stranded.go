@@ -1,0 +1,69 @@
+package interlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
+)
+
+// ErrStrandedRuns is the error of a start refused because runs wait at
+// nodes the flows no longer have (see Config.AllowStrandedRuns).
+var ErrStrandedRuns = errors.New("interlock: runs wait at nodes the flows no longer have")
+
+// maxStrandedNamed bounds the runs a refused start names.
+const maxStrandedNamed = 10
+
+// checkStranded reads the pending index of each flow (one page at a time:
+// the waiting runs, never the finished ones) and refuses to start when a
+// run waits at a node its flow no longer has: a deploy that renamed or
+// removed the node would have the run fail on the answer a person gives
+// it, hours later. allow starts anyway, with a warning naming them.
+func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow bool, log zerolog.Logger) error {
+	var problems []string
+	for _, f := range flows {
+		byNode := map[string][]string{}
+		n := 0
+		q := client.PendingQuery{Flow: f.Name(), Limit: client.MaxPendingLimit}
+		for {
+			page, err := s.client.ListPending(ctx, q)
+			if err != nil {
+				return fmt.Errorf("interlock: reading the runs of flow %s that wait, to check this build still has their nodes: %w", f.Name(), err)
+			}
+			for _, p := range page.Items {
+				if p.Node != "" && !f.HasNode(p.Node) {
+					n++
+					if len(byNode[p.Node]) < maxStrandedNamed {
+						byNode[p.Node] = append(byNode[p.Node], p.Run)
+					}
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+		if n == 0 {
+			continue
+		}
+		var at []string
+		for _, node := range slices.Sorted(maps.Keys(byNode)) {
+			at = append(at, fmt.Sprintf("at node %q: %s", node, strings.Join(byNode[node], ", ")))
+		}
+		problem := fmt.Sprintf("flow %s (version %s): %d run(s) wait at nodes it no longer has (%s)", f.Name(), f.Version(), n, strings.Join(at, "; "))
+		log.Warn().Str("flow", f.Name()).Str("version", f.Version()).Int("runs", n).Bool("started_anyway", allow).Msg("interlock: " + problem)
+		problems = append(problems, problem)
+	}
+	if len(problems) == 0 || allow {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; an answer to any of them would fail the run. Keep the nodes until those runs finish (deploy the old flow beside the new, or settle them: interlock cancel), "+
+		"or start anyway with --allow-stranded-runs (Config.AllowStrandedRuns) and let them fail", ErrStrandedRuns, strings.Join(problems, "; "))
+}
