@@ -414,6 +414,19 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	s.started = append(s.started, s.worker)
+	// Who runs which version of each flow: interlock flows reads it.
+	versions := map[string]string{}
+	for _, f := range flows {
+		versions[f.Name()] = f.Version()
+	}
+	presence, err := bus.NewPresence(ctx, s.js, names, cfg.Instance, versions, 0, *log)
+	if err != nil {
+		return fail(err)
+	}
+	if err := presence.Start(ctx); err != nil {
+		return fail(err)
+	}
+	s.started = append(s.started, presence)
 	for _, b := range cfg.Services {
 		if u, ok := b.(JetStreamUser); ok {
 			u.UseJetStream(s.js, names)

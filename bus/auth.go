@@ -108,7 +108,7 @@ func readable(n wire.Names) []struct {
 	}{
 		{n.EventStream(), true}, {n.AuditStream(), true}, {n.DeadLetterStream(), false}, {n.ScheduleStream(), true},
 		{kvStream(n.RunsBucket()), true}, {kvStream(n.PendingBucket()), true},
-		{kvStream(n.WebhookDeliveriesBucket()), true},
+		{kvStream(n.WebhookDeliveriesBucket()), true}, {kvStream(n.WorkersBucket()), true},
 	}
 	for _, fs := range finishedStreams(n) {
 		out = append(out, struct {
@@ -202,8 +202,9 @@ func Shares(n wire.Names) []Share {
 // stored, and read the events stream), the audit records (which hold no token, answer or
 // argument), dead letters, deadlines, checkpoints (<prefix>_runs), the
 // pending index (<prefix>_pending), the finished-runs index (the streams
-// <PREFIX>_FINISHED_<STATUS>) and the webhook delivery records
-// (<prefix>_webhook_deliveries): stream info, direct and message gets; the
+// <PREFIX>_FINISHED_<STATUS>), the webhook delivery records
+// (<prefix>_webhook_deliveries) and the running workers
+// (<prefix>_workers): stream info, direct and message gets; the
 // audit keys, flow descriptions and gate rules of the live configuration
 // (<prefix>_config), by key (configReads); see the inbound
 // stream's and consumers' info (backlog); and receive replies on _INBOX.>.
@@ -240,7 +241,8 @@ func workersPermissions(n wire.Names) *server.Permissions {
 		Publish: &server.SubjectPermission{
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
 				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>",
-				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
+				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$KV." + n.WorkersBucket() + ".>",
+				"$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
 			// The stored events are the server's to publish.
 			Deny: []string{"$JS.API.STREAM.DELETE.>", n.StoredEvents()},
 		},

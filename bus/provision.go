@@ -173,8 +173,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, n wire.Names, cfg St
 		Bucket: n.ConfigBucket(), Description: "Interlock live configuration (gate.rules, audit.keys, flows)", History: 5,
 		Storage: storage, Replicas: cfg.Replicas,
 	}
-	return w.do(ctx, "bucket "+kc.Bucket, func(ctx context.Context) error {
+	if err := w.do(ctx, "bucket "+kc.Bucket, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	}); err != nil {
+		return err
+	}
+	// Who runs now: each worker's entry lives PresenceTTL after its last
+	// write.
+	wc := jetstream.KeyValueConfig{
+		Bucket: n.WorkersBucket(), Description: "Interlock's running workers: each one's flows and their versions", History: 1,
+		TTL: PresenceTTL, Storage: storage, Replicas: cfg.Replicas,
+	}
+	return w.do(ctx, "bucket "+wc.Bucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, wc)
 		return err
 	})
 }

@@ -260,6 +260,10 @@ func TestEachClientMayDoWhatTheSecurityTableSays(t *testing.T) {
 				"read-keys":     {"$JS.API.STREAM.INFO.KV_" + n.KeysBucket(), req("$JS.API.STREAM.INFO.KV_"+n.KeysBucket(), ""), nil},
 				"read-webhook-deliveries": {"$JS.API.STREAM.INFO.KV_" + n.WebhookDeliveriesBucket(),
 					req("$JS.API.STREAM.INFO.KV_"+n.WebhookDeliveriesBucket(), ""), nil},
+				"read-workers": {"$JS.API.DIRECT.GET.KV_" + n.WorkersBucket(), func(ctx context.Context) error {
+					_, err := c.Workers(ctx)
+					return err
+				}, nil},
 				"read-links": {"$JS.API.STREAM.INFO.KV_" + n.LinksBucket(), func(ctx context.Context) error {
 					if err := req("$JS.API.STREAM.INFO.KV_"+n.LinksBucket(), "")(ctx); err != nil {
 						return err

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // FlowKeyPrefix starts the keys, in the live-configuration bucket
@@ -38,4 +39,18 @@ func DecodeFlowInfo(data []byte) (FlowInfo, error) {
 		return FlowInfo{}, fmt.Errorf("protocol: a flow description without a flow name")
 	}
 	return fi, nil
+}
+
+// Worker is a running worker process's entry in the workers bucket
+// (wire.Names.WorkersBucket), under a key of its own: what it runs. The
+// worker writes it again every few seconds; it is gone a little after the
+// process stops (or at once, when it stops cleanly).
+type Worker struct {
+	// Instance names the process (interlock.Config.Instance).
+	Instance string `json:"instance"`
+	// Flows maps each flow the process runs to the flow's version.
+	Flows map[string]string `json:"flows"`
+	// Since is when the process started; At when it last wrote the entry.
+	Since time.Time `json:"since"`
+	At    time.Time `json:"at"`
 }

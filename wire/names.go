@@ -88,6 +88,11 @@ func (n Names) Finished(status, flow string) string {
 // ConfigBucket holds live configuration, such as the gate's rules.
 func (n Names) ConfigBucket() string { return n.Prefix + "_config" }
 
+// WorkersBucket holds an entry for each running worker process (its
+// flows and their versions), written again every few seconds and gone a
+// little after the process stops.
+func (n Names) WorkersBucket() string { return n.Prefix + "_workers" }
+
 // ScheduleStream holds the deadlines of interrupts (INTERLOCK_SCHEDULES):
 // JetStream message schedules, and the commands the server publishes from
 // them when they are due. Only Interlock's workers publish to it.

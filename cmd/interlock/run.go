@@ -115,6 +115,8 @@ Usage:
   interlock runs    [--flow F] [--status S]       list runs of every status, newest first: what
                                                   waits, and what finished and how
   interlock show    <flow> <run>                  show a run's checkpoint
+  interlock flows                                 list each flow's versions: which the running
+                                                  workers have, and how many runs wait on each
   interlock answer  <flow> <run> [field=value ...] [--select ID ...]
                                                   answer a run's pending question or choice
   interlock answer  <flow> <run> --approve | --reject [--reason TEXT] | --edit field=value ...
@@ -232,6 +234,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return runsCmd(ctx, rest, stdout, stderr)
 	case "show":
 		return showCmd(ctx, rest, stdout, stderr)
+	case "flows":
+		return flowsCmd(ctx, rest, stdout, stderr)
 	case "answer", "resume":
 		return answerCmd(ctx, rest, stdout, stderr)
 	case "cancel":
@@ -488,7 +492,7 @@ Tracing (OpenTelemetry; off unless an endpoint is set, see docs/operations.md):
   INTERLOCK_MCP_APPROVER  default of --approver
   INTERLOCK_AS        default of --approver when INTERLOCK_MCP_APPROVER is not set
 `
-	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks", "receipt":
+	case "start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit", "gate", "webhooks", "receipt", "flows":
 		return `  INTERLOCK_NATS_URL  NATS server URL when --nats-url is not given
   NATS_URL            NATS server URL when neither --nats-url nor INTERLOCK_NATS_URL is set
   NATS_CREDS          default of --creds

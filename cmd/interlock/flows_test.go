@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/internal/natstest"
+)
+
+// payout is a flow of one question, at version v.
+func payout(v string) *engine.Flow {
+	return engine.NewFlow[map[string]any]("payout").Version(v).
+		Node("ask", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "iban", Question: "IBAN?", Type: "string"}}})
+			return err
+		}).Start("ask").MustBuild()
+}
+
+// TestFlowsListsEachVersionItsWorkersAndTheRunsWaitingOnIt: two worker
+// processes run versions 1 and 2 of a flow side by side; interlock flows
+// says which runs which and how many runs wait under each, and once the
+// worker of version 1 stops, that its runs wait on a version no running
+// worker has.
+func TestFlowsListsEachVersionItsWorkersAndTheRunsWaitingOnIt(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	one := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("1")}, Secret: natstest.Secret, Instance: "worker-one"})
+	if _, err := one.Client("/test").Start(t.Context(), "payout", "p-1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("2")}, Secret: natstest.Secret, Instance: "worker-two"})
+	url := srv.ClientURL()
+
+	versions := func() map[string]flowVersion {
+		t.Helper()
+		out, errOut, err := run(t, url, "flows", "--json")
+		if err != nil {
+			t.Fatalf("flows: %v\n%s", err, errOut)
+		}
+		var got struct{ Versions []flowVersion }
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("flows --json: %v\n%s", err, out)
+		}
+		m := map[string]flowVersion{}
+		for _, r := range got.Versions {
+			m[r.Flow+"@"+r.Version] = r
+		}
+		return m
+	}
+	got := versions()
+	if r := got["payout@1"]; strings.Join(r.Workers, ",") != "worker-one" || r.Waiting != 1 {
+		t.Errorf("payout@1 = %+v, want worker-one and one run waiting", r)
+	}
+	if r := got["payout@2"]; strings.Join(r.Workers, ",") != "worker-two" || r.Waiting != 0 {
+		t.Errorf("payout@2 = %+v, want worker-two and none waiting", r)
+	}
+	if r := got["ask@"+engine.AskFlow().Version()]; strings.Join(r.Workers, ",") != "worker-one,worker-two" {
+		t.Errorf("the asks' flow = %+v, want both workers", r)
+	}
+
+	if err := one.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := versions()["payout@1"]; len(r.Workers) != 0 || r.Waiting != 1 {
+		t.Errorf("after worker-one stopped, payout@1 = %+v, want no worker and one run waiting", r)
+	}
+	out, _, err := run(t, url, "flows")
+	if err != nil || !strings.Contains(out, "1 run(s) of payout wait under version 1, which no running worker has") {
+		t.Errorf("flows does not say what waits with no worker:\n%s (%v)", out, err)
+	}
+}
