@@ -45,5 +45,6 @@ func (t *txn) finished() *Finished {
 			f.By, f.Reason = truncate(c.By, maxEcho), truncate(c.Reason, maxEcho)
 		}
 	}
+	f.Result = protocol.OutcomeOf(cp.Status, f.Decision, cp.Waited)
 	return f
 }

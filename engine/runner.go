@@ -169,6 +169,9 @@ type Outcome struct {
 	// AskedAt is when the interrupt the command answered was asked; zero
 	// when it answered none.
 	AskedAt time.Time
+	// Result is how the run ended, when the command finished it
+	// (approved, rejected, expired...; see [protocol.Outcome]).
+	Result protocol.Outcome
 	// Action is what the approval the command answered proposed (its
 	// [Approval].Action), or for a command refused, the approval the run
 	// waited on then; empty when it answered no approval.

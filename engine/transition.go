@@ -275,8 +275,11 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	if t.cp.Status == Waiting {
 		t.cp.Waited = true
 	}
+	var result protocol.Outcome
 	if t.cp.Status.Finished() && !t.after {
-		t.add(FinishedStream, string(t.cp.Status), t.finished())
+		f := t.finished()
+		result = f.Result
+		t.add(FinishedStream, string(t.cp.Status), f)
 	}
 	if err := t.seal(); err != nil {
 		return Outcome{}, err
@@ -289,7 +292,7 @@ func (r *Runner) commit(ctx context.Context, t *txn) (Outcome, error) {
 	}
 	out := Outcome{
 		Flow: t.cp.Flow, Run: t.cp.Run, Status: t.cp.Status, Checkpoint: t.rev, Node: t.cp.Node,
-		CreatedAt: t.cp.CreatedAt, AskedAt: t.asked,
+		CreatedAt: t.cp.CreatedAt, AskedAt: t.asked, Result: result,
 	}
 	if !t.asked.IsZero() && t.pending != nil {
 		out.Action, out.Quorum = t.pending.Action, t.pending.Quorum != nil

@@ -155,6 +155,10 @@ func TestADelegationToAPersonMakesThemTheAssignee(t *testing.T) {
 	if acc := bob.accepted("POST", "/v1/runs/refund/r-4/resume", map[string]any{"decision": "reject", "reason": "duplicate"}); acc.Outcome != protocol.EventCompleted {
 		t.Fatalf("the assignee's reject = %+v", acc)
 	}
+	// The run completed, and its outcome says it was rejected.
+	if r := sam.run("refund", "r-4"); r.Status != protocol.StatusCompleted || r.Outcome != protocol.OutcomeRejected {
+		t.Errorf("GET the rejected run: status %s, outcome %q; want completed, rejected", r.Status, r.Outcome)
+	}
 }
 
 func TestAssignBodiesTheAPIRefuses(t *testing.T) {

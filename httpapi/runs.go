@@ -68,6 +68,9 @@ type Run struct {
 	Events []RunEvent `json:"events"`
 	// MoreEvents is set when the run has more events than are listed.
 	MoreEvents bool `json:"moreEvents,omitempty"`
+	// Outcome is how the run ended (approved, rejected, expired...), once
+	// it has.
+	Outcome protocol.Outcome `json:"outcome,omitempty"`
 }
 
 // StartRequest is the body of POST /v1/runs/{flow}.
@@ -100,7 +103,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c Caller) {
 		s.fail(w, err)
 		return
 	}
-	out := Run{Checkpoint: cp, Events: make([]RunEvent, 0, len(evs)), MoreEvents: more}
+	out := Run{Checkpoint: cp, Events: make([]RunEvent, 0, len(evs)), MoreEvents: more, Outcome: cp.Outcome()}
 	for _, ev := range evs {
 		body, err := encodeEvent(ev.Event)
 		if err != nil {

@@ -37,8 +37,12 @@ type doneView struct {
 // doneItem is one finished run.
 type doneItem struct {
 	client.RunItem
-	// Outcome says how it ended, when the status alone does not; Ago how
-	// long ago.
+	// Result is how it ended in a word (approved, rejected, expired...),
+	// the badge; Bad marks one to look at (rejected, expired, failed).
+	Result protocol.Outcome
+	Bad    bool
+	// Outcome says more of how it ended, when the word alone does not;
+	// Ago how long ago.
 	Outcome, Ago string
 }
 
@@ -128,8 +132,12 @@ func (in *Inbox) fillDone(r *http.Request, s session, after string, params url.V
 				continue
 			}
 		}
-		d := doneItem{RunItem: it, Outcome: it.Outcome(), Ago: duration(now.Sub(it.ChangedAt))}
-		if d.Outcome == it.Status {
+		d := doneItem{RunItem: it, Outcome: it.Outcome(), Ago: duration(now.Sub(it.ChangedAt)), Result: protocol.Outcome(it.Status)}
+		if f := it.Finished; f != nil {
+			d.Result = f.Outcome()
+		}
+		d.Bad = d.Result.Bad()
+		if d.Outcome == it.Status || d.Outcome == string(d.Result) {
 			d.Outcome = "" // the badge says it all
 		}
 		v.Items = append(v.Items, d)

@@ -55,6 +55,16 @@ func TestTheDoneViewListsFinishedRunsNewestFirstWithHowEachEnded(t *testing.T) {
 	if got := doneRows(page); code != http.StatusOK || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("sam's done view = %d:\n%s\nwant:\n%s", code, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// The badge is how each ended, a rejection marked as one to look at,
+	// though its run completed.
+	badges := regexp.MustCompile(`(?s)data-run="([^"]+)".*?<span class="status ([^"]+)" data-outcome="([^"]+)">([^<]+)</span>`).FindAllStringSubmatch(page, -1)
+	var gotBadges []string
+	for _, b := range badges {
+		gotBadges = append(gotBadges, b[1]+" "+b[2]+" "+b[4])
+	}
+	if want := "r-cancelled status-cancelled cancelled\nr-rejected status-completed status-bad rejected\nr-small status-completed completed"; strings.Join(gotBadges, "\n") != want {
+		t.Errorf("the done view's badges:\n%s\nwant:\n%s", strings.Join(gotBadges, "\n"), want)
+	}
 	if !strings.Contains(page, `href="/runs/refund/r-rejected"`) || !strings.Contains(page, `<a href="/done" aria-current="page">Done</a>`) ||
 		strings.Contains(page, `rel="next"`) || !strings.Contains(page, `data-partial="/done?partial=1"`) {
 		t.Fatalf("sam's done view:\n%s", page)

@@ -188,6 +188,13 @@ func TestApprovalMetricsMoveWithTheirEvents(t *testing.T) {
 		sc("interlock_assignments_total", 1, "op", "release"),
 		sc("interlock_assignments_total", 1, "op", "delegate"),
 
+		// How each run ended: a rejection is not a success.
+		s("interlock_runs_finished_total", 1, "flow", contract, "outcome", "approved"),
+		s("interlock_runs_finished_total", 1, "flow", contract, "outcome", "edited"),
+		s("interlock_runs_finished_total", 1, "flow", contract, "outcome", "rejected"),
+		s("interlock_runs_finished_total", 1, "flow", contract, "outcome", "answered"),
+		s("interlock_runs_finished_total", 1, "flow", "gate", "outcome", "approved"),
+
 		s("interlock_transition_seconds", 4, "verb", "assign"),
 		s("interlock_transition_seconds", 1, "verb", "remind"),
 	}

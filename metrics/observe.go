@@ -66,6 +66,8 @@ type counters struct {
 	votes       *prometheus.CounterVec
 	reminders   *prometheus.CounterVec
 	assignments *prometheus.CounterVec
+	// finished counts the runs that finished, by flow and outcome.
+	finished *prometheus.CounterVec
 
 	// pendingAction is the action of the approval a run waits on, from
 	// the pending index; "" when it waits on none.
@@ -150,6 +152,10 @@ func newCounters(now func() time.Time, flows *flowSet, pendingAction func(flow, 
 			Name: "interlock_assignments_total",
 			Help: "Pending approvals claimed, released or delegated, by flow, action (tool) and op (claim, release, delegate).",
 		}, []string{"flow", "action", "op"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_runs_finished_total",
+			Help: "Runs that finished, by flow and outcome (approved, edited, rejected, answered, completed, expired, cancelled, failed).",
+		}, []string{"flow", "outcome"}),
 		flows:   flows,
 		actions: map[string]bool{},
 	}
@@ -157,7 +163,7 @@ func newCounters(now func() time.Time, flows *flowSet, pendingAction func(flow, 
 
 func (c *counters) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		c.decisions, c.waited, c.expiries, c.escalations, c.resumes, c.deadLetters, c.transitions,
+		c.decisions, c.waited, c.expiries, c.escalations, c.resumes, c.deadLetters, c.transitions, c.finished,
 		c.interrupts, c.votes, c.reminders, c.assignments,
 	}
 }
@@ -280,6 +286,9 @@ func (c *counters) action(a string) string {
 // A vote short of its quorum holds a voted event and the approval asked
 // again; the vote that meets it, the resumed event of the decision.
 func (c *counters) transition(verb, flow string, out engine.Outcome) {
+	if out.Result != "" {
+		c.finished.WithLabelValues(flow, string(out.Result)).Inc()
+	}
 	var resumed *protocol.Resumed
 	var expired *protocol.Expired
 	var asked []*protocol.Interrupted

@@ -41,6 +41,11 @@ type Finished struct {
 	// StartedBy is who started the run (for an ask or a tool call, who
 	// asked).
 	StartedBy string `json:"startedBy,omitempty"`
+	// Result is how the run ended ([Outcome]): approved, edited,
+	// rejected, answered, completed, expired, cancelled or failed. Entries
+	// written before it was recorded have none; [Finished.Outcome] then
+	// says it from the status and the decision.
+	Result Outcome `json:"outcome,omitempty"`
 }
 
 // FinishedInterrupt is the interrupt a finished run last waited on.

@@ -50,6 +50,8 @@ type Checkpoint struct {
 	Decisions []Decision `json:"decisions,omitempty"`
 	// Audit is the head of the run's audit chain.
 	Audit *AuditHead `json:"audit,omitempty"`
+	// Waited records that the run waited on a person at least once.
+	Waited bool `json:"waited,omitempty"`
 }
 
 // AuditHead is the last record of a run's audit chain, as the checkpoint

@@ -154,6 +154,9 @@ func TestAuditShowsAndVerifiesARefundAndCatchesAForgery(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`edit issue_refund by sam, args \{"amount":400,.*reason: partial refund`).MatchString(out) {
 		t.Fatalf("show of the decision: %v\n%s", err, out)
 	}
+	if !strings.Contains(out, "outcome edited\n") {
+		t.Errorf("show does not say the run's outcome, edited:\n%s", out)
+	}
 
 	out, errOut, err = run(t, url, "audit", "refund", "r-a")
 	if err != nil {

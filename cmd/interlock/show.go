@@ -30,6 +30,9 @@ func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func printCheckpoint(w io.Writer, cp protocol.Checkpoint) {
 	fmt.Fprintf(w, "run %s of flow %s: %s at node %s (checkpoint %d)\n", cp.Run, cp.Flow, cp.Status, cp.Node, cp.Checkpoint)
 	fmt.Fprintf(w, "created %s, updated %s\n", cp.CreatedAt.Local().Format(time.DateTime), cp.UpdatedAt.Local().Format(time.DateTime))
+	if o := cp.Outcome(); o != "" {
+		fmt.Fprintf(w, "outcome %s\n", o)
+	}
 	if cp.FlowVersion != "" {
 		fmt.Fprintf(w, "flow version %s\n", cp.FlowVersion)
 	}

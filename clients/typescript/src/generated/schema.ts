@@ -1541,6 +1541,10 @@ export interface CheckpointDocument {
   updatedAt: string;
   origin?: Origin;
   /**
+   * Engine bookkeeping: the run has been in the pending index.
+   */
+  waited?: boolean;
+  /**
    * The version of the flow of the worker that wrote the checkpoint: the one the flow declares, else one derived from its structure ("s-" and 12 hex digits of the SHA-256 of its start, nodes, edges, branches, gates, reject routes and state field types).
    */
   flowVersion?: string;
@@ -1650,10 +1654,6 @@ export interface CheckpointDocument {
    * Engine bookkeeping: what the last transition publishes, so that a worker that died after writing the checkpoint publishes it on redelivery, with the same ids, instead of running the nodes again.
    */
   outbox?: Message[];
-  /**
-   * Engine bookkeeping: the run has been in the pending index.
-   */
-  waited?: boolean;
 }
 /**
  * The interrupt a waiting run waits on.
@@ -2268,6 +2268,18 @@ export interface FinishedRunsIndexEntry {
    * cancelled: why, cut to 1 KiB.
    */
   reason?: string;
+  /**
+   * How the run ended: approved, edited or rejected (its latest approval's verdict), answered (people answered it: questions, choices, or an approval answered with respond), completed (it waited on nobody), expired, cancelled or failed. A rejected approval's run completes; its outcome is rejected. Entries written before outcomes were recorded have none: read it from status and decision.
+   */
+  outcome?:
+    | "approved"
+    | "edited"
+    | "rejected"
+    | "answered"
+    | "completed"
+    | "expired"
+    | "cancelled"
+    | "failed";
   /**
    * Who started the run: for an ask or a tool call, who asked (the caller a service vouched for, else the NATS sender).
    */
