@@ -50,6 +50,33 @@ type Addresser interface {
 	Addresses(ctx context.Context, to Recipient) ([]string, error)
 }
 
+// Settler is implemented by a channel that follows up what it sent once
+// the run's request is settled (Web Push replaces the notification, so
+// that no phone offers to approve what was decided elsewhere): the
+// dispatcher then also follows the resumed, expired and cancelled events,
+// and calls Settle once for each address it brought the run's requests
+// to. Settle's errors are as Post's.
+type Settler interface {
+	Settle(ctx context.Context, s Settled) (string, error)
+}
+
+// Settled is a run's request settled, told to one address that had a
+// notice of it.
+type Settled struct {
+	Recipient
+	Address string
+	// Flow, Run and RequestID name the request; Kind is the event that
+	// settled it (resumed, expired, cancelled).
+	Flow, Run, RequestID, Kind string
+	// What says in a few words how: "Approved by ann", "Expired",
+	// "Cancelled by sam".
+	What string
+	// Link is the run's page in the inbox.
+	Link string
+	// EventID is the settling event's id; Key the follow-up's record.
+	EventID, Key string
+}
+
 // Why says why a notice is sent.
 type Why string
 
@@ -139,6 +166,9 @@ const (
 // reminder, and an assignment.
 var DispatchKinds = []string{protocol.EventInterrupted, protocol.EventReminded, protocol.EventAssigned}
 
+// SettleKinds are the events a dispatcher of a [Settler] also follows.
+var SettleKinds = []string{protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled}
+
 // refusedNote starts the record of an address that refused a notice for
 // good, followed by why.
 const refusedNote = "refused: "
@@ -190,8 +220,12 @@ func StartDispatch(ctx context.Context, port Port, ch Channel, cfg Dispatch) (*D
 		return nil, err
 	}
 	d.sent = sent
+	kinds := DispatchKinds
+	if _, ok := ch.(Settler); ok {
+		kinds = append(slices.Clone(kinds), SettleKinds...)
+	}
 	d.f, err = Follow(ctx, js, names, Config{
-		Name: ConsumerName(names, name), Description: cfg.Description, Kinds: DispatchKinds,
+		Name: ConsumerName(names, name), Description: cfg.Description, Kinds: kinds,
 		FirstRetry: cfg.FirstRetry, MaxRetry: cfg.MaxRetry, RetryFor: cfg.RetryFor, AckWait: cfg.AckWait,
 		Parallel: cfg.Parallel, Observe: cfg.Observe, Logger: &d.log,
 	}, d.handle)
@@ -258,6 +292,40 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if in, err = d.pending(ctx, a.Flow, a.Run, a.RequestID); err == nil && in.RequestID != "" {
 			in.Assignees, in.ClaimedBy, in.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
 		}
+	case protocol.EventResumed:
+		var r protocol.Resumed
+		if err := json.Unmarshal(ev.Data(), &r); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		what := "Answered"
+		switch protocol.Verdict(r.Decision) {
+		case protocol.VerdictApprove:
+			what = "Approved"
+		case protocol.VerdictEdit:
+			what = "Approved with edits"
+		case protocol.VerdictReject:
+			what = "Rejected"
+		}
+		if r.Approver != "" {
+			what += " by " + r.Approver
+		}
+		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, what)
+	case protocol.EventExpired:
+		var x protocol.Expired
+		if err := json.Unmarshal(ev.Data(), &x); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		return d.settle(ctx, dl, x.Flow, x.Run, x.RequestID, "Expired: nobody decided in time")
+	case protocol.EventCancelled:
+		var c protocol.Cancelled
+		if err := json.Unmarshal(ev.Data(), &c); err != nil {
+			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
+		}
+		what := "Cancelled"
+		if c.By != "" {
+			what += " by " + c.By
+		}
+		return d.settle(ctx, dl, c.Flow, c.Run, "", what)
 	default:
 		return nil
 	}
@@ -436,6 +504,9 @@ func (d *Dispatcher) deliver(ctx context.Context, n *Notice) error {
 		if err := d.sent.Mark(ctx, n.Key, cmp.Or(note, "sent")); err != nil {
 			return err
 		}
+		if err := d.posted(ctx, n); err != nil {
+			return err
+		}
 		d.log.Debug().Str("flow", in.Flow).Str("run", in.Run).Str("request_id", in.RequestID).
 			Str("person", n.Person).Str("role", n.Role).Str("why", string(n.Why)).Str("note", note).Msg("notify: sent")
 		return nil
@@ -447,6 +518,90 @@ func (d *Dispatcher) deliver(ctx context.Context, n *Notice) error {
 	default:
 		return fmt.Errorf("%s for %s: %w", d.ch.Name(), d.shown(n.Recipient), err)
 	}
+}
+
+// postedRecord is where a channel that settles brought a run's request:
+// one record per run and address, read when the request is settled.
+type postedRecord struct {
+	Person  string `json:"person,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Address string `json:"address"`
+}
+
+// postedKeys is the filter of the records of where the run's requests
+// went, on the channel called name.
+func postedKeys(name, flow, run string) string {
+	return Key(name+"-posted", flow, run) + ".*"
+}
+
+// posted records that n went to its address, for a channel that settles.
+func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
+	if _, ok := d.ch.(Settler); !ok {
+		return nil
+	}
+	in := n.Interrupt
+	b, err := json.Marshal(postedRecord{Person: n.Person, Role: n.Role, Address: n.Address})
+	if err != nil {
+		return err
+	}
+	prefix := strings.TrimSuffix(postedKeys(d.ch.Name(), in.Flow, in.Run), "*")
+	return d.sent.Mark(ctx, prefix+Key("a", strings.ToLower(n.Address))[2:], string(b))
+}
+
+// settle follows a settled request of run up at each address the run's
+// requests were brought to, once each, then forgets where they went. It
+// does nothing for a channel that does not settle.
+func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, requestID, what string) error {
+	s, ok := d.ch.(Settler)
+	if !ok {
+		return nil
+	}
+	keys, err := d.sent.Keys(ctx, postedKeys(d.ch.Name(), flow, run))
+	if err != nil {
+		return err
+	}
+	link := strings.TrimRight(d.cfg.PublicURL, "/") + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
+	var failed []error
+	for _, k := range keys {
+		note, found, err := d.sent.Note(ctx, k)
+		if err != nil {
+			return err
+		}
+		var p postedRecord
+		if !found || json.Unmarshal([]byte(note), &p) != nil {
+			continue
+		}
+		key := Key(d.ch.Name()+"-settled", dl.Event.ID(), strings.ToLower(p.Address))
+		if done, err := d.sent.Done(ctx, key); err != nil || done {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		st := Settled{Recipient: Recipient{Person: p.Person, Role: p.Role}, Address: p.Address, Flow: flow, Run: run,
+			RequestID: requestID, Kind: dl.Kind, What: what, Link: link, EventID: dl.Event.ID(), Key: key}
+		note, err = s.Settle(ctx, st)
+		switch {
+		case err == nil:
+			if err := d.sent.Mark(ctx, key, cmp.Or(note, "settled")); err != nil {
+				return err
+			}
+		case IsPermanent(err) || egress.IsRefused(err):
+			// Nothing more to tell that address of this run.
+			d.log.Info().Err(err).Str("flow", flow).Str("run", run).Str("person", p.Person).Msg("notify: a follow-up was refused; it is not tried again")
+		default:
+			failed = append(failed, fmt.Errorf("%s follow-up for %s: %w", d.ch.Name(), d.shown(st.Recipient), err))
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	for _, k := range keys {
+		if err := d.sent.Forget(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shown names a recipient in errors and dead letters: a person's name or

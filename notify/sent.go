@@ -112,3 +112,25 @@ func (s *Sent) Note(ctx context.Context, key string) (string, bool, error) {
 		return "", false, fmt.Errorf("notify: reading delivery record %s: %w", key, err)
 	}
 }
+
+// Keys returns the keys of the records that match filter (a key with *
+// for one token, > for the rest), as the bucket lists them.
+func (s *Sent) Keys(ctx context.Context, filter string) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("notify: listing delivery records %s: %w", filter, err)
+	}
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// Forget removes the record of key.
+func (s *Sent) Forget(ctx context.Context, key string) error {
+	if err := s.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("notify: removing delivery record %s: %w", key, err)
+	}
+	return nil
+}

@@ -159,9 +159,33 @@ func TestApproveOnTheNoticeDecidesAsItsPersonOnce(t *testing.T) {
 	if last := recs[len(recs)-1]; last.Action != protocol.ActionApproved || last.By != "ann" {
 		t.Errorf("the last audit record is %s by %s, want approved by ann", last.Action, last.By)
 	}
+	// The notice that asked is replaced on the device by one that says
+	// how it was decided, with no buttons.
+	var follow pushed
+	natstest.Eventually(t, "the follow-up pushed", func() bool {
+		for _, m := range d.push.received() {
+			if m.Payload.Settled {
+				follow = m
+				return true
+			}
+		}
+		return false
+	})
+	if follow.Payload.Title != "Approved by ann" || len(follow.Payload.Actions) != 0 || follow.Payload.CSRF != "" || follow.Payload.Tag != p.Payload.Tag {
+		t.Errorf("the follow-up = %+v; want Approved by ann, no buttons, the tag of the notice it replaces", follow.Payload)
+	}
 	// A forged form token decides nothing.
 	second := d.refund("r-forged", 900)
-	q := d.notices(2)[1]
+	var q pushed
+	natstest.Eventually(t, "the second notice pushed", func() bool {
+		for _, m := range d.push.received() {
+			if !m.Payload.Settled && m.Payload.Title == "Refund $900.00" {
+				q = m
+				return true
+			}
+		}
+		return false
+	})
 	form := url.Values{"csrf": {"forged"}, "decision": {"approve"}}
 	res, err := http.PostForm(q.Payload.URL, form)
 	if err != nil {

@@ -211,6 +211,9 @@ type Payload struct {
 	Actions []Action `json:"actions,omitempty"`
 	// CSRF is the decision link's form token, which Approve posts with.
 	CSRF string `json:"csrf,omitempty"`
+	// Settled marks a follow-up: the request was settled, and this notice
+	// replaces the one that asked (same tag), without buttons.
+	Settled bool `json:"settled,omitempty"`
 }
 
 // Action is a button of a notification.
@@ -277,36 +280,50 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // n.Address. A device its push service no longer knows (404, 410) is
 // forgotten, and the notice counts as delivered to nobody.
 func (c *Channel) Post(ctx context.Context, n notify.Notice) (string, error) {
-	devices := c.Devices()
-	s, ok, err := devices.get(ctx, n.Address)
-	if err != nil || !ok {
-		return "unsubscribed", err
-	}
-	if s.Person != n.Person {
-		// A device is its subscriber's only.
-		return "", notify.Permanent(fmt.Errorf("a device of %s is listed as %s's", s.Person, n.Person))
-	}
-	body, err := json.Marshal(payloadOf(n))
-	if err != nil {
-		return "", notify.Permanent(err)
-	}
 	ttl := DefaultTTL
 	if in := n.Interrupt; in.ExpiresAt != nil {
 		ttl = min(max(time.Until(*in.ExpiresAt), time.Minute), ttl)
 	}
+	return c.send(ctx, n.Address, n.Person, payloadOf(n), ttl, topic(n.Interrupt.Flow, n.Interrupt.Run))
+}
+
+// Settle implements [notify.Settler]: the notice that asked is replaced
+// on the device by one that says how the request was settled, without
+// buttons, so that no device offers to decide what was decided.
+func (c *Channel) Settle(ctx context.Context, s notify.Settled) (string, error) {
+	p := Payload{Title: cut(s.What, maxTitle), Body: "Nothing waits on you here any more.", Tag: digest(s.Flow + "." + s.Run), URL: s.Link, Settled: true}
+	return c.send(ctx, s.Address, s.Person, p, DefaultTTL, topic(s.Flow, s.Run))
+}
+
+// send encrypts p to the device of address, person's, and sends it to the
+// device's push service.
+func (c *Channel) send(ctx context.Context, address, person string, p Payload, ttl time.Duration, topic string) (string, error) {
+	devices := c.Devices()
+	s, ok, err := devices.get(ctx, address)
+	if err != nil || !ok {
+		return "unsubscribed", err
+	}
+	if s.Person != person {
+		// A device is its subscriber's only.
+		return "", notify.Permanent(fmt.Errorf("a device of %s is listed as %s's", s.Person, person))
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return "", notify.Permanent(err)
+	}
 	sub := &wp.Subscription{Endpoint: s.Endpoint, Keys: wp.Keys{P256dh: s.Keys.P256dh, Auth: s.Keys.Auth}}
 	res, err := wp.SendNotificationWithContext(ctx, body, sub, &wp.Options{
 		HTTPClient: c.client, Subscriber: c.cfg.Contact, TTL: int(ttl.Seconds()), Urgency: wp.UrgencyHigh,
-		Topic: topic(n), VAPIDPublicKey: devices.public, VAPIDPrivateKey: devices.private,
+		Topic: topic, VAPIDPublicKey: devices.public, VAPIDPrivateKey: devices.private,
 	})
 	host := hostOf(s.Endpoint)
 	if err != nil {
 		// The endpoint is a credential: errors name its host only.
 		var refused *egress.RefusedError
 		if errors.As(err, &refused) {
-			return "", notify.Permanent(fmt.Errorf("the push service %s of a device of %s: %w", host, n.Person, refused))
+			return "", notify.Permanent(fmt.Errorf("the push service %s of a device of %s: %w", host, person, refused))
 		}
-		return "", fmt.Errorf("the push service %s of a device of %s: %s", host, n.Person, withoutURL(err))
+		return "", fmt.Errorf("the push service %s of a device of %s: %s", host, person, withoutURL(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
 	_ = res.Body.Close()
@@ -314,20 +331,21 @@ func (c *Channel) Post(ctx context.Context, n notify.Notice) (string, error) {
 	case code >= 200 && code < 300:
 		return fmt.Sprintf("pushed %d", code), nil
 	case code == http.StatusNotFound || code == http.StatusGone:
-		c.log.Info().Str("person", n.Person).Str("push_service", host).Int("status", code).Msg("webpush: the push service no longer knows a device; it is forgotten")
-		return "forgotten", devices.forget(ctx, n.Address)
+		c.log.Info().Str("person", person).Str("push_service", host).Int("status", code).Msg("webpush: the push service no longer knows a device; it is forgotten")
+		return "forgotten", devices.forget(ctx, address)
 	case code == http.StatusTooManyRequests || code >= 500:
-		err := fmt.Errorf("the push service %s of a device of %s answered %d", host, n.Person, code)
+		err := fmt.Errorf("the push service %s of a device of %s answered %d", host, person, code)
 		return "", notify.RetryAfter(err, notify.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now()))
 	default:
-		return "", notify.Permanent(fmt.Errorf("the push service %s of a device of %s refused the notice: %d", host, n.Person, code))
+		return "", notify.Permanent(fmt.Errorf("the push service %s of a device of %s refused the notice: %d", host, person, code))
 	}
 }
 
-// topic is the Topic of n's request at the push service, which replaces
-// a notice of it not yet delivered: 32 base64url characters at most.
-func topic(n notify.Notice) string {
-	sum := sha256.Sum256([]byte(n.Interrupt.Flow + "." + n.Interrupt.Run + "." + n.Interrupt.RequestID))
+// topic is the Topic of a run's notices at the push service, which
+// replaces one of them not yet delivered (a follow-up, the next vote's
+// request): 32 base64url characters at most.
+func topic(flow, run string) string {
+	sum := sha256.Sum256([]byte(flow + "." + run))
 	return hex.EncodeToString(sum[:16])
 }
 

@@ -32,7 +32,7 @@ func TestWebPushPassesTheChannelSuite(t *testing.T) {
 	t.Parallel()
 	channeltest.Run(t, channeltest.Harness{
 		Name:     webpush.Name,
-		Features: channeltest.Features{RetryAfter: true, SecretAddresses: true},
+		Features: channeltest.Features{RetryAfter: true, SecretAddresses: true, Settle: true},
 		New:      func(t *testing.T) channeltest.Remote { return &pushRemote{p: startPushService(t)} },
 	})
 }
@@ -90,7 +90,7 @@ func startChannel(t *testing.T, svc *interlock.Service, p *pushService, d notify
 func (r *pushRemote) Received() []channeltest.Received {
 	var out []channeltest.Received
 	for _, m := range r.p.received() {
-		out = append(out, channeltest.Received{Address: m.Endpoint, Link: m.Payload.URL, Text: m.Payload.Title + "\n" + m.Payload.Body})
+		out = append(out, channeltest.Received{Address: m.Endpoint, Link: m.Payload.URL, Text: m.Payload.Title + "\n" + m.Payload.Body, Settle: m.Payload.Settled})
 	}
 	return out
 }

@@ -18,13 +18,17 @@ self.addEventListener("push", function (event) {
   var p = {};
   try { p = event.data ? event.data.json() : {}; } catch (e) { p = {}; }
   var url = sameOrigin(p.url) ? p.url : "/";
+  // A follow-up (settled) replaces the notice that asked, quietly and
+  // without buttons: what it asked was decided.
+  var settled = p.settled === true;
   event.waitUntil(self.registration.showNotification(p.title || "Interlock", {
     body: p.body || "",
     tag: p.tag || undefined,
-    renotify: !!p.tag,
-    requireInteraction: true,
-    actions: Array.isArray(p.actions) ? p.actions.slice(0, 2) : [],
-    data: { url: url, csrf: p.csrf || "" }
+    renotify: !!p.tag && !settled,
+    silent: settled,
+    requireInteraction: !settled,
+    actions: !settled && Array.isArray(p.actions) ? p.actions.slice(0, 2) : [],
+    data: { url: url, csrf: settled ? "" : p.csrf || "" }
   }));
 });
 
@@ -66,6 +70,8 @@ self.addEventListener("message", function (event) {
   var m = event.data || {};
   if (typeof m.tag !== "string" || (m.act !== "approve" && m.act !== "")) return;
   event.waitUntil(self.registration.getNotifications({ tag: m.tag }).then(function (ns) {
+    // Approve acts on a notice that asks, never on a follow-up.
+    ns = ns.filter(function (n) { return m.act !== "approve" || (n.data && n.data.csrf); });
     return Promise.all(ns.map(function (n) { return act(n, m.act); }));
   }));
 });

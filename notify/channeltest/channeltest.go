@@ -49,6 +49,9 @@ type Features struct {
 	// SecretAddresses: an address is a credential (a push endpoint, a
 	// webhook URL) that no log, error or dead letter may show.
 	SecretAddresses bool
+	// Settle: the channel follows up what it sent once the request is
+	// settled ([notify.Settler]).
+	Settle bool
 }
 
 // Answer is how the fake remote side answers an address.
@@ -84,6 +87,8 @@ type Received struct {
 	Link string
 	// Text is what it says, as words (a subject and a body, a title).
 	Text string
+	// Settle marks a follow-up of a settled request.
+	Settle bool
 }
 
 // Harness is a channel under test.
@@ -315,6 +320,13 @@ func Run(t *testing.T, h Harness) {
 		retryAfter(t, h)
 	})
 	t.Run("PoisonIsDeadLettered", func(t *testing.T) { t.Parallel(); poisonIsDeadLettered(t, h) })
+	t.Run("FollowsUpOnSettle", func(t *testing.T) {
+		if !h.Features.Settle {
+			t.Skip("the channel declares no follow-up")
+		}
+		t.Parallel()
+		followsUpOnSettle(t, h)
+	})
 	t.Run("SlowReceiverDelaysNoOther", func(t *testing.T) { t.Parallel(); slowReceiver(t, h) })
 }
 
@@ -591,4 +603,49 @@ func slowReceiver(t *testing.T, h Harness) {
 			r.exactly(who, in.RequestID, 1)
 		}
 	}
+}
+
+// settles are the follow-ups who received.
+func (r *rig) settles(who string) []Received {
+	var out []Received
+	for _, m := range r.rem.Received() {
+		if m.Settle && m.Address == r.addr[who] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// followsUpOnSettle: once an approval is decided, everyone it was brought
+// to hears how, once; and a cancelled run's notices are followed up too.
+func followsUpOnSettle(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	in := r.startRefund("r-settle", refundState{Amount: 4800})
+	for _, who := range reachable {
+		r.waitFor(who, in.RequestID, 1)
+	}
+	r.decide("refund", "r-settle", in, "ann", "approve")
+	for _, who := range reachable {
+		natstest.Eventually(t, who+" told the approval was decided", func() bool { return len(r.settles(who)) >= 1 })
+	}
+	r.idle()
+	for _, who := range reachable {
+		got := r.settles(who)
+		if len(got) != 1 || !strings.Contains(got[0].Text, "Approved by ann") {
+			t.Errorf("%s's follow-ups: %+v, want one saying Approved by ann", who, got)
+		}
+	}
+	other := r.startRefund("r-cancel", refundState{Amount: 100})
+	r.waitFor("cat", other.RequestID, 1)
+	if _, err := r.svc.Client("/channeltest").Cancel(t.Context(), "refund", "r-cancel", "a duplicate"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "cat told the run was cancelled", func() bool {
+		for _, m := range r.settles("cat") {
+			if strings.Contains(m.Text, "Cancelled") {
+				return true
+			}
+		}
+		return false
+	})
 }
