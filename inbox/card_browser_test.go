@@ -365,7 +365,7 @@ func TestBrowserAtPhoneWidthWithNoSideScrollAndNoSeriousAxeViolations(t *testing
 		until(`!document.querySelector("#arg-amount").checkValidity()`),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("form[data-edit]").noValidate = true`),
 		chromedp.Click(chromedp.CSS("form[data-edit] button[type=submit]")),
-		until(`document.querySelector("#arg-amount-error:not([hidden])")?.textContent.includes("/amount")`),
+		until(`document.querySelector("#arg-amount-error:not([hidden])")?.textContent.includes("Amount must be at most")`),
 		chromedp.Click(chromedp.CSS(".delegate summary")),
 		chromedp.WaitVisible(chromedp.CSS("#delegate-to")),
 	)

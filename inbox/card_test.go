@@ -178,7 +178,7 @@ func TestAnEditIsMadeInAFieldOfEachArgumentsType(t *testing.T) {
 	// The engine checks the edit against the schema; its message names the
 	// argument and is shown beside its field, the values kept.
 	code, out := edit("20000", "dana@example.com")
-	if code != http.StatusUnprocessableEntity || !strings.Contains(out, `id="arg-amount-error" role="alert">/amount: must be &lt;= 10000</p>`) ||
+	if code != http.StatusUnprocessableEntity || !strings.Contains(out, `id="arg-amount-error" role="alert">Amount must be at most 10000.</p>`) ||
 		!strings.Contains(out, `id="arg-amount" name="arg.amount" type="number" inputmode="decimal" value="20000"`) {
 		t.Fatalf("an edit above the schema's maximum = %d\n%s", code, out)
 	}

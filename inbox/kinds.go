@@ -125,7 +125,7 @@ func prepareApproval(iv *interruptView) {
 	}
 	iv.Fields = nil
 	for _, a := range protocol.Args(iv.Args, iv.ArgsSchema) {
-		f := argField{Arg: a, Name: "arg." + a.Name, ID: "arg-" + a.Name, Control: control(a), Input: a.Input(), Error: iv.Errors["arg."+a.Name]}
+		f := argField{Arg: a, Name: "arg." + a.Name, ID: "arg-" + a.Name, Control: control(a), Input: a.Input(), Error: inWords(a.Name, a.Title, iv.Errors["arg."+a.Name])}
 		if sent, ok := iv.Values[f.Name]; ok {
 			f.Input = sent
 		}
@@ -351,4 +351,28 @@ func kindPart(t *template.Template) func(part, kind string, data any) (template.
 		}
 		return template.HTML(b.String()), nil // the part, escaped by html/template
 	}
+}
+
+// inWords says a schema's refusal of argument name ("/amount: must be <=
+// 10000", as the engine names the place by its JSON pointer) in words
+// under the argument's title: "Amount must be at most 10000." Any other
+// message is as it is.
+func inWords(name, title, msg string) string {
+	path, what, ok := strings.Cut(msg, ": ")
+	rest, found := strings.CutPrefix(path, "/"+name)
+	if !ok || !found || rest != "" && !strings.HasPrefix(rest, "/") || strings.Contains(what, "; ") {
+		return msg
+	}
+	for _, r := range [][2]string{{"must be <= ", "must be at most "}, {"must be >= ", "must be at least "},
+		{"must be < ", "must be less than "}, {"must be > ", "must be more than "}} {
+		if strings.HasPrefix(what, r[0]) {
+			what = r[1] + strings.TrimPrefix(what, r[0])
+			break
+		}
+	}
+	where := cmp.Or(title, name)
+	if rest != "" {
+		where += " (" + strings.ReplaceAll(strings.TrimPrefix(rest, "/"), "/", " › ") + ")"
+	}
+	return where + " " + strings.TrimSuffix(what, ".") + "."
 }

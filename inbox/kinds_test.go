@@ -30,3 +30,19 @@ func TestEveryInterruptKindHasAView(t *testing.T) {
 		}
 	}
 }
+
+func TestASchemasRefusalIsSaidInWordsUnderTheArgumentsTitle(t *testing.T) {
+	for _, c := range []struct{ name, title, msg, want string }{
+		{"amount", "Amount", "/amount: must be <= 10000", "Amount must be at most 10000."},
+		{"amount", "Amount", "/amount: must be > 0", "Amount must be more than 0."},
+		{"address", "Address", "/address: must be at least 10 characters", "Address must be at least 10 characters."},
+		{"address", "", "/address/street: missing number", "address (street) missing number."},
+		{"amount", "Amount", "Amount is not a number.", "Amount is not a number."},
+		{"amount", "Amount", "/amounts: must be <= 1", "/amounts: must be <= 1"},
+		{"amount", "Amount", "/amount: must be <= 1; /note: must be at most 5 characters", "/amount: must be <= 1; /note: must be at most 5 characters"},
+	} {
+		if got := inWords(c.name, c.title, c.msg); got != c.want {
+			t.Errorf("inWords(%q, %q, %q) = %q, want %q", c.name, c.title, c.msg, got, c.want)
+		}
+	}
+}

@@ -297,19 +297,7 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if err := json.Unmarshal(ev.Data(), &r); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		what := "Answered"
-		switch protocol.Verdict(r.Decision) {
-		case protocol.VerdictApprove:
-			what = "Approved"
-		case protocol.VerdictEdit:
-			what = "Approved with edits"
-		case protocol.VerdictReject:
-			what = "Rejected"
-		}
-		if r.Approver != "" {
-			what += " by " + r.Approver
-		}
-		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, what)
+		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, settledBy(protocol.Verdict(r.Decision), r.Approver))
 	case protocol.EventExpired:
 		var x protocol.Expired
 		if err := json.Unmarshal(ev.Data(), &x); err != nil {
@@ -523,9 +511,10 @@ func (d *Dispatcher) deliver(ctx context.Context, n *Notice) error {
 // postedRecord is where a channel that settles brought a run's request:
 // one record per run and address, read when the request is settled.
 type postedRecord struct {
-	Person  string `json:"person,omitempty"`
-	Role    string `json:"role,omitempty"`
-	Address string `json:"address"`
+	Person    string `json:"person,omitempty"`
+	Role      string `json:"role,omitempty"`
+	Address   string `json:"address"`
+	RequestID string `json:"requestId"`
 }
 
 // postedKeys is the filter of the records of where the run's requests
@@ -535,17 +524,95 @@ func postedKeys(name, flow, run string) string {
 }
 
 // posted records that n went to its address, for a channel that settles.
+// A run that finished while the notice was on its way (its settling event
+// handled before this record was written) is followed up here, as its
+// checkpoint says it ended.
 func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
-	if _, ok := d.ch.(Settler); !ok {
+	s, ok := d.ch.(Settler)
+	if !ok {
 		return nil
 	}
 	in := n.Interrupt
-	b, err := json.Marshal(postedRecord{Person: n.Person, Role: n.Role, Address: n.Address})
+	rec := postedRecord{Person: n.Person, Role: n.Role, Address: n.Address, RequestID: in.RequestID}
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	prefix := strings.TrimSuffix(postedKeys(d.ch.Name(), in.Flow, in.Run), "*")
-	return d.sent.Mark(ctx, prefix+Key("a", strings.ToLower(n.Address))[2:], string(b))
+	key := prefix + Key("a", strings.ToLower(n.Address))[2:]
+	if err := d.sent.Mark(ctx, key, string(b)); err != nil {
+		return err
+	}
+	cp, err := d.cl.Checkpoint(ctx, in.Flow, in.Run)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s %s: %w", in.Flow, in.Run, err)
+	case !cp.Status.Finished():
+		return nil
+	}
+	if err := d.settleOne(ctx, s, rec, in.Flow, in.Run, "", ended(cp), n.EventID); err != nil {
+		return err
+	}
+	return d.sent.Forget(ctx, key)
+}
+
+// ended says how a finished run ended, from its checkpoint.
+func ended(cp protocol.Checkpoint) string {
+	switch cp.Status {
+	case protocol.StatusCancelled:
+		return "Cancelled"
+	case protocol.StatusExpired:
+		return "Expired: nobody decided in time"
+	case protocol.StatusFailed:
+		return "Failed"
+	}
+	if n := len(cp.Decisions); n > 0 {
+		return settledBy(cp.Decisions[n-1].Verdict, cp.Decisions[n-1].Approver)
+	}
+	return "Answered"
+}
+
+// settledBy says how a decision settled a request: "Approved by ann".
+func settledBy(v protocol.Verdict, approver string) string {
+	what := "Answered"
+	switch v {
+	case protocol.VerdictApprove:
+		what = "Approved"
+	case protocol.VerdictEdit:
+		what = "Approved with edits"
+	case protocol.VerdictReject:
+		what = "Rejected"
+	}
+	if approver != "" {
+		what += " by " + approver
+	}
+	return what
+}
+
+// settleOne follows p up with what, once per run, request and address
+// whichever of the settling event and the notice's own delivery comes
+// to it first.
+func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, flow, run, kind, what, eventID string) error {
+	key := Key(d.ch.Name()+"-settled", flow, run, p.RequestID, strings.ToLower(p.Address))
+	if done, err := d.sent.Done(ctx, key); err != nil || done {
+		return err
+	}
+	link := strings.TrimRight(d.cfg.PublicURL, "/") + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
+	st := Settled{Recipient: Recipient{Person: p.Person, Role: p.Role}, Address: p.Address, Flow: flow, Run: run,
+		RequestID: p.RequestID, Kind: kind, What: what, Link: link, EventID: eventID, Key: key}
+	note, err := s.Settle(ctx, st)
+	switch {
+	case err == nil:
+		return d.sent.Mark(ctx, key, cmp.Or(note, "settled"))
+	case IsPermanent(err) || egress.IsRefused(err):
+		// Nothing more to tell that address of this run.
+		d.log.Info().Err(err).Str("flow", flow).Str("run", run).Str("person", p.Person).Msg("notify: a follow-up was refused; it is not tried again")
+		return nil
+	default:
+		return fmt.Errorf("%s follow-up for %s: %w", d.ch.Name(), d.shown(st.Recipient), err)
+	}
 }
 
 // settle follows a settled request of run up at each address the run's
@@ -560,7 +627,6 @@ func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, request
 	if err != nil {
 		return err
 	}
-	link := strings.TrimRight(d.cfg.PublicURL, "/") + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
 	var failed []error
 	for _, k := range keys {
 		note, found, err := d.sent.Note(ctx, k)
@@ -571,26 +637,8 @@ func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, request
 		if !found || json.Unmarshal([]byte(note), &p) != nil {
 			continue
 		}
-		key := Key(d.ch.Name()+"-settled", dl.Event.ID(), strings.ToLower(p.Address))
-		if done, err := d.sent.Done(ctx, key); err != nil || done {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		st := Settled{Recipient: Recipient{Person: p.Person, Role: p.Role}, Address: p.Address, Flow: flow, Run: run,
-			RequestID: requestID, Kind: dl.Kind, What: what, Link: link, EventID: dl.Event.ID(), Key: key}
-		note, err = s.Settle(ctx, st)
-		switch {
-		case err == nil:
-			if err := d.sent.Mark(ctx, key, cmp.Or(note, "settled")); err != nil {
-				return err
-			}
-		case IsPermanent(err) || egress.IsRefused(err):
-			// Nothing more to tell that address of this run.
-			d.log.Info().Err(err).Str("flow", flow).Str("run", run).Str("person", p.Person).Msg("notify: a follow-up was refused; it is not tried again")
-		default:
-			failed = append(failed, fmt.Errorf("%s follow-up for %s: %w", d.ch.Name(), d.shown(st.Recipient), err))
+		if err := d.settleOne(ctx, s, p, flow, run, dl.Kind, what, dl.Event.ID()); err != nil {
+			failed = append(failed, err)
 		}
 	}
 	if len(failed) > 0 {
