@@ -445,8 +445,13 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 	}
 	errs := make([]error, len(notices))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxPostsAtOnce)
 	for i := range notices {
-		wg.Go(func() { errs[i] = d.deliver(ctx, &notices[i]) })
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = d.deliver(ctx, &notices[i])
+		})
 	}
 	wg.Wait()
 	var refused []string
@@ -468,6 +473,10 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 	}
 	return nil
 }
+
+// maxPostsAtOnce bounds the posts of one event in flight: a role of many
+// holders is posted to a few dozen at a time, not all at once.
+const maxPostsAtOnce = 16
 
 // deliver posts n unless its record says it was: sent, or refused for
 // good (then it returns the refusal again, as a Permanent error).
