@@ -124,7 +124,7 @@ func TestTheExampleRulesSayWhatEachCallProposes(t *testing.T) {
 	tr := &toolRules{live: gate.NewLive(rs), log: zerolog.Nop()}
 	refund := tr.Rule(t.Context(), protocol.ToolRequest{CallID: "c-1", Tool: "issue_refund",
 		Args: map[string]json.RawMessage{"amount": json.RawMessage(`4800`), "currency": json.RawMessage(`"USD"`), "orderId": json.RawMessage(`"o-1"`)}})
-	if refund == nil || refund.Title != "Refund 4800 USD on order o-1" || len(refund.ArgsSchema) == 0 || !strings.Contains(refund.Description, "supervisor") {
+	if refund == nil || refund.Title != "Refund $4,800.00 on order o-1" || len(refund.ArgsSchema) == 0 || !strings.Contains(refund.Description, "supervisor") {
 		t.Fatalf("large-refund = %+v", refund)
 	}
 	if args := protocol.Args(json.RawMessage(`{"amount":4800,"currency":"USD","orderId":"o-1"}`), refund.ArgsSchema); len(args) != 3 || args[1].Text != "$4,800.00" {
@@ -132,7 +132,7 @@ func TestTheExampleRulesSayWhatEachCallProposes(t *testing.T) {
 	}
 	contract := tr.Rule(t.Context(), protocol.ToolRequest{CallID: "c-2", Tool: "send_contract",
 		Args: map[string]json.RawMessage{"value": json.RawMessage(`25000`), "customer": json.RawMessage(`"Acme"`)}})
-	if contract == nil || contract.Title != "Send a contract worth 25000 to Acme" {
+	if contract == nil || contract.Title != "Send a contract worth $25,000.00 to Acme" {
 		t.Fatalf("large-contract = %+v", contract)
 	}
 	if n := len(contract.Decisions); n == 0 || contract.Decisions[n-1] != protocol.VerdictRespond {

@@ -363,7 +363,7 @@ func TestRespondThroughTheToolGateAnswersTheAgentWithTheMessage(t *testing.T) {
 	r := gateRig(t)
 	r.request("call-contract", "send_contract", map[string]any{"value": 25000, "customer": "Acme"})
 	in := r.interrupt("gate", "call-contract", 1)
-	if in.Title != "Send a contract worth 25000 to Acme" || len(in.ArgsSchema) == 0 || in.Requester != "support-bot" {
+	if in.Title != "Send a contract worth $25,000.00 to Acme" || len(in.ArgsSchema) == 0 || in.Requester != "support-bot" {
 		t.Fatalf("gate approval title %q, schema %s, requester %q", in.Title, in.ArgsSchema, in.Requester)
 	}
 	if len(in.Decisions) == 0 || in.Decisions[len(in.Decisions)-1] != protocol.VerdictRespond {

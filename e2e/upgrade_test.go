@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/engine"
@@ -91,6 +92,9 @@ func TestRunsThePreviousBuildLeftWaitingFinishWithThisOne(t *testing.T) {
 		in, err := c.LastInterrupt(t.Context(), r[0], r[1])
 		if err != nil {
 			t.Fatalf("%s %s: %v, want it waiting as the previous build left it", r[0], r[1], err)
+		}
+		if in.ExpiresAt != nil && in.ExpiresAt.Before(time.Now().Add(time.Hour)) {
+			t.Fatalf("%s %s's deadline %s is near or past: write %s again with deadlines further off (see its README)", r[0], r[1], in.ExpiresAt, previousBuild)
 		}
 		waiting[r[1]] = in
 	}

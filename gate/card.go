@@ -117,16 +117,45 @@ func (t template) empty() bool { return len(t.parts) == 0 }
 
 // fill writes the template with the call's values, each passed through
 // quote (which keeps it from breaking what it is written into).
-func (t template) fill(req Request, quote func(string) string) string {
+func (t template) fill(req Request, shown map[string]string, quote func(string) string) string {
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.path == nil {
 			b.WriteString(p.text)
 			continue
 		}
+		if text, ok := shown[strings.Join(p.path, ".")]; ok {
+			b.WriteString(quote(text))
+			continue
+		}
 		b.WriteString(quote(valueText(lookup(req, p.path))))
 	}
 	return b.String()
+}
+
+// shownArgs are the call's top-level args that the rule's argsSchema gives
+// a display (a currency amount, a date), as the approval's card shows
+// them ("$4,800.00"), by placeholder path (args.amount): a title says an
+// amount as the args below it do.
+func (r *Rule) shownArgs(req Request) map[string]string {
+	if len(r.ArgsSchema) == 0 || len(req.Args) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(req.Args)
+	if err != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, a := range protocol.Args(raw, r.ArgsSchema) {
+		if a.Display == "" || a.Text == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out["args."+a.Name] = cut(strings.Join(strings.Fields(a.Text), " "), maxValue)
+	}
+	return out
 }
 
 // lookup returns the call's value at path, or nil when it has none.
@@ -206,17 +235,19 @@ var markdownSpecial = strings.NewReplacer(
 )
 
 // Card returns the rule's title and description filled with the call's
-// values: {{args.amount}} is the call's amount, {{tool}} its tool, and a
-// value the call lacks reads (none). A value fills in as plain text: in
+// values: {{args.amount}} is the call's amount (as the approval's card
+// shows it, "$4,800.00", when the rule's argsSchema gives it a display),
+// {{tool}} its tool, and a value the call lacks reads (none). A value fills in as plain text: in
 // the description its Markdown characters are escaped, so an argument
 // cannot add a link or a heading to what the approver reads. Both are ""
 // when the rule has none.
 func (r *Rule) Card(req Request) (title, description string) {
+	shown := r.shownArgs(req)
 	if !r.title.empty() {
-		title = cut(strings.Join(strings.Fields(r.title.fill(req, func(s string) string { return s })), " "), MaxTitle)
+		title = cut(strings.Join(strings.Fields(r.title.fill(req, shown, func(s string) string { return s })), " "), MaxTitle)
 	}
 	if !r.description.empty() {
-		description = cut(r.description.fill(req, markdownSpecial.Replace), MaxDescription)
+		description = cut(r.description.fill(req, shown, markdownSpecial.Replace), MaxDescription)
 	}
 	return title, description
 }

@@ -29,7 +29,7 @@
 //
 // A rule may also say what the approver reads and who decides:
 //
-//	title: Refund {{args.amount}} {{args.currency}} on order {{args.orderId}}
+//	title: Refund {{args.amount}} on order {{args.orderId}}  # $4,800.00 with the schema below
 //	description: |               # Markdown
 //	  Refunds over $500 need a supervisor. You may lower the amount.
 //	argsSchema:                   # a JSON Schema (2020-12) of args, YAML or JSON

@@ -482,3 +482,32 @@ func TestTheExampleRulesBoundAnEditAsTheirTextSays(t *testing.T) {
 		t.Errorf("lowering a refund asked without a currency: %v", err)
 	}
 }
+
+// TestATitleSaysAnAmountAsTheCardShowsIt: an argument the rule's
+// argsSchema gives a display fills a placeholder as the approval's card
+// shows it ($4,800.00), not as the raw number; one without stays as it is.
+func TestATitleSaysAnAmountAsTheCardShowsIt(t *testing.T) {
+	rs, err := gate.Parse([]byte(`rules:
+  - name: refunds
+    tool: issue_refund
+    reason: r
+    approverRole: a
+    title: Refund {{args.amount}} on order {{args.orderId}} ({{args.count}} items)
+    description: Refund **{{args.amount}}**.
+    argsSchema:
+      type: object
+      properties:
+        amount: {type: number, x-interlock-display: currency}
+        currency: {type: string}
+        orderId: {type: string}
+        count: {type: integer}
+`), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs.Rules()[0]
+	title, desc := r.Card(gate.Request{Tool: "issue_refund", Args: map[string]any{"amount": 4800.0, "currency": "USD", "orderId": "o-1", "count": 3.0}})
+	if title != "Refund $4,800.00 on order o-1 (3 items)" || desc != "Refund **$4,800.00**." {
+		t.Errorf("card = %q / %q", title, desc)
+	}
+}

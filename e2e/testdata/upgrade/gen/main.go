@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/examples"
+	"github.com/interlockhq/interlock/gate"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -32,7 +34,13 @@ func run(dir string) error {
 		return err
 	}
 	defer srv.Shutdown()
-	rules, err := examples.GateRules()
+	// The example rules, with deadlines far off: the runs wait until a
+	// test decides them, whenever it runs.
+	src, err := os.ReadFile(examples.GateRulesFile)
+	if err != nil {
+		return err
+	}
+	rules, err := gate.Parse([]byte(strings.ReplaceAll(string(src), "timeout: 30m", "timeout: 87600h")), examples.GateRulesFile)
 	if err != nil {
 		return err
 	}
@@ -50,11 +58,11 @@ func run(dir string) error {
 	}
 	if _, err := c.Ask(ctx, protocol.AskRequest{AskID: "ask-before", Agent: "support-bot",
 		Interrupt: protocol.AskInterrupt{Kind: "approval", Title: "Refund $120.00", Action: "issue_refund",
-			Args: json.RawMessage(`{"amount": 120}`), ApproverRole: "supervisor", Timeout: "720h"}}, 0); err != nil {
+			Args: json.RawMessage(`{"amount": 120}`), ApproverRole: "supervisor", Timeout: "87600h"}}, 0); err != nil {
 		return fmt.Errorf("ask: %w", err)
 	}
 	state := map[string]json.RawMessage{"orderId": json.RawMessage(`"o-7"`), "amount": json.RawMessage(`4800`),
-		"currency": json.RawMessage(`"USD"`), "last4": json.RawMessage(`"4821"`)}
+		"currency": json.RawMessage(`"USD"`), "last4": json.RawMessage(`"4821"`), "approvalTimeoutSeconds": json.RawMessage(`315360000`)}
 	if _, err := c.Start(ctx, "refund", "r-before", state, nil); err != nil {
 		return fmt.Errorf("refund: %w", err)
 	}
