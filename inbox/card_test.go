@@ -361,9 +361,9 @@ func TestARefusalInTheAuditTableHasNoNumberInTheChain(t *testing.T) {
 	var page string
 	natstest.Eventually(t, "the refusal in the audit table", func() bool {
 		_, page = ana.do("GET", "/runs/refund/r-1", nil)
-		return strings.Contains(page, "<td>refused</td>")
+		return strings.Contains(page, `<td data-label="Action">refused</td>`)
 	})
-	rows := regexp.MustCompile(`<tr><td>([^<]*|<span[^>]*>[^<]*</span>)</td><td><time[^>]*>[^<]*</time></td><td>(\w+)</td>`).FindAllStringSubmatch(page, -1)
+	rows := regexp.MustCompile(`<tr><td data-label="#">([^<]*|<span[^>]*>[^<]*</span>)</td><td data-label="When"><time[^>]*>[^<]*</time></td><td data-label="Action">(\w+)</td>`).FindAllStringSubmatch(page, -1)
 	var got []string
 	for _, r := range rows {
 		got = append(got, r[2]+"="+regexp.MustCompile(`<[^>]*>`).ReplaceAllString(r[1], ""))
