@@ -92,6 +92,9 @@ func TestTwoPeopleCompleteALargeRefundOverRoleSubjects(t *testing.T) {
 	if s.Outcome != "refunded" || s.Refund == nil || s.Refund.Amount != 12000 {
 		t.Fatalf("final state = %+v", s)
 	}
+	if strings.Join(s.Refund.Approvers, ",") != "sam,fay" || s.Refund.ApprovedBy != "fay" {
+		t.Errorf("the refund names approvers %v (approvedBy %s), want every vote: sam,fay", s.Refund.Approvers, s.Refund.ApprovedBy)
+	}
 	if n := natstest.Count(r.wait("refund", run, "completed", 1), "voted"); n != 1 {
 		t.Fatalf("%d voted events, want one: the second vote completes the quorum", n)
 	}

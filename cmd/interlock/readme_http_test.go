@@ -281,7 +281,7 @@ func TestReadmeHTTPWalkWorksAsWritten(t *testing.T) {
 					t.Fatalf("sam's vote: %s", out)
 				}
 			case 12: // fay's vote completes it
-				if d := decode(line, out); d["outcome"] != "completed" || !strings.Contains(out, `"approvedBy":"fay@example.com"`) {
+				if d := decode(line, out); d["outcome"] != "completed" || !strings.Contains(out, `"approvedBy":"fay@example.com","approvers":["sam@example.com","fay@example.com"]`) {
 					t.Fatalf("fay's vote: %s", out)
 				}
 			default:

@@ -86,6 +86,9 @@ type Refund struct {
 	Amount     float64 `json:"amount"`
 	RefundID   string  `json:"refundId"`
 	ApprovedBy string  `json:"approvedBy"`
+	// Approvers are everyone whose vote made a quorum's approval, in
+	// the order they voted; ApprovedBy is the last of them.
+	Approvers []string `json:"approvers,omitempty"`
 }
 
 // Rejection is a rejected refund.
@@ -248,11 +251,17 @@ func remindersWithin(timeout time.Duration) []time.Duration {
 func issueRefund(ctx context.Context, n *engine.Node[State]) error {
 	s := n.State()
 	amount, approvedBy := s.Amount, "auto"
+	var approvers []string
 	if d, ok := n.Decision("issue_refund"); ok && d.Approved() {
 		if a, ok := d.Args["amount"].(float64); ok {
 			amount = a
 		}
 		approvedBy = d.Approver
+		if len(d.Votes) > 1 {
+			for _, v := range d.Votes {
+				approvers = append(approvers, v.Approver)
+			}
+		}
 	}
 	id, err := engine.Step(ctx, n, "refund", func(context.Context) (string, error) {
 		// A real flow calls the payment provider here, with the order id
@@ -265,7 +274,7 @@ func issueRefund(ctx context.Context, n *engine.Node[State]) error {
 		return err
 	}
 	return n.Update(engine.Update{
-		"refund":  Refund{OrderID: s.OrderID, Amount: amount, RefundID: id, ApprovedBy: approvedBy},
+		"refund":  Refund{OrderID: s.OrderID, Amount: amount, RefundID: id, ApprovedBy: approvedBy, Approvers: approvers},
 		"outcome": "refunded",
 	})
 }
