@@ -65,12 +65,17 @@ type Settler interface {
 type Settled struct {
 	Recipient
 	Address string
-	// Flow, Run and RequestID name the request; Kind is the event that
-	// settled it (resumed, expired, cancelled).
-	Flow, Run, RequestID, Kind string
+	// Flow, Run and RequestID name the request; Heading is what it asked
+	// (its title); Kind is the event that settled it (resumed, expired,
+	// cancelled, or interrupted when a newer request of the run took its
+	// place).
+	Flow, Run, RequestID, Heading, Kind string
 	// What says in a few words how: "Approved by ann", "Expired",
-	// "Cancelled by sam".
+	// "Cancelled by sam", "Moved on: now for legal".
 	What string
+	// Detail is a line more, when there is one: the reason given
+	// ("Reason: a duplicate") or the answer ("Answer: ...").
+	Detail string
 	// Link is the run's page in the inbox.
 	Link string
 	// EventID is the settling event's id; Key the follow-up's record.
@@ -90,6 +95,11 @@ const (
 	WhyReminder Why = "reminder"
 	// WhyDelegated: an interrupt was delegated to the recipient.
 	WhyDelegated Why = "delegated"
+	// WhyClaimed and WhyReleased: a person claimed an interrupt, or let
+	// it go; told to the roles' own addresses only, of a channel whose
+	// roles see all their work ([Dispatch.RolesSeeAll]).
+	WhyClaimed  Why = "claimed"
+	WhyReleased Why = "released"
 )
 
 // Recipient is who a notice is for: a person of the directory, or a
@@ -105,8 +115,9 @@ type Notice struct {
 	Interrupt protocol.Interrupted
 	// StartedBy is who started the run.
 	StartedBy string
-	// By is who delegated it (WhyDelegated).
-	By string
+	// By is who delegated, claimed or released it; Reason the reason
+	// they gave.
+	By, Reason string
 	Recipient
 	// Address is where the channel sends it.
 	Address string
@@ -145,6 +156,11 @@ type Dispatch struct {
 	LinkTTL time.Duration
 	// Description of the channel's consumer.
 	Description string
+	// RolesSeeAll makes a role's own address (a team's shared channel)
+	// hear every request of the role, also one assigned to or claimed by
+	// a person, and each claim and release of it; otherwise (mail) an
+	// assigned request reaches its assignees only.
+	RolesSeeAll bool
 	// FirstRetry, MaxRetry, RetryFor, AckWait and Parallel are the
 	// follower's ([Config]). Parallel defaults to DefaultDispatchParallel.
 	FirstRetry, MaxRetry, RetryFor, AckWait time.Duration
@@ -249,12 +265,13 @@ func (d *Dispatcher) Name() string { return d.f.Name() }
 // handle brings one event before the people it reaches.
 func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 	var (
-		why = WhyAsked
-		by  string
-		req string
-		in  protocol.Interrupted
-		err error
-		ev  = dl.Event
+		why    = WhyAsked
+		by     string
+		reason string
+		req    string
+		in     protocol.Interrupted
+		err    error
+		ev     = dl.Event
 	)
 	switch dl.Kind {
 	case protocol.EventInterrupted:
@@ -285,10 +302,17 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if err := json.Unmarshal(ev.Data(), &a); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		if a.Op != "delegate" {
+		switch {
+		case a.Op == protocol.AssignClaim && d.cfg.RolesSeeAll:
+			why = WhyClaimed
+		case a.Op == protocol.AssignRelease && d.cfg.RolesSeeAll:
+			why = WhyReleased
+		case a.Op == protocol.AssignDelegate:
+			why = WhyDelegated
+		default:
 			return nil
 		}
-		why, by, req = WhyDelegated, a.By, a.RequestID
+		by, reason, req = a.By, a.Reason, a.RequestID
 		if in, err = d.pending(ctx, a.Flow, a.Run, a.RequestID); err == nil && in.RequestID != "" {
 			in.Assignees, in.ClaimedBy, in.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
 		}
@@ -297,13 +321,20 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if err := json.Unmarshal(ev.Data(), &r); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, settledBy(protocol.Verdict(r.Decision), r.Approver))
+		detail := ""
+		switch {
+		case r.Reason != "":
+			detail = "Reason: " + r.Reason
+		case r.Message != "":
+			detail = "Answer: " + r.Message
+		}
+		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, settledBy(protocol.Verdict(r.Decision), r.Approver), detail)
 	case protocol.EventExpired:
 		var x protocol.Expired
 		if err := json.Unmarshal(ev.Data(), &x); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		return d.settle(ctx, dl, x.Flow, x.Run, x.RequestID, "Expired: nobody decided in time")
+		return d.settle(ctx, dl, x.Flow, x.Run, x.RequestID, "Expired: nobody decided in time", "")
 	case protocol.EventCancelled:
 		var c protocol.Cancelled
 		if err := json.Unmarshal(ev.Data(), &c); err != nil {
@@ -313,7 +344,11 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if c.By != "" {
 			what += " by " + c.By
 		}
-		return d.settle(ctx, dl, c.Flow, c.Run, "", what)
+		detail := ""
+		if c.Reason != "" {
+			detail = "Reason: " + c.Reason
+		}
+		return d.settle(ctx, dl, c.Flow, c.Run, "", what, detail)
 	default:
 		return nil
 	}
@@ -326,7 +361,7 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		d.log.Debug().Str("kind", dl.Kind).Str("request_id", req).Msg("notify: settled since; nobody is told")
 		return nil
 	}
-	return d.post(ctx, dl, in, why, by)
+	return d.post(ctx, dl, in, why, by, reason)
 }
 
 // pending returns the interrupt run of flow waits on, when it is still
@@ -369,12 +404,21 @@ func (d *Dispatcher) startedBy(ctx context.Context, in protocol.Interrupted) (st
 // on it, nor, with separation of duties, its requester or whoever started
 // the run. Each once.
 func Recipients(dir *people.Directory, in protocol.Interrupted, startedBy string) []Recipient {
+	return recipients(dir, in, startedBy, false)
+}
+
+// recipients are [Recipients], with the interrupt's roles' own addresses
+// also when it is assigned or claimed if rolesSeeAll.
+func recipients(dir *people.Directory, in protocol.Interrupted, startedBy string, rolesSeeAll bool) []Recipient {
 	roles := protocol.DeciderRoles(in.ApproverRole, in.Quorum)
 	assignees := in.Assignees
 	if in.ClaimedBy != "" {
 		assignees = []string{in.ClaimedBy}
 	}
 	ps, rs := dir.Reach(roles, assignees)
+	if rolesSeeAll && len(assignees) > 0 {
+		_, rs = dir.Reach(roles, nil)
+	}
 	var out []Recipient
 	for _, p := range ps {
 		voted := slices.ContainsFunc(in.Votes, func(v protocol.Vote) bool { return v.Approver == p.Name })
@@ -415,7 +459,7 @@ func (d *Dispatcher) addresses(ctx context.Context, dir *people.Directory, r Rec
 // its recipient once the others have theirs; an address that failed
 // otherwise has the event tried again, for the addresses still without
 // it.
-func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrupted, why Why, by string) error {
+func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrupted, why Why, by, reason string) error {
 	startedBy, err := d.startedBy(ctx, in)
 	if err != nil {
 		return err
@@ -423,7 +467,10 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 	dir := d.cfg.Directory()
 	var notices []Notice
 	seen := map[string]bool{}
-	for _, r := range Recipients(dir, in, startedBy) {
+	for _, r := range recipients(dir, in, startedBy, d.cfg.RolesSeeAll) {
+		if r.Person != "" && (why == WhyClaimed || why == WhyReleased) {
+			continue
+		}
 		addrs, err := d.addresses(ctx, dir, r)
 		if err != nil {
 			return err
@@ -434,8 +481,13 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 				continue
 			}
 			seen[lower] = true
-			notices = append(notices, Notice{Why: why, Interrupt: in, StartedBy: startedBy, By: by, Recipient: r, Address: addr,
+			notices = append(notices, Notice{Why: why, Interrupt: in, StartedBy: startedBy, By: by, Reason: reason, Recipient: r, Address: addr,
 				EventID: dl.Event.ID(), Key: Key(d.ch.Name(), dl.Event.ID(), lower), At: dl.Event.Time()})
+		}
+	}
+	if why == WhyAsked || why == WhyVote {
+		if err := d.supersede(ctx, dl, in, seen); err != nil {
+			return err
 		}
 	}
 	if len(notices) == 0 {
@@ -524,6 +576,7 @@ type postedRecord struct {
 	Role      string `json:"role,omitempty"`
 	Address   string `json:"address"`
 	RequestID string `json:"requestId"`
+	Heading   string `json:"heading,omitempty"`
 }
 
 // postedKeys is the filter of the records of where the run's requests
@@ -542,7 +595,7 @@ func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
 		return nil
 	}
 	in := n.Interrupt
-	rec := postedRecord{Person: n.Person, Role: n.Role, Address: n.Address, RequestID: in.RequestID}
+	rec := postedRecord{Person: n.Person, Role: n.Role, Address: n.Address, RequestID: in.RequestID, Heading: in.Heading()}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -561,7 +614,7 @@ func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
 	case !cp.Status.Finished():
 		return nil
 	}
-	if err := d.settleOne(ctx, s, rec, in.Flow, in.Run, "", ended(cp), n.EventID); err != nil {
+	if err := d.settleOne(ctx, s, rec, in.Flow, in.Run, "", ended(cp), "", n.EventID); err != nil {
 		return err
 	}
 	return d.sent.Forget(ctx, key)
@@ -603,14 +656,14 @@ func settledBy(v protocol.Verdict, approver string) string {
 // settleOne follows p up with what, once per run, request and address
 // whichever of the settling event and the notice's own delivery comes
 // to it first.
-func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, flow, run, kind, what, eventID string) error {
+func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, flow, run, kind, what, detail, eventID string) error {
 	key := Key(d.ch.Name()+"-settled", flow, run, p.RequestID, strings.ToLower(p.Address))
 	if done, err := d.sent.Done(ctx, key); err != nil || done {
 		return err
 	}
 	link := strings.TrimRight(d.cfg.PublicURL, "/") + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
 	st := Settled{Recipient: Recipient{Person: p.Person, Role: p.Role}, Address: p.Address, Flow: flow, Run: run,
-		RequestID: p.RequestID, Kind: kind, What: what, Link: link, EventID: eventID, Key: key}
+		RequestID: p.RequestID, Heading: p.Heading, Kind: kind, What: what, Detail: detail, Link: link, EventID: eventID, Key: key}
 	note, err := s.Settle(ctx, st)
 	switch {
 	case err == nil:
@@ -627,7 +680,36 @@ func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, f
 // settle follows a settled request of run up at each address the run's
 // requests were brought to, once each, then forgets where they went. It
 // does nothing for a channel that does not settle.
-func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, requestID, what string) error {
+func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, requestID, what, detail string) error {
+	return d.followUp(ctx, dl, flow, run, what, detail, func(postedRecord) bool { return true })
+}
+
+// supersede follows up, as moved on, where the run's earlier requests
+// were brought and in, which took their place, is not (an escalation to
+// another role, a quorum's next vote asked of who has not voted), so
+// that no address keeps offering to decide what no longer waits.
+// reached are the addresses in reaches, in lower case.
+func (d *Dispatcher) supersede(ctx context.Context, dl Delivery, in protocol.Interrupted, reached map[string]bool) error {
+	what := "Asked again in a newer request"
+	switch {
+	case in.Quorum != nil && len(in.Votes) > 0:
+		what = fmt.Sprintf("Voted: %d of %d votes so far; the next vote is asked of who may still give it", len(in.Votes), in.Quorum.Total())
+	case in.ClaimedBy != "":
+		what = "Moved on: now for " + in.ClaimedBy
+	case len(in.Assignees) > 0:
+		what = "Moved on: now for " + strings.Join(in.Assignees, ", ")
+	case len(protocol.DeciderRoles(in.ApproverRole, in.Quorum)) > 0:
+		what = "Moved on: now for " + strings.Join(protocol.DeciderRoles(in.ApproverRole, in.Quorum), ", ")
+	}
+	return d.followUp(ctx, dl, in.Flow, in.Run, what, "", func(p postedRecord) bool {
+		return p.RequestID != in.RequestID && !reached[strings.ToLower(p.Address)]
+	})
+}
+
+// followUp follows up, once each, the addresses the run's requests were
+// brought to that match, then forgets where they went. It does nothing
+// for a channel that does not settle.
+func (d *Dispatcher) followUp(ctx context.Context, dl Delivery, flow, run, what, detail string, match func(postedRecord) bool) error {
 	s, ok := d.ch.(Settler)
 	if !ok {
 		return nil
@@ -637,23 +719,26 @@ func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, request
 		return err
 	}
 	var failed []error
+	var done []string
 	for _, k := range keys {
 		note, found, err := d.sent.Note(ctx, k)
 		if err != nil {
 			return err
 		}
 		var p postedRecord
-		if !found || json.Unmarshal([]byte(note), &p) != nil {
+		if !found || json.Unmarshal([]byte(note), &p) != nil || !match(p) {
 			continue
 		}
-		if err := d.settleOne(ctx, s, p, flow, run, dl.Kind, what, dl.Event.ID()); err != nil {
+		if err := d.settleOne(ctx, s, p, flow, run, dl.Kind, what, detail, dl.Event.ID()); err != nil {
 			failed = append(failed, err)
+			continue
 		}
+		done = append(done, k)
 	}
 	if len(failed) > 0 {
 		return errors.Join(failed...)
 	}
-	for _, k := range keys {
+	for _, k := range done {
 		if err := d.sent.Forget(ctx, k); err != nil {
 			return err
 		}

@@ -2,19 +2,23 @@
 //
 // Each approver role may have a Teams channel: the URL of a Workflows
 // webhook ("Post to a channel when a webhook request is received") kept
-// as the role's teams handle in the directory of people (see package
-// people). [Teams] follows the events with a durable consumer of its own
-// (see package notify) and posts to the channels of an interrupt's roles
-// (its approver role and its quorum's roles):
+// as the role's teams address in the directory of people (see package
+// people). [Teams] is a channel of the notify seam: the
+// [notify.Dispatcher] follows the events with a durable consumer and
+// brings each request to the channels of its roles (its approver role
+// and its quorum's roles, also when it is assigned to or claimed by a
+// person), and Teams renders and posts:
 //
 //   - an interrupt: an Adaptive Card with its title, description, the
 //     arguments formatted, who asked, the deadline and what happens then,
 //     the votes of a quorum, the people assigned (mentioned by their
 //     Teams account), and a button to the request's page in the inbox;
-//   - a reminder, a vote, a claim or a delegation: a short follow-up card;
-//   - the outcome (approved, rejected, expired, cancelled, and by whom):
-//     a follow-up card, since a Workflows webhook cannot update a card it
-//     posted.
+//   - a vote short of the quorum: the card again, headed by the vote;
+//   - a reminder, a claim, a release or a delegation: a short follow-up
+//     card;
+//   - the outcome (approved, rejected, expired, cancelled, and by whom),
+//     or the request moving on to other roles: a follow-up card, since a
+//     Workflows webhook cannot update a card it posted.
 //
 // Each card goes to each channel once, even when an event is delivered
 // again; a channel that is down or limits the rate is tried again (as

@@ -11,35 +11,31 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/internal/netaddr"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/people"
-	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
-// Port is what the channel needs of a running Interlock: the JetStream
-// context and names to keep its consumer and buckets. *interlock.Service
-// is one.
+// Port is what the channel needs of a running Interlock: the
+// dispatcher's port (see package notify) and the deployment's outbound
+// policy. *interlock.Service is one.
 type Port interface {
-	JetStream() jetstream.JetStream
-	Names() wire.Names
+	notify.Port
 	// Egress is the deployment's outbound policy (interlock.Config.Egress).
 	Egress() egress.Policy
 }
 
-// Kinds are the events the channel follows.
-var Kinds = []string{protocol.EventInterrupted, protocol.EventReminded, protocol.EventVoted, protocol.EventAssigned,
-	protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled}
+// Name is the channel's name: its consumer is <prefix>-teams, and a
+// role's Workflows URL is its teams address in the directory.
+const Name = people.ChannelTeams
 
 // Defaults of [Config].
 const (
 	DefaultTimeout = 30 * time.Second
-	DefaultKeep    = 30 * 24 * time.Hour
 	userAgent      = "Interlock-Teams/1"
 )
 
@@ -68,12 +64,6 @@ type Config struct {
 	// FirstRetry, MaxRetry and RetryFor say how a post that fails is tried
 	// again (see notify.Config). Default to notify's defaults.
 	FirstRetry, MaxRetry, RetryFor time.Duration
-	// Keep is how long the channel remembers where it posted an interrupt,
-	// to follow it up when it is settled. Defaults to DefaultKeep.
-	Keep time.Duration
-	// Replicas of the channel's buckets. 0: as many as the deployment's
-	// events stream has.
-	Replicas int
 	// Observe, if set, hears the end of every attempt (see
 	// notify.Config.Observe). It must not block.
 	Observe func(d notify.Delivery, err error, deadLettered bool)
@@ -83,7 +73,6 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
-	c.Keep = cmp.Or(c.Keep, DefaultKeep)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Transport == nil {
 		c.Transport = c.Egress.Transport()
@@ -116,7 +105,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Timeout", c.Timeout}, {"FirstRetry", c.FirstRetry}, {"MaxRetry", c.MaxRetry}, {"RetryFor", c.RetryFor}, {"Keep", c.Keep}} {
+	}{{"Timeout", c.Timeout}, {"FirstRetry", c.FirstRetry}, {"MaxRetry", c.MaxRetry}, {"RetryFor", c.RetryFor}} {
 		if d.v < 0 {
 			return fmt.Errorf("teams: Config.%s is negative (%s)", d.name, d.v)
 		}
@@ -125,17 +114,14 @@ func (c Config) validate() error {
 }
 
 // ConsumerName is the channel's durable consumer on the events stream.
-func ConsumerName(names wire.Names) string { return names.Prefix + "-teams" }
-
-// BucketName is the channel's bucket: where each waiting run's
-// interrupt was posted, by run.
-func BucketName(names wire.Names) string { return names.Prefix + "_teams" }
+func ConsumerName(names wire.Names) string { return notify.ConsumerName(names, Name) }
 
 // Teams posts Interlock's interrupts, reminders and outcomes to the
 // Microsoft Teams channels of their roles, as Adaptive Cards, through
-// each channel's Workflows URL. It is a background service of an
-// interlock.Service: Start returns once it follows the events; Stop
-// ends it.
+// each channel's Workflows URL. It is a channel of the notify seam
+// ([notify.Channel], [notify.Addresser], [notify.Settler]) and a
+// background service of an interlock.Service: Start returns once it
+// follows the events; Stop ends it.
 type Teams struct {
 	port Port
 	cfg  Config
@@ -145,9 +131,7 @@ type Teams struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	f       *notify.Follower
-	sent    *notify.Sent
-	store   *store
+	d       *notify.Dispatcher
 }
 
 // New returns the Teams channel of port's Interlock.
@@ -172,9 +156,11 @@ func New(port Port, cfg Config) (*Teams, error) {
 		}}, nil
 }
 
-// Start binds the channel's buckets and its durable consumer (made the
-// first time, it starts at the events published from then on) and
-// follows the events.
+// Name is the channel's name, [Name].
+func (t *Teams) Name() string { return Name }
+
+// Start binds the channel's durable consumer (made the first time, it
+// starts at the events published from then on) and follows the events.
 func (t *Teams) Start(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -182,43 +168,25 @@ func (t *Teams) Start(ctx context.Context) error {
 		return errors.New("teams: Start called twice, or after Stop")
 	}
 	t.started = true
-	js, names := t.port.JetStream(), t.port.Names()
-	sent, err := notify.OpenSent(ctx, js, names, 0, t.cfg.Replicas)
-	if err != nil {
-		return fmt.Errorf("teams: %w", err)
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketName(names),
-		Description: "Interlock's Teams channel: the roles each waiting run's interrupt was posted to",
-		History:     1,
-		TTL:         t.cfg.Keep,
-		Replicas:    notify.Replicas(ctx, js, names, t.cfg.Replicas),
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return fmt.Errorf("teams: binding bucket %s: %w", BucketName(names), err)
-	}
-	t.sent, t.store = sent, notify.NewRecords[record](kv, "the Teams bucket")
-	f, err := notify.Follow(ctx, js, names, notify.Config{
-		Name:        ConsumerName(names),
+	d, err := notify.StartDispatch(ctx, t.port, t, notify.Dispatch{
+		Directory:   t.cfg.Directory,
+		PublicURL:   t.cfg.PublicURL,
 		Description: "Interlock's Microsoft Teams channel",
-		Kinds:       Kinds,
+		// A role's Teams channel is its team's place: it shows every
+		// request of the role, the assigned ones too, and who took them.
+		RolesSeeAll: true,
 		FirstRetry:  t.cfg.FirstRetry,
 		MaxRetry:    t.cfg.MaxRetry,
 		RetryFor:    t.cfg.RetryFor,
 		AckWait:     2*t.cfg.Timeout + time.Minute,
-		// One first attempt at a time, so that a run's card is tried
-		// before its follow-ups (one that failed is tried again after
-		// them, and not at all once they settled its request).
-		Parallel: 1,
-		Observe:  t.cfg.Observe,
-		Logger:   &t.log,
-	}, t.handle)
+		Observe:     t.cfg.Observe,
+		Logger:      &t.log,
+	})
 	if err != nil {
 		return fmt.Errorf("teams: %w", err)
 	}
-	t.f = f
-	t.log.Info().Str("consumer", f.Name()).Str("public_url", t.cfg.PublicURL).Msg("Teams channel following the events")
+	t.d = d
+	t.log.Info().Str("consumer", d.Name()).Str("public_url", t.cfg.PublicURL).Msg("Teams channel following the events")
 	return nil
 }
 
@@ -232,13 +200,8 @@ func (t *Teams) Stop(ctx context.Context) error {
 	}
 	t.stopped = true
 	defer t.http.CloseIdleConnections()
-	if t.f != nil {
-		return t.f.Stop(ctx)
+	if t.d != nil {
+		return t.d.Stop(ctx)
 	}
 	return nil
-}
-
-// link is the page of a run in the inbox, where a person decides.
-func (t *Teams) link(flow, run string) string {
-	return t.cfg.PublicURL + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
 }

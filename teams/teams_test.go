@@ -2,10 +2,12 @@ package teams_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -276,13 +278,7 @@ func directoryYAML(roles map[string]string) string {
     roles: [supervisor, finance]
 roles:
 `
-	for _, r := range slices.Sorted(func(yield func(string) bool) {
-		for k := range roles {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, r := range slices.Sorted(maps.Keys(roles)) {
 		y += fmt.Sprintf("  - name: %s\n    teams: %q\n", r, roles[r])
 	}
 	return y
@@ -295,13 +291,13 @@ func start(t *testing.T, roles map[string]string, cfg teams.Config) *rig {
 		t.Fatal(err)
 	}
 	srv := natstest.StartServer(t, "")
-	rg := &rig{svc: natstest.Start(t, srv, payFlow()), log: &natstest.Buffer{}}
+	rg := &rig{svc: natstest.Start(t, srv, payFlow(), refundFlow()), log: &natstest.Buffer{}}
 	logger := zerolog.New(rg.log)
 	cfg.Directory = func() *people.Directory { return dir }
 	cfg.PublicURL = publicURL
 	cfg.Logger = &logger
 	cfg.FirstRetry = 20 * time.Millisecond
-	cfg.MaxRetry = cmpOr(cfg.MaxRetry, 100*time.Millisecond)
+	cfg.MaxRetry = cmp.Or(cfg.MaxRetry, 100*time.Millisecond)
 	cfg.Observe = func(d notify.Delivery, err error, dead bool) {
 		rg.mu.Lock()
 		defer rg.mu.Unlock()
@@ -325,36 +321,107 @@ func start(t *testing.T, roles map[string]string, cfg teams.Config) *rig {
 	return rg
 }
 
-func cmpOr(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
+// refund is the state of the tests' refund flow: what its approval asks.
+type refund struct {
+	Title       string         `json:"title,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Args        map[string]any `json:"args,omitempty"`
+	Role        string         `json:"role,omitempty"`
+	QuorumRoles []string       `json:"quorumRoles,omitempty"`
+	Quorum      int            `json:"quorum,omitempty"`
+	Assignees   []string       `json:"assignees,omitempty"`
+	TimeoutMS   int            `json:"timeoutMs,omitempty"`
+	Escalate    string         `json:"escalate,omitempty"`
+	Remind      bool           `json:"remind,omitempty"`
+	Verdict     string         `json:"verdict,omitempty"`
 }
 
-// publish publishes an event of kind for run r-1 of flow refund.
-func (rg *rig) publish(t *testing.T, kind string, data any) {
+// refundFlow asks, at node approve, the approval its state describes: by
+// default the supervisor's approval of a $4,800 refund of order 4821,
+// requested by support-bot, due in an hour, then escalated to
+// finance_lead.
+func refundFlow() *engine.Flow {
+	return engine.NewFlow[refund]("refund").
+		Node("approve", func(ctx context.Context, n *engine.Node[refund]) error {
+			s := n.State()
+			a := engine.Approval{
+				Action:       "issue_refund",
+				Title:        cmp.Or(s.Title, "Refund order 4821"),
+				Description:  cmp.Or(s.Description, "The customer was **charged twice**."),
+				ApproverRole: cmp.Or(s.Role, "supervisor"),
+				Requester:    "support-bot",
+				Assignees:    s.Assignees,
+				Timeout:      time.Hour,
+				OnTimeout:    engine.Escalate(cmp.Or(s.Escalate, "finance_lead"), time.Hour, engine.Policy{}),
+			}
+			a.Args = map[string]any{"amount": 4800, "currency": "USD", "order": "4821"}
+			a.ArgsSchema = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number","title":"Amount","x-interlock-display":"currency"},` +
+				`"currency":{"type":"string"},"order":{"type":"string","title":"Order"}}}`)
+			if s.Args != nil {
+				a.Args, a.ArgsSchema = s.Args, nil
+			}
+			if s.TimeoutMS > 0 {
+				a.Timeout = time.Duration(s.TimeoutMS) * time.Millisecond
+				a.OnTimeout = engine.Policy{}
+				if s.Escalate != "" {
+					a.OnTimeout = engine.Escalate(s.Escalate, time.Hour, engine.Policy{})
+				}
+			}
+			if s.Quorum > 1 {
+				a.Quorum = &protocol.Quorum{Required: s.Quorum}
+			}
+			for _, r := range s.QuorumRoles {
+				if a.Quorum == nil {
+					a.Quorum = &protocol.Quorum{}
+				}
+				a.Quorum.Roles = append(a.Quorum.Roles, protocol.RoleCount{Role: r, Count: 1})
+			}
+			if s.Remind {
+				a.Reminders = []time.Duration{time.Hour - 2*time.Second}
+			}
+			d, err := n.Approve(ctx, a)
+			if err != nil {
+				return err
+			}
+			return n.Update(engine.Update{"verdict": string(d.Verdict)})
+		}).
+		Start("approve").MustBuild()
+}
+
+// startRefund starts a refund run of s as run, and returns its approval.
+func (rg *rig) startRefund(t *testing.T, run string, s refund) protocol.Interrupted {
 	t.Helper()
-	typ, ok := protocol.OutboundType(kind)
-	if !ok {
-		t.Fatalf("no type for %s", kind)
+	b, _ := json.Marshal(s)
+	var state map[string]json.RawMessage
+	_ = json.Unmarshal(b, &state)
+	ev, err := rg.svc.Client("/test").Start(t.Context(), "refund", run, state, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	natstest.Publish(t, rg.svc.JetStream(), rg.svc.Names().Event("refund", "r-1", kind), typ, "r-1", data)
+	var in protocol.Interrupted
+	if err := ev.Decode(&in); err != nil || ev.Kind != protocol.EventInterrupted {
+		t.Fatalf("starting %s: %s %v", run, ev.Kind, err)
+	}
+	return in
 }
 
-func approval() protocol.Interrupted {
-	at := time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
-	return protocol.Interrupted{
-		Flow: "refund", Run: "r-1", Node: "approve", RequestID: "rq_1", ResumeToken: "tok-must-not-show", Checkpoint: 3,
-		Kind: protocol.KindApproval, Action: "issue_refund", ApproverRole: "supervisor",
-		Title:       "Refund order 4821",
-		Description: "The customer was **charged twice**.",
-		Args:        json.RawMessage(`{"amount": 4800, "currency": "USD", "order": "4821"}`),
-		ArgsSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number","title":"Amount","x-interlock-display":"currency"},` +
-			`"currency":{"type":"string"},"order":{"type":"string","title":"Order"}}}`),
-		Requester: "support-bot", ExpiresAt: &at,
-		OnTimeout: &protocol.Policy{Action: protocol.TimeoutEscalate, ApproverRole: "finance_lead"},
-		Assignees: []string{"ann@example.com", "bob"},
+// decide decides run's approval as who.
+func (rg *rig) decide(t *testing.T, run string, in protocol.Interrupted, who, decision, reason string) {
+	t.Helper()
+	ev, err := rg.svc.ResumeAs(t.Context(), rg.svc.Client("/test"), "refund", run,
+		protocol.Resume{RequestID: in.RequestID, Decision: decision, Reason: reason}, who, []string{"supervisor", "finance"})
+	if err != nil || ev.Kind == protocol.EventRefused {
+		t.Fatalf("%s deciding %s: %s %v", who, run, ev.Kind, err)
+	}
+}
+
+// assign claims, releases or delegates run's approval as who.
+func (rg *rig) assign(t *testing.T, run string, in protocol.Interrupted, who string, a protocol.Assign) {
+	t.Helper()
+	a.RequestID = in.RequestID
+	ev, err := rg.svc.AssignAs(t.Context(), rg.svc.Client("/test"), "refund", run, a, who, []string{"supervisor"})
+	if err != nil || ev.Kind == protocol.EventRefused {
+		t.Fatalf("%s %s on %s: %s %v", who, a.Op, run, ev.Kind, err)
 	}
 }
 
@@ -362,10 +429,7 @@ func TestApprovalIsPostedWithItsFactsAndButton(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
 	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-	in := approval()
-	in.Quorum = &protocol.Quorum{Required: 2}
-	in.Votes = []protocol.Vote{{Approver: "carol", Verdict: protocol.VerdictApprove, Digest: "d"}}
-	rg.publish(t, protocol.EventInterrupted, in)
+	in := rg.startRefund(t, "r-1", refund{Quorum: 2, Assignees: []string{"ann@example.com", "bob"}})
 
 	p := rc.waitPosts(t, 1)[0]
 	text := p.text()
@@ -376,7 +440,7 @@ func TestApprovalIsPostedWithItsFactsAndButton(t *testing.T) {
 	}
 	for title, want := range map[string]string{
 		"Amount": "$4,800.00", "Order": "4821", "Action": "issue_refund", "Requested by": "support-bot",
-		"Decide by": "Sat 21 Nov 2026 10:30 UTC, then it goes to finance_lead", "Votes": "1 of 2: carol (approve)",
+		"Decide by": in.ExpiresAt.UTC().Format("Mon 2 Jan 2006 15:04 MST") + ", then it goes to finance_lead", "Votes": "0 of 2",
 	} {
 		if got := p.fact(title); got != want {
 			t.Errorf("fact %s = %q, want %q", title, got, want)
@@ -392,7 +456,7 @@ func TestApprovalIsPostedWithItsFactsAndButton(t *testing.T) {
 	if len(p.Card.Actions) != 1 || p.Card.Actions[0].Type != "Action.OpenUrl" || p.Card.Actions[0].URL != publicURL+"/runs/refund/r-1" {
 		t.Errorf("actions = %+v, want one Action.OpenUrl to the run's page", p.Card.Actions)
 	}
-	if bytes.Contains(p.Raw, []byte("tok-must-not-show")) {
+	if in.ResumeToken == "" || bytes.Contains(p.Raw, []byte(in.ResumeToken)) {
 		t.Error("the card holds the resume token")
 	}
 }
@@ -402,27 +466,24 @@ func TestQuorumRolesEachGetTheCardOnce(t *testing.T) {
 	sup, fin := newReceiver(t, nil), newReceiver(t, nil)
 	// Both receivers share the test certificate's transport.
 	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.transport()})
-	in := approval()
-	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
-	rg.publish(t, protocol.EventInterrupted, in)
+	rg.startRefund(t, "r-1", refund{QuorumRoles: []string{"supervisor", "finance"}})
 	sup.waitPosts(t, 1)
 	fin.waitPosts(t, 1)
+	waitIdle(t, rg)
+	if len(sup.accepted()) != 1 || len(fin.accepted()) != 1 {
+		t.Errorf("supervisor got %d cards, finance %d; want one each", len(sup.accepted()), len(fin.accepted()))
+	}
 }
 
 func TestReminderPostsAFollowUpMentioningWhoItWaitsOn(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
 	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-	in := approval()
-	in.Assignees = nil
-	rg.publish(t, protocol.EventInterrupted, in)
-	rc.waitPosts(t, 1)
-	rg.publish(t, protocol.EventReminded, protocol.Reminded{Flow: "refund", Run: "r-1", RequestID: "rq_1", Kind: protocol.KindApproval,
-		ExpiresAt: in.ExpiresAt, ApproverRole: "supervisor", Checkpoint: 3})
+	in := rg.startRefund(t, "r-1", refund{Remind: true})
 	p := rc.waitPosts(t, 2)[1]
 	text := p.text()
 	for _, want := range []string{"Reminder: Refund order 4821 still waits for a decision", "Waiting on <at>ann@example.com</at>, bob",
-		"Decide by Sat 21 Nov 2026 10:30 UTC, then it goes to finance_lead"} {
+		"Decide by " + in.ExpiresAt.UTC().Format("Mon 2 Jan 2006 15:04 MST") + ", then it goes to finance_lead"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the reminder does not say %q:\n%s", want, text)
 		}
@@ -435,84 +496,93 @@ func TestReminderPostsAFollowUpMentioningWhoItWaitsOn(t *testing.T) {
 func TestSettledElsewhereIsFollowedUpWithWhoAndHow(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name string
-		kind string
-		data any
-		want string
+		name   string
+		state  refund
+		settle func(t *testing.T, rg *rig, in protocol.Interrupted)
+		want   []string
 	}{
-		{"approved", protocol.EventResumed, protocol.Resumed{Flow: "refund", Run: "r-1", RequestID: "rq_1", Kind: protocol.KindApproval,
-			Decision: "approve", Approver: "ann@example.com"}, "Approved by ann@example.com"},
-		{"rejected", protocol.EventResumed, protocol.Resumed{Flow: "refund", Run: "r-1", RequestID: "rq_1", Kind: protocol.KindApproval,
-			Decision: "reject", Approver: "bob", Reason: "duplicate of 4820"}, "Rejected by bob\n"},
-		{"expired", protocol.EventExpired, protocol.Expired{Flow: "refund", Run: "r-1", RequestID: "rq_1", Kind: protocol.KindApproval,
-			ExpiresAt: time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)}, "Expired: nobody decided by Sat 21 Nov 2026 10:30 UTC"},
-		{"cancelled", protocol.EventCancelled, protocol.Cancelled{Flow: "refund", Run: "r-1", By: "ops", Reason: "customer withdrew"}, "Cancelled by ops"},
+		{"approved", refund{}, func(t *testing.T, rg *rig, in protocol.Interrupted) {
+			rg.decide(t, "r-1", in, "ann@example.com", "approve", "")
+		}, []string{"Approved by ann@example.com"}},
+		{"rejected", refund{}, func(t *testing.T, rg *rig, in protocol.Interrupted) {
+			rg.decide(t, "r-1", in, "bob", "reject", "duplicate of 4820")
+		}, []string{"Rejected by bob", "Reason: duplicate of 4820"}},
+		{"expired", refund{TimeoutMS: 300}, func(*testing.T, *rig, protocol.Interrupted) {}, []string{"Expired: nobody decided in time"}},
+		{"cancelled", refund{}, func(t *testing.T, rg *rig, in protocol.Interrupted) {
+			if _, err := rg.svc.Client("/test").Cancel(t.Context(), "refund", "r-1", "customer withdrew"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"Cancelled", "Reason: customer withdrew"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t, nil)
 			rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-			rg.publish(t, protocol.EventInterrupted, approval())
+			in := rg.startRefund(t, "r-1", c.state)
 			rc.waitPosts(t, 1)
-			rg.publish(t, c.kind, c.data)
-			// A second outcome of a settled request adds nothing.
-			rg.publish(t, protocol.EventCancelled, protocol.Cancelled{Flow: "refund", Run: "r-1", By: "late"})
-			rg.publish(t, protocol.EventInterrupted, func() protocol.Interrupted {
-				in := approval()
-				in.Run, in.RequestID, in.Title = "r-1", "rq_2", "Next request"
-				return in
-			}())
-			ps := rc.waitPosts(t, 3)
-			if !strings.Contains(ps[1].text(), c.want) || !strings.Contains(ps[1].text(), "Refund order 4821") {
-				t.Errorf("the follow-up says:\n%s\nwant %q about Refund order 4821", ps[1].text(), c.want)
+			c.settle(t, rg, in)
+			ps := rc.waitPosts(t, 2)
+			for _, want := range append(c.want, "Refund order 4821 · refund · r-1") {
+				if !strings.Contains(ps[1].text(), want) {
+					t.Errorf("the follow-up says:\n%s\nwant %q", ps[1].text(), want)
+				}
 			}
-			if !strings.Contains(ps[2].text(), "Next request") {
-				t.Errorf("third post is not the next request's card but:\n%s", ps[2].text())
+			if a := ps[1].Card.Actions; len(a) != 1 || a[0].URL != publicURL+"/runs/refund/r-1" {
+				t.Errorf("the follow-up's actions %+v, want the run's page", a)
 			}
-			if len(ps) != 3 {
-				t.Errorf("%d posts, want the card, one follow-up and the next card", len(ps))
+			waitIdle(t, rg)
+			if n := len(rc.accepted()); n != 2 {
+				t.Errorf("%d posts, want the card and one follow-up", n)
 			}
 		})
 	}
 }
 
-// A channel that is down gets each post once when it is back, and never
-// a request's card after its outcome: its card waits for another attempt
-// without holding back the other channel or the request's outcome, and a
-// card whose request was settled meanwhile is not posted.
-func TestReceiverDownThenBackGetsEachCardOnce(t *testing.T) {
+// A claim, a release and a delegation are told in the channel of the
+// role, and a delegation to another role posts there too; the outcome
+// reaches both.
+func TestClaimsAndDelegationsAreToldInTheRolesChannels(t *testing.T) {
 	t.Parallel()
-	// finance fails its first three posts; supervisor takes every post,
-	// so that the events delivered again must not reach it twice.
-	fin := newReceiver(t, func(n int) (int, http.Header, string) {
-		if n <= 3 {
-			return http.StatusServiceUnavailable, nil, "try later"
-		}
-		return 0, nil, ""
-	})
-	sup := newReceiver(t, nil)
+	sup, fin := newReceiver(t, nil), newReceiver(t, nil)
 	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.transport()})
-	in := approval()
-	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
-	rg.publish(t, protocol.EventInterrupted, in)
-	rg.publish(t, protocol.EventResumed, protocol.Resumed{Flow: "refund", Run: "r-1", RequestID: "rq_1", Kind: protocol.KindApproval,
-		Decision: "approve", Approver: "ann@example.com"})
-	sup.waitPosts(t, 2)
-	natstest.Eventually(t, "finance's outcome posted", func() bool {
-		ps := fin.accepted()
-		return len(ps) > 0 && strings.Contains(ps[len(ps)-1].text(), "Approved by ann@example.com")
-	})
-	waitIdle(t, rg)
-	if n := len(sup.accepted()); n != 2 {
-		t.Errorf("supervisor got %d posts, want the card and the outcome once", n)
+	in := rg.startRefund(t, "r-1", refund{})
+	sup.waitPosts(t, 1)
+	rg.assign(t, "r-1", in, "ann@example.com", protocol.Assign{Op: protocol.AssignClaim})
+	if got := sup.waitPosts(t, 2)[1].text(); !strings.Contains(got, "Claimed by ann@example.com") {
+		t.Errorf("the claim's note says:\n%s", got)
 	}
-	ps := fin.accepted()
-	if fin.attempts < 4 || len(ps) > 2 || !strings.Contains(ps[len(ps)-1].text(), "Approved by ann@example.com") {
-		t.Errorf("finance had %d attempts and %d posts; want the 3 refused, then at most the card and the outcome, the outcome last", fin.attempts, len(ps))
+	rg.assign(t, "r-1", in, "ann@example.com", protocol.Assign{Op: protocol.AssignRelease})
+	if got := sup.waitPosts(t, 3)[2].text(); !strings.Contains(got, "Released by ann@example.com") {
+		t.Errorf("the release's note says:\n%s", got)
 	}
-	if len(ps) == 2 && !strings.Contains(ps[0].text(), "Decide by") {
-		t.Errorf("finance's first post is not the card:\n%s", ps[0].text())
+	rg.assign(t, "r-1", in, "ann@example.com", protocol.Assign{Op: protocol.AssignDelegate, To: "role:finance", Reason: "over my limit"})
+	p := fin.waitPosts(t, 1)[0]
+	if got := p.text(); !strings.Contains(got, "Delegated by ann@example.com to role finance") || !strings.Contains(got, "Reason: over my limit") {
+		t.Errorf("the delegation's note in finance says:\n%s", got)
+	}
+	rg.decide(t, "r-1", in, "bob", "approve", "")
+	for name, rc := range map[string]*receiver{"supervisor": sup, "finance": fin} {
+		natstest.Eventually(t, name+" told of the outcome", func() bool {
+			ps := rc.accepted()
+			return strings.Contains(ps[len(ps)-1].text(), "Approved by bob")
+		})
+	}
+}
+
+// An approval escalated to another role is posted there, and followed up
+// in the channel it left, which no longer offers to decide it.
+func TestEscalationMovesOnFromTheChannelItLeft(t *testing.T) {
+	t.Parallel()
+	sup, fin := newReceiver(t, nil), newReceiver(t, nil)
+	rg := start(t, map[string]string{"supervisor": sup.url(), "finance": fin.url()}, teams.Config{Transport: sup.transport()})
+	rg.startRefund(t, "r-1", refund{TimeoutMS: 300, Escalate: "finance"})
+	sup.waitPosts(t, 1)
+	if got := fin.waitPosts(t, 1)[0].text(); !strings.Contains(got, "Refund order 4821") {
+		t.Errorf("finance's card says:\n%s", got)
+	}
+	if got := sup.waitPosts(t, 2)[1].text(); !strings.Contains(got, "Moved on: now for finance") {
+		t.Errorf("supervisor's follow-up says:\n%s", got)
 	}
 }
 
@@ -528,27 +598,8 @@ func waitIdle(t *testing.T, rg *rig) {
 		}
 		info, err := c.Info(t.Context())
 		waiting, werr := notify.Waiting(t.Context(), js, names, teams.ConsumerName(names))
-		return err == nil && werr == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 && waiting == 0
+		return err == nil && werr == nil && info.NumPending == 0 && info.NumAckPending == 0 && waiting == 0
 	})
-}
-
-func TestRetryAfterIsHonoured(t *testing.T) {
-	t.Parallel()
-	rc := newReceiver(t, func(n int) (int, http.Header, string) {
-		if n == 1 {
-			return http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, "slow down"
-		}
-		return 0, nil, ""
-	})
-	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-	rg.publish(t, protocol.EventInterrupted, approval())
-	rc.waitPosts(t, 1)
-	rc.mu.Lock()
-	gap := rc.times[1].Sub(rc.times[0])
-	rc.mu.Unlock()
-	if gap < 900*time.Millisecond {
-		t.Errorf("the card came back %s after a 429 with Retry-After: 1, want at least a second (the back-off alone is 20ms)", gap)
-	}
 }
 
 func TestRefusedCardIsDeadLetteredWithStatusAndNoURL(t *testing.T) {
@@ -557,7 +608,7 @@ func TestRefusedCardIsDeadLetteredWithStatusAndNoURL(t *testing.T) {
 		return http.StatusBadRequest, nil, `{"error":{"code":"InvalidRequestContent","message":"bad card for ` + workflowPath + `?sig=` + sig + `"}}`
 	})
 	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-	rg.publish(t, protocol.EventInterrupted, approval())
+	rg.startRefund(t, "r-1", refund{})
 	names := rg.svc.Names()
 	dl := natstest.WaitFor(t, rg.svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable),
 		func(rs []natstest.Received) bool { return len(rs) > 0 })
@@ -570,8 +621,11 @@ func TestRefusedCardIsDeadLetteredWithStatusAndNoURL(t *testing.T) {
 			t.Errorf("dead letter error %q does not say %q", msg, want)
 		}
 	}
-	if rc.attempts != 1 {
-		t.Errorf("%d attempts, want a 400 dead-lettered at once", rc.attempts)
+	rc.mu.Lock()
+	attempts := rc.attempts
+	rc.mu.Unlock()
+	if attempts != 1 {
+		t.Errorf("%d attempts, want a 400 dead-lettered at once", attempts)
 	}
 	rg.assertNoURL(t, msg)
 }
@@ -583,7 +637,7 @@ func TestAWorkflowsURLOnAPrivateAddressIsDeadLetteredAtOnce(t *testing.T) {
 	t.Parallel()
 	internal := "https://10.20.30.40" + workflowPath + "?sig=" + sig
 	rg := start(t, map[string]string{"supervisor": internal}, teams.Config{Transport: egress.Policy{}.Transport()})
-	rg.publish(t, protocol.EventInterrupted, approval())
+	rg.startRefund(t, "r-1", refund{})
 	names := rg.svc.Names()
 	dls := natstest.WaitFor(t, rg.svc.JetStream(), names.DeadLetterStream(), names.DeadLetter(notify.ReasonUndeliverable), func(rs []natstest.Received) bool { return len(rs) > 0 })
 	e := dls[0].Header.Get(bus.HeaderError)
@@ -612,9 +666,7 @@ func TestWorkflowsURLIsNeverLogged(t *testing.T) {
 	gone.srv.Close()
 	rg := start(t, map[string]string{"supervisor": rc.url(), "finance": goneURL},
 		teams.Config{Transport: rc.transport(), RetryFor: 300 * time.Millisecond})
-	in := approval()
-	in.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "supervisor", Count: 1}, {Role: "finance", Count: 1}}}
-	rg.publish(t, protocol.EventInterrupted, in)
+	rg.startRefund(t, "r-1", refund{QuorumRoles: []string{"supervisor", "finance"}})
 	rc.waitPosts(t, 1)
 	natstest.Eventually(t, "the unreachable channel's card dead-lettered", func() bool {
 		rg.mu.Lock()
@@ -654,15 +706,15 @@ func TestHostileDescriptionAddsNoLinkNorMention(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
 	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
-	in := approval()
-	in.Title = "[Approve now](https://evil.example/a) <at>ann@example.com</at>"
-	in.Description = "Please [click here](https://evil.example/approve \"t\") or ![x](https://evil.example/p.png)\n" +
-		"[Approve][1]\n\n[1]: https://evil.example/ref\n" +
-		"<a href=\"https://evil.example\">link</a> <https://evil.example/auto> https://evil.example/bare www.evil.example\n" +
-		"<at>ann@example.com</at> <script>alert(1)</script> please [[nested](https://evil.example/n)](https://evil.example/m) javascript://x"
-	in.Args = json.RawMessage(`{"note": "[pay](https://evil.example/pay)", "site": "https://evil.example/site"}`)
-	in.ArgsSchema = nil
-	rg.publish(t, protocol.EventInterrupted, in)
+	rg.startRefund(t, "r-1", refund{
+		Title: "[Approve now](https://evil.example/a) <at>ann@example.com</at>",
+		Description: "Please [click here](https://evil.example/approve \"t\") or ![x](https://evil.example/p.png)\n" +
+			"[Approve][1]\n\n[1]: https://evil.example/ref\n" +
+			"<a href=\"https://evil.example\">link</a> <https://evil.example/auto> https://evil.example/bare www.evil.example\n" +
+			"<at>ann@example.com</at> <script>alert(1)</script> please [[nested](https://evil.example/n)](https://evil.example/m) javascript://x",
+		Args:      map[string]any{"note": "[pay](https://evil.example/pay)", "site": "https://evil.example/site"},
+		Assignees: []string{"ann@example.com", "bob"},
+	})
 	p := rc.waitPosts(t, 1)[0]
 	text := p.text()
 	mentions := strings.Count(text, "<at>")

@@ -293,7 +293,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// Teams: every role whose entry of the directory names a
 		// Workflows URL gets its interrupts there, with a button to the
 		// inbox; a directory changed later is followed.
-		if err := startTeams(ctx, svc, dir.live.Current, public, nReplicas, &log); err != nil {
+		if err := startTeams(ctx, svc, dir.live.Current, public, &log); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err
 		}

@@ -14,8 +14,8 @@ import (
 // startTeams starts the Microsoft Teams channel on svc, stopped with it:
 // the interrupts of each role whose directory entry names a Teams
 // Workflows URL are posted there, with a button to publicURL's inbox.
-func startTeams(ctx context.Context, svc *interlock.Service, dir func() *people.Directory, publicURL string, replicas int, log *zerolog.Logger) error {
-	t, err := teams.New(svc, teams.Config{Directory: dir, PublicURL: publicURL, Replicas: replicas, Logger: log})
+func startTeams(ctx context.Context, svc *interlock.Service, dir func() *people.Directory, publicURL string, log *zerolog.Logger) error {
+	t, err := teams.New(svc, teams.Config{Directory: dir, PublicURL: publicURL, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -26,5 +26,5 @@ func startTeams(ctx context.Context, svc *interlock.Service, dir func() *people.
 	return svc.Attach(ctx, t)
 }
 
-// teamsStartTimeout bounds binding the channel's buckets and consumer.
+// teamsStartTimeout bounds binding the channel's consumer.
 const teamsStartTimeout = 30 * time.Second

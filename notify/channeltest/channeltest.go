@@ -31,8 +31,12 @@ import (
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// Role is the approver role of everything the suite asks.
-const Role = "finance"
+// Role is the approver role of everything the suite asks; OtherRole the
+// role of a second run when the channel reaches roles only.
+const (
+	Role      = "finance"
+	OtherRole = "audit"
+)
 
 // PublicURL is the inbox's address the suite's links start with.
 const PublicURL = "https://interlock.example.com"
@@ -52,6 +56,10 @@ type Features struct {
 	// Settle: the channel follows up what it sent once the request is
 	// settled ([notify.Settler]).
 	Settle bool
+	// RolesOnly: the channel reaches roles' own addresses only (a team's
+	// channel), never a person's; it implies Roles. The suite then checks
+	// what each role's address receives where it would check people.
+	RolesOnly bool
 }
 
 // Answer is how the fake remote side answers an address.
@@ -109,7 +117,8 @@ type Remote interface {
 	// the channel finds its addresses elsewhere, as Web Push does, having
 	// subscribed them on svc) and the address notices to them reach.
 	Reach(t *testing.T, svc *interlock.Service, person string) (directory, address string)
-	// RoleAddress is the address of a role's own (Features.Roles).
+	// RoleAddress is the address of a role's own (Features.Roles,
+	// Features.RolesOnly).
 	RoleAddress(role string) string
 	// Start starts the channel on svc with cfg and returns what stops it.
 	Start(t *testing.T, svc *interlock.Service, cfg notify.Dispatch) (stop func())
@@ -132,6 +141,11 @@ type rig struct {
 	mu    sync.Mutex
 	stop  func()
 	links *links.Signer
+	// people are the persons the channel reaches (none for a channel of
+	// roles only); receivers every address the suite checks, by who
+	// (a person, or role:<name>).
+	people    []string
+	receivers []string
 }
 
 // people of the suite's directory: ann, cat and eve hold finance and are
@@ -173,9 +187,19 @@ func newRig(t *testing.T, h Harness) *rig {
 	}
 	ps = append(ps, people.Person{Name: "bob", Roles: []string{Role}}, people.Person{Name: "dan", Roles: []string{"support"}})
 	var roles []people.Role
-	if h.Features.Roles {
-		r.addr["role:"+Role] = r.rem.RoleAddress(Role)
-		roles = append(roles, people.Role{Name: Role, Addresses: map[string]string{h.Name: r.rem.RoleAddress(Role)}})
+	if h.Features.Roles || h.Features.RolesOnly {
+		names := []string{Role}
+		if h.Features.RolesOnly {
+			names = append(names, OtherRole)
+		}
+		for _, role := range names {
+			r.addr["role:"+role] = r.rem.RoleAddress(role)
+			roles = append(roles, people.Role{Name: role, Addresses: map[string]string{h.Name: r.rem.RoleAddress(role)}})
+		}
+	}
+	r.people, r.receivers = reachable, reachable
+	if h.Features.RolesOnly {
+		r.people, r.receivers = nil, []string{"role:" + Role}
 	}
 	if r.dir, err = people.New("channeltest", ps, roles); err != nil {
 		t.Fatal(err)
@@ -247,11 +271,22 @@ func (r *rig) decide(flow, run string, in protocol.Interrupted, who, decision st
 	}
 }
 
-// to is what reached who (a person, or role:finance) about the request.
-func (r *rig) to(who, requestID string) []Received {
+// to is what reached who (a person, or role:<name>) about the request
+// of in: for a person, the notices whose decision link is for it; for a
+// role's address, which is sent the run's page, the run's notices.
+func (r *rig) to(who string, in protocol.Interrupted) []Received {
 	var out []Received
 	for _, m := range r.rem.Received() {
-		if m.Address == r.addr[who] && (requestID == "" || r.requestOf(m) == requestID) {
+		if m.Address != r.addr[who] || m.Settle {
+			continue
+		}
+		if strings.HasPrefix(who, "role:") {
+			if m.Link == PublicURL+"/runs/"+in.Flow+"/"+in.Run {
+				out = append(out, m)
+			}
+			continue
+		}
+		if r.requestOf(m) == in.RequestID {
 			out = append(out, m)
 		}
 	}
@@ -259,7 +294,7 @@ func (r *rig) to(who, requestID string) []Received {
 }
 
 // requestOf is the request a notice's decision link is for; for a run's
-// page, "run:" and the run.
+// page, "page:" and the link.
 func (r *rig) requestOf(m Received) string {
 	text, ok := strings.CutPrefix(m.Link, PublicURL+links.DecidePath)
 	if !ok {
@@ -273,10 +308,10 @@ func (r *rig) requestOf(m Received) string {
 	return c.RequestID
 }
 
-// waitFor waits until who has n notices about the request.
-func (r *rig) waitFor(who, requestID string, n int) {
+// waitFor waits until who has n notices about the request of in.
+func (r *rig) waitFor(who string, in protocol.Interrupted, n int) {
 	r.t.Helper()
-	natstest.Eventually(r.t, fmt.Sprintf("%d notice(s) to %s", n, who), func() bool { return len(r.to(who, requestID)) >= n })
+	natstest.Eventually(r.t, fmt.Sprintf("%d notice(s) to %s", n, who), func() bool { return len(r.to(who, in)) >= n })
 }
 
 // idle waits until the channel's consumer has nothing pending or in hand
@@ -296,12 +331,21 @@ func (r *rig) idle() {
 	})
 }
 
-// exactly fails unless who has n notices about the request.
-func (r *rig) exactly(who, requestID string, n int) {
+// exactly fails unless who has n notices about the request of in.
+func (r *rig) exactly(who string, in protocol.Interrupted, n int) {
 	r.t.Helper()
-	if got := r.to(who, requestID); len(got) != n {
-		r.t.Errorf("%s got %d notice(s) of request %s, want %d", who, len(got), requestID, n)
+	if got := r.to(who, in); len(got) != n {
+		r.t.Errorf("%s got %d notice(s) of %s %s (request %s), want %d", who, len(got), in.Flow, in.Run, in.RequestID, n)
 	}
+}
+
+// shown is how an error or a dead letter names who: a person's name, or
+// "role <name>".
+func shown(who string) string {
+	if role, ok := strings.CutPrefix(who, "role:"); ok {
+		return "role " + role
+	}
+	return who
 }
 
 // Run runs the suite against the channel of h.
@@ -332,37 +376,40 @@ func Run(t *testing.T, h Harness) {
 
 // eachDeciderOnce: an approval reaches each holder of its role who has an
 // address, and the role's own address if the channel has one, once, each
-// person with a decision link of their own; nobody else; and nothing of
-// it (a link, a token, a secret address) is logged.
+// person with a decision link of their own and the role with the run's
+// page; nobody else; and nothing of it (a link, a token, a secret
+// address) is logged.
 func eachDeciderOnce(t *testing.T, h Harness) {
 	r := newRig(t, h)
 	in := r.startRefund("r-once", refundState{Amount: 4800})
-	for _, who := range reachable {
-		r.waitFor(who, in.RequestID, 1)
+	for _, who := range r.receivers {
+		r.waitFor(who, in, 1)
 	}
-	if h.Features.Roles {
-		r.waitFor("role:"+Role, "", 1)
+	roleToo := h.Features.Roles && !h.Features.RolesOnly
+	if roleToo {
+		r.waitFor("role:"+Role, in, 1)
 	}
 	r.idle()
-	want := len(reachable)
-	if h.Features.Roles {
+	want := len(r.receivers)
+	if roleToo {
 		want++
 	}
 	if got := len(r.rem.Received()); got != want {
-		t.Errorf("%d notices, want %d (one to each of %v, and the role's own address: %v)", got, want, reachable, h.Features.Roles)
+		t.Errorf("%d notices, want %d (one to each of %v, and the role's own address: %v)", got, want, r.receivers, roleToo)
 	}
-	for _, who := range reachable {
-		r.exactly(who, in.RequestID, 1)
-		for _, m := range r.to(who, in.RequestID) {
+	for _, who := range r.people {
+		r.exactly(who, in, 1)
+		for _, m := range r.to(who, in) {
 			text, _ := strings.CutPrefix(m.Link, PublicURL+links.DecidePath)
 			if c, err := r.links.Check(text, links.KindDecide, time.Now()); err != nil || c.Person != who || c.Flow != "refund" || c.Run != "r-once" {
 				t.Errorf("%s's notice links to %+v (%v), want a decision link of theirs", who, c, err)
 			}
 		}
 	}
-	if h.Features.Roles {
-		for _, m := range r.to("role:"+Role, "") {
-			if m.Link != PublicURL+"/runs/refund/r-once" {
+	if h.Features.Roles || h.Features.RolesOnly {
+		r.exactly("role:"+Role, in, 1)
+		for _, m := range r.rem.Received() {
+			if m.Address == r.addr["role:"+Role] && m.Link != PublicURL+"/runs/refund/r-once" {
 				t.Errorf("the role's notice links to %q, want the run's page", m.Link)
 			}
 		}
@@ -388,9 +435,9 @@ func noSecretsLogged(t *testing.T, r *rig) {
 			t.Errorf("a decision link's text was logged")
 		}
 	}
-	for _, who := range reachable {
-		if r.h.Features.SecretAddresses && strings.Contains(log, r.addr[who]) {
-			t.Errorf("%s's address, a credential, was logged", who)
+	for who, addr := range r.addr {
+		if r.h.Features.SecretAddresses && addr != "" && strings.Contains(log, addr) {
+			t.Errorf("the address of %s, a credential, was logged", who)
 		}
 	}
 	if strings.Contains(log, "resumeToken") {
@@ -412,14 +459,14 @@ func gateCallsAndAsks(t *testing.T, h Harness) {
 	}
 	gateIn := r.pending(protocol.GateFlow, "c-1")
 	askIn := r.pending(protocol.AskFlow, "ask-1")
-	for _, who := range reachable {
-		r.waitFor(who, gateIn.RequestID, 1)
-		r.waitFor(who, askIn.RequestID, 1)
+	for _, who := range r.receivers {
+		r.waitFor(who, gateIn, 1)
+		r.waitFor(who, askIn, 1)
 	}
 	r.idle()
-	for _, who := range reachable {
-		r.exactly(who, gateIn.RequestID, 1)
-		r.exactly(who, askIn.RequestID, 1)
+	for _, who := range r.receivers {
+		r.exactly(who, gateIn, 1)
+		r.exactly(who, askIn, 1)
 	}
 }
 
@@ -428,23 +475,27 @@ func gateCallsAndAsks(t *testing.T, h Harness) {
 func reminds(t *testing.T, h Harness) {
 	r := newRig(t, h)
 	in := r.startRefund("r-remind", refundState{Amount: 700, Remind: true})
-	for _, who := range reachable {
-		r.waitFor(who, in.RequestID, 2)
+	for _, who := range r.receivers {
+		r.waitFor(who, in, 2)
 	}
 	r.idle()
-	for _, who := range reachable {
-		r.exactly(who, in.RequestID, 2)
+	for _, who := range r.receivers {
+		r.exactly(who, in, 2)
 	}
 }
 
 // onlyWhoMayStillVote: a quorum's approval never reaches its requester;
 // once a person votes, the request for the next vote reaches the others
-// only.
+// only (and a role's own address, which hears it as the next notice of
+// the run).
 func onlyWhoMayStillVote(t *testing.T, h Harness) {
 	r := newRig(t, h)
 	in := r.startRefund("r-quorum", refundState{Amount: 9000, Quorum: 2, Requester: "cat"})
-	r.waitFor("ann", in.RequestID, 1)
-	r.waitFor("eve", in.RequestID, 1)
+	for _, who := range r.receivers {
+		if who != "cat" {
+			r.waitFor(who, in, 1)
+		}
+	}
 	r.decide("refund", "r-quorum", in, "ann", "approve")
 	next := r.pending("refund", "r-quorum")
 	if next.RequestID == in.RequestID {
@@ -453,12 +504,18 @@ func onlyWhoMayStillVote(t *testing.T, h Harness) {
 			return next.RequestID != in.RequestID
 		})
 	}
-	r.waitFor("eve", next.RequestID, 1)
+	if h.Features.RolesOnly {
+		r.waitFor("role:"+Role, next, 2)
+		r.idle()
+		r.exactly("role:"+Role, next, 2)
+		return
+	}
+	r.waitFor("eve", next, 1)
 	r.idle()
-	r.exactly("ann", next.RequestID, 0)
-	r.exactly("cat", in.RequestID, 0)
-	r.exactly("cat", next.RequestID, 0)
-	r.exactly("eve", next.RequestID, 1)
+	r.exactly("ann", next, 0)
+	r.exactly("cat", in, 0)
+	r.exactly("cat", next, 0)
+	r.exactly("eve", next, 1)
 }
 
 // backlogSkipsSettled: stopped, the channel misses nothing; started
@@ -470,13 +527,13 @@ func backlogSkipsSettled(t *testing.T, h Harness) {
 	r.decide("refund", "r-settled", settled, "ann", "reject")
 	waits := r.startRefund("r-waits", refundState{Amount: 4800})
 	r.start()
-	for _, who := range reachable {
-		r.waitFor(who, waits.RequestID, 1)
+	for _, who := range r.receivers {
+		r.waitFor(who, waits, 1)
 	}
 	r.idle()
-	for _, who := range reachable {
-		r.exactly(who, settled.RequestID, 0)
-		r.exactly(who, waits.RequestID, 1)
+	for _, who := range r.receivers {
+		r.exactly(who, settled, 0)
+		r.exactly(who, waits, 1)
 	}
 }
 
@@ -485,18 +542,20 @@ func backlogSkipsSettled(t *testing.T, h Harness) {
 // once.
 func restartDoesNotPostTwice(t *testing.T, h Harness) {
 	r := newRig(t, h)
-	r.rem.Answer(r.addr["ann"], Fail)
+	failing, others := r.receivers[0], r.receivers[1:]
+	r.rem.Answer(r.addr[failing], Fail)
 	in := r.startRefund("r-restart", refundState{Amount: 4800})
-	r.waitFor("cat", in.RequestID, 1)
-	r.waitFor("eve", in.RequestID, 1)
+	for _, who := range others {
+		r.waitFor(who, in, 1)
+	}
 	retried(t, r)
 	r.halt()
-	r.rem.Answer(r.addr["ann"], Accept)
+	r.rem.Answer(r.addr[failing], Accept)
 	r.start()
-	r.waitFor("ann", in.RequestID, 1)
+	r.waitFor(failing, in, 1)
 	r.idle()
-	for _, who := range reachable {
-		r.exactly(who, in.RequestID, 1)
+	for _, who := range r.receivers {
+		r.exactly(who, in, 1)
 	}
 }
 
@@ -515,9 +574,12 @@ func retried(t *testing.T, r *rig) {
 // due, as its schedule in the retry stream says.
 func retryAfter(t *testing.T, h Harness) {
 	r := newRig(t, h)
-	r.rem.Answer(r.addr["ann"], Throttle)
+	throttled, others := r.receivers[0], r.receivers[1:]
+	r.rem.Answer(r.addr[throttled], Throttle)
 	in := r.startRefund("r-throttled", refundState{Amount: 4800})
-	r.waitFor("cat", in.RequestID, 1)
+	for _, who := range others {
+		r.waitFor(who, in, 1)
+	}
 	names := r.svc.Names()
 	st, err := r.svc.JetStream().Stream(t.Context(), names.RetryStream())
 	if err != nil {
@@ -540,19 +602,21 @@ func retryAfter(t *testing.T, h Harness) {
 	if wait := due.Sub(stored); wait < ThrottleFor-time.Second {
 		t.Errorf("the next attempt is due %s after the throttled one, want about the %s the receiver asked for", wait, ThrottleFor)
 	}
-	r.rem.Answer(r.addr["ann"], Accept)
-	r.waitFor("ann", in.RequestID, 1)
+	r.rem.Answer(r.addr[throttled], Accept)
+	r.waitFor(throttled, in, 1)
 	r.idle()
-	r.exactly("ann", in.RequestID, 1)
-	r.exactly("cat", in.RequestID, 1)
+	for _, who := range r.receivers {
+		r.exactly(who, in, 1)
+	}
 }
 
 // poisonIsDeadLettered: an address refused for good is not tried again;
 // the others have theirs, and the event is dead-lettered naming the
-// person, never a secret address.
+// person (or the role), never a secret address.
 func poisonIsDeadLettered(t *testing.T, h Harness) {
 	r := newRig(t, h)
-	r.rem.Answer(r.addr["ann"], Refuse)
+	refused, others := r.receivers[0], r.receivers[1:]
+	r.rem.Answer(r.addr[refused], Refuse)
 	in := r.startRefund("r-poison", refundState{Amount: 4800})
 	names := r.svc.Names()
 	var m *jetstream.RawStreamMsg
@@ -568,40 +632,55 @@ func poisonIsDeadLettered(t *testing.T, h Harness) {
 		t.Errorf("dead letter of consumer %q, want the channel's", got)
 	}
 	why := m.Header.Get(bus.HeaderError)
-	if !strings.Contains(why, "ann") {
-		t.Errorf("the dead letter's error does not name ann: %q", why)
+	if !strings.Contains(why, shown(refused)) {
+		t.Errorf("the dead letter's error does not name %s: %q", shown(refused), why)
 	}
-	if h.Features.SecretAddresses && strings.Contains(why, r.addr["ann"]) {
-		t.Errorf("the dead letter shows ann's address, a credential: %q", why)
+	if h.Features.SecretAddresses && strings.Contains(why, r.addr[refused]) {
+		t.Errorf("the dead letter shows the address of %s, a credential: %q", refused, why)
 	}
 	r.idle()
-	r.exactly("ann", in.RequestID, 0)
-	r.exactly("cat", in.RequestID, 1)
-	r.exactly("eve", in.RequestID, 1)
+	r.exactly(refused, in, 0)
+	for _, who := range others {
+		r.exactly(who, in, 1)
+	}
 }
 
 // slowReceiver: a receiver that does not answer holds back no one else,
 // neither on the same event nor on the next; answered, it has each
-// notice once.
+// notice once. A channel of roles only is checked with a second run for
+// another role.
 func slowReceiver(t *testing.T, h Harness) {
 	r := newRig(t, h)
-	r.rem.Answer(r.addr["ann"], Hang)
+	slow, others := r.receivers[0], r.receivers[1:]
+	r.rem.Answer(r.addr[slow], Hang)
 	first := r.startRefund("r-slow-1", refundState{Amount: 100})
-	r.waitFor("cat", first.RequestID, 1)
-	second := r.startRefund("r-slow-2", refundState{Amount: 200})
-	r.waitFor("cat", second.RequestID, 1)
-	r.waitFor("eve", second.RequestID, 1)
-	if n := len(r.to("ann", "")); n != 0 {
-		t.Errorf("ann, who hangs, took %d notices", n)
+	for _, who := range others {
+		r.waitFor(who, first, 1)
 	}
-	r.rem.Answer(r.addr["ann"], Accept)
-	r.waitFor("ann", first.RequestID, 1)
-	r.waitFor("ann", second.RequestID, 1)
+	next := refundState{Amount: 200}
+	nextOthers := others
+	if h.Features.RolesOnly {
+		next.Role, nextOthers = OtherRole, []string{"role:" + OtherRole}
+	}
+	second := r.startRefund("r-slow-2", next)
+	for _, who := range nextOthers {
+		r.waitFor(who, second, 1)
+	}
+	if n := len(r.to(slow, first)) + len(r.to(slow, second)); n != 0 {
+		t.Errorf("%s, who hangs, took %d notices", slow, n)
+	}
+	r.rem.Answer(r.addr[slow], Accept)
+	r.waitFor(slow, first, 1)
 	r.idle()
-	for _, who := range reachable {
-		for _, in := range []protocol.Interrupted{first, second} {
-			r.exactly(who, in.RequestID, 1)
-		}
+	r.exactly(slow, first, 1)
+	for _, who := range others {
+		r.exactly(who, first, 1)
+	}
+	for _, who := range nextOthers {
+		r.exactly(who, second, 1)
+	}
+	if !h.Features.RolesOnly {
+		r.exactly(slow, second, 1)
 	}
 }
 
@@ -621,27 +700,28 @@ func (r *rig) settles(who string) []Received {
 func followsUpOnSettle(t *testing.T, h Harness) {
 	r := newRig(t, h)
 	in := r.startRefund("r-settle", refundState{Amount: 4800})
-	for _, who := range reachable {
-		r.waitFor(who, in.RequestID, 1)
+	for _, who := range r.receivers {
+		r.waitFor(who, in, 1)
 	}
 	r.decide("refund", "r-settle", in, "ann", "approve")
-	for _, who := range reachable {
+	for _, who := range r.receivers {
 		natstest.Eventually(t, who+" told the approval was decided", func() bool { return len(r.settles(who)) >= 1 })
 	}
 	r.idle()
-	for _, who := range reachable {
+	for _, who := range r.receivers {
 		got := r.settles(who)
 		if len(got) != 1 || !strings.Contains(got[0].Text, "Approved by ann") {
 			t.Errorf("%s's follow-ups: %+v, want one saying Approved by ann", who, got)
 		}
 	}
+	last := r.receivers[len(r.receivers)-1]
 	other := r.startRefund("r-cancel", refundState{Amount: 100})
-	r.waitFor("cat", other.RequestID, 1)
+	r.waitFor(last, other, 1)
 	if _, err := r.svc.Client("/channeltest").Cancel(t.Context(), "refund", "r-cancel", "a duplicate"); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, "cat told the run was cancelled", func() bool {
-		for _, m := range r.settles("cat") {
+	natstest.Eventually(t, last+" told the run was cancelled", func() bool {
+		for _, m := range r.settles(last) {
 			if strings.Contains(m.Text, "Cancelled") {
 				return true
 			}

@@ -1,6 +1,7 @@
 package channeltest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,10 +18,12 @@ type refundState struct {
 	Quorum    int     `json:"quorum,omitempty"`
 	Remind    bool    `json:"remind,omitempty"`
 	Verdict   string  `json:"verdict,omitempty"`
+	// Role is the approver role, Role when empty.
+	Role string `json:"role,omitempty"`
 }
 
 // Flow is the suite's flow, "refund": one approval of issue_refund by the
-// finance role, with the state's requester, quorum and, when remind is
+// finance role (or the state's role), with the state's requester, quorum and, when remind is
 // set, a reminder a second after it is asked.
 func Flow() *engine.Flow {
 	return engine.NewFlow[refundState]("refund").
@@ -30,7 +33,7 @@ func Flow() *engine.Flow {
 				Action:       "issue_refund",
 				Title:        "Refund " + protocol.FormatMoney(s.Amount, "USD"),
 				Requester:    s.Requester,
-				ApproverRole: Role,
+				ApproverRole: cmp.Or(s.Role, Role),
 				Args:         map[string]any{"amount": s.Amount, "currency": "USD"},
 				Timeout:      time.Hour,
 			}
