@@ -44,10 +44,11 @@ type Channel interface {
 }
 
 // Addresser is implemented by a channel whose addresses are not the
-// directory's (Web Push: the devices a person subscribed): it returns
-// where the channel reaches a person or a role, none when nowhere.
+// directory's (Web Push: the devices a person subscribed; Slack: the
+// thread a run came from): it returns where the channel reaches a person
+// or a role with interrupt in, none when nowhere.
 type Addresser interface {
-	Addresses(ctx context.Context, to Recipient) ([]string, error)
+	Addresses(ctx context.Context, to Recipient, in protocol.Interrupted) ([]string, error)
 }
 
 // Settler is implemented by a channel that follows up what it sent once
@@ -76,6 +77,15 @@ type Settled struct {
 	// Detail is a line more, when there is one: the reason given
 	// ("Reason: a duplicate") or the answer ("Answer: ...").
 	Detail string
+	// To is who the request now waits on (its roles, or its assignees),
+	// when a newer request took its place (Kind interrupted).
+	To string
+	// At is the settling event's time, and Data its data (a Resumed, an
+	// Expired, a Cancelled; an Interrupted), for a channel that says more
+	// than What; both are zero when the run was found finished as the
+	// notice went out.
+	At   time.Time
+	Data json.RawMessage
 	// Link is the run's page in the inbox.
 	Link string
 	// EventID is the settling event's id; Key the follow-up's record.
@@ -103,7 +113,9 @@ const (
 )
 
 // Recipient is who a notice is for: a person of the directory, or a
-// role's own address (Person "").
+// role's own address (Person ""); with [Dispatch.RolesSeeAll], the zero
+// Recipient is the channel's own place for an interrupt that names no
+// role (Slack's default channel), which an [Addresser] may give.
 type Recipient struct {
 	Person, Role string
 }
@@ -149,7 +161,9 @@ type Port interface {
 type Dispatch struct {
 	// Directory returns the people and roles as they are now.
 	Directory func() *people.Directory
-	// PublicURL is the inbox's address, which links start with.
+	// PublicURL is the inbox's address, which links start with. Empty for
+	// a channel that shows no link (Slack decides in its own buttons):
+	// no notice then carries one.
 	PublicURL string
 	// LinkTTL is how long a decision link works when its interrupt has
 	// no deadline. Defaults to DefaultLinkTTL.
@@ -220,7 +234,7 @@ func StartDispatch(ctx context.Context, port Port, ch Channel, cfg Dispatch) (*D
 	if cfg.Directory == nil {
 		return nil, fmt.Errorf("notify: channel %s: Dispatch.Directory is nil; give it the people directory", name)
 	}
-	if _, err := url.Parse(cfg.PublicURL); err != nil || cfg.PublicURL == "" {
+	if u, err := url.Parse(cfg.PublicURL); cfg.PublicURL != "" && (err != nil || u.Host == "") {
 		return nil, fmt.Errorf("notify: channel %s: the public URL %q is not the inbox's address (https://interlock.example.com)", name, cfg.PublicURL)
 	}
 	cfg.LinkTTL = cmp.Or(cfg.LinkTTL, DefaultLinkTTL)
@@ -430,13 +444,18 @@ func recipients(dir *people.Directory, in protocol.Interrupted, startedBy string
 	for _, r := range rs {
 		out = append(out, Recipient{Role: r.Name})
 	}
+	if rolesSeeAll && len(roles) == 0 {
+		// What names no role goes to the channel's own place, if it has
+		// one (Slack's default channel): the zero Recipient.
+		out = append(out, Recipient{})
+	}
 	return out
 }
 
 // addresses are where the channel reaches r.
-func (d *Dispatcher) addresses(ctx context.Context, dir *people.Directory, r Recipient) ([]string, error) {
+func (d *Dispatcher) addresses(ctx context.Context, dir *people.Directory, r Recipient, in protocol.Interrupted) ([]string, error) {
 	if a, ok := d.ch.(Addresser); ok {
-		return a.Addresses(ctx, r)
+		return a.Addresses(ctx, r, in)
 	}
 	if r.Person != "" {
 		p, _ := dir.Person(r.Person)
@@ -471,7 +490,7 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 		if r.Person != "" && (why == WhyClaimed || why == WhyReleased) {
 			continue
 		}
-		addrs, err := d.addresses(ctx, dir, r)
+		addrs, err := d.addresses(ctx, dir, r, in)
 		if err != nil {
 			return err
 		}
@@ -485,9 +504,22 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 				EventID: dl.Event.ID(), Key: Key(d.ch.Name(), dl.Event.ID(), lower), At: dl.Event.Time()})
 		}
 	}
-	if why == WhyAsked || why == WhyVote {
+	switch why {
+	case WhyAsked, WhyVote:
 		if err := d.supersede(ctx, dl, in, seen); err != nil {
 			return err
+		}
+	case WhyDelegated, WhyClaimed, WhyReleased:
+		if d.cfg.RolesSeeAll {
+			kept, err := d.stillFollowing(ctx, in, seen)
+			if err != nil {
+				return err
+			}
+			for _, p := range kept {
+				notices = append(notices, Notice{Why: why, Interrupt: in, StartedBy: startedBy, By: by, Reason: reason,
+					Recipient: Recipient{Role: p.Role}, Address: p.Address, EventID: dl.Event.ID(),
+					Key: Key(d.ch.Name(), dl.Event.ID(), strings.ToLower(p.Address)), At: dl.Event.Time()})
+			}
 		}
 	}
 	if len(notices) == 0 {
@@ -614,7 +646,7 @@ func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
 	case !cp.Status.Finished():
 		return nil
 	}
-	if err := d.settleOne(ctx, s, rec, in.Flow, in.Run, "", ended(cp), "", n.EventID); err != nil {
+	if err := d.settleOne(ctx, s, rec, Settled{Flow: in.Flow, Run: in.Run, What: ended(cp), EventID: n.EventID}); err != nil {
 		return err
 	}
 	return d.sent.Forget(ctx, key)
@@ -653,17 +685,19 @@ func settledBy(v protocol.Verdict, approver string) string {
 	return what
 }
 
-// settleOne follows p up with what, once per run, request and address
-// whichever of the settling event and the notice's own delivery comes
-// to it first.
-func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, flow, run, kind, what, detail, eventID string) error {
+// settleOne follows p up with st (its Flow, Run, Kind, What, Detail, To,
+// At, Data and EventID), once per run, request and address whichever of
+// the settling event and the notice's own delivery comes to it first.
+func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, st Settled) error {
+	flow, run := st.Flow, st.Run
 	key := Key(d.ch.Name()+"-settled", flow, run, p.RequestID, strings.ToLower(p.Address))
 	if done, err := d.sent.Done(ctx, key); err != nil || done {
 		return err
 	}
-	link := strings.TrimRight(d.cfg.PublicURL, "/") + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
-	st := Settled{Recipient: Recipient{Person: p.Person, Role: p.Role}, Address: p.Address, Flow: flow, Run: run,
-		RequestID: p.RequestID, Heading: p.Heading, Kind: kind, What: what, Detail: detail, Link: link, EventID: eventID, Key: key}
+	st.Recipient, st.Address, st.RequestID, st.Heading, st.Key = Recipient{Person: p.Person, Role: p.Role}, p.Address, p.RequestID, p.Heading, key
+	if base := strings.TrimRight(d.cfg.PublicURL, "/"); base != "" {
+		st.Link = base + "/runs/" + url.PathEscape(flow) + "/" + url.PathEscape(run)
+	}
 	note, err := s.Settle(ctx, st)
 	switch {
 	case err == nil:
@@ -681,7 +715,8 @@ func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, f
 // requests were brought to, once each, then forgets where they went. It
 // does nothing for a channel that does not settle.
 func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, requestID, what, detail string) error {
-	return d.followUp(ctx, dl, flow, run, what, detail, func(postedRecord) bool { return true })
+	st := Settled{Flow: flow, Run: run, Kind: dl.Kind, What: what, Detail: detail, At: dl.Event.Time(), Data: dl.Event.Data(), EventID: dl.Event.ID()}
+	return d.followUp(ctx, st, func(postedRecord) bool { return true })
 }
 
 // supersede follows up, as moved on, where the run's earlier requests
@@ -690,31 +725,65 @@ func (d *Dispatcher) settle(ctx context.Context, dl Delivery, flow, run, request
 // that no address keeps offering to decide what no longer waits.
 // reached are the addresses in reaches, in lower case.
 func (d *Dispatcher) supersede(ctx context.Context, dl Delivery, in protocol.Interrupted, reached map[string]bool) error {
-	what := "Asked again in a newer request"
+	what, to := "Asked again in a newer request", ""
 	switch {
 	case in.Quorum != nil && len(in.Votes) > 0:
 		what = fmt.Sprintf("Voted: %d of %d votes so far; the next vote is asked of who may still give it", len(in.Votes), in.Quorum.Total())
 	case in.ClaimedBy != "":
-		what = "Moved on: now for " + in.ClaimedBy
+		to = in.ClaimedBy
 	case len(in.Assignees) > 0:
-		what = "Moved on: now for " + strings.Join(in.Assignees, ", ")
+		to = strings.Join(in.Assignees, ", ")
 	case len(protocol.DeciderRoles(in.ApproverRole, in.Quorum)) > 0:
-		what = "Moved on: now for " + strings.Join(protocol.DeciderRoles(in.ApproverRole, in.Quorum), ", ")
+		to = strings.Join(protocol.DeciderRoles(in.ApproverRole, in.Quorum), ", ")
 	}
-	return d.followUp(ctx, dl, in.Flow, in.Run, what, "", func(p postedRecord) bool {
+	if to != "" && what == "Asked again in a newer request" {
+		what = "Moved on: now for " + to
+	}
+	st := Settled{Flow: in.Flow, Run: in.Run, Kind: dl.Kind, What: what, To: to, At: dl.Event.Time(), Data: dl.Event.Data(), EventID: dl.Event.ID()}
+	return d.followUp(ctx, st, func(p postedRecord) bool {
 		return p.RequestID != in.RequestID && !reached[strings.ToLower(p.Address)]
 	})
+}
+
+// stillFollowing are the roles' addresses, not among reached, that were
+// brought in's request: a team's channel that had a request follows it
+// until it is settled, also when it was delegated to another role.
+func (d *Dispatcher) stillFollowing(ctx context.Context, in protocol.Interrupted, reached map[string]bool) ([]postedRecord, error) {
+	if _, ok := d.ch.(Settler); !ok {
+		return nil, nil
+	}
+	keys, err := d.sent.Keys(ctx, postedKeys(d.ch.Name(), in.Flow, in.Run))
+	if err != nil {
+		return nil, err
+	}
+	var out []postedRecord
+	for _, k := range keys {
+		note, found, err := d.sent.Note(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		var p postedRecord
+		if !found || json.Unmarshal([]byte(note), &p) != nil {
+			continue
+		}
+		lower := strings.ToLower(p.Address)
+		if p.Person == "" && p.RequestID == in.RequestID && !reached[lower] {
+			reached[lower] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // followUp follows up, once each, the addresses the run's requests were
 // brought to that match, then forgets where they went. It does nothing
 // for a channel that does not settle.
-func (d *Dispatcher) followUp(ctx context.Context, dl Delivery, flow, run, what, detail string, match func(postedRecord) bool) error {
+func (d *Dispatcher) followUp(ctx context.Context, st Settled, match func(postedRecord) bool) error {
 	s, ok := d.ch.(Settler)
 	if !ok {
 		return nil
 	}
-	keys, err := d.sent.Keys(ctx, postedKeys(d.ch.Name(), flow, run))
+	keys, err := d.sent.Keys(ctx, postedKeys(d.ch.Name(), st.Flow, st.Run))
 	if err != nil {
 		return err
 	}
@@ -729,7 +798,7 @@ func (d *Dispatcher) followUp(ctx context.Context, dl Delivery, flow, run, what,
 		if !found || json.Unmarshal([]byte(note), &p) != nil || !match(p) {
 			continue
 		}
-		if err := d.settleOne(ctx, s, p, flow, run, dl.Kind, what, detail, dl.Event.ID()); err != nil {
+		if err := d.settleOne(ctx, s, p, st); err != nil {
 			failed = append(failed, err)
 			continue
 		}
@@ -749,8 +818,11 @@ func (d *Dispatcher) followUp(ctx context.Context, dl Delivery, flow, run, what,
 // shown names a recipient in errors and dead letters: a person's name or
 // a role, never an address (a Teams URL, a push endpoint is a credential).
 func (d *Dispatcher) shown(r Recipient) string {
-	if r.Person != "" {
+	switch {
+	case r.Person != "":
 		return r.Person
+	case r.Role == "":
+		return "the channel's own place"
 	}
 	return "role " + r.Role
 }
@@ -760,6 +832,9 @@ func (d *Dispatcher) shown(r Recipient) string {
 func (d *Dispatcher) link(n *Notice) error {
 	in := n.Interrupt
 	base := strings.TrimRight(d.cfg.PublicURL, "/")
+	if base == "" {
+		return nil
+	}
 	if n.Person == "" {
 		n.Link = base + "/runs/" + url.PathEscape(in.Flow) + "/" + url.PathEscape(in.Run)
 		return nil

@@ -17,29 +17,23 @@ import (
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
 
-// Port is what the bridge needs of a running Interlock: a client of the
-// wire protocol, resumes vouched for on behalf of the Slack user it
-// mapped, and claims and releases the same way (the deployment's secret
-// stays with the port), and the
-// JetStream context and names to keep its consumer and its bucket.
-// *interlock.Service is one.
+// Port is what the bridge needs of a running Interlock: the channel
+// dispatcher's port (see package notify: a client of the wire protocol,
+// the JetStream context and names), resumes vouched for on behalf of the
+// Slack user it mapped, and claims and releases the same way (the
+// deployment's secret stays with the port). *interlock.Service is one.
 type Port interface {
-	Client(source string) *client.Client
+	notify.Port
 	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
 	Authority() *authority.Authority
-	JetStream() jetstream.JetStream
-	Names() wire.Names
 	// Egress is the deployment's outbound policy (interlock.Config.Egress).
 	Egress() egress.Policy
 }
-
-// Kinds are the events the bridge follows.
-var Kinds = []string{protocol.EventInterrupted, protocol.EventResumed, protocol.EventExpired, protocol.EventCancelled,
-	protocol.EventAssigned, protocol.EventVoted, protocol.EventReminded}
 
 // Timeouts of the interactivity endpoint and of the follower.
 const (
@@ -63,15 +57,18 @@ type Bridge struct {
 	h    http.Handler
 
 	store *store
+	// own is the configuration's users and channels as a directory, for
+	// a bridge without a directory of people.
+	own *people.Directory
 
 	mu       sync.Mutex
 	srv      *http.Server
 	addr     net.Addr
 	served   chan struct{}
 	serveErr error
-	it       jetstream.MessagesContext
-	followed chan struct{}
-	// work bounds the Slack calls of the follower; Stop ends it.
+	d        *notify.Dispatcher
+	// work bounds what interactions do once they answered Slack; Stop
+	// ends it.
 	work    context.Context
 	endWork context.CancelFunc
 	started bool
@@ -97,6 +94,9 @@ func New(port Port, cfg Config) (*Bridge, error) {
 		opts = append(opts, slack.OptionAPIURL(cfg.APIURL))
 	}
 	b := &Bridge{port: port, cfg: cfg, log: *cfg.Logger, api: slack.New(cfg.Token, opts...)}
+	if own, err := cfg.Directory("the Slack configuration"); err == nil {
+		b.own = own
+	}
 	b.h = http.HandlerFunc(b.interact)
 	b.work, b.endWork = context.WithCancel(context.Background())
 	return b, nil
@@ -118,7 +118,7 @@ func (b *Bridge) Addr() string {
 
 // ConsumerName is the durable consumer the bridge follows the events
 // with, so that a restart carries on where it stopped.
-func ConsumerName(names wire.Names) string { return names.Prefix + "-slack" }
+func ConsumerName(names wire.Names) string { return notify.ConsumerName(names, Name) }
 
 // BucketName is the bridge's KV bucket: the channel and ts of each posted
 // message, by run.
@@ -151,40 +151,28 @@ func (b *Bridge) Start(ctx context.Context) error {
 		return fmt.Errorf("slackbridge: binding bucket %s: %w", BucketName(names), err)
 	}
 	b.store = notify.NewRecords[record](kv, "the bridge's bucket")
-	subjects := make([]string, 0, len(Kinds))
-	for _, k := range Kinds {
-		subjects = append(subjects, names.Event("*", "*", k))
-	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.EventStream(), jetstream.ConsumerConfig{
-		Durable:        ConsumerName(names),
-		Description:    "Interlock's Slack bridge",
-		FilterSubjects: subjects,
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        ackWait,
-		// One at a time, so that a run's events are handled in order even
-		// when one is delivered again.
-		MaxAckPending: 1,
-	})
-	if err != nil {
-		return fmt.Errorf("slackbridge: binding consumer %s on %s: %w", ConsumerName(names), names.EventStream(), err)
-	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", b.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("slackbridge: listening on %s: %w", b.cfg.Addr, err)
 	}
-	it, err := cons.Messages()
+	d, err := notify.StartDispatch(ctx, b.port, b, notify.Dispatch{
+		Directory:   b.dispatchDirectory,
+		Description: "Interlock's Slack bridge",
+		// A role's Slack channel is its team's place: it shows every
+		// request of the role, and who claimed or was handed it.
+		RolesSeeAll: true,
+		FirstRetry:  b.cfg.FirstRetry,
+		MaxRetry:    b.cfg.MaxRetry,
+		RetryFor:    b.cfg.RetryFor,
+		AckWait:     ackWait,
+		Logger:      &b.log,
+	})
 	if err != nil {
 		_ = ln.Close()
-		return fmt.Errorf("slackbridge: following %s: %w", names.EventStream(), err)
+		return fmt.Errorf("slackbridge: %w", err)
 	}
-	b.it = it
-	b.followed = make(chan struct{})
-	go func() {
-		defer close(b.followed)
-		b.follow(it)
-	}()
+	b.d = d
 	b.addr = ln.Addr()
 	b.srv = &http.Server{Handler: b.h, ReadHeaderTimeout: readHeaderTimeout, MaxHeaderBytes: 64 << 10}
 	b.served = make(chan struct{})
@@ -218,13 +206,22 @@ func (b *Bridge) Stop(ctx context.Context) error {
 		<-b.served
 		errs = append(errs, b.serveErr)
 	}
-	if b.it != nil {
-		b.it.Stop()
-		stop := context.AfterFunc(ctx, b.endWork)
-		<-b.followed
-		stop()
+	if b.d != nil {
+		errs = append(errs, b.d.Stop(ctx))
 	}
 	b.endWork()
 	b.stopErr = errors.Join(errs...)
 	return b.stopErr
+}
+
+// dispatchDirectory is the directory the dispatcher finds recipients in:
+// the directory of people, else the configuration's users and channels.
+func (b *Bridge) dispatchDirectory() *people.Directory {
+	if d := b.directory(); d != nil {
+		return d
+	}
+	if b.own != nil {
+		return b.own
+	}
+	return people.Empty()
 }

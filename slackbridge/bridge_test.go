@@ -649,7 +649,7 @@ func TestAnEventTheBridgeCannotReadIsDeadLettered(t *testing.T) {
 	if c := dls[0].Header.Get(bus.HeaderConsumer); c != slackbridge.ConsumerName(names) {
 		t.Fatalf("the dead letter names consumer %q, want the bridge's, %s", c, slackbridge.ConsumerName(names))
 	}
-	if e := dls[0].Header.Get(bus.HeaderError); !strings.Contains(e, "cannot read the event") {
+	if e := dls[0].Header.Get(bus.HeaderError); !strings.Contains(e, "does not decode") {
 		t.Fatalf("the dead letter's error %q does not say why", e)
 	}
 }

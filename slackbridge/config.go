@@ -80,6 +80,9 @@ type Config struct {
 	// change: a decision after that leaves the message as it was.
 	// Defaults to DefaultKeep.
 	Keep time.Duration
+	// FirstRetry, MaxRetry and RetryFor say how a Slack call that fails
+	// is tried again (see notify.Config). Default to notify's defaults.
+	FirstRetry, MaxRetry, RetryFor time.Duration
 	// ResponseWait bounds how long an interaction waits for the engine
 	// before answering Slack. Defaults to DefaultResponseWait.
 	ResponseWait time.Duration
@@ -127,6 +130,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("slackbridge: Config.Keep %s: keep messages at least 1m", c.Keep)
 	case c.ResponseWait < 0 || c.ResponseWait > 3*time.Second:
 		return fmt.Errorf("slackbridge: Config.ResponseWait %s: Slack waits 3s at most", c.ResponseWait)
+	case c.FirstRetry < 0 || c.MaxRetry < 0 || c.RetryFor < 0:
+		return errors.New("slackbridge: Config.FirstRetry, MaxRetry and RetryFor may not be negative")
 	}
 	if err := c.Egress.Validate(); err != nil {
 		return fmt.Errorf("slackbridge: Config.Egress: %w", err)

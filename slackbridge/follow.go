@@ -3,6 +3,8 @@ package slackbridge
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,206 +13,230 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/slack-go/slack"
 
-	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/notify"
+	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
 )
 
-// applyTimeout bounds the handling of one event (a few Slack calls and
-// bucket writes).
+// applyTimeout bounds the bucket writes and Slack calls an interaction
+// makes once it has answered Slack.
 const applyTimeout = 30 * time.Second
 
-// follow handles the events of the bridge's consumer, one at a time, until
-// the iterator stops.
-func (b *Bridge) follow(it jetstream.MessagesContext) {
-	for {
-		msg, err := it.Next()
-		switch {
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed), b.work.Err() != nil:
-			return
-		case err != nil:
-			// Missed heartbeats and the like: the iterator carries on.
-			b.log.Warn().Err(err).Msg("slack bridge: following events")
-			select {
-			case <-b.work.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		b.handle(msg)
+// Name is the bridge's channel name (see package notify): its consumer
+// is <prefix>-slack, and a role's Slack channel is its slack address in
+// the directory.
+const Name = people.ChannelSlack
+
+// Name is the bridge's channel name, [Name].
+func (b *Bridge) Name() string { return Name }
+
+// address is where a message goes: a channel id (C0REFUNDS), or a
+// thread of one (C0REFUNDS/1712345678.000100).
+func address(channel, thread string) string {
+	if thread == "" {
+		return channel
 	}
+	return channel + "/" + thread
 }
 
-// handle applies one event to Slack, and acknowledges it once Slack and
-// the bucket hold the result; a failure leaves it to be delivered again.
-func (b *Bridge) handle(msg jetstream.Msg) {
-	subject := msg.Subject()
-	kind := subject[strings.LastIndex(subject, ".")+1:]
-	ev, err := events.Decode(msg.Headers(), msg.Data())
-	if err != nil {
-		// Poison: dead-lettered, as every channel does with what it
-		// cannot read, so that an operator sees it; tried again only if
-		// the dead letter cannot be written.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.work), 10*time.Second)
-		defer cancel()
-		if dlErr := bus.DeadLetter(ctx, b.port.JetStream(), b.port.Names(), msg, notify.ReasonUndeliverable,
-			fmt.Sprintf("the slack bridge cannot read the event: %v", err)); dlErr != nil {
-			b.log.Error().Err(dlErr).Str("subject", subject).Msg("slack bridge: dead-lettering an event that does not decode; it will be tried again")
-			_ = msg.NakWithDelay(time.Minute)
-			return
-		}
-		b.log.Error().Err(err).Str("subject", subject).Msg("slack bridge: an event that does not decode is dead-lettered")
-		_ = msg.Term()
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.work, applyTimeout)
-	err = b.apply(ctx, kind, ev)
-	cancel()
-	if err != nil {
-		delivered := uint64(1)
-		if md, mdErr := msg.Metadata(); mdErr == nil {
-			delivered = md.NumDelivered
-		}
-		delay := retryDelay(delivered, err)
-		b.log.Warn().Err(err).Str("subject", subject).Str("ce_id", ev.ID()).Uint64("delivered", delivered).
-			Dur("retry_in", delay).Msg("slack bridge: event not applied; it will be delivered again")
-		_ = msg.NakWithDelay(delay)
-		return
-	}
-	if err := msg.Ack(); err != nil {
-		b.log.Warn().Err(err).Str("subject", subject).Msg("slack bridge: acknowledging an event")
-	}
+// splitAddress is address's channel and thread.
+func splitAddress(a string) (channel, thread string) {
+	channel, thread, _ = strings.Cut(a, "/")
+	return channel, thread
 }
 
-// retryDelay is how long a failed event waits: what Slack asks when it
-// limits the rate, else a back-off.
-func retryDelay(delivered uint64, err error) time.Duration {
-	var rl *slack.RateLimitedError
-	if errors.As(err, &rl) && rl.RetryAfter > 0 {
-		return rl.RetryAfter
+// Addresses are where an interrupt in reaches to in Slack: the thread
+// the run came from (origin.slack), else the channel of each of its
+// roles (the directory's, else Config.Channels'), else the default
+// channel, which also takes an interrupt that names no role (the zero
+// Recipient). A person is reached there, where the message mentions
+// them: the bridge posts to channels, not to one person.
+func (b *Bridge) Addresses(_ context.Context, to notify.Recipient, in protocol.Interrupted) ([]string, error) {
+	if ch, thread := origin(in); ch != "" {
+		return []string{address(ch, thread)}, nil
 	}
-	steps := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
-	if delivered > uint64(len(steps)) {
-		return time.Minute
+	if to.Person != "" {
+		return nil, nil
 	}
-	return steps[delivered-1]
+	if ch := cmp.Or(b.channel(to.Role), b.cfg.DefaultChannel); ch != "" {
+		return []string{ch}, nil
+	}
+	return nil, nil
 }
 
-// apply makes Slack show one event.
-func (b *Bridge) apply(ctx context.Context, kind string, ev events.Event) error {
-	at := ev.Time().UTC()
-	switch kind {
-	case protocol.EventInterrupted:
-		var in protocol.Interrupted
-		if err := json.Unmarshal(ev.Data(), &in); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.post(ctx, in, at)
-	case protocol.EventResumed:
-		var r protocol.Resumed
-		if err := json.Unmarshal(ev.Data(), &r); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.settle(ctx, r.Flow, r.Run, r.RequestID, func(rec record) string {
-			var votes []protocol.Vote
-			if rec.In != nil {
-				votes = rec.In.Votes
-			}
-			return resumedOutcome(r, votes, at)
-		})
-	case protocol.EventExpired:
-		var x protocol.Expired
-		if err := json.Unmarshal(ev.Data(), &x); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.settle(ctx, x.Flow, x.Run, x.RequestID, func(record) string {
-			return ":hourglass: Expired: no decision by the deadline · " + slackDate(at)
-		})
-	case protocol.EventCancelled:
-		var c protocol.Cancelled
-		if err := json.Unmarshal(ev.Data(), &c); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.settle(ctx, c.Flow, c.Run, "", func(record) string { return cancelledOutcome(c, at) })
-	case protocol.EventAssigned:
-		var a protocol.Assigned
-		if err := json.Unmarshal(ev.Data(), &a); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.assigned(ctx, a)
-	case protocol.EventVoted:
-		var v protocol.Voted
-		if err := json.Unmarshal(ev.Data(), &v); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.change(ctx, v.Flow, v.Run, v.RequestID, func(in *protocol.Interrupted) { in.Votes = v.Votes })
-	case protocol.EventReminded:
-		var r protocol.Reminded
-		if err := json.Unmarshal(ev.Data(), &r); err != nil {
-			return fmt.Errorf("decoding %s: %w", kind, err)
-		}
-		return b.remind(ctx, r, ev.ID())
-	}
-	return nil
+// recordKeyAt is the key of the record of run's message at addr.
+func recordKeyAt(flow, run, addr string) string {
+	h := sha256.Sum256([]byte(addr))
+	return recordKey(flow, run) + "." + hex.EncodeToString(h[:12])
 }
 
-// post posts an interrupt, once: a message already posted for its request
-// (an event delivered again after a restart) is left alone. An approval
-// asked again after a vote short of its quorum keeps its message, now
-// with the new request. A message of an earlier request of the run
-// (escalated, or asked again) is closed.
-func (b *Bridge) post(ctx context.Context, in protocol.Interrupted, at time.Time) error {
-	key := recordKey(in.Flow, in.Run)
+// load reads the record of run's message at addr, and its key: a record
+// an earlier version kept by run alone is read when it is at addr.
+func (b *Bridge) load(ctx context.Context, flow, run, addr string) (record, uint64, string, error) {
+	key := recordKeyAt(flow, run, addr)
 	rec, rev, err := b.store.Get(ctx, key)
+	if err != nil || rev != 0 {
+		return rec, rev, key, err
+	}
+	legacy := recordKey(flow, run)
+	old, oldRev, err := b.store.Get(ctx, legacy)
 	if err != nil {
-		return err
+		return record{}, 0, key, err
 	}
-	if rev != 0 && rec.RequestID == in.RequestID {
-		return nil
+	if oldRev != 0 && address(old.Channel, old.Thread) == addr {
+		return old, oldRev, legacy, nil
 	}
-	in.ResumeToken = ""
+	return record{}, 0, key, nil
+}
+
+// Post shows n in Slack at n.Address: an interrupt's message, posted
+// once and then kept up to date (a quorum's vote, a claim, a release, a
+// delegation redraw it), or a reminder in its thread. A message of an
+// earlier request of the run at the same address is closed.
+func (b *Bridge) Post(ctx context.Context, n notify.Notice) (string, error) {
+	in := n.Interrupt
+	rec, rev, key, err := b.load(ctx, in.Flow, in.Run, n.Address)
+	if err != nil {
+		return "", err
+	}
+	open := rev != 0 && !rec.Closed && rec.In != nil
+	same := open && rec.RequestID == in.RequestID
+	switch n.Why {
+	case notify.WhyReminder:
+		if same {
+			return b.remind(ctx, key, rec, rev, n)
+		}
+	case notify.WhyDelegated, notify.WhyClaimed, notify.WhyReleased:
+		if same {
+			rec.In.Assignees, rec.In.ClaimedBy, rec.In.ApproverRole = in.Assignees, in.ClaimedBy, in.ApproverRole
+			rec.Role = in.ApproverRole
+			if n.Why == notify.WhyDelegated {
+				rec.Delegated = delegationTo(in, n.By, n.Reason)
+			}
+			if err := b.redraw(ctx, rec, rec.messages()); err != nil {
+				return "", err
+			}
+			return rec.TS, b.store.Put(ctx, key, rec, rev)
+		}
+	default:
+		if same {
+			// Posted already (a crash between the post and its record).
+			return rec.TS, nil
+		}
+		if open && (n.Why == notify.WhyVote || askedAgainAfterVote(rec, in)) {
+			conv, err := b.conversation(ctx, in)
+			if err != nil {
+				return "", err
+			}
+			rec.RequestID, rec.In, rec.Conv, rec.Role = in.RequestID, &in, conv, in.ApproverRole
+			if err := b.redraw(ctx, rec, rec.messages()); err != nil {
+				return "", err
+			}
+			return rec.TS, b.store.Put(ctx, key, rec, rev)
+		}
+	}
+	if open && !same {
+		outcome := ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(n.At)
+		if protocol.RoleRestricted(in.Kind) && rec.Role != "" && in.ApproverRole != rec.Role {
+			outcome = fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", safe(in.ApproverRole), slackDate(n.At))
+		}
+		if err := b.close(ctx, key, rec, rev, outcome); err != nil {
+			return "", err
+		}
+		// The new message's record replaces the closed one (or is made
+		// under its own key, should the closed one be an earlier
+		// version's).
+		key = recordKeyAt(in.Flow, in.Run, n.Address)
+		if _, rev, err = b.store.Get(ctx, key); err != nil {
+			return "", err
+		}
+	}
+	return b.postCard(ctx, key, rev, n)
+}
+
+// postCard posts n's interrupt as a new message at n.Address and
+// records it under key, revision rev.
+func (b *Bridge) postCard(ctx context.Context, key string, rev uint64, n notify.Notice) (string, error) {
+	in := n.Interrupt
 	conv, err := b.conversation(ctx, in)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if rev != 0 && !rec.Closed && askedAgainAfterVote(rec, in) {
-		rec.RequestID, rec.In, rec.Conv = in.RequestID, &in, conv
-		if err := b.redraw(ctx, rec, rec.messages()); err != nil {
-			return err
-		}
-		return b.store.Put(ctx, key, rec, rev)
+	next := record{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, In: &in, Conv: conv}
+	if n.Why == notify.WhyDelegated {
+		next.Delegated = delegationTo(in, n.By, n.Reason)
 	}
-	if rev != 0 && !rec.Closed {
-		outcome := ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(at)
-		if protocol.RoleRestricted(in.Kind) && rec.Role != "" && in.ApproverRole != rec.Role {
-			outcome = fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", safe(in.ApproverRole), slackDate(at))
-		}
-		if err := b.update(ctx, rec, outcome); err != nil {
-			return err
-		}
-	}
-	channel, thread := b.target(in)
-	if channel == "" {
-		b.log.Warn().Str("flow", in.Flow).Str("run", in.Run).Str("approver_role", in.ApproverRole).
-			Msg("slack bridge: no channel for this interrupt (map its approver role, set a default channel, or start the run with origin.slack)")
-		return nil
-	}
-	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, card{conv: conv}, refOf(in))...)}
+	channel, thread := splitAddress(n.Address)
+	opts := []slack.MsgOption{slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, next.card(), refOf(in))...)}
 	if thread != "" {
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
 	ch, ts, err := b.api.PostMessageContext(ctx, channel, opts...)
 	if err != nil {
-		return fmt.Errorf("posting to %s (chat.postMessage): %w", channel, err)
+		return "", slackError(fmt.Sprintf("posting to %s (chat.postMessage)", channel), err)
 	}
-	next := record{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole,
-		Channel: ch, TS: ts, Thread: thread, In: &in, Conv: conv}
-	return b.store.Put(ctx, key, next, rev)
+	next.Channel, next.TS, next.Thread = ch, ts, thread
+	if err := b.store.Put(ctx, key, next, rev); err != nil {
+		return "", err
+	}
+	return ts, nil
+}
+
+// close rewrites rec's messages as closed with outcome, and records so.
+func (b *Bridge) close(ctx context.Context, key string, rec record, rev uint64, outcome string) error {
+	if err := b.update(ctx, rec, outcome); err != nil {
+		return err
+	}
+	rec.Closed, rec.Outcome = true, outcome
+	return b.store.Put(ctx, key, rec, rev)
+}
+
+// Settle closes the message at s.Address of a request decided, answered,
+// expired, cancelled or moved on, wherever that happened: its buttons
+// go, and the outcome says who did what.
+func (b *Bridge) Settle(ctx context.Context, s notify.Settled) (string, error) {
+	rec, rev, key, err := b.load(ctx, s.Flow, s.Run, s.Address)
+	if err != nil || rev == 0 || rec.Closed {
+		return "", err
+	}
+	if err := b.close(ctx, key, rec, rev, outcomeOf(rec, s)); err != nil {
+		return "", err
+	}
+	return rec.TS, nil
+}
+
+// outcomeOf says how the request of rec's message was settled.
+func outcomeOf(rec record, s notify.Settled) string {
+	at := s.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	switch s.Kind {
+	case protocol.EventResumed:
+		var r protocol.Resumed
+		if json.Unmarshal(s.Data, &r) == nil {
+			var votes []protocol.Vote
+			if rec.In != nil {
+				votes = rec.In.Votes
+			}
+			return resumedOutcome(r, votes, at)
+		}
+	case protocol.EventExpired:
+		return ":hourglass: Expired: no decision by the deadline · " + slackDate(at)
+	case protocol.EventCancelled:
+		var c protocol.Cancelled
+		if json.Unmarshal(s.Data, &c) == nil {
+			return cancelledOutcome(c, at)
+		}
+	case protocol.EventInterrupted:
+		if s.To != "" {
+			return fmt.Sprintf(":arrow_double_up: Escalated to *%s* · %s", safe(s.To), slackDate(at))
+		}
+		return ":leftwards_arrow_with_hook: Asked again in a newer message · " + slackDate(at)
+	}
+	return ":information_source: " + safe(s.What) + " · " + slackDate(at)
 }
 
 // askedAgainAfterVote reports whether in is the approval of rec's
@@ -222,6 +248,12 @@ func askedAgainAfterVote(rec record, in protocol.Interrupted) bool {
 // refOf is the ref of an interrupt's buttons.
 func refOf(in protocol.Interrupted) ref {
 	return ref{Flow: in.Flow, Run: in.Run, RequestID: in.RequestID, Kind: in.Kind, Role: in.ApproverRole, Why: in.RejectReasonRequired}
+}
+
+// delegationTo is the delegation that made in: to its one assignee
+// left, else to its role.
+func delegationTo(in protocol.Interrupted, by, reason string) *delegation {
+	return delegationOf(protocol.Assigned{Op: protocol.AssignDelegate, Assignees: in.Assignees, ApproverRole: in.ApproverRole, By: by, Reason: reason})
 }
 
 // conversation is the conversation behind a gate run's call or an ask,
@@ -245,59 +277,6 @@ func (b *Bridge) conversation(ctx context.Context, in protocol.Interrupted) (*ta
 	return t, nil
 }
 
-// change applies a voted event to the open message of request
-// requestID, and shows it again.
-func (b *Bridge) change(ctx context.Context, flow, run, requestID string, apply func(in *protocol.Interrupted)) error {
-	key := recordKey(flow, run)
-	rec, rev, err := b.store.Get(ctx, key)
-	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != requestID {
-		return err
-	}
-	apply(rec.In)
-	if err := b.redraw(ctx, rec, rec.messages()); err != nil {
-		return err
-	}
-	return b.store.Put(ctx, key, rec, rev)
-}
-
-// assigned applies an assigned event to the open message of its request
-// and shows it again, saying who delegated it to whom. A delegation to a
-// role that has a channel of its own also posts the card there, once,
-// for the role's holders to see; the copy is updated with the message.
-func (b *Bridge) assigned(ctx context.Context, a protocol.Assigned) error {
-	key := recordKey(a.Flow, a.Run)
-	rec, rev, err := b.store.Get(ctx, key)
-	if err != nil || rev == 0 || rec.Closed || rec.In == nil || rec.RequestID != a.RequestID {
-		return err
-	}
-	rec.In.Assignees, rec.In.ClaimedBy, rec.In.ApproverRole = a.Assignees, a.ClaimedBy, a.ApproverRole
-	rec.Role = a.ApproverRole
-	d := delegationOf(a)
-	if d != nil {
-		rec.Delegated = d
-	}
-	others := rec.messages()
-	if ch := b.channel(a.ApproverRole); d != nil && len(a.Assignees) == 0 && ch != "" && !rec.postedIn(ch) {
-		in := *rec.In
-		ch, ts, err := b.api.PostMessageContext(ctx, ch, slack.MsgOptionText(fallbackText(in), true),
-			slack.MsgOptionBlocks(openBlocks(in, rec.card(), refOf(in))...))
-		if err != nil {
-			return fmt.Errorf("posting the delegated approval to %s (chat.postMessage): %w", ch, err)
-		}
-		rec.Copies = append(rec.Copies, posted{Channel: ch, TS: ts})
-		// Recorded at once, so that the event delivered again (a failed
-		// update below) does not post it twice.
-		if err := b.store.Put(ctx, key, rec, rev); err != nil {
-			return err
-		}
-		return b.redraw(ctx, rec, others)
-	}
-	if err := b.redraw(ctx, rec, others); err != nil {
-		return err
-	}
-	return b.store.Put(ctx, key, rec, rev)
-}
-
 // redraw rewrites the open messages msgs of rec to show its interrupt.
 func (b *Bridge) redraw(ctx context.Context, rec record, msgs []posted) error {
 	in := *rec.In
@@ -305,70 +284,57 @@ func (b *Bridge) redraw(ctx context.Context, rec record, msgs []posted) error {
 		_, _, _, err := b.api.UpdateMessageContext(ctx, m.Channel, m.TS,
 			slack.MsgOptionText(fallbackText(in), true), slack.MsgOptionBlocks(openBlocks(in, rec.card(), refOf(in))...))
 		if err != nil {
-			return fmt.Errorf("updating message %s in %s (chat.update): %w", m.TS, m.Channel, err)
+			return slackError(fmt.Sprintf("updating message %s in %s (chat.update)", m.TS, m.Channel), err)
 		}
 	}
 	return nil
 }
 
-// remind posts a reminder in the thread of the message of the request,
-// once per reminded event (id), mentioning who it waits on.
-func (b *Bridge) remind(ctx context.Context, r protocol.Reminded, id string) error {
-	key := recordKey(r.Flow, r.Run)
-	rec, rev, err := b.store.Get(ctx, key)
-	if err != nil || rev == 0 || rec.Closed || rec.RequestID != r.RequestID || rec.Reminded == id {
-		return err
+// remind posts a reminder in the thread of rec's message, once per
+// reminded event, mentioning who it waits on.
+func (b *Bridge) remind(ctx context.Context, key string, rec record, rev uint64, n notify.Notice) (string, error) {
+	if rec.Reminded == n.EventID {
+		return rec.TS, nil
 	}
-	heading := "this request"
-	var consequence string
-	if rec.In != nil {
-		heading = "*" + safe(oneLine(rec.In.Heading())) + "*"
-		consequence = rec.In.OnTimeout.Consequence()
-	}
-	msg := ":alarm_clock: " + b.mentions(r) + ": " + heading + " still waits on you"
-	if r.ExpiresAt != nil {
-		msg += " · decide by " + slackDate(*r.ExpiresAt)
-		if consequence != "" {
-			msg += ", " + safe(consequence)
+	in := n.Interrupt
+	msg := ":alarm_clock: " + b.mentions(in) + ": *" + safe(oneLine(rec.In.Heading())) + "* still waits on you"
+	if in.ExpiresAt != nil {
+		msg += " · decide by " + slackDate(*in.ExpiresAt)
+		if c := rec.In.OnTimeout.Consequence(); c != "" {
+			msg += ", " + safe(c)
 		}
 	}
-	channel, thread := rec.Channel, cmp.Or(rec.Thread, rec.TS)
-	for _, c := range rec.Copies {
-		// Where the approval's role now has its copy of the card.
-		if ch := b.channel(r.ApproverRole); ch != "" && c.Channel == ch {
-			channel, thread = c.Channel, c.TS
-		}
-	}
-	_, _, err = b.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg, false), slack.MsgOptionTS(thread),
+	thread := cmp.Or(rec.Thread, rec.TS)
+	_, ts, err := b.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(msg, false), slack.MsgOptionTS(thread),
 		slack.MsgOptionBlocks(section(msg)))
 	if err != nil {
-		return fmt.Errorf("posting a reminder in %s (chat.postMessage): %w", channel, err)
+		return "", slackError(fmt.Sprintf("posting a reminder in %s (chat.postMessage)", rec.Channel), err)
 	}
-	rec.Reminded = id
-	return b.store.Put(ctx, key, rec, rev)
+	rec.Reminded = n.EventID
+	return ts, b.store.Put(ctx, key, rec, rev)
 }
 
 // mentions names who a reminder is for: the claimant, else the
 // assignees, else the holders of the approver role, each mentioned when
 // the configuration maps them to a Slack user, by name otherwise.
-func (b *Bridge) mentions(r protocol.Reminded) string {
-	people := r.Assignees
-	if r.ClaimedBy != "" {
-		people = []string{r.ClaimedBy}
+func (b *Bridge) mentions(in protocol.Interrupted) string {
+	people := in.Assignees
+	if in.ClaimedBy != "" {
+		people = []string{in.ClaimedBy}
 	}
 	var out []string
 	for _, p := range people {
 		out = append(out, b.mention(p))
 	}
-	if len(out) == 0 && r.ApproverRole != "" {
+	if len(out) == 0 && in.ApproverRole != "" {
 		var ids []string
-		for _, p := range b.directory().Holders(r.ApproverRole) {
+		for _, p := range b.directory().Holders(in.ApproverRole) {
 			if p.Slack != "" {
 				ids = append(ids, p.Slack)
 			}
 		}
 		for _, id := range slices.Sorted(maps.Keys(b.cfg.Users)) {
-			if slices.Contains(b.cfg.Users[id].Roles, r.ApproverRole) && !slices.Contains(ids, id) {
+			if slices.Contains(b.cfg.Users[id].Roles, in.ApproverRole) && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
@@ -376,7 +342,7 @@ func (b *Bridge) mentions(r protocol.Reminded) string {
 			out = append(out, "<@"+id+">")
 		}
 		if len(out) == 0 {
-			out = append(out, "whoever holds the *"+safe(r.ApproverRole)+"* role")
+			out = append(out, "whoever holds the *"+safe(in.ApproverRole)+"* role")
 		}
 	}
 	if len(out) == 0 {
@@ -400,23 +366,6 @@ func (b *Bridge) mention(person string) string {
 	return "*" + safe(person) + "*"
 }
 
-// settle closes the message of a request that has been decided, answered,
-// expired or cancelled: requestID "" closes whatever is open for the run.
-func (b *Bridge) settle(ctx context.Context, flow, run, requestID string, outcome func(rec record) string) error {
-	key := recordKey(flow, run)
-	rec, rev, err := b.store.Get(ctx, key)
-	if err != nil || rev == 0 || rec.Closed || (requestID != "" && rec.RequestID != requestID) {
-		return err
-	}
-	out := outcome(rec)
-	if err := b.update(ctx, rec, out); err != nil {
-		return err
-	}
-	rec.Closed = true
-	rec.Outcome = out
-	return b.store.Put(ctx, key, rec, rev)
-}
-
 // update rewrites a posted message, and its copies, as closed with
 // outcome: no buttons.
 func (b *Bridge) update(ctx context.Context, rec record, outcome string) error {
@@ -424,7 +373,7 @@ func (b *Bridge) update(ctx context.Context, rec record, outcome string) error {
 		_, _, _, err := b.api.UpdateMessageContext(ctx, m.Channel, m.TS,
 			slack.MsgOptionText(stripMarkup(outcome), true), slack.MsgOptionBlocks(closedBlocks(rec, outcome)...))
 		if err != nil {
-			return fmt.Errorf("updating message %s in %s (chat.update): %w", m.TS, m.Channel, err)
+			return slackError(fmt.Sprintf("updating message %s in %s (chat.update)", m.TS, m.Channel), err)
 		}
 	}
 	return nil
@@ -438,16 +387,34 @@ type slackOrigin struct {
 	} `json:"slack"`
 }
 
-// target is where an interrupt is posted: the thread of the run's
-// origin.slack, else the channel of its approver role, else the default
-// channel.
-func (b *Bridge) target(in protocol.Interrupted) (channel, thread string) {
+// origin is the channel and thread of in's run's origin.slack, if any.
+func origin(in protocol.Interrupted) (channel, thread string) {
 	var o slackOrigin
-	if len(in.Origin) > 0 && json.Unmarshal(in.Origin, &o) == nil && o.Slack != nil && o.Slack.Channel != "" {
+	if len(in.Origin) > 0 && json.Unmarshal(in.Origin, &o) == nil && o.Slack != nil && o.Slack.Channel != "" &&
+		!strings.Contains(o.Slack.Channel, "/") {
 		return o.Slack.Channel, o.Slack.ThreadTS
 	}
-	if ch := b.channel(in.ApproverRole); ch != "" {
-		return ch, ""
+	return "", ""
+}
+
+// permanent are the Web API's errors another attempt will not mend: the
+// channel, the message or the bot's rights are gone, or the message is
+// one Slack refuses.
+var permanent = []string{"channel_not_found", "not_in_channel", "is_archived", "invalid_auth", "account_inactive",
+	"token_revoked", "missing_scope", "restricted_action", "msg_too_long", "invalid_blocks", "no_permission",
+	"message_not_found", "cant_update_message", "edit_window_closed", "not_authed"}
+
+// slackError is err of a Web API call, what: wrapped by notify.RetryAfter
+// when Slack limits the rate, and by notify.Permanent when it refuses for
+// good.
+func slackError(what string, err error) error {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return notify.RetryAfter(fmt.Errorf("%s: %w", what, err), rl.RetryAfter)
 	}
-	return b.cfg.DefaultChannel, ""
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && slices.Contains(permanent, se.Err) {
+		return notify.Permanent(fmt.Errorf("%s: %w", what, err))
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

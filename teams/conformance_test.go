@@ -27,10 +27,10 @@ func TestTeamsPassesTheChannelSuite(t *testing.T) {
 		Name:     teams.Name,
 		Features: channeltest.Features{RolesOnly: true, RetryAfter: true, SecretAddresses: true, Settle: true},
 		New: func(t *testing.T) channeltest.Remote {
-			r := &workflows{t: t, answers: map[string]channeltest.Answer{}, wake: make(chan struct{})}
+			r := &workflows{t: t}
 			r.srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
 			t.Cleanup(r.srv.Close)
-			t.Cleanup(r.release)
+			t.Cleanup(r.answers.Release)
 			return r
 		},
 	})
@@ -42,9 +42,8 @@ type workflows struct {
 	t   *testing.T
 	srv *httptest.Server
 
+	answers  channeltest.Answers
 	mu       sync.Mutex
-	answers  map[string]channeltest.Answer
-	wake     chan struct{}
 	received []channeltest.Received
 }
 
@@ -78,24 +77,7 @@ func (w *workflows) Received() []channeltest.Received {
 	return slices.Clone(w.received)
 }
 
-func (w *workflows) Answer(addr string, a channeltest.Answer) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.answers[addr] = a
-	close(w.wake)
-	w.wake = make(chan struct{})
-}
-
-// release lets every post held unanswered go.
-func (w *workflows) release() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k := range w.answers {
-		w.answers[k] = channeltest.Accept
-	}
-	close(w.wake)
-	w.wake = make(chan struct{})
-}
+func (w *workflows) Answer(addr string, a channeltest.Answer) { w.answers.Set(addr, a) }
 
 func (w *workflows) serve(rw http.ResponseWriter, req *http.Request) {
 	addr := w.srv.URL + req.URL.RequestURI()
@@ -105,30 +87,19 @@ func (w *workflows) serve(rw http.ResponseWriter, req *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(req.Body)
-	for {
-		w.mu.Lock()
-		a, wake := w.answers[addr], w.wake
-		w.mu.Unlock()
-		switch a {
-		case channeltest.Fail:
-			http.Error(rw, "try later", http.StatusServiceUnavailable)
-			return
-		case channeltest.Refuse:
-			http.Error(rw, "the workflow is turned off", http.StatusNotFound)
-			return
-		case channeltest.Throttle:
-			rw.Header().Set("Retry-After", strconv.Itoa(int(channeltest.ThrottleFor.Seconds())))
-			http.Error(rw, "slow down", http.StatusTooManyRequests)
-			return
-		case channeltest.Hang:
-			select {
-			case <-wake:
-				continue
-			case <-req.Context().Done():
-				return
-			}
-		}
-		break
+	switch w.answers.Await(req.Context(), addr) {
+	case channeltest.Fail:
+		http.Error(rw, "try later", http.StatusServiceUnavailable)
+		return
+	case channeltest.Refuse:
+		http.Error(rw, "the workflow is turned off", http.StatusNotFound)
+		return
+	case channeltest.Throttle:
+		rw.Header().Set("Retry-After", strconv.Itoa(int(channeltest.ThrottleFor.Seconds())))
+		http.Error(rw, "slow down", http.StatusTooManyRequests)
+		return
+	case channeltest.Hang:
+		return
 	}
 	p, err := checkMessage(req.Header.Get("Content-Type"), body)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // role's Teams channel. A person is reached through their roles'
 // channels, where the cards mention them: a Workflows webhook posts to a
 // channel, not to one person.
-func (t *Teams) Addresses(_ context.Context, to notify.Recipient) ([]string, error) {
+func (t *Teams) Addresses(_ context.Context, to notify.Recipient, _ protocol.Interrupted) ([]string, error) {
 	if to.Person != "" {
 		return nil, nil
 	}

@@ -190,7 +190,7 @@ func (c *Channel) Name() string { return Name }
 
 // Addresses implements [notify.Addresser]: a person's devices; a role
 // has none of its own.
-func (c *Channel) Addresses(ctx context.Context, to notify.Recipient) ([]string, error) {
+func (c *Channel) Addresses(ctx context.Context, to notify.Recipient, _ protocol.Interrupted) ([]string, error) {
 	if to.Person == "" {
 		return nil, nil
 	}
