@@ -165,8 +165,8 @@ func (c Config) validate() error {
 //	wait: 30s
 //	upstreams:
 //	  - name: files
-//	    command: npx
-//	    args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"]
+//	    command: mcp-server-filesystem
+//	    args: ["/srv/shared"]
 //	  - name: billing
 //	    url: http://127.0.0.1:9000/mcp
 //	    prefix: always

@@ -2,6 +2,7 @@ package mcpgateway_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,10 @@ func TestTheExampleConfigAndRulesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Upstreams) != 1 || cfg.Upstreams[0].Command != "npx" {
-		t.Errorf("config %+v", cfg)
+	// Installed once and run by its command: npx -y looks the package up
+	// on every start, longer than many MCP clients wait for a server.
+	if len(cfg.Upstreams) != 1 || cfg.Upstreams[0].Command != "mcp-server-filesystem" || slices.Contains(cfg.Upstreams[0].Args, "-y") {
+		t.Errorf("config %+v, want the installed mcp-server-filesystem, not npx -y", cfg)
 	}
 	rules, err := os.ReadFile("../examples/mcp-gateway/rules.yaml")
 	if err != nil {

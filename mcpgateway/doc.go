@@ -7,7 +7,7 @@
 // a callId derived from a digest of them.
 //
 //	gw, err := mcpgateway.New(svc, mcpgateway.Config{Upstreams: []mcpgateway.Upstream{
-//		{Name: "files", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv"}},
+//		{Name: "files", Command: "mcp-server-filesystem", Args: []string{"/srv"}},
 //	}})
 //	...
 //	err = gw.Start(ctx)                      // connect the upstreams, list their tools

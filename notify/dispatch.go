@@ -646,10 +646,39 @@ func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
 	case !cp.Status.Finished():
 		return nil
 	}
-	if err := d.settleOne(ctx, s, rec, Settled{Flow: in.Flow, Run: in.Run, What: ended(cp), EventID: n.EventID}); err != nil {
+	st := endedSettled(cp)
+	st.Flow, st.Run, st.EventID = in.Flow, in.Run, n.EventID
+	if err := d.settleOne(ctx, s, rec, st); err != nil {
 		return err
 	}
 	return d.sent.Forget(ctx, key)
+}
+
+// endedSettled is the follow-up of a run found finished, from its
+// checkpoint: its last decision as a resumed event's data would say it,
+// or its cancellation or expiry.
+func endedSettled(cp protocol.Checkpoint) Settled {
+	st := Settled{What: ended(cp)}
+	var data any
+	switch {
+	case cp.Status == protocol.StatusCancelled:
+		st.Kind, data = protocol.EventCancelled, protocol.Cancelled{Flow: cp.Flow, Run: cp.Run}
+	case cp.Status == protocol.StatusExpired:
+		st.Kind, data = protocol.EventExpired, protocol.Expired{Flow: cp.Flow, Run: cp.Run}
+	case len(cp.Decisions) > 0:
+		last := cp.Decisions[len(cp.Decisions)-1]
+		st.Kind, st.At = protocol.EventResumed, last.At
+		var edits json.RawMessage
+		if len(last.Edits) > 0 {
+			edits, _ = json.Marshal(last.Edits)
+		}
+		data = protocol.Resumed{Flow: cp.Flow, Run: cp.Run, RequestID: last.RequestID, Decision: string(last.Verdict),
+			Approver: last.Approver, Reason: last.Reason, Message: last.Message, Edits: edits}
+	}
+	if data != nil {
+		st.Data, _ = json.Marshal(data)
+	}
+	return st
 }
 
 // ended says how a finished run ended, from its checkpoint.

@@ -43,9 +43,12 @@ func TestTheDocsJavaScriptVerifierTakesInterlocksWebhooks(t *testing.T) {
 		t.Fatal(`docs/channels.md has no js block under "Verifying in JavaScript"`)
 	}
 	port := freePort(t)
-	src := strings.Replace(m[1], ".listen(8080)", fmt.Sprintf(".listen(%d, \"127.0.0.1\")", port), 1)
+	if strings.Contains(m[1], ".listen(8080") {
+		t.Fatal("the JavaScript receiver listens on 8080, Interlock's own port: a newcomer running both gets EADDRINUSE")
+	}
+	src := strings.Replace(m[1], `.listen(8787, "127.0.0.1")`, fmt.Sprintf(".listen(%d, \"127.0.0.1\")", port), 1)
 	if src == m[1] {
-		t.Fatal("the JavaScript receiver no longer listens on 8080: teach this test where it listens")
+		t.Fatal(`the JavaScript receiver no longer listens on 8787, "127.0.0.1": teach this test where it listens`)
 	}
 	// Beside node_modules, so that the import resolves as in a project.
 	f, err := os.CreateTemp(".", ".webhook-receiver-*.mjs")

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/protocol"
@@ -24,9 +28,9 @@ const askSynopsis = `ask question <text> [--field NAME] [--schema JSON]
 // design in front of people (PROTOCOL.md §8) and waits for the answer.
 func askCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		id, agent, title, description, timeout, field, schema, argsSchema, role, file string
-		multiple                                                                      bool
-		assignees, reminders                                                          listFlag
+		id, agent, title, description, timeout, field, schema, argsSchema, role, file, inboxURL string
+		multiple                                                                                bool
+		assignees, reminders                                                                    listFlag
 	)
 	cf, c, pos, closeFn, err := clientCommand(ctx, "ask", askSynopsis, stderr, args, 0,
 		func(fs *flag.FlagSet) {
@@ -43,6 +47,7 @@ func askCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fs.Var(&assignees, "assignee", "approval: a `person` named to decide (repeat for more)")
 			fs.Var(&reminders, "remind", "approval: remind this Go `duration` before the deadline (repeat for more)")
 			fs.StringVar(&file, "file", "", "read the whole ask, as JSON (docs/schema/ask-requested.json), from `file` (- for stdin)")
+			fs.StringVar(&inboxURL, "inbox", envOr("INTERLOCK_PUBLIC_URL", "http://127.0.0.1:8080"), "the inbox's `url`, for the link to the ask printed while it waits (default: $INTERLOCK_PUBLIC_URL, else http://127.0.0.1:8080)")
 		}, nil)
 	if err != nil {
 		return helpOK(err)
@@ -93,13 +98,25 @@ func askCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if agent != "" {
 		req.Agent = agent
 	}
-	ans, err := c.Ask(ctx, req, cf.wait)
+	if req.AskID == "" {
+		req.AskID = "ask-" + randomHex(8)
+	}
+	// Once the ask waits, say where it is before waiting for its answer.
+	start := time.Now()
+	ans, err := c.AskNoWait(ctx, req, cf.wait)
 	if err != nil {
 		return err
 	}
 	id = req.AskID
 	if ans.Pending != nil {
 		id = ans.Pending.Run
+		fmt.Fprintf(stderr, "Asked %s: answer it in the inbox, %s/runs/ask/%s; waiting up to %s (read the answer later with: interlock ask status %s)\n",
+			id, strings.TrimRight(inboxURL, "/"), url.PathEscape(id), cf.wait, id)
+		if left := cf.wait - time.Since(start); left > 0 {
+			if ans, err = c.WaitAsk(ctx, id, left); err != nil {
+				return err
+			}
+		}
 	} else if ans.Answered != nil {
 		id = ans.Answered.AskID
 	}
@@ -214,4 +231,11 @@ func approvalAsk(in *protocol.AskInterrupt, args []string, f askFlags) error {
 	}
 	in.Action, in.ApproverRole, in.Assignees, in.Reminders = args[0], f.role, f.assignees, f.reminders
 	return nil
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/interlockhq/interlock/internal/natstest"
 )
 
 func TestAskWaitsForTheAnswerAndAskStatusReadsIt(t *testing.T) {
@@ -92,5 +95,37 @@ func TestAskApprovalAndAskFromAFile(t *testing.T) {
 	}
 	if _, errOut, err := run(t, url, "ask", "--file", file); codeOf(err) != exitUsage || !strings.Contains(fmt.Sprint(err)+errOut, "is not an ask in JSON") {
 		t.Errorf("--file of broken JSON: exit %d\n%s", codeOf(err), errOut)
+	}
+}
+
+// interlock ask says the ask's id and its page in the inbox as soon as
+// it waits, before it waits for the answer: the next command needs them.
+func TestAskPrintsItsIDAndInboxLinkBeforeWaiting(t *testing.T) {
+	url := serveForTest(t)
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(t.Context(), []string{"ask", "question", "Which warehouse?", "--nats-url", url, "--wait", "1m",
+			"--inbox", "https://interlock.example.com"}, out, errOut)
+	}()
+	line := regexp.MustCompile(`Asked (ask-[0-9a-f]+): answer it in the inbox, https://interlock\.example\.com/runs/ask/(ask-[0-9a-f]+);`)
+	var m []string
+	natstest.Eventually(t, "the ask's id and link on stderr", func() bool {
+		m = line.FindStringSubmatch(errOut.String())
+		return m != nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("ask returned (%v) before its answer; stdout:\n%s", err, out.String())
+	default:
+	}
+	if m[1] != m[2] || !strings.Contains(errOut.String(), "interlock ask status "+m[1]) {
+		t.Errorf("the line names %s and links %s:\n%s", m[1], m[2], errOut.String())
+	}
+	if o, e, err := run(t, url, "answer", "ask", m[1], "answer=Lyon"); err != nil {
+		t.Fatalf("answer: %v\n%s%s", err, o, e)
+	}
+	if err := <-done; err != nil || !strings.Contains(out.String(), "Ask "+m[1]+": answered") {
+		t.Fatalf("ask: %v\n%s", err, out.String())
 	}
 }

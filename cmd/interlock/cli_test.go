@@ -185,6 +185,8 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"http.go":        {"serve"},
 		"slack.go":       {"serve"},
 		"people.go":      {"serve", "people"},
+		"peopleclear.go": {"people clear"},
+		"ask.go":         {"ask"},
 		"webhooks.go":    {"serve"},
 		"tracing.go":     {"serve"},
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},

@@ -24,8 +24,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/people"
 )
 
 // The Kubernetes side of deploy/: the Helm chart deploy/helm/interlock
@@ -370,8 +370,8 @@ func checkWorkers(t *testing.T, where string, objs []object) (object, workerArgs
 		if strconv.Itoa(ports["http"]) != hport || !strings.HasPrefix(h, "0.0.0.0:") {
 			t.Errorf("%s: --http %s, container port http %d", where, h, ports["http"])
 		}
-		if args.flags["auth-file"] == "" {
-			t.Errorf("%s: --http beyond loopback without --auth-file: serve refuses to start", where)
+		if args.flags["people"] == "" {
+			t.Errorf("%s: --http beyond loopback without --people: serve refuses to start", where)
 		}
 	}
 	// Security: non-root, read-only root, no escalation.
@@ -396,7 +396,7 @@ func checkWorkers(t *testing.T, where string, objs []object) (object, workerArgs
 		}
 		mounts[str(m, "mountPath")] = volumes[str(m, "name")]
 	}
-	for _, f := range []string{"secret-file", "auth-file", "tls-ca", "creds", "gate-rules", "slack-config"} {
+	for _, f := range []string{"secret-file", "people", "tls-ca", "creds", "gate-rules", "slack-config"} {
 		file, ok := args.flags[f]
 		if !ok {
 			continue
@@ -500,7 +500,7 @@ func TestHelmChartRenders(t *testing.T) {
 			wantArgs: []string{"--nats-url=tls://nats:4222", "--replicas=3", "--http=0.0.0.0:8080", "--tls-ca=/etc/interlock/nats-tls/ca.crt"}},
 		{name: "no HTTP API, no policy, no budget", over: map[string]any{
 			"http": map[string]any{"enabled": false}, "networkPolicy": map[string]any{"enabled": false}, "podDisruptionBudget": map[string]any{"enabled": false},
-		}, wantKinds: []string{"Deployment", "Service"}, wantArgs: []string{"--http="}, noArgs: []string{"--auth-file"}},
+		}, wantKinds: []string{"Deployment", "Service"}, wantArgs: []string{"--http="}, noArgs: []string{"--people"}},
 		{name: "creds, gate rules, no CA", over: map[string]any{
 			"nats":      map[string]any{"credsSecret": map[string]any{"name": "creds"}, "passwordSecret": map[string]any{"name": ""}, "tlsCASecret": map[string]any{"name": ""}},
 			"gateRules": map[string]any{"configMap": "interlock-gate"}, "concurrency": 8, "extraArgs": []any{"--keep-finished=720h"},
@@ -570,7 +570,7 @@ func TestHelmChartRenders(t *testing.T) {
 	// A missing required value is an error that names it.
 	for value, over := range map[string]map[string]any{
 		"secret.existingSecret":     {"secret": map[string]any{"existingSecret": ""}},
-		"http.authSecret.name":      {"http": map[string]any{"authSecret": map[string]any{"name": ""}}},
+		"http.peopleSecret.name":    {"http": map[string]any{"peopleSecret": map[string]any{"name": ""}}},
 		"networkPolicy.metricsFrom": {"networkPolicy": map[string]any{"metricsFrom": []any{}}},
 		"nats.url":                  {"nats": map[string]any{"url": ""}},
 	} {
@@ -697,8 +697,8 @@ func runWorkers(t *testing.T, dep object, natsURL, ca, password string) {
 				t.Fatal(err)
 			}
 			value = file
-		case "auth-file":
-			tok, err := httpapi.AddCaller(file, "lena", []string{"legal"})
+		case "people":
+			tok, err := people.AddPerson(file, people.Person{Name: "lena", Roles: []string{"legal"}}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -780,7 +780,7 @@ func runWorkers(t *testing.T, dep object, natsURL, ca, password string) {
 			return resp.StatusCode == http.StatusOK
 		})
 	}
-	if _, ok := args.flags["auth-file"]; ok {
+	if _, ok := args.flags["people"]; ok {
 		if apiAddr == "" {
 			t.Fatal("serve printed no HTTP API address")
 		}

@@ -29,8 +29,8 @@ type httpFlags struct {
 
 func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 	return httpFlags{
-		addr:      fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs --auth-file"),
-		authFile:  fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "YAML `file` of the HTTP API's callers and their roles (see interlock auth add); without it every HTTP caller is the local user with every role, on loopback only"),
+		addr:      fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs the directory of people (--people)"),
+		authFile:  fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "the older YAML `file` of the HTTP API's callers, read into the directory of people (interlock people import moves it; use --people)"),
 		publicURL: fs.String("public-url", envOr("INTERLOCK_PUBLIC_URL", ""), "the `URL` people and systems reach the HTTP API at (https://interlock.example.com), which decision links in mails and callback URLs begin with; defaults to http:// and the --http address"),
 	}
 }

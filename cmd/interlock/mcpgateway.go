@@ -63,7 +63,7 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageOf(name, "mcp gateway takes no arguments, but was given %s", quoteAll(pos))
 	}
 	if *config == "" {
-		return usageOf(name, "mcp gateway needs --config FILE, a YAML file listing the MCP servers to front, such as:\n\nupstreams:\n  - name: files\n    command: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/shared\"]")
+		return usageOf(name, "mcp gateway needs --config FILE, a YAML file listing the MCP servers to front, such as:\n\nupstreams:\n  - name: files\n    command: mcp-server-filesystem\n    args: [\"/srv/shared\"]")
 	}
 	if *httpAddr != "" {
 		if err := mcpserver.CheckAddr(*httpAddr, false); err != nil {

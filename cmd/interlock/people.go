@@ -142,7 +142,27 @@ func (s *peopleSetup) Start(ctx context.Context, kv people.ConfigKV) error {
 		_ = s.Stop(ctx)
 		return fmt.Errorf("the directory of people in the configuration bucket (revision %d) is refused: %w", r.Revision, r.Err)
 	}
+	s.sayInForce()
 	return nil
+}
+
+// sayInForce logs which directory of people is in force, and from where:
+// a directory put in the bucket by an earlier --people stays in force
+// when the flag is dropped, and then says how to go back.
+func (s *peopleSetup) sayInForce() {
+	d := s.live.Current()
+	ev := s.log.Info().Str("key", people.Key).Uint64("revision", s.live.Revision())
+	switch {
+	case d == nil:
+		ev.Msg("people: no directory of people: every caller of the HTTP API and the inbox is the local user, holding every role, on loopback only")
+	case s.file != "":
+		ev.Str("people", s.file).Int("count", d.Len()).Msg("people: the directory in force is --people's file, put in the configuration bucket; callers need its tokens")
+	case s.live.Revision() > 0:
+		ev.Int("count", d.Len()).Msg("people: the directory in force is the configuration bucket's (put by an earlier --people, or nats kv put), though no --people was given; callers need its tokens. " +
+			"To go back to the local user: interlock people clear, then restart serve")
+	default:
+		ev.Int("count", d.Len()).Msg("people: the directory in force is the older files' (--auth-file, the Slack configuration); callers need their tokens")
+	}
 }
 
 // Stop stops following the files.
@@ -188,15 +208,19 @@ func startPeople(ctx context.Context, svc *interlock.Service, s *peopleSetup) er
 }
 
 // peopleUsage says how to run the people commands.
-const peopleUsage = "use: interlock people add <name> [--role ROLE ...] [--email A] [--slack U] [--teams UPN] [--token] --people FILE, interlock people list --people FILE, interlock people remove <name> --people FILE, interlock people rotate-token <name> --people FILE, or interlock people import [--auth-file FILE] [--slack-config FILE]"
+const peopleUsage = "use: interlock people add <name> [--role ROLE ...] [--email A] [--slack U] [--teams UPN] [--token] --people FILE, interlock people list --people FILE, interlock people remove <name> --people FILE, interlock people rotate-token <name> --people FILE, interlock people import [--auth-file FILE] [--slack-config FILE], or interlock people clear"
 
-// peopleCmd runs `interlock people add|list|remove|rotate-token|import`.
-func peopleCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+// peopleCmd runs `interlock people add|list|remove|rotate-token|import|clear`.
+func peopleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "clear" {
+		return peopleClear(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("people", `people add <name> [--role ROLE ...] [--email ADDRESS] [--slack USER_ID] [--teams UPN] [--token] --people FILE
        interlock people list --people FILE
        interlock people remove <name> --people FILE
        interlock people rotate-token <name> --people FILE
-       interlock people import [--auth-file FILE] [--slack-config FILE]`, stderr)
+       interlock people import [--auth-file FILE] [--slack-config FILE]
+       interlock people clear [--data-dir DIR | --nats-url URL --creds FILE]`, stderr)
 	var roles listFlag
 	fs.Var(&roles, "role", "approver `role` the person holds (repeat for more); none lets them answer questions and choices only (people add)")
 	file := fs.String("people", envOr("INTERLOCK_PEOPLE", ""), "the directory `file` (people add creates it, mode 0600, if it does not exist)")

@@ -346,3 +346,89 @@ func TestServeReadAndCancelRolesLetOperatorsReadAndCancelAnyRun(t *testing.T) {
 		t.Errorf("ops cancelling agent-a's ask: %d, want 202", got)
 	}
 }
+
+// A directory of people given once with --people stays in the
+// configuration bucket when the flag is dropped: serve says so at start,
+// and how to go back; interlock people clear deletes it, and serve,
+// started again, serves the local user.
+func TestADirectoryLeftInTheBucketIsNamedAtStartAndPeopleClearGoesBack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "people.yaml")
+	if _, _, err := peopleRun(t, "add", "ann", "--role", "supervisor", "--token", "--people", file); err != nil {
+		t.Fatal(err)
+	}
+	type served struct {
+		out, errOut *lockedBuffer
+		stop        func()
+		api, nats   string
+	}
+	serve := func(extra ...string) served {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		s := served{out: &lockedBuffer{}, errOut: &lockedBuffer{}}
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:-1", "--data-dir", filepath.Join(dir, "data"), "--lazy-fsync",
+				"--log-format", "json", "--log-level", "info", "--metrics", "", "--http", "127.0.0.1:0"}, extra...), s.out, s.errOut)
+		}()
+		s.stop = func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve returned %v after Ctrl-C", err)
+			}
+		}
+		natstest.Eventually(t, "serve announcing its HTTP API", func() bool { return strings.Contains(s.out.String(), "HTTP API on ") })
+		s.api = apiURL.FindString(s.out.String())
+		s.nats = regexp.MustCompile(`nats://127\.0\.0\.1:\d+`).FindString(s.out.String())
+		return s
+	}
+	status := func(url string) int {
+		res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+
+	first := serve("--people", file)
+	if !strings.Contains(first.errOut.String(), "the directory in force is --people's file") {
+		t.Errorf("serve with --people does not say its directory is in force:\n%s", first.errOut.String())
+	}
+	first.stop()
+
+	second := serve()
+	log := second.errOut.String()
+	for _, want := range []string{"the directory in force is the configuration bucket's", "interlock people clear, then restart serve"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("serve without --people, the bucket holding a directory, does not say %q:\n%s", want, log)
+		}
+	}
+	if got := status(second.api); got != http.StatusUnauthorized {
+		t.Errorf("the API without a token answers %d, want 401 while the bucket's directory is in force", got)
+	}
+	if _, _, err := peopleRun(t, "clear", "--data-dir", filepath.Join(dir, "data")); err == nil || !strings.Contains(err.Error(), "stop serve first") {
+		t.Errorf("people clear while serve runs on the data dir: %v, want it refused, saying to stop serve", err)
+	}
+	if _, _, err := peopleRun(t, "clear", "--nats-url", second.nats); err == nil || !strings.Contains(err.Error(), "administrator") {
+		t.Errorf("people clear as an anonymous client: %v, want it refused, saying who may", err)
+	}
+	second.stop()
+	out, _, err := peopleRun(t, "clear", "--data-dir", filepath.Join(dir, "data"))
+	if err != nil || !strings.Contains(out, "Deleted the directory of people") {
+		t.Fatalf("people clear: %v\n%s", err, out)
+	}
+
+	third := serve()
+	if !strings.Contains(third.errOut.String(), "no directory of people: every caller of the HTTP API and the inbox is the local user") {
+		t.Errorf("serve after people clear does not say it serves the local user:\n%s", third.errOut.String())
+	}
+	if got := status(third.api); got != http.StatusOK {
+		t.Errorf("the API without a token answers %d after people clear, want 200: the local user", got)
+	}
+	third.stop()
+	if out, _, err := peopleRun(t, "clear", "--data-dir", filepath.Join(dir, "data")); err != nil || !strings.Contains(out, "nothing to clear") {
+		t.Errorf("people clear again: %v\n%s", err, out)
+	}
+}

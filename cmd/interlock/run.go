@@ -150,10 +150,10 @@ Usage:
                                                   list the people, remove one, or give one a new token
   interlock people import [--auth-file F] [--slack-config F]
                                                   print a directory of the older files' people
-  interlock auth add <name> --role ROLE --auth-file FILE
-                                                  add a caller of the HTTP API and print their token
-  interlock auth list --auth-file FILE            list the callers and their roles
-  interlock auth remove <name> --auth-file FILE   remove a caller: their token stops working
+  interlock people clear [--data-dir DIR]         delete the directory from the configuration bucket,
+                                                  so that serve without --people serves the local user
+  interlock auth add|list|remove ... --auth-file FILE
+                                                  edit an older auth file (interlock people replaces it)
   interlock webhooks list                         list the outbound webhook subscriptions in force
   interlock webhooks deliveries [--subscription S] [--status delivered|retrying|dead]
                                                   show webhook deliveries, newest first
@@ -272,8 +272,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 				fmt.Fprint(stdout, usage)
 				return nil
 			}
-			if rest[0] == "mcp" && len(rest) > 1 && rest[1] == "gateway" {
-				return Run(ctx, []string{"mcp", "gateway", "-h"}, stdout, stderr)
+			if (rest[0] == "mcp" && len(rest) > 1 && rest[1] == "gateway") || (rest[0] == "people" && len(rest) > 1 && rest[1] == "clear") {
+				return Run(ctx, []string{rest[0], rest[1], "-h"}, stdout, stderr)
 			}
 			return Run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}

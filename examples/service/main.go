@@ -27,6 +27,7 @@ import (
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/metrics"
+	"github.com/interlockhq/interlock/people"
 )
 
 // Claim is the state of an expense claim.
@@ -60,18 +61,18 @@ var claims = engine.NewFlow[Claim]("expense").
 func main() {
 	listen := flag.String("listen", "127.0.0.1:4222", "`host:port` of the embedded NATS server")
 	httpAddr := flag.String("http", httpapi.DefaultAddr, "`host:port` of the HTTP API and the inbox")
-	authFile := flag.String("auth-file", "", "`file` of the API's callers (interlock auth add); without it, loopback only")
+	peopleFile := flag.String("people", "", "`file` of the directory of people: the API's callers, their roles and tokens (interlock people add); without it, loopback only")
 	metricsAddr := flag.String("metrics", metrics.DefaultAddr, "`host:port` of /metrics, /healthz and /readyz")
 	dataDir := flag.String("data-dir", "service-data", "`dir` of the embedded server's data")
 	flag.Parse()
 	log := zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger() // JSON lines
-	if err := run(log, *listen, *httpAddr, *authFile, *metricsAddr, *dataDir); err != nil {
+	if err := run(log, *listen, *httpAddr, *peopleFile, *metricsAddr, *dataDir); err != nil {
 		log.Error().Err(err).Msg("service failed")
 		os.Exit(1)
 	}
 }
 
-func run(log zerolog.Logger, listen, httpAddr, authFile, metricsAddr, dataDir string) (err error) {
+func run(log zerolog.Logger, listen, httpAddr, peopleFile, metricsAddr, dataDir string) (err error) {
 	// The first Ctrl-C or SIGTERM ends ctx.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,6 +84,13 @@ func run(log zerolog.Logger, listen, httpAddr, authFile, metricsAddr, dataDir st
 	if err != nil {
 		return err
 	}
+	var dir *people.Directory // none: the local user, on loopback only
+	if peopleFile != "" {
+		if dir, err = people.ReadFile(peopleFile); err != nil {
+			return err
+		}
+	}
+	directory := people.NewLive(dir)
 	m, err := metrics.New(metrics.Config{Addr: metricsAddr, Logger: &log})
 	if err != nil {
 		return err
@@ -90,6 +98,7 @@ func run(log zerolog.Logger, listen, httpAddr, authFile, metricsAddr, dataDir st
 	svc, err := interlock.Start(ctx, interlock.Config{
 		Flows:    []*engine.Flow{claims},
 		Embedded: &bus.ServerConfig{DataDir: dataDir, Host: host, Port: nport, Logger: bus.ServerLogger(log)},
+		People:   directory, // who the API and the inbox authenticate
 		Logger:   &log,
 		Observe:  m.Observe,                 // the workers' counters
 		Services: []interlock.Background{m}, // started once the workers consume
@@ -99,17 +108,11 @@ func run(log zerolog.Logger, listen, httpAddr, authFile, metricsAddr, dataDir st
 	}
 	defer func() { err = errors.Join(err, drain(svc, log)) }()
 
-	var auth *httpapi.AuthFile
-	if authFile != "" {
-		if auth, err = httpapi.LoadAuth(authFile); err != nil {
-			return err
-		}
-	}
-	api, err := httpapi.New(svc, httpapi.Config{Addr: httpAddr, Auth: auth, Logger: &log})
+	api, err := httpapi.New(svc, httpapi.Config{Addr: httpAddr, People: directory.Current, Logger: &log})
 	if err != nil {
 		return err
 	}
-	in, err := inbox.New(svc, inbox.Config{Auth: auth, Logger: &log})
+	in, err := inbox.New(svc, inbox.Config{People: directory.Current, Logger: &log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,7 +38,15 @@ func TestTheServiceServesAFlowOfItsOwnAndDrainsOnCtrlC(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:-1", "-http", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"))
+	// mia, a manager, calls the API with her token, as the directory of
+	// people says.
+	const token = "mia-token-3f0c2a9d4b6e8f1a0c2e4a6b8d0f1e3c"
+	sum := sha256.Sum256([]byte(token))
+	peopleFile := filepath.Join(dir, "people.yaml")
+	if err := os.WriteFile(peopleFile, []byte("people:\n  - name: mia\n    roles: [manager]\n    tokenSha256: "+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:-1", "-http", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"), "-people", peopleFile)
 	// Wait returns once the service exited and its log was copied whole.
 	logR, logW := io.Pipe()
 	cmd.Stderr = logW
@@ -108,7 +118,13 @@ func TestTheServiceServesAFlowOfItsOwnAndDrainsOnCtrlC(t *testing.T) {
 	}
 	post := func(path, body string) outcome {
 		t.Helper()
-		res, err := http.Post(api+path, "application/json", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, api+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +138,12 @@ func TestTheServiceServesAFlowOfItsOwnAndDrainsOnCtrlC(t *testing.T) {
 	}
 	get := func(url string) string {
 		t.Helper()
-		res, err := http.Get(url)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,6 +155,11 @@ func TestTheServiceServesAFlowOfItsOwnAndDrainsOnCtrlC(t *testing.T) {
 		return string(b)
 	}
 
+	if res, err := http.Get(api + "/v1/interrupts"); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a call without mia's token: %v %v, want 401: the directory of people authenticates the API", res, err)
+	} else {
+		_ = res.Body.Close()
+	}
 	o := post("/v1/runs/expense", `{"run":"c-1","state":{"employee":"ann","amount":250}}`)
 	if d := o.Event.Data; o.Outcome != "interrupted" || d["kind"] != "approval" || d["approverRole"] != "manager" || d["action"] != "pay" {
 		t.Fatalf("a claim of 250: %+v, want it waiting on a manager's approval to pay", o)

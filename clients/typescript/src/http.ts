@@ -55,9 +55,10 @@ export interface HttpOptions {
   /** The API's base URL, such as http://127.0.0.1:8080. */
   url: string;
   /**
-   * The caller's bearer token, from `interlock people add NAME --token`
-   * (or `interlock auth add`). Leave it out for an API that authenticates
-   * no one (loopback only).
+   * The caller's bearer token, from `interlock people add NAME --token`.
+   * Defaults to the environment's INTERLOCK_TOKEN, where the runtime has
+   * one (Node.js, Deno, Bun); give "" to send none (an API that
+   * authenticates no one, on loopback only).
    */
   token?: string;
   /** The fetch to use. Defaults to the global fetch. */
@@ -102,7 +103,8 @@ class HttpInterlock implements Interlock {
       throw new ArgumentError(`url ${opts.url} is not http(s): give the HTTP API's address, such as http://127.0.0.1:8080 (for NATS, use connectNats)`);
     }
     this.#base = u.href.replace(/\/+$/, "");
-    this.#token = opts.token;
+    const token = opts.token ?? envVar("INTERLOCK_TOKEN");
+    this.#token = token === undefined || token === "" ? undefined : token;
     this.#fetch = opts.fetch ?? fetch;
     this.#reconnectDelay = opts.reconnectDelay ?? 500;
     this.#keys = new TrustedKeys(opts.auditKeys, () => this.#auditKeys());
@@ -346,8 +348,8 @@ class HttpInterlock implements Interlock {
     if (res.status === 401) {
       const how =
         this.#token === undefined
-          ? "no token was sent, and this API authenticates its callers: pass token, one that `interlock people add NAME --token --people FILE` (or `interlock auth add` for an auth file) printed"
-          : "the token is not in the server's directory of people; add a caller with `interlock people add NAME --token --people FILE` (or `interlock auth add NAME --auth-file FILE` for an auth file) and pass the token it prints";
+          ? "no token was sent, and this API authenticates its callers: set INTERLOCK_TOKEN (or pass token) to one that `interlock people add NAME --token --people FILE` printed"
+          : "the token is not in the server's directory of people; add a caller with `interlock people add NAME --token --people FILE` and set INTERLOCK_TOKEN (or pass token) to the token it prints";
       return new UnauthorizedError(code, `Interlock answered 401 ${code} to ${what}: ${how}`, details);
     }
     if (isRefusalCode(code)) {
@@ -414,4 +416,14 @@ async function* sse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseMessage
       else if (field === "data") data.push(value);
     }
   }
+}
+
+/**
+ * The environment variable name, where the runtime has an environment
+ * (Node.js, Deno and Bun have process.env); undefined elsewhere (a
+ * browser).
+ */
+export function envVar(name: string): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.[name];
 }

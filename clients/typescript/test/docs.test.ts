@@ -10,7 +10,7 @@ import { after, before, it } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { connectNats, type Decided, type Interlock, type Receipt } from "../src/index.js";
-import { WAIT, eventually, httpUrl, id, interruptedOf, natsUrl } from "./env.js";
+import { WAIT, eventually, httpUrl, id, interruptedOf, natsUrl, token } from "./env.js";
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -68,6 +68,30 @@ it("docs/asks.md's gated tool call runs the refund once a person approves it", a
   await c.resume("gate", callId, { decision: "edit", edits: { amount: 400 }, reason: "partial", approver: "ts-bot" }, { wait: WAIT });
   const { stdout } = await example;
   assert.equal(stdout, 'refund {"amount":400,"currency":"USD","orderId":"o-1"}\n');
+});
+
+it("docs/asks-typescript.md's gate example, as written, reads its token from INTERLOCK_TOKEN over HTTP", async () => {
+  const doc = readFileSync(join(repo, "docs", "asks-typescript.md"), "utf8");
+  const section = doc.split("\n## Gate a tool call\n")[1]?.split("\n## ")[0] ?? "";
+  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  assert.equal(blocks.length, 1, "docs/asks-typescript.md's gate section has one example");
+  const src = blocks[0]!
+    .replace('from "@interlockhq/client"', `from ${JSON.stringify(pathToFileURL(join(here, "..", "src", "index.js")).href)}`)
+    .replace('connect("http://127.0.0.1:8080")', `connect(${JSON.stringify(httpUrl)})`);
+  assert.ok(src.includes(httpUrl) && !src.includes("@interlockhq/client") && !src.includes("token"),
+    "the example no longer imports the client or connects as the test expects, or names a token: teach this test");
+  const file = join(here, "doc-gate-http.mjs");
+  writeFileSync(file, src);
+
+  const seen = new Set((await c.listPending({ flow: "gate", limit: 1000 })).items.map((i) => i.run));
+  const example = run(process.execPath, [file], { timeout: WAIT * 2, env: { ...process.env, INTERLOCK_TOKEN: token } });
+  const callId = await eventually("the example's gated call", async () => {
+    const items = (await c.listPending({ flow: "gate", limit: 1000 })).items;
+    return items.find((i) => !seen.has(i.run) && i.action === "issue_refund")?.run;
+  });
+  await c.resume("gate", callId, { decision: "edit", edits: { amount: 400 }, reason: "partial", approver: "ts-bot" }, { wait: WAIT });
+  const { stdout } = await example;
+  assert.match(stdout, /^refund \{.*"amount":400.*\}, edited by ts-bot\n$/);
 });
 
 it("docs/protocol.md's JavaScript receipt verifier takes what Interlock signs and refuses what it did not", async () => {
