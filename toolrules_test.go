@@ -124,7 +124,7 @@ func TestTheExampleRulesSayWhatEachCallProposes(t *testing.T) {
 	tr := &toolRules{live: gate.NewLive(rs), log: zerolog.Nop()}
 	refund := tr.Rule(t.Context(), protocol.ToolRequest{CallID: "c-1", Tool: "issue_refund",
 		Args: map[string]json.RawMessage{"amount": json.RawMessage(`4800`), "currency": json.RawMessage(`"USD"`), "orderId": json.RawMessage(`"o-1"`)}})
-	if refund == nil || refund.Title != "Refund $4,800.00 on order o-1" || len(refund.ArgsSchema) == 0 || !strings.Contains(refund.Description, "supervisor") {
+	if refund == nil || refund.Title != "Refund $4,800.00 on order o-1" || len(refund.ArgsSchema) == 0 || !strings.Contains(refund.Description, "**$4,800.00**") || !strings.Contains(refund.Reason, "supervisor") {
 		t.Fatalf("large-refund = %+v", refund)
 	}
 	if args := protocol.Args(json.RawMessage(`{"amount":4800,"currency":"USD","orderId":"o-1"}`), refund.ArgsSchema); len(args) != 3 || args[1].Text != "$4,800.00" {

@@ -418,3 +418,89 @@ func TestBrowserAGateRunsCardWithItsConversationFitsAPhoneAndPassesAxe(t *testin
 	step(t, browser, "a desktop's viewport", chromedp.EmulateViewport(1280, 900))
 	checkAxe(t, browser, script, "the tool call's card at 1280 px")
 }
+
+// TestBrowserAnApprovalIsDecidedFromItsFirstScreen: at 1280 px a tool
+// call's page has its title as the heading, and what it proposes, the
+// conversation behind it (open), the context the agent sent and the
+// actions all within the first screen, beside one another; at 390 px the
+// proposal and the folded conversation come above the actions, and
+// nothing scrolls sideways. The reason is said once; axe-core finds
+// nothing serious at either width.
+func TestBrowserAnApprovalIsDecidedFromItsFirstScreen(t *testing.T) {
+	rules, err := examples.GateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSiteWith(t, map[string][]string{"sam": {"supervisor"}}, interlock.Config{Flows: []*engine.Flow{cardFlow()}, GateRules: rules})
+	msgs, _ := json.Marshal([]map[string]any{
+		{"role": "user", "content": "I was charged twice for order o-1042, please refund one."},
+		{"role": "assistant", "content": "Let me look at the order."},
+		{"role": "tool", "content": `{"order": "o-1042", "charges": 2, "total": "$4,800.00", "refundable": true}`},
+		{"role": "assistant", "content": "Both charges went through: I will refund one."},
+	})
+	req := protocol.ToolRequest{CallID: "call-1042", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-1042",
+		Args:     map[string]json.RawMessage{"amount": json.RawMessage("4800"), "currency": json.RawMessage(`"USD"`), "orderId": json.RawMessage(`"o-1042"`)},
+		Messages: msgs, Context: json.RawMessage(`{"customer": "Ada Lovelace", "tier": "gold"}`)}
+	if _, err := s.svc.Client("/test").AskTool(t.Context(), req, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	script := axeScript(t)
+	browser := startBrowser(t)
+	step(t, browser, "a desktop's viewport", chromedp.EmulateViewport(1280, 800))
+	signIn(t, browser, s, "sam")
+	step(t, browser, "the tool call's page", chromedp.Navigate(s.base+"/runs/gate/call-1042"), chromedp.WaitVisible(chromedp.CSS("h1#ask")))
+	heading := eval[string](t, browser, `document.querySelector("h1#ask").innerText`)
+	reasons := eval[int](t, browser, `document.querySelector("section.interrupt").innerText.split("Refunds over $500 need a supervisor's approval").length - 1`)
+	open := eval[bool](t, browser, `document.querySelector(".conversation details.talk").open`)
+	tops := eval[map[string]float64](t, browser, `Object.fromEntries([["proposal", "#proposal"], ["conversation", "#conversation-h"],
+		["approve", "button.approve"], ["reject", "button.reject"]].map(([k, sel]) => [k, document.querySelector(sel).getBoundingClientRect().top]))`)
+	if shown := eval[bool](t, browser, `!!document.querySelector("#context-h") && !!document.querySelector(".tool-fields") && document.querySelector(".context").innerText.includes("Ada Lovelace")`); !shown {
+		t.Error("the context the agent sent, or the tool's result as fields, is not on the page")
+	}
+	if squeezed := eval[bool](t, browser, `[...document.querySelectorAll(".audit th")].some(th => th.getBoundingClientRect().height > 50)`); squeezed {
+		t.Error("the audit table's headings wrap at 1280 px")
+	}
+	if heading != "Refund $4,800.00 on order o-1042" {
+		t.Errorf("the heading is %q, want the call's title", heading)
+	}
+	if reasons != 1 {
+		t.Errorf("the reason is said %d times, want once", reasons)
+	}
+	if !open {
+		t.Error("the conversation is folded on a wide screen")
+	}
+	for part, top := range tops {
+		if top <= 0 || top >= 800 {
+			t.Errorf("%s is at %.0f px, outside the first screen (800 px) at 1280 px", part, top)
+		}
+	}
+	if tops["approve"] >= tops["conversation"]+400 {
+		t.Errorf("the actions (%.0f px) are not beside the conversation (%.0f px)", tops["approve"], tops["conversation"])
+	}
+	screenshot(t, browser, "inbox-approval-1280.png")
+	checkAxe(t, browser, script, "the approval at 1280 px")
+
+	step(t, browser, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(s.base+"/runs/gate/call-1042"), chromedp.WaitVisible(chromedp.CSS("h1#ask")))
+	open = eval[bool](t, browser, `document.querySelector(".conversation details.talk").open`)
+	tops = eval[map[string]float64](t, browser, `Object.fromEntries([["proposal", "#proposal"], ["conversation", "#conversation-h"], ["approve", "button.approve"]].map(([k, sel]) => [k, document.querySelector(sel).getBoundingClientRect().top]))`)
+	if open {
+		t.Error("the conversation is open on a phone, pushing the actions down")
+	}
+	if !(tops["proposal"] < tops["conversation"] && tops["conversation"] < tops["approve"]) {
+		t.Errorf("at 390 px the proposal (%.0f), the conversation (%.0f) and the actions (%.0f) are not in that order", tops["proposal"], tops["conversation"], tops["approve"])
+	}
+	noSideScroll(t, browser, 390, "the approval")
+	screenshot(t, browser, "inbox-approval-390.png")
+	checkAxe(t, browser, script, "the approval at 390 px")
+}
+
+// eval is the value of the JavaScript expr in the page of ctx.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}

@@ -40,6 +40,8 @@ type cardState struct {
 	Assignees   []string `json:"assignees,omitempty"`
 	// RemindSoon reminds two seconds after asking.
 	RemindSoon bool `json:"remindSoon,omitempty"`
+	// QuorumRoles takes one vote of finance and one of each of them.
+	QuorumRoles []string `json:"quorumRoles,omitempty"`
 
 	Verdict  string  `json:"verdict,omitempty"`
 	Message  string  `json:"message,omitempty"`
@@ -79,6 +81,12 @@ func cardFlow() *engine.Flow {
 			}
 			if s.RemindSoon {
 				a.Reminders = []time.Duration{time.Hour - 2*time.Second}
+			}
+			if len(s.QuorumRoles) > 0 {
+				a.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "finance", Count: 1}}}
+				for _, r := range s.QuorumRoles {
+					a.Quorum.Roles = append(a.Quorum.Roles, protocol.RoleCount{Role: r, Count: 1})
+				}
 			}
 			d, err := n.Approve(ctx, a)
 			if err != nil {
@@ -323,15 +331,21 @@ func TestAGateRunsCardShowsTheConversationThatLedToTheCall(t *testing.T) {
 		{"role": "user", "content": "I was charged twice for order o-9, <b>please</b> refund one."},
 		{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "Let me check the charges."}}},
 		{"role": "user", "content": long},
+		{"role": "tool", "content": `{"order": "o-9", "charges": 2, "refundable": true, "lines": [{"sku": "a"}]}`},
 	})
 	req := protocol.ToolRequest{CallID: "call-9", Tool: "issue_refund", Agent: "support-bot", ConversationID: "conv-9",
-		Args: map[string]json.RawMessage{"amount": json.RawMessage("900"), "orderId": json.RawMessage(`"o-9"`)}, Messages: msgs}
+		Args: map[string]json.RawMessage{"amount": json.RawMessage("900"), "orderId": json.RawMessage(`"o-9"`)}, Messages: msgs,
+		Context: json.RawMessage(`{"customer": "Ada <i>Lovelace</i>", "tier": "gold", "since": 2019}`)}
 	if _, err := s.svc.Client("/test").AskTool(t.Context(), req, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_, page := s.visitor().do("GET", "/runs/gate/call-9", nil)
 	for _, want := range []string{
-		`<h2 id="conversation-h">The conversation that led here</h2>`,
+		`<h3 id="conversation-h">The conversation that led here <span class="muted">(4 messages)</span></h3>`,
+		// The context the agent sent, as fields, escaped.
+		`<h3 id="context-h">Context</h3>`, `<dt>customer</dt><dd>Ada &lt;i&gt;Lovelace&lt;/i&gt;</dd>`, `<dt>tier</dt><dd>gold</dd>`, `<dt>since</dt><dd>2019</dd>`,
+		// A tool's JSON result, as fields, not raw JSON.
+		`<dl class="arglist tool-fields">`, `<dt>charges</dt><dd>2</dd>`, `<dt>refundable</dt><dd>true</dd>`, `<dt>lines</dt><dd><code class="json">[{&#34;sku&#34;:&#34;a&#34;}]</code></dd>`,
 		`Agent <strong>support-bot</strong> · conversation <code>conv-9</code>`,
 		`<p class="text">I was charged twice for order o-9, &lt;b&gt;please&lt;/b&gt; refund one.</p>`,
 		`<li class="message from-assistant">`, `<p class="text">Let me check the charges.</p>`,
@@ -370,5 +384,42 @@ func TestARefusalInTheAuditTableHasNoNumberInTheChain(t *testing.T) {
 	}
 	if want := "started=1,refused=–"; !strings.HasPrefix(strings.Join(got, ","), "started=1") || !slices.Contains(got, "refused=–") {
 		t.Fatalf("audit rows %v, want %s", got, want)
+	}
+}
+
+// TestAQuorumsSecondApproverSeesTheRoleTheyDecideInAndTheVotes: a
+// finance lead, second of a quorum of finance and finance_lead, reads
+// every role that decides, the one they decide in, and the vote so far;
+// not "for finance" alone.
+func TestAQuorumsSecondApproverSeesTheRoleTheyDecideInAndTheVotes(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "lea": {"finance_lead"}, "bot": nil}, cardFlow())
+	s.startCard("bot", "r-q", map[string]any{"orderId": "o-7", "amount": 9000, "quorumRoles": []string{"finance_lead"}})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	_, page := ana.do("GET", "/runs/refund/r-q", nil)
+	form := hidden(page)
+	form.Set("decision", "approve")
+	if code, out := ana.do("POST", "/runs/refund/r-q", form); code != http.StatusOK && code != http.StatusSeeOther {
+		t.Fatalf("ana's vote = %d\n%s", code, out)
+	}
+	lea := s.visitor()
+	lea.do("POST", "/login", url.Values{"token": {s.tokens["lea"]}, "next": {"/"}})
+	var leaPage string
+	natstest.Eventually(t, "ana's vote on lea's page", func() bool {
+		_, leaPage = lea.do("GET", "/runs/refund/r-q", nil)
+		return strings.Contains(leaPage, "<strong>ana</strong> approved")
+	})
+	for _, want := range []string{
+		`<span>for finance, finance_lead</span>`, `<span class="badge yours">you decide as finance_lead</span>`,
+		`<dt>Roles</dt><dd>finance, finance_lead</dd>`, `<dd id="your-role"><strong>finance_lead</strong></dd>`,
+		`<strong>1 of 2 approvals</strong>`,
+	} {
+		if !strings.Contains(leaPage, want) {
+			t.Errorf("lea's page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", leaPage)
 	}
 }

@@ -234,6 +234,7 @@ func (in *Inbox) showDecide(w http.ResponseWriter, s session, c links.Claims, cp
 		iv.Consequence = ci.OnTimeout.Consequence()
 	}
 	iv.Reminded = ci.RemindedAt
+	iv.deciders(s)
 	viewOf(iv.Kind).prepare(iv)
 	in.decisions(s, authority.RunOf(cp), iv)
 	if iv.Tally != nil {

@@ -114,6 +114,8 @@ func prepareApproval(iv *interruptView) {
 		iv.Allowed = protocol.Verdicts()
 	}
 	iv.Heading = cmp.Or(iv.Title, iv.Action)
+	iv.Proposes = true
+	iv.ShowReason = iv.Reason != "" && !strings.Contains(words(iv.Description), words(iv.Reason))
 	_ = json.Unmarshal(iv.Args, &iv.Proposal)
 	// An edit refused by the schema names the argument's path.
 	if msg := iv.Errors["args"]; strings.HasPrefix(msg, "/") {
@@ -375,4 +377,11 @@ func inWords(name, title, msg string) string {
 		where += " (" + strings.ReplaceAll(strings.TrimPrefix(rest, "/"), "/", " › ") + ")"
 	}
 	return where + " " + strings.TrimSuffix(what, ".") + "."
+}
+
+// words is s lower-cased, its runs of spaces and Markdown emphasis as
+// one space: what two texts are compared by.
+func words(s string) string {
+	s = strings.NewReplacer("*", "", "_", "", "`", "").Replace(strings.ToLower(s))
+	return strings.Join(strings.Fields(s), " ")
 }

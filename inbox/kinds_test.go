@@ -16,7 +16,7 @@ func TestEveryInterruptKindHasAView(t *testing.T) {
 		if !ok || v.summary == nil || v.prepare == nil || v.read == nil || v.field == nil {
 			t.Errorf("kind %s has no complete view in kinds.go: the inbox cannot show or read its form", k)
 		}
-		for _, part := range []string{"title", "ask", "asks"} {
+		for _, part := range []string{"title", "propose", "ask", "asks"} {
 			for name, p := range pages {
 				if p.Lookup(part+"-"+k) == nil {
 					t.Errorf("page %s has no template %s-%s: add it to templates/kinds.html", name, part, k)
@@ -43,6 +43,28 @@ func TestASchemasRefusalIsSaidInWordsUnderTheArgumentsTitle(t *testing.T) {
 	} {
 		if got := inWords(c.name, c.title, c.msg); got != c.want {
 			t.Errorf("inWords(%q, %q, %q) = %q, want %q", c.name, c.title, c.msg, got, c.want)
+		}
+	}
+}
+
+// TestTheReasonIsShownOnlyWhenTheDescriptionDoesNotSayIt: "Why it needs
+// approval" repeated the description word for word; each is said once.
+func TestTheReasonIsShownOnlyWhenTheDescriptionDoesNotSayIt(t *testing.T) {
+	for _, c := range []struct {
+		description, reason string
+		show                bool
+	}{
+		{"The agent wants to refund **$4,800.00**. Refunds over $500 need a supervisor.", "Refunds over $500 need a  supervisor.", false},
+		{"Refunds over $500 need a supervisor.", "refunds over $500 need a *supervisor*.", false},
+		{"The agent wants to refund $4,800.00.", "Refunds over $500 need a supervisor.", true},
+		{"", "Refunds over $500 need a supervisor.", true},
+		{"Anything.", "", false},
+	} {
+		iv := &interruptView{Errors: map[string]string{}, Values: map[string]string{}}
+		iv.Kind, iv.Description, iv.Reason = protocol.KindApproval, c.description, c.reason
+		prepareApproval(iv)
+		if iv.ShowReason != c.show {
+			t.Errorf("description %q, reason %q: ShowReason %v, want %v", c.description, c.reason, iv.ShowReason, c.show)
 		}
 	}
 }

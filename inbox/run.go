@@ -42,6 +42,8 @@ type conversationView struct {
 	protocol.Conversation
 	// Messages are its messages, long ones folded.
 	Messages []messageView
+	// ContextFields are the context the agent sent, as fields.
+	ContextFields []fieldView
 }
 
 // messageView is one message of a conversation.
@@ -50,6 +52,59 @@ type messageView struct {
 	// Fold is set for a long message, shown folded after Lead.
 	Fold bool
 	Lead string
+	// Fields are a message whose text is a JSON object (a tool's
+	// result), shown as fields rather than as raw JSON.
+	Fields []fieldView
+}
+
+// fieldView is one field of a JSON object shown to a person: its key,
+// and its value as text (a string as it is, anything else as compact
+// JSON, JSON set).
+type fieldView struct {
+	Key, Text string
+	JSON      bool
+}
+
+// maxFields bounds the fields a JSON object is shown as; a larger one
+// is shown as its text.
+const maxFields = 40
+
+// fieldsOf are the fields of raw when it is a JSON object of at most
+// maxFields keys, in its order; nil otherwise.
+func fieldsOf(raw []byte) []fieldView {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var out []fieldView
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok || len(out) == maxFields {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		f := fieldView{Key: key}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			f.Text = str
+		} else {
+			var b bytes.Buffer
+			if json.Compact(&b, v) != nil {
+				return nil
+			}
+			f.Text, f.JSON = b.String(), protocol.JSONTypeOf(v) != protocol.JSONNumber && protocol.JSONTypeOf(v) != protocol.JSONBoolean
+		}
+		out = append(out, f)
+	}
+	if _, err := dec.Token(); err != nil || dec.More() {
+		return nil
+	}
+	return out
 }
 
 // foldAt is the length past which a message is folded.
@@ -97,8 +152,35 @@ type interruptView struct {
 	MayClaim, Mine bool
 	// Tally is set for an approval that takes several approvers.
 	Tally *quorumView
+	// Proposes is set for a kind whose card shows what it proposes
+	// beside its decision (its propose-<kind> part).
+	Proposes bool
+	// ShowReason is set when the reason says something the description
+	// does not: each is shown once.
+	ShowReason bool
+	// Roles are the roles that decide it (its approver role and its
+	// quorum's); YourRole the one of them the viewer decides in, when
+	// the viewer holds one.
+	Roles    []string
+	YourRole string
 	// Reminded is when the latest reminder fell due.
 	Reminded *time.Time
+}
+
+// deciders sets the roles that decide iv (its approver role and its
+// quorum's), and the one of them s decides in when s may decide.
+func (iv *interruptView) deciders(s session) {
+	iv.Roles = protocol.DeciderRoles(iv.ApproverRole, iv.Quorum)
+	iv.YourRole = ""
+	if !iv.MayDecide {
+		return
+	}
+	for _, r := range iv.Roles {
+		if s.holds(r) {
+			iv.YourRole = r
+			return
+		}
+	}
 }
 
 // argField is an argument of an approval, with its form's field.
@@ -207,6 +289,7 @@ func (in *Inbox) showRun(w http.ResponseWriter, r *http.Request, s session, flow
 			iv.Consequence = ci.OnTimeout.Consequence()
 		}
 		iv.Reminded = ci.RemindedAt
+		iv.deciders(s)
 		viewOf(iv.Kind).prepare(iv)
 		in.decisions(s, authority.RunOf(cp), iv)
 		if iv.Tally != nil {
@@ -233,9 +316,9 @@ func conversationOf(cp protocol.Checkpoint) *conversationView {
 	if !ok {
 		return nil
 	}
-	cv := &conversationView{Conversation: c}
+	cv := &conversationView{Conversation: c, ContextFields: fieldsOf(c.Context)}
 	for _, m := range c.Messages {
-		mv := messageView{Message: m}
+		mv := messageView{Message: m, Fields: fieldsOf([]byte(strings.TrimSpace(m.Text)))}
 		if len(m.Text) > foldAt {
 			mv.Fold, mv.Lead = true, protocol.Truncate(m.Text, 120)
 		}

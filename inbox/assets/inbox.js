@@ -159,3 +159,10 @@
     });
   });
 })();
+
+// A wide screen shows the conversation beside the decision, open; a
+// phone keeps it folded above the actions.
+(function () {
+  if (!window.matchMedia || !window.matchMedia("(min-width: 64rem)").matches) return;
+  document.querySelectorAll("details[data-open-wide]").forEach(function (d) { d.open = true; });
+})();
