@@ -269,7 +269,7 @@ func TestBrowserDelegateRespondAndAHostileDescription(t *testing.T) {
 		chromedp.Navigate(s.base+"/?view=mine"),
 		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-1"]`)),
 		until(`document.querySelectorAll(".item").length === 1`),
-		until(`document.querySelector('.tabs a[aria-current="page"]').textContent === "Mine"`),
+		until(`document.querySelector('.tabs a[aria-current="page"]').textContent === "Mine 1"`),
 	)
 	step(t, ben, "delegate to a role",
 		chromedp.Click(chromedp.CSS(`a[href="/runs/refund/r-1"]`)),
@@ -503,4 +503,28 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 		t.Fatalf("evaluating %s: %v", expr, err)
 	}
 	return v
+}
+
+// TestBrowserTheQueuesFiltersApplyWithoutAButton: the order and the
+// search apply as they change; the filter button is for pages without
+// the script.
+func TestBrowserTheQueuesFiltersApplyWithoutAButton(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "bot": nil}, cardFlow())
+	s.startCard("bot", "r-later", map[string]any{"orderId": "o-1", "amount": 900, "timeoutMinutes": 50})
+	s.startCard("bot", "r-soon", map[string]any{"orderId": "o-77", "amount": 1200, "timeoutMinutes": 10})
+	browser := startBrowser(t)
+	signIn(t, browser, s, "ana")
+	step(t, browser, "the queue, soonest deadline first, its button hidden",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-soon"]`)),
+		until(`document.querySelector(".item").dataset.run === "r-soon" && document.querySelector("form.filters button.apply").hidden`),
+	)
+	step(t, browser, "oldest first, as soon as it is picked",
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("#sort"); s.value = "oldest"; s.dispatchEvent(new Event("change")); })()`),
+		until(`location.search.includes("sort=oldest") && document.querySelector(".item") && document.querySelector(".item").dataset.run === "r-later"`),
+	)
+	step(t, browser, "a search, once typing pauses",
+		chromedp.SendKeys(chromedp.CSS("#q"), "o-77"),
+		until(`location.search.includes("q=o-77") && document.querySelectorAll(".item").length === 1 && document.querySelector(".item").dataset.run === "r-soon"`),
+	)
 }

@@ -42,6 +42,8 @@ type cardState struct {
 	RemindSoon bool `json:"remindSoon,omitempty"`
 	// QuorumRoles takes one vote of finance and one of each of them.
 	QuorumRoles []string `json:"quorumRoles,omitempty"`
+	// TimeoutMinutes is the deadline, an hour when 0; -1 for none.
+	TimeoutMinutes int `json:"timeoutMinutes,omitempty"`
 
 	Verdict  string  `json:"verdict,omitempty"`
 	Message  string  `json:"message,omitempty"`
@@ -81,6 +83,12 @@ func cardFlow() *engine.Flow {
 			}
 			if s.RemindSoon {
 				a.Reminders = []time.Duration{time.Hour - 2*time.Second}
+			}
+			switch {
+			case s.TimeoutMinutes < 0:
+				a.Timeout, a.OnTimeout = 0, engine.Policy{}
+			case s.TimeoutMinutes > 0:
+				a.Timeout = time.Duration(s.TimeoutMinutes) * time.Minute
 			}
 			if len(s.QuorumRoles) > 0 {
 				a.Quorum = &protocol.Quorum{Roles: []protocol.RoleCount{{Role: "finance", Count: 1}}}
@@ -202,6 +210,66 @@ func TestAnEditIsMadeInAFieldOfEachArgumentsType(t *testing.T) {
 	}
 	if code, out := s.api("", "GET", "/v1/runs/refund/r-1", nil); code != http.StatusOK || !strings.Contains(string(out), `"paid":400`) {
 		t.Fatalf("after the edit the run is %d %s, want paid 400", code, out)
+	}
+}
+
+// queueRows are the runs of the queue at path, in their order.
+func queueRows(t *testing.T, v *browserless, path string) string {
+	t.Helper()
+	code, page := v.do("GET", path, nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d\n%s", path, code, page)
+	}
+	var runs []string
+	for _, part := range strings.Split(page, `class="item`)[1:] {
+		i := strings.Index(part, `data-run="`) + len(`data-run="`)
+		runs = append(runs, part[i:i+strings.Index(part[i:], `"`)])
+	}
+	return strings.Join(runs, ",")
+}
+
+// TestTheQueueSortsByDeadlineSearchesAndCountsEachView: the soonest
+// deadline comes first (none last), or the oldest; a search keeps what
+// has every word; each tab says how many it holds under the filters.
+func TestTheQueueSortsByDeadlineSearchesAndCountsEachView(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "bot": nil}, cardFlow())
+	s.startCard("bot", "r-later", map[string]any{"orderId": "o-1", "amount": 900, "timeoutMinutes": 50})
+	s.startCard("bot", "r-none", map[string]any{"orderId": "o-2", "amount": 900, "timeoutMinutes": -1, "customer": "zoe@example.com"})
+	s.startCard("bot", "r-soon", map[string]any{"orderId": "o-77", "amount": 1200, "timeoutMinutes": 10, "assignees": []string{"ana"}})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	for path, want := range map[string]string{
+		"/":                   "r-soon,r-later,r-none",
+		"/?sort=oldest":       "r-later,r-none,r-soon",
+		"/?q=o-77":            "r-soon",
+		"/?q=ZOE+refund":      "r-none",
+		"/?q=o-77+zoe":        "",
+		"/?view=mine&q=o-":    "r-soon",
+		"/?q=%241%2C200.00":   "r-soon",
+		"/?view=roles&q=o-":   "r-soon,r-later,r-none",
+		"/?sort=oldest&q=o-1": "r-later",
+	} {
+		if got := queueRows(t, ana, path); got != want {
+			t.Errorf("GET %s lists %q, want %q", path, got, want)
+		}
+	}
+	_, page := ana.do("GET", "/?q=o-", nil)
+	for _, want := range []string{`>All <span class="tab-count" data-count="3">3</span>`, `>Mine <span class="tab-count" data-count="1">1</span>`,
+		`>My roles <span class="tab-count" data-count="3">3</span>`, `href="/?q=o-&amp;view=mine"`, `3 waiting, soonest deadline first`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the queue lacks %s", want)
+		}
+	}
+	_, page = ana.do("GET", "/?q=o-77", nil)
+	if !strings.Contains(page, `>All <span class="tab-count" data-count="1">1</span>`) {
+		t.Errorf("the counts do not follow the search:\n%s", page)
+	}
+	if code, page := ana.do("GET", "/?sort=newest", nil); code != http.StatusBadRequest || !strings.Contains(page, "No such order: newest") {
+		t.Errorf("an unknown order = %d, want 400 saying so", code)
+	}
+	if code, _ := ana.do("GET", "/?q="+strings.Repeat("x", 201), nil); code != http.StatusBadRequest {
+		t.Errorf("a search of 201 characters = %d, want 400", code)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -28,10 +29,23 @@ const (
 	viewRoles = "roles"
 )
 
+// Orders of the queue: the soonest deadline first (what waits without
+// one last, oldest first), or the oldest first.
+const (
+	sortDeadline = ""
+	sortOldest   = "oldest"
+)
+
 // queueView is the data of the queue.
 type queueView struct {
 	Flow, Role string
-	// View is viewAll, viewMine or viewRoles; Tabs link to each.
+	// Q is the search: words every shown interrupt has, in its title,
+	// action, question, requester, flow, run or key arguments.
+	Q string
+	// Sort is sortDeadline or sortOldest.
+	Sort string
+	// View is viewAll, viewMine or viewRoles; Tabs link to each, with
+	// how many each holds under the filters.
 	View string
 	Tabs []tab
 	// Flows and Roles are the choices of the filters.
@@ -44,11 +58,18 @@ type queueView struct {
 	// Partial is the address of the queue's list alone, for live updates.
 	Partial, Stream string
 	Error           string
+	// counts are how many interrupts each view holds: all, mine, my
+	// roles.
+	counts [3]int
 }
 
-// tab is one view of the queue, as a link.
+// maxSearch bounds the queue's search, in bytes.
+const maxSearch = 200
+
+// tab is one view of the queue, as a link, and how many it holds.
 type tab struct {
 	Label, Href string
+	Count       int
 	Current     bool
 }
 
@@ -75,10 +96,16 @@ type queueItem struct {
 // alone, which the page fetches when the stream says something changed.
 func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	v := queueView{Flow: q.Get("flow"), Role: q.Get("role"), View: q.Get("view")}
+	v := queueView{Flow: q.Get("flow"), Role: q.Get("role"), View: q.Get("view"), Q: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort")}
 	status := http.StatusOK
 	if v.View != viewAll && v.View != viewMine && v.View != viewRoles {
 		v.Error, v.View, status = "No such view: "+v.View+". Pick All, Mine or My roles.", viewAll, http.StatusBadRequest
+	}
+	if v.Sort != sortDeadline && v.Sort != sortOldest {
+		v.Error, v.Sort, status = "No such order: "+v.Sort+". Pick the deadline or the oldest first.", sortDeadline, http.StatusBadRequest
+	}
+	if len(v.Q) > maxSearch {
+		v.Error, v.Q, status = fmt.Sprintf("The search is longer than %d characters; search for fewer words.", maxSearch), "", http.StatusBadRequest
 	}
 	if v.Flow != "" {
 		if err := protocol.CheckName("flow", v.Flow); err != nil {
@@ -96,12 +123,18 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	params := []string{}
 	if v.Flow != "" {
-		params = append(params, "flow="+v.Flow)
+		params = append(params, "flow="+url.QueryEscape(v.Flow))
 	}
 	if v.Role != "" {
-		params = append(params, "role="+v.Role)
+		params = append(params, "role="+url.QueryEscape(v.Role))
 	}
-	for _, t := range []struct{ label, view string }{{"All", viewAll}, {"Mine", viewMine}, {"My roles", viewRoles}} {
+	if v.Q != "" {
+		params = append(params, "q="+url.QueryEscape(v.Q))
+	}
+	if v.Sort != sortDeadline {
+		params = append(params, "sort="+v.Sort)
+	}
+	for i, t := range []struct{ label, view string }{{"All", viewAll}, {"Mine", viewMine}, {"My roles", viewRoles}} {
 		ps := params
 		if t.view != viewAll {
 			ps = append(slices.Clip(ps), "view="+t.view)
@@ -110,7 +143,7 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 		if len(ps) > 0 {
 			href += "?" + strings.Join(ps, "&")
 		}
-		v.Tabs = append(v.Tabs, tab{Label: t.label, Href: href, Current: t.view == v.View})
+		v.Tabs = append(v.Tabs, tab{Label: t.label, Href: href, Count: v.counts[i], Current: t.view == v.View})
 	}
 	if v.View != viewAll {
 		params = append(params, "view="+v.View)
@@ -135,6 +168,7 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 		roles[role] = true
 	}
 	pq := client.PendingQuery{Flow: v.Flow, Limit: client.MaxPendingLimit}
+	words := strings.Fields(strings.ToLower(v.Q))
 	for {
 		pg, err := cl.ListPending(r.Context(), pq)
 		if err != nil {
@@ -165,19 +199,26 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 			if v.Role != "" && p.ApproverRole != v.Role && !quorumHas(p.Quorum, v.Role) {
 				continue
 			}
+			if !matches(p, words) {
+				continue
+			}
+			inRoles := restricted && s.holdsAny(p.ApproverRole, p.Quorum)
+			v.counts[0]++
+			if mine {
+				v.counts[1]++
+			}
+			if inRoles {
+				v.counts[2]++
+			}
 			switch v.View {
 			case viewMine:
 				if !mine {
 					continue
 				}
 			case viewRoles:
-				if !restricted || !s.holdsAny(p.ApproverRole, p.Quorum) {
+				if !inRoles {
 					continue
 				}
-			}
-			if len(v.Items) == maxQueue {
-				v.More = true
-				continue
 			}
 			it := queueItem{Pending: p, Age: duration(now.Sub(p.AskedAt)), Proposal: cmp.Or(p.Title, p.Action), Mine: mine}
 			if p.ExpiresAt != nil {
@@ -191,13 +232,50 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 			}
 			v.Items = append(v.Items, it)
 		}
-		if pg.Next == "" || v.More {
+		if pg.Next == "" {
 			break
 		}
 		pq.After = pg.Next
 	}
+	// The pending index lists the oldest first; the soonest deadline is
+	// the most urgent fact, what waits without one comes last.
+	if v.Sort == sortDeadline {
+		slices.SortStableFunc(v.Items, func(a, b queueItem) int {
+			switch {
+			case a.ExpiresAt == nil && b.ExpiresAt == nil:
+				return 0
+			case a.ExpiresAt == nil:
+				return 1
+			case b.ExpiresAt == nil:
+				return -1
+			}
+			return a.ExpiresAt.Compare(*b.ExpiresAt)
+		})
+	}
+	if len(v.Items) > maxQueue {
+		v.Items, v.More = v.Items[:maxQueue], true
+	}
 	v.Flows, v.Roles = sortedKeys(flows, v.Flow), sortedKeys(roles, v.Role)
 	return nil
+}
+
+// matches reports whether p has every one of words (lower case) in
+// what the queue shows of it.
+func matches(p protocol.Pending, words []string) bool {
+	if len(words) == 0 {
+		return true
+	}
+	parts := []string{p.Title, p.Action, p.Question, p.Requester, p.Flow, p.Run, p.ClaimedBy, strings.Join(p.Assignees, " "), strings.Join(p.Fields, " ")}
+	for _, a := range p.KeyArgs {
+		parts = append(parts, a.Title, a.Text)
+	}
+	text := strings.ToLower(strings.Join(parts, " "))
+	for _, w := range words {
+		if !strings.Contains(text, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // quorumHas reports whether a quorum counts approvers of role.

@@ -166,3 +166,21 @@
   if (!window.matchMedia || !window.matchMedia("(min-width: 64rem)").matches) return;
   document.querySelectorAll("details[data-open-wide]").forEach(function (d) { d.open = true; });
 })();
+
+// The queue's filters apply as they change, without their button: a
+// select at once, the search once typing pauses.
+(function () {
+  var form = document.querySelector("form.filters[data-auto]");
+  if (!form) return;
+  var button = form.querySelector("button.apply");
+  if (button) button.hidden = true;
+  var timer;
+  form.querySelectorAll("select").forEach(function (s) {
+    s.addEventListener("change", function () { form.requestSubmit ? form.requestSubmit() : form.submit(); });
+  });
+  var q = form.querySelector("input[name=q]");
+  if (q) q.addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(function () { form.requestSubmit ? form.requestSubmit() : form.submit(); }, 400);
+  });
+})();
