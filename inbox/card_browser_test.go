@@ -528,3 +528,47 @@ func TestBrowserTheQueuesFiltersApplyWithoutAButton(t *testing.T) {
 		until(`location.search.includes("q=o-77") && document.querySelectorAll(".item").length === 1 && document.querySelector(".item").dataset.run === "r-soon"`),
 	)
 }
+
+// TestBrowserKeysMoveSelectAndDecide: in the queue j moves to a row and
+// x selects it, and Approve selected decides the selection; on a
+// request's page a brings Approve and Enter sends it. The keys are shown
+// on the page.
+func TestBrowserKeysMoveSelectAndDecide(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "bot": nil}, cardFlow())
+	s.startCard("bot", "r-a", map[string]any{"orderId": "o-a", "amount": 900, "timeoutMinutes": 10})
+	s.startCard("bot", "r-b", map[string]any{"orderId": "o-b", "amount": 900, "timeoutMinutes": 20})
+	s.startCard("bot", "r-c", map[string]any{"orderId": "o-c", "amount": 900, "timeoutMinutes": 30})
+	browser := startBrowser(t)
+	signIn(t, browser, s, "ana")
+	step(t, browser, "the queue, its keys shown",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`.item[data-run="r-c"]`)),
+		until(`document.querySelector("#keys").innerText.includes("x select") && document.querySelector("#bulk-approve").disabled`),
+	)
+	key := func(k string) chromedp.Action[chromedp.Void] { return chromedp.KeyEvent(k) }
+	step(t, browser, "j, x on the first row; j, j, x on the third",
+		key("j"), until(`document.activeElement.closest(".item").dataset.run === "r-a"`), key("x"),
+		key("j"), key("j"), until(`document.activeElement.closest(".item").dataset.run === "r-c"`), key("x"),
+		until(`document.querySelector("#bulk-count").innerText.startsWith("2 selected") && !document.querySelector("#bulk-approve").disabled`),
+	)
+	step(t, browser, "approve the selection",
+		chromedp.Click(chromedp.CSS("#bulk-approve")),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-h")),
+		until(`document.querySelector("#bulk-h").innerText === "Approved 2 of 2"`),
+	)
+	step(t, browser, "r-b's page: a brings Approve, Enter sends it",
+		chromedp.Navigate(s.base+"/runs/refund/r-b"),
+		chromedp.WaitVisible(chromedp.CSS("button.approve")),
+		until(`document.querySelector("button.approve kbd").innerText === "a"`),
+		key("a"),
+		until(`document.activeElement.matches("button.approve")`),
+		chromedp.KeyEvent("\r"),
+		until(`document.body.innerText.includes("Your decision was sent")`),
+	)
+	for _, run := range []string{"r-a", "r-b", "r-c"} {
+		natstest.Eventually(t, run+" approved by ana", func() bool {
+			cp, err := s.svc.Client("/test").Checkpoint(t.Context(), "refund", run)
+			return err == nil && len(cp.Decisions) == 1 && cp.Decisions[0].Approver == "ana"
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -44,6 +45,8 @@ type cardState struct {
 	QuorumRoles []string `json:"quorumRoles,omitempty"`
 	// TimeoutMinutes is the deadline, an hour when 0; -1 for none.
 	TimeoutMinutes int `json:"timeoutMinutes,omitempty"`
+	// ReasonToReject makes a reject say why.
+	ReasonToReject bool `json:"reasonToReject,omitempty"`
 
 	Verdict  string  `json:"verdict,omitempty"`
 	Message  string  `json:"message,omitempty"`
@@ -84,6 +87,7 @@ func cardFlow() *engine.Flow {
 			if s.RemindSoon {
 				a.Reminders = []time.Duration{time.Hour - 2*time.Second}
 			}
+			a.RejectReasonRequired = s.ReasonToReject
 			switch {
 			case s.TimeoutMinutes < 0:
 				a.Timeout, a.OnTimeout = 0, engine.Policy{}
@@ -489,5 +493,99 @@ func TestAQuorumsSecondApproverSeesTheRoleTheyDecideInAndTheVotes(t *testing.T) 
 	}
 	if t.Failed() {
 		t.Logf("page:\n%s", leaPage)
+	}
+}
+
+// bulkValues are the values of the queue's bulk checkboxes, by run.
+func bulkValues(page string) map[string]string {
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`<input type="checkbox" class="pick" name="item" value="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		v := html.UnescapeString(m[1])
+		out[strings.Fields(v)[1]] = v
+	}
+	return out
+}
+
+// TestABulkDecisionDecidesEachAsTheApproverAndLeavesOutWhatChanged: the
+// queue offers a bulk approve or reject of the approvals the caller may
+// decide alone; each selected one is decided as a decision of their own,
+// bound to the version shown; one decided or changed meanwhile, or one
+// whose reject needs a reason, is left out and said so.
+func TestABulkDecisionDecidesEachAsTheApproverAndLeavesOutWhatChanged(t *testing.T) {
+	t.Parallel()
+	s := startSiteOf(t, map[string][]string{"ana": {"finance"}, "ben": {"finance"}, "bot": nil}, cardFlow())
+	for _, run := range []string{"r-1", "r-2", "r-3", "r-4"} {
+		s.startCard("bot", run, map[string]any{"orderId": "o-" + run, "amount": 900})
+	}
+	s.startCard("bot", "r-why", map[string]any{"orderId": "o-why", "amount": 900, "reasonToReject": true})
+	s.startCard("bot", "r-two", map[string]any{"orderId": "o-two", "amount": 9000, "approvers": 2})
+	ana := s.visitor()
+	ana.do("POST", "/login", url.Values{"token": {s.tokens["ana"]}, "next": {"/"}})
+	_, page := ana.do("GET", "/", nil)
+	values := bulkValues(page)
+	if len(values) != 5 || values["r-two"] != "" {
+		t.Fatalf("the queue offers %v for a bulk decision, want r-1 to r-4 and r-why, never r-two (it needs another approver)", values)
+	}
+	form := url.Values{"csrf": {hidden(page).Get("csrf")}, "key": {hidden(page).Get("key")}}
+
+	// Meanwhile ben approves r-2 and claims r-3.
+	if code, out := s.api("ben", "POST", "/v1/runs/refund/r-2/resume", map[string]any{"decision": "approve"}); code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("ben's approval = %d %s", code, out)
+	}
+	if code, out := s.api("ben", "POST", "/v1/runs/refund/r-3/assign", map[string]any{"op": "claim"}); code >= 300 {
+		t.Fatalf("ben's claim = %d %s", code, out)
+	}
+	reject := url.Values{"decision": {"reject"}, "item": {values["r-4"], values["r-why"]}}
+	for k, v := range form {
+		reject[k] = v
+	}
+	code, out := ana.do("POST", "/bulk", reject)
+	if code != http.StatusOK || !strings.Contains(out, `<h1 id="bulk-h">Rejected 1 of 2</h1>`) || !strings.Contains(out, "Rejecting it needs a reason") {
+		t.Fatalf("the bulk reject = %d\n%s", code, out)
+	}
+	approve := url.Values{"decision": {"approve"}, "item": {values["r-1"], values["r-2"], values["r-3"], "garbage"}, "reason": {"checked the ledger"}}
+	for k, v := range form {
+		approve[k] = v
+	}
+	code, out = ana.do("POST", "/bulk", approve)
+	for _, want := range []string{`<h1 id="bulk-h">Approved 1 of 4</h1>`, `<li data-run="r-1">`, "Already approved by ben", "It changed since the queue showed it", "not a request of the queue"} {
+		if code != http.StatusOK || !strings.Contains(out, want) {
+			t.Errorf("the bulk approve (%d) lacks %s", code, want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("page:\n%s", out)
+	}
+	for run, want := range map[string]string{"r-1": "approve", "r-4": "reject", "r-2": "approve"} {
+		natstest.Eventually(t, run+" decided", func() bool {
+			cp, err := s.svc.Client("/test").Checkpoint(t.Context(), "refund", run)
+			return err == nil && cp.Status == protocol.StatusCompleted && len(cp.Decisions) == 1 && string(cp.Decisions[0].Verdict) == want
+		})
+	}
+	cp, _ := s.svc.Client("/test").Checkpoint(t.Context(), "refund", "r-1")
+	if d := cp.Decisions[0]; d.Approver != "ana" || d.Reason != "checked the ledger" {
+		t.Errorf("r-1's decision %+v, want ana's own, with her reason", d)
+	}
+	for _, run := range []string{"r-3", "r-why"} {
+		if cp, _ := s.svc.Client("/test").Checkpoint(t.Context(), "refund", run); !cp.Waiting() {
+			t.Errorf("%s, left out, is %s", run, cp.Status)
+		}
+	}
+	// The same form again decides nothing twice.
+	if _, out = ana.do("POST", "/bulk", approve); !strings.Contains(out, `<h1 id="bulk-h">Approved 0 of 4</h1>`) {
+		t.Errorf("the same bulk form sent again:\n%s", out)
+	}
+	for _, c := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"decision": {"approve"}, "csrf": form["csrf"]}, "Nothing selected"},
+		{url.Values{"decision": {"edit"}, "item": {values["r-why"]}, "csrf": form["csrf"]}, "No such decision"},
+		{url.Values{"decision": {"approve"}, "item": {values["r-why"]}}, "The form has expired"},
+		{url.Values{"decision": {"approve"}, "item": slices.Repeat([]string{values["r-why"]}, 51), "csrf": form["csrf"]}, "Decide at most 50"},
+	} {
+		if code, out := ana.do("POST", "/bulk", c.form); code < 400 || !strings.Contains(out, c.want) {
+			t.Errorf("a bad bulk form %v = %d, want an error saying %q", c.form, code, c.want)
+		}
 	}
 }

@@ -132,7 +132,7 @@ func New(port Port, cfg Config) (*Inbox, error) {
 // parts.
 func pages(md *markdown) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided", "bulk"} {
 		t := template.New(page)
 		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t), "markdown": md.render}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
@@ -160,6 +160,7 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("GET /runs/{flow}/{run}", in.signedIn(in.runPage))
 	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
 	m.Handle("POST /runs/{flow}/{run}/assign", in.signedIn(in.assign))
+	m.Handle("POST /bulk", in.signedIn(in.bulk))
 	m.Handle("GET /stream", in.signedIn(in.stream))
 	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
 	m.Handle("POST /login", http.HandlerFunc(in.login))

@@ -61,6 +61,10 @@ type queueView struct {
 	// counts are how many interrupts each view holds: all, mine, my
 	// roles.
 	counts [3]int
+	// Bulk is set when some row may be decided together with others;
+	// Key is the bulk form's idempotency key.
+	Bulk bool
+	Key  string
 }
 
 // maxSearch bounds the queue's search, in bytes.
@@ -89,6 +93,10 @@ type queueItem struct {
 	// Mine is set when the interrupt is assigned to or claimed by the
 	// caller.
 	Mine bool
+	// Bulk is set when the queue offers it for a decision together with
+	// others (see bulkEligible); BulkValue is its checkbox's value.
+	Bulk      bool
+	BulkValue string
 }
 
 // queue answers GET /: the pending interrupts the caller may act on,
@@ -117,6 +125,7 @@ func (in *Inbox) queue(w http.ResponseWriter, r *http.Request, s session) {
 			v.Error, v.Role, status = err.Error(), "", http.StatusBadRequest
 		}
 	}
+	v.Key = randomKey()
 	if err := in.fillQueue(r, s, &v); err != nil {
 		in.log.Error().Err(err).Msg("inbox: reading the pending interrupts")
 		v.Error, status = "Interlock could not be reached: "+strings.TrimPrefix(err.Error(), "client: "), http.StatusServiceUnavailable
@@ -230,6 +239,10 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 			if p.Quorum != nil {
 				it.Votes = fmt.Sprintf("%d of %d approvals", len(p.Voters), p.Quorum.Total())
 			}
+			if it.Bulk = in.bulkEligible(s, p); it.Bulk {
+				it.BulkValue = bulkValue(p)
+				v.Bulk = true
+			}
 			v.Items = append(v.Items, it)
 		}
 		if pg.Next == "" {
@@ -318,6 +331,7 @@ var funcs = template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"join": strings.Join,
+	"add":  func(a, b int) int { return a + b },
 	"has":  func(list []protocol.Verdict, s string) bool { return slices.Contains(list, protocol.Verdict(s)) },
 	"errorText": func(ctx string) string {
 		return strings.TrimSpace(strings.TrimPrefix(ctx, "ERROR:"))

@@ -184,3 +184,72 @@
     timer = setTimeout(function () { form.requestSubmit ? form.requestSubmit() : form.submit(); }, 400);
   });
 })();
+
+// Several at once: the queue's checked rows are the bulk form's
+// selection. A row the live list redraws stays checked while it is the
+// same request at the same version; one that changed is kept in the
+// form as it was shown, so that the server leaves it out and says so.
+(function () {
+  var form = document.getElementById("bulk");
+  if (!form) return;
+  var chosen = new Set();
+  var count = document.getElementById("bulk-count");
+  var first = count.textContent;
+  var buttons = form.querySelectorAll("button[name=decision]");
+  function sync() {
+    form.querySelectorAll("input[type=hidden][name=item]").forEach(function (h) { h.remove(); });
+    var shown = new Set();
+    document.querySelectorAll("input.pick").forEach(function (c) {
+      c.checked = chosen.has(c.value);
+      if (c.checked) shown.add(c.value);
+    });
+    chosen.forEach(function (v) {
+      if (shown.has(v)) return;
+      var h = document.createElement("input");
+      h.type = "hidden"; h.name = "item"; h.value = v;
+      form.appendChild(h);
+    });
+    count.textContent = chosen.size ? chosen.size + " selected: approve or reject them together, each as a decision of your own." : first;
+    buttons.forEach(function (b) { b.disabled = chosen.size === 0; });
+  }
+  document.addEventListener("change", function (e) {
+    if (!e.target.matches || !e.target.matches("input.pick")) return;
+    if (e.target.checked) chosen.add(e.target.value); else chosen.delete(e.target.value);
+    sync();
+  });
+  var queue = document.getElementById("queue");
+  if (queue) new MutationObserver(sync).observe(queue, { childList: true });
+  sync();
+})();
+
+// Keys: in the queue j and k move between rows, o opens, x selects, /
+// searches; on a request's page a and r go to Approve and Reject (Enter
+// then sends), e to the edit form. Never while typing.
+(function () {
+  function typing(t) { return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)); }
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    var rows = Array.prototype.slice.call(document.querySelectorAll("#queue .item"));
+    var at = rows.findIndex(function (r) { return r.contains(document.activeElement); });
+    function go(i) {
+      var row = rows[Math.max(0, Math.min(rows.length - 1, i))];
+      if (row) row.querySelector("a.row-title").focus();
+    }
+    var el;
+    switch (e.key) {
+      case "j": if (rows.length) { go(at + 1); e.preventDefault(); } return;
+      case "k": if (rows.length) { go(at < 0 ? 0 : at - 1); e.preventDefault(); } return;
+      case "o": if (at >= 0) { rows[at].querySelector("a.row-title").click(); e.preventDefault(); } return;
+      case "x":
+        el = at >= 0 && rows[at].querySelector("input.pick");
+        if (el) { el.checked = !el.checked; el.dispatchEvent(new Event("change", { bubbles: true })); e.preventDefault(); }
+        return;
+      case "/": el = document.getElementById("q"); if (el) { el.focus(); e.preventDefault(); } return;
+      case "a": el = document.querySelector(".decisions button.approve"); break;
+      case "r": el = document.querySelector("#reason-reject"); break;
+      case "e": el = document.querySelector("form.edit input, form.edit select, form.edit textarea"); break;
+      default: return;
+    }
+    if (el) { el.focus(); e.preventDefault(); }
+  });
+})();
