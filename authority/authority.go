@@ -390,6 +390,26 @@ func (a *Authority) cancelRoles() []string {
 	return a.cfg.CancelRoles
 }
 
+// MayReadAll decides whether c may read every run, and what the team
+// did with them (the inbox's team page): where callers are not
+// identified, anyone; else the local user and the holders of a read
+// role (auditors, operators).
+func (a *Authority) MayReadAll(c Caller) error {
+	if !a.Identified() || c.AllRoles {
+		return nil
+	}
+	if a != nil {
+		for _, role := range a.cfg.ReadRoles {
+			if c.holds(role) {
+				return nil
+			}
+		}
+	}
+	return &Refusal{Code: protocol.CodeForbidden, Action: Read,
+		Reason: "reading every run takes a read role (serve --read-role), which " + c.Name + " does not hold",
+		Say:    "Reading every run takes a read role (serve --read-role), which you do not hold."}
+}
+
 // MayRead decides whether c may read r: where callers are identified, a
 // private run (an ask, a tool call) only by whoever started it, whoever
 // may decide it (or could, once settled), and holders of a read role; any

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -951,4 +952,50 @@ func shortOr(h string) string {
 		return `nothing ("")`
 	}
 	return short(h)
+}
+
+// batchSince returns up to n messages matching the filter stored at or
+// after since (the server finds the first by time).
+func (g directGet) batchSince(ctx context.Context, since time.Time, n int) (batchResult, error) {
+	req, err := json.Marshal(struct {
+		StartTime time.Time `json:"start_time"`
+		NextBy    string    `json:"next_by_subj,omitempty"`
+		Batch     int       `json:"batch"`
+	}{StartTime: since.UTC(), NextBy: g.filter, Batch: n})
+	if err != nil {
+		return batchResult{}, err
+	}
+	return g.request(ctx, req, n)
+}
+
+// AuditSince returns the audit records of every run stored since a time,
+// in stream order, at most limit of them (more is set when more were
+// stored since): what a report of the team's decisions reads, bounded by
+// its window, whatever the number of runs ever started. Messages that are
+// not audit records are skipped. Like [Client.Audit], it does not check
+// the records.
+func (c *Client) AuditSince(ctx context.Context, since time.Time, limit int) (recs []protocol.AuditRecord, more bool, err error) {
+	if limit <= 0 {
+		return nil, false, errors.New("client: AuditSince needs a limit of one record or more")
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	stream := c.names.AuditStream()
+	g := directGet{nc: c.nc, subject: "$JS.API.DIRECT.GET." + stream, filter: c.names.Prefix + ".audit.>", what: "stream " + stream}
+	b, err := g.batchSince(ctx, since, min(auditBatch, limit))
+	for err == nil {
+		for _, m := range b.msgs {
+			if len(recs) == limit {
+				return recs, true, nil
+			}
+			if e := decodeAuditEntry(m); e.err == nil {
+				recs = append(recs, e.rec)
+			}
+		}
+		if len(b.msgs) == 0 || b.pending == 0 {
+			return recs, false, nil
+		}
+		b, err = g.batch(ctx, b.msgs[len(b.msgs)-1].seq+1, auditBatch)
+	}
+	return nil, false, err
 }

@@ -278,3 +278,42 @@ func TestVerifyAuditReportsRecordsForgedOnTheStream(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditSinceReadsTheRecordsOfEveryRunFromATimeOn: the records stored
+// since a time, of every run, in order, bounded by a limit that says when
+// more were stored.
+func TestAuditSinceReadsTheRecordsOfEveryRunFromATimeOn(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	start := func(run string) {
+		t.Helper()
+		if _, err := c.Start(t.Context(), "booking", run, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("r-before")
+	natstest.Eventually(t, "r-before's record", func() bool { recs, _ := c.Audit(t.Context(), "booking", "r-before"); return len(recs) > 0 })
+	since := time.Now()
+	start("r-1")
+	start("r-2")
+	var recs []protocol.AuditRecord
+	natstest.Eventually(t, "the records since", func() bool {
+		var err error
+		recs, _, err = c.AuditSince(t.Context(), since, 100)
+		return err == nil && len(recs) >= 2
+	})
+	var runs []string
+	for _, r := range recs {
+		runs = append(runs, r.Run)
+	}
+	if len(recs) != 2 || runs[0] != "r-1" || runs[1] != "r-2" {
+		t.Errorf("records since: %v, want r-1's then r-2's, not r-before's", runs)
+	}
+	one, more, err := c.AuditSince(t.Context(), since, 1)
+	if err != nil || len(one) != 1 || !more {
+		t.Errorf("AuditSince with a limit of 1 = %d records, more %v, %v; want one and more", len(one), more, err)
+	}
+	if _, _, err := c.AuditSince(t.Context(), since, 0); err == nil {
+		t.Error("AuditSince took a limit of 0")
+	}
+}

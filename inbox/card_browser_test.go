@@ -572,3 +572,31 @@ func TestBrowserKeysMoveSelectAndDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowserTheTeamPageFitsAPhoneAndPassesAxe: the team page, for an
+// auditor, fits 390 px and axe-core finds nothing serious at 390 and 1280
+// px.
+func TestBrowserTheTeamPageFitsAPhoneAndPassesAxe(t *testing.T) {
+	s := startSiteWith(t, map[string][]string{"ana": {"finance"}, "aud": {"audit"}, "bot": nil},
+		interlock.Config{Flows: []*engine.Flow{cardFlow()}, ReadRoles: []string{"audit"}})
+	s.startCard("bot", "r-1", map[string]any{"orderId": "o-1", "amount": 900})
+	s.startCard("bot", "r-2", map[string]any{"orderId": "o-2", "amount": 1900})
+	if code, out := s.api("ana", "POST", "/v1/runs/refund/r-1/resume", map[string]any{"decision": "approve"}); code >= 300 {
+		t.Fatalf("ana's approval = %d %s", code, out)
+	}
+	script := axeScript(t)
+	browser := startBrowser(t)
+	step(t, browser, "a desktop's viewport", chromedp.EmulateViewport(1280, 900))
+	signIn(t, browser, s, "aud")
+	step(t, browser, "the team page",
+		chromedp.Navigate(s.base+"/team"),
+		chromedp.WaitVisible(chromedp.CSS("#by-approver")),
+		until(`document.querySelector("#waiting-now").innerText === "1"`),
+	)
+	screenshot(t, browser, "inbox-team.png")
+	checkAxe(t, browser, script, "the team page at 1280 px")
+	step(t, browser, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(s.base+"/team"), chromedp.WaitVisible(chromedp.CSS("#by-approver")))
+	noSideScroll(t, browser, 390, "the team page")
+	checkAxe(t, browser, script, "the team page at 390 px")
+}

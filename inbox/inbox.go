@@ -132,7 +132,7 @@ func New(port Port, cfg Config) (*Inbox, error) {
 // parts.
 func pages(md *markdown) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided", "bulk"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided", "bulk", "team"} {
 		t := template.New(page)
 		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t), "markdown": md.render}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
@@ -147,6 +147,7 @@ func pages(md *markdown) (map[string]*template.Template, error) {
 // Register mounts the inbox's pages on m: the queue at /, the runs that
 // finished at /done, a run at /runs/{flow}/{run} (its forms post there,
 // and claims, releases and delegations to /runs/{flow}/{run}/assign),
+// several decided at once at /bulk, the team's decision times at /team,
 // signing in at /login, the page of a mailed decision link at
 // /decide/{link} (it needs no sign-in: the link is the credential),
 // the live stream at /stream, the assets under /assets/, and what makes
@@ -161,6 +162,7 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("POST /runs/{flow}/{run}", in.signedIn(in.resume))
 	m.Handle("POST /runs/{flow}/{run}/assign", in.signedIn(in.assign))
 	m.Handle("POST /bulk", in.signedIn(in.bulk))
+	m.Handle("GET /team", in.signedIn(in.team))
 	m.Handle("GET /stream", in.signedIn(in.stream))
 	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
 	m.Handle("POST /login", http.HandlerFunc(in.login))
@@ -378,9 +380,14 @@ type page struct {
 	// PushKey is the VAPID public key a signed-in person subscribes their
 	// browser with, "" without Web Push.
 	PushKey string
+	// Team is set when the person may read the team page.
+	Team bool
 }
 
 func (in *Inbox) render(w http.ResponseWriter, status int, name string, p page) {
+	if p.Session != nil {
+		p.Team = in.port.Authority().MayReadAll(p.Session.Caller) == nil
+	}
 	if p.Session != nil && in.inDirectory(p.Session.Name) {
 		p.PushKey = in.pushKey()
 	}

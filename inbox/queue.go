@@ -332,7 +332,10 @@ var funcs = template.FuncMap{
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
-	"has":  func(list []protocol.Verdict, s string) bool { return slices.Contains(list, protocol.Verdict(s)) },
+	"speedTable": func(id, caption, col string, rows []speedRow) map[string]any {
+		return map[string]any{"ID": id, "Caption": caption, "Col": col, "Rows": rows}
+	},
+	"has": func(list []protocol.Verdict, s string) bool { return slices.Contains(list, protocol.Verdict(s)) },
 	"errorText": func(ctx string) string {
 		return strings.TrimSpace(strings.TrimPrefix(ctx, "ERROR:"))
 	},
