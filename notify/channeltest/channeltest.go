@@ -5,7 +5,9 @@
 // drives a real Interlock on an embedded NATS server and checks what the
 // remote side received: each decider reached once, reminders, quorums,
 // backlogs, restarts, Retry-After, dead letters, slow receivers, and no
-// link or token in a log.
+// link or token in a log. Channels of events to systems (webhooks) pass
+// [RunEvents], the suite's part for what stands on [notify.Follow]
+// rather than on the dispatcher.
 package channeltest
 
 import (
