@@ -521,6 +521,24 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 					Key: Key(d.ch.Name(), dl.Event.ID(), strings.ToLower(p.Address)), At: dl.Event.Time()})
 			}
 		}
+		if why == WhyDelegated {
+			// A person it was delegated away from no longer decides it:
+			// their notice is followed up, as for an escalation.
+			to := strings.Join(in.Assignees, ", ")
+			if to == "" {
+				to = "role " + in.ApproverRole
+			}
+			st := Settled{Flow: in.Flow, Run: in.Run, Kind: dl.Kind, What: "Delegated to " + to, To: to, Detail: reason,
+				At: dl.Event.Time(), Data: dl.Event.Data(), EventID: dl.Event.ID()}
+			if by != "" {
+				st.What = "Delegated by " + by + " to " + to
+			}
+			if err := d.followUp(ctx, st, func(p postedRecord) bool {
+				return p.Person != "" && p.RequestID == in.RequestID && !seen[strings.ToLower(p.Address)]
+			}); err != nil {
+				return err
+			}
+		}
 	}
 	if len(notices) == 0 {
 		d.log.Debug().Str("flow", in.Flow).Str("run", in.Run).Str("request_id", in.RequestID).Str("kind", dl.Kind).

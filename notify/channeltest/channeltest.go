@@ -721,6 +721,30 @@ func followsUpOnSettle(t *testing.T, h Harness) {
 		}
 	}
 	last := r.receivers[len(r.receivers)-1]
+	if !h.Features.RolesOnly {
+		// Delegated to eve, the request no longer waits on ann and cat:
+		// their notices are followed up; eve is told.
+		moved := r.startRefund("r-moved", refundState{Amount: 300})
+		for _, who := range r.people {
+			r.waitFor(who, moved, 1)
+		}
+		ev, err := r.svc.AssignAs(t.Context(), r.svc.Client("/channeltest"), "refund", "r-moved",
+			protocol.Assign{RequestID: moved.RequestID, Op: protocol.AssignDelegate, To: "eve"}, "ann", []string{Role})
+		if err != nil || ev.Kind == protocol.EventRefused {
+			t.Fatalf("delegating to eve: %s %v", ev.Kind, err)
+		}
+		for _, who := range []string{"ann", "cat"} {
+			natstest.Eventually(t, who+" told it was delegated", func() bool {
+				for _, m := range r.settles(who) {
+					if strings.Contains(m.Text, "Delegated by ann to eve") {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		r.waitFor("eve", moved, 2)
+	}
 	other := r.startRefund("r-cancel", refundState{Amount: 100})
 	r.waitFor(last, other, 1)
 	if _, err := r.svc.Client("/channeltest").Cancel(t.Context(), "refund", "r-cancel", "a duplicate"); err != nil {
