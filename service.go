@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -214,6 +215,14 @@ type Background interface {
 type JetStreamUser interface {
 	Background
 	UseJetStream(js jetstream.JetStream, names wire.Names)
+}
+
+// FlowUser is a [Background] that reports on the flows this process runs
+// (metrics): before starting it, the service hands it their names and
+// versions.
+type FlowUser interface {
+	Background
+	UseFlows(versions map[string]string)
 }
 
 // EgressUser is a [Background] that calls other systems: before starting
@@ -430,6 +439,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	for _, b := range cfg.Services {
 		if u, ok := b.(JetStreamUser); ok {
 			u.UseJetStream(s.js, names)
+		}
+		if u, ok := b.(FlowUser); ok {
+			u.UseFlows(maps.Clone(versions))
 		}
 		if u, ok := b.(EgressUser); ok {
 			u.UseEgress(cfg.Egress)

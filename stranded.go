@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // ErrStrandedRuns is the error of a start refused because runs wait at
@@ -28,8 +29,11 @@ const maxStrandedNamed = 10
 // it, hours later. allow starts anyway, with a warning naming them.
 func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow bool, log zerolog.Logger) error {
 	var problems []string
+	var workers []protocol.Worker
+	workersRead := false
 	for _, f := range flows {
 		byNode := map[string][]string{}
+		byVersion := map[string]int{}
 		n := 0
 		q := client.PendingQuery{Flow: f.Name(), Limit: client.MaxPendingLimit}
 		for {
@@ -38,6 +42,9 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 				return fmt.Errorf("interlock: reading the runs of flow %s that wait, to check this build still has their nodes: %w", f.Name(), err)
 			}
 			for _, p := range page.Items {
+				if p.FlowVersion != "" && p.FlowVersion != f.Version() {
+					byVersion[p.FlowVersion]++
+				}
 				if p.Node != "" && !f.HasNode(p.Node) {
 					n++
 					if len(byNode[p.Node]) < maxStrandedNamed {
@@ -49,6 +56,21 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 				break
 			}
 			q.After = page.Next
+		}
+		if len(byVersion) > 0 && !workersRead {
+			// Which versions the running workers have: a version none has
+			// is said, with how many runs wait on it.
+			workers, _ = s.client.Workers(ctx)
+			workersRead = true
+		}
+		for _, v := range slices.Sorted(maps.Keys(byVersion)) {
+			if slices.ContainsFunc(workers, func(w protocol.Worker) bool { return w.Flows[f.Name()] == v }) {
+				continue
+			}
+			log.Warn().Str("flow", f.Name()).Str("version", v).Int("runs", byVersion[v]).Str("this_version", f.Version()).
+				Msgf("interlock: %d run(s) of flow %s wait on version %s, which no running worker has: this worker resumes them with its own flow (version %s). "+
+					"Run a worker of version %s beside it until they finish if they need it (docs/operations.md, Deploying a new version of a flow)",
+					byVersion[v], f.Name(), v, f.Version(), v)
 		}
 		if n == 0 {
 			continue

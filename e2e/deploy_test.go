@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
@@ -76,8 +78,15 @@ func TestADeployThatDropsANodeRunsWaitAtIsRefusedNamingThem(t *testing.T) {
 	if err := again.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := start(interlock.Config{Flows: []*engine.Flow{renamed}, AllowStrandedRuns: true}); err != nil {
+	logs := &natstest.Buffer{}
+	logger := zerolog.New(logs)
+	if _, err := start(interlock.Config{Flows: []*engine.Flow{renamed}, AllowStrandedRuns: true, Logger: &logger}); err != nil {
 		t.Fatalf("with AllowStrandedRuns: %v", err)
+	}
+	// No running worker has the version the runs paused on: the start
+	// says so, naming it and how many wait.
+	if want := "2 run(s) of flow payout wait on version " + old.Version() + ", which no running worker has"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the start's log does not say %q:\n%s", want, logs.String())
 	}
 	if cp, _ := r.checkpoint("payout", "p-2"); cp.Status != engine.Waiting {
 		t.Errorf("p-2 is %s, want still waiting", cp.Status)

@@ -17,6 +17,7 @@ func (s *Service) MetricNames() map[string]bool {
 		s.counts.Describe(ch)
 		s.pending.Describe(ch)
 		(&natsCollector{s: s}).Describe(ch)
+		s.workerFlows.Describe(ch)
 		close(ch)
 	}()
 	names := map[string]bool{}

@@ -101,7 +101,9 @@ type Service struct {
 	pending *pendingCounter
 	// webhooks counts outbound webhook attempts (ObserveWebhook).
 	webhooks *webhooks
-	handler  http.Handler
+	// workerFlows are the flows this process runs (UseFlows).
+	workerFlows *workerFlows
+	handler     http.Handler
 
 	mu    sync.Mutex
 	js    jetstream.JetStream
@@ -132,10 +134,11 @@ func New(cfg Config) (*Service, error) {
 		return s.pending.action(ctx, flow, run)
 	})
 	s.webhooks = newWebhooks()
+	s.workerFlows = &workerFlows{}
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		s.counts, s.pending, &natsCollector{s: s}, s.webhooks,
+		s.counts, s.pending, &natsCollector{s: s}, s.webhooks, s.workerFlows,
 	)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
@@ -146,6 +149,14 @@ func New(cfg Config) (*Service, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	s.handler = mux
 	return s, nil
+}
+
+// UseFlows gives the service the flows this process runs, by name, with
+// their versions: interlock_worker_flow_version reports them, so that a
+// query finds the runs waiting on a version no running worker has. The
+// interlock service calls it before Start.
+func (s *Service) UseFlows(versions map[string]string) {
+	s.workerFlows.set(versions)
 }
 
 // UseJetStream gives the service the deployment to watch: its JetStream
@@ -261,4 +272,32 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.wg.Wait()
 	})
 	return s.stopErr
+}
+
+var workerFlowDesc = prometheus.NewDesc("interlock_worker_flow_version",
+	"1 for each flow this worker runs, at its version: runs of another version (interlock_pending_flow_version_runs) that no running worker reports wait on a flow no worker has.",
+	[]string{"flow", "version"}, nil)
+
+// workerFlows reports the flows this process runs and their versions.
+type workerFlows struct {
+	mu       sync.Mutex
+	versions map[string]string
+}
+
+func (w *workerFlows) set(versions map[string]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.versions = versions
+}
+
+// Describe implements [prometheus.Collector].
+func (w *workerFlows) Describe(ch chan<- *prometheus.Desc) { ch <- workerFlowDesc }
+
+// Collect implements [prometheus.Collector].
+func (w *workerFlows) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for flow, v := range w.versions {
+		ch <- prometheus.MustNewConstMetric(workerFlowDesc, prometheus.GaugeValue, 1, flow, v)
+	}
 }

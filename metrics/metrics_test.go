@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/events"
+	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/metrics"
 	"github.com/interlockhq/interlock/protocol"
@@ -477,4 +478,36 @@ func TestPendingGaugesHoldNothingPerWaitingRun(t *testing.T) {
 	if bound := 3*2 + 2*(1+64); few >= many || many > bound {
 		t.Errorf("the pending gauges hold %d things with 900 runs waiting, %d with 30; want more deadlines kept, and at most %d: they grow with the waiting runs", many, few, bound)
 	}
+}
+
+// TestRunsOfAFlowVersionNoWorkerHasAreCounted: the pending gauges count
+// runs by the flow version they paused on, and each worker reports the
+// versions it runs, so that a query finds the runs no running worker
+// has the version of.
+func TestRunsOfAFlowVersionNoWorkerHasAreCounted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	version := refund.Flow().Version()
+	r.start("r-1", map[string]any{"orderId": "o-1", "amount": 4800, "currency": "USD", "last4": "4821"})
+	r.start("r-2", map[string]any{"orderId": "o-2", "amount": 4800, "currency": "USD", "last4": "4821"})
+	f := eventually(t, r.m.Addr(), "two runs of the worker's version", is("interlock_pending_flow_version_runs", 2, "flow", refund.Name, "version", version))
+	if v, ok := f.value("interlock_worker_flow_version", "flow", refund.Name, "version", version); !ok || v != 1 {
+		t.Errorf("interlock_worker_flow_version of %s %s = %v %v, want 1", refund.Name, version, v, ok)
+	}
+	// A run paused on an earlier version, as an earlier build left it in
+	// the pending index.
+	e, err := r.js.KeyValue(t.Context(), r.svc.Names().PendingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := e.Get(t.Context(), refund.Name+".r-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(entry.Value()), `"flowVersion":"`+version+`"`, `"flowVersion":"v1"`, 1)
+	if _, err := e.Put(t.Context(), refund.Name+".r-2", []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, r.m.Addr(), "one run of v1, one of the worker's",
+		all([]series{s("interlock_pending_flow_version_runs", 1, "flow", refund.Name, "version", "v1"), s("interlock_pending_flow_version_runs", 1, "flow", refund.Name, "version", version)}))
 }

@@ -22,6 +22,9 @@ var (
 	overdueDesc = prometheus.NewDesc("interlock_pending_overdue_interrupts",
 		"Pending interrupts of the flow whose deadline (expiresAt) has passed.",
 		[]string{"flow"}, nil)
+	versionDesc = prometheus.NewDesc("interlock_pending_flow_version_runs",
+		"Runs waiting on an interrupt, from the pending index, by flow and the version of the flow they paused on (their checkpoint's flowVersion).",
+		[]string{"flow", "version"}, nil)
 	overdueSecondsDesc = prometheus.NewDesc("interlock_pending_overdue_seconds",
 		"How long the flow's most overdue pending interrupt is past its deadline; 0 when none is.",
 		[]string{"flow"}, nil)
@@ -56,7 +59,9 @@ type pendingCount struct {
 	// began is when the reading began, in Unix nanoseconds.
 	began  int64
 	counts map[pendingLabels]int
-	flows  map[string]*flowTimes
+	// versions counts the runs by flow and flow version.
+	versions map[flowVersion]int
+	flows    map[string]*flowTimes
 	// lastSeq is the bucket's last sequence when the reading began: a
 	// bucket whose last sequence has not moved holds the same entries.
 	lastSeq uint64
@@ -68,6 +73,7 @@ type pendingDoc struct {
 	Flow         string     `json:"flow"`
 	Kind         string     `json:"kind"`
 	ApproverRole string     `json:"approverRole"`
+	FlowVersion  string     `json:"flowVersion"`
 	Action       string     `json:"action"`
 	AskedAt      time.Time  `json:"askedAt"`
 	ExpiresAt    *time.Time `json:"expiresAt"`
@@ -90,10 +96,16 @@ type pendingCounter struct {
 	// seen are the label sets reported so far: each is reported, 0 once
 	// no run waits with it, until the process ends.
 	seen map[pendingLabels]bool
+	// seenVersions are the flows and versions reported so far, the same
+	// way.
+	seenVersions map[flowVersion]bool
 }
 
+// flowVersion is a flow and one of its versions.
+type flowVersion struct{ flow, version string }
+
 func newPendingCounter(now func() time.Time, flows *flowSet) *pendingCounter {
-	return &pendingCounter{now: now, flows: flows, seen: map[pendingLabels]bool{}}
+	return &pendingCounter{now: now, flows: flows, seen: map[pendingLabels]bool{}, seenVersions: map[flowVersion]bool{}}
 }
 
 // use sets the bucket the counter reads.
@@ -152,6 +164,9 @@ func (p *pendingCounter) recount(ctx context.Context, stall time.Duration) error
 	for l := range c.counts {
 		p.seen[l] = true
 	}
+	for v := range c.versions {
+		p.seenVersions[v] = true
+	}
 	return nil
 }
 
@@ -165,7 +180,7 @@ func (p *pendingCounter) read(ctx context.Context, kv jetstream.KeyValue, stall 
 		return nil, fmt.Errorf("metrics: reading bucket %s: %w", kv.Bucket(), err)
 	}
 	defer func() { _ = w.Stop() }()
-	c := &pendingCount{counts: map[pendingLabels]int{}, flows: map[string]*flowTimes{}, began: p.now().UnixNano()}
+	c := &pendingCount{counts: map[pendingLabels]int{}, versions: map[flowVersion]int{}, flows: map[string]*flowTimes{}, began: p.now().UnixNano()}
 	timer := time.NewTimer(stall)
 	defer timer.Stop()
 	for {
@@ -196,6 +211,9 @@ func (c *pendingCount) add(value []byte) {
 	}
 	l := pendingLabels{flow: doc.Flow, kind: doc.Kind, role: doc.ApproverRole}
 	c.counts[l]++
+	if doc.FlowVersion != "" {
+		c.versions[flowVersion{doc.Flow, doc.FlowVersion}]++
+	}
 	f := c.flows[doc.Flow]
 	if f == nil {
 		f = &flowTimes{}
@@ -297,9 +315,9 @@ func (p *pendingCounter) action(ctx context.Context, flow, run string) string {
 func (p *pendingCounter) kept() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := len(p.seen)
+	n := len(p.seen) + len(p.seenVersions)
 	if p.last != nil {
-		n += len(p.last.counts) + len(p.last.flows)
+		n += len(p.last.counts) + len(p.last.versions) + len(p.last.flows)
 		for _, f := range p.last.flows {
 			n += len(f.deadlines)
 		}
@@ -313,6 +331,7 @@ func (p *pendingCounter) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- overdueDesc
 	ch <- overdueSecondsDesc
+	ch <- versionDesc
 }
 
 // Collect implements [prometheus.Collector]: it reports the latest count,
@@ -339,6 +358,13 @@ func (p *pendingCounter) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, since(now, f.oldest), flow)
 		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(n), flow)
 		ch <- prometheus.MustNewConstMetric(overdueSecondsDesc, prometheus.GaugeValue, since(now, earliest), flow)
+	}
+	for v := range p.seenVersions {
+		n := 0
+		if p.last != nil {
+			n = p.last.versions[v]
+		}
+		ch <- prometheus.MustNewConstMetric(versionDesc, prometheus.GaugeValue, float64(n), v.flow, v.version)
 	}
 }
 
