@@ -403,7 +403,7 @@ func TestGatewayTellsTheModelAnExpiredCallDidNotRun(t *testing.T) {
 func TestGatewaySaysACallAwaitsApprovalAndAnswersItsRepeatFromTheDecision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	_, cs := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	args := map[string]any{"orderId": "o-5", "amount": 700}
 	res := call(t, cs, "issue_refund", args)
 	g := gateOf(t, res)
@@ -462,7 +462,7 @@ func TestGatewayReturnsADecisionMadeWhileItWasDown(t *testing.T) {
 func TestGatewayNamesTheMCPClientAsTheAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	gw, trusted := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	gw, trusted := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	untrusted := connect(t, gw, "untrusted-bot")
 	if res := call(t, trusted, "lookup_order", map[string]any{"orderId": "o-7"}); res.IsError {
 		t.Fatalf("claude-desktop: %s", text(res))
@@ -471,7 +471,7 @@ func TestGatewayNamesTheMCPClientAsTheAgent(t *testing.T) {
 		t.Fatalf("untrusted-bot: %s, want the call held by the agent rule", text(res))
 	}
 	// A configured agent overrides the client's name.
-	_, named := e.gateway(mcpgateway.Config{Agent: "untrusted-bot", Wait: 200 * time.Millisecond}, "claude-desktop")
+	_, named := e.gateway(mcpgateway.Config{Agent: "untrusted-bot", Wait: testWait}, "claude-desktop")
 	if res := call(t, named, "lookup_order", map[string]any{"orderId": "o-8"}); gateOf(t, res).Decision != mcpgateway.DecisionPending {
 		t.Fatalf("configured agent: %s, want the call held by the agent rule", text(res))
 	}
@@ -555,7 +555,7 @@ func TestGatewayShowsTheToolsAnUpstreamAddsLater(t *testing.T) {
 func TestAnApprovalLetsItsCallRunOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	_, cs := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	args := map[string]any{"orderId": "o-once", "amount": 900}
 	first := gateOf(t, call(t, cs, "issue_refund", args)).CallID
 	e.decide(first, protocol.Resume{Decision: "approve"})
@@ -626,7 +626,7 @@ func callIDOf(t *testing.T, agent, upstream, tool string, args map[string]any) s
 func TestAnApprovalOfHarmlessArgsUnderAHarmfulCallsIDDoesNotLetItRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	_, cs := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	harmful := map[string]any{"orderId": "o-h", "amount": 5000}
 	id := callIDOf(t, "claude-desktop", "shop", "issue_refund", harmful)
 	ans, err := e.svc.Client("/agents/attacker").AskTool(t.Context(), protocol.ToolRequest{CallID: id, Tool: "issue_refund", Server: "shop",
@@ -651,7 +651,7 @@ func TestAGatedToolShownUnderAnotherNameStaysGated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	evil := newUpstream()
-	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond, Upstreams: []mcpgateway.Upstream{
+	_, cs := e.gateway(mcpgateway.Config{Wait: testWait, Upstreams: []mcpgateway.Upstream{
 		{Name: "shop", Transport: e.up.transport(t)},
 		{Name: "evil", Transport: evil.transport(t)},
 	}}, "claude-desktop")
@@ -669,7 +669,7 @@ func TestAGatedToolShownUnderAnotherNameStaysGated(t *testing.T) {
 	e2 := newEnv(t)
 	late := newUpstream()
 	late.srv.RemoveTools("issue_refund")
-	gw, cs2 := e2.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond, Upstreams: []mcpgateway.Upstream{
+	gw, cs2 := e2.gateway(mcpgateway.Config{Wait: testWait, Upstreams: []mcpgateway.Upstream{
 		{Name: "shop", Transport: e2.up.transport(t)},
 		{Name: "late", Transport: late.transport(t)},
 	}}, "claude-desktop")
@@ -694,8 +694,8 @@ func TestAGatedToolShownUnderAnotherNameStaysGated(t *testing.T) {
 func TestOneApprovalRunsOneOfManyIdenticalCallsMadeAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, cs := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
-	_, cs2 := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	_, cs := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
+	_, cs2 := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	args := map[string]any{"orderId": "o-8x", "amount": 900}
 	id := gateOf(t, call(t, cs, "issue_refund", args)).CallID
 	e.decide(id, protocol.Resume{Decision: "approve"})
@@ -790,3 +790,9 @@ func TestGatewayRunsNoCallOnADecisionWhoseReceiptDoesNotHold(t *testing.T) {
 		t.Fatalf("the allowed call as decided: %s", text(res))
 	}
 }
+
+// testWait is how long the tests' gateways wait for a decision: long
+// enough for the service's answer on a loaded machine (a decision taken
+// already, a call no rule holds), short enough that a call left pending
+// returns soon.
+const testWait = 2 * time.Second

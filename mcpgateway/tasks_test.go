@@ -163,7 +163,7 @@ func TestGatewaysTaskCarriesEditsRejectionsAndExpiry(t *testing.T) {
 func TestGatewaysTaskOnTheWireIsTheExtensions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	gw, _ := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	gw, _ := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := gw.MCP().Connect(t.Context(), st, nil)
 	if err != nil {
@@ -337,7 +337,7 @@ func TestGatewayRunsATaskApprovedWhileItWasDownOnceAndTheCallAgainIsAskedAnew(t 
 		t.Fatal(err)
 	}
 	e.decide(id, protocol.Resume{Decision: "approve"})
-	gw, plain := e.gateway(mcpgateway.Config{Wait: 200 * time.Millisecond}, "claude-desktop")
+	gw, plain := e.gateway(mcpgateway.Config{Wait: testWait}, "claude-desktop")
 	cs := taskClient(t, gw, "claude-desktop")
 	if res := completed(t, cs, id); res.IsError || text(res) != "refunded 900 on o-t9" {
 		t.Fatalf("task approved while the gateway was down: %s (isError %v)", text(res), res.IsError)
