@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/notify"
@@ -31,8 +33,14 @@ const recordTimeout = 5 * time.Second
 // deliver makes one attempt to deliver d to r's receiver.
 func (s *Service) deliver(ctx context.Context, r *running, d notify.Delivery) error {
 	sub := r.sub
-	if len(sub.Roles) > 0 && !slices.Contains(sub.Roles, approverRole(d.Event.Data())) {
-		return nil // not an event for these roles
+	if len(sub.Roles) > 0 {
+		ok, err := s.forRoles(ctx, d, sub.Roles)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // not an event for these roles
+		}
 	}
 	id := ID(sub.Name, d.Event.ID())
 	sentKey := notify.Key("webhook-"+sub.Name, id)
@@ -174,3 +182,48 @@ func (s *Service) record(sub Subscription, id string, d notify.Delivery, status 
 		s.log.Warn().Err(perr).Str("subscription", sub.Name).Str("webhook_id", id).Msg("webhooks: the delivery's record was not written")
 	}
 }
+
+// forRoles reports whether d is an event of one of roles: its data's
+// approverRole, or, for an event that names none (resumed, expired,
+// cancelled, completed, failed), a run that waited on one of roles, as
+// its audit records say. A subscription of a role's approvals then hears
+// how they ended.
+func (s *Service) forRoles(ctx context.Context, d notify.Delivery, roles []string) (bool, error) {
+	if role := approverRole(d.Event.Data()); role != "" {
+		return slices.Contains(roles, role), nil
+	}
+	flow, run := events.StringExtension(d.Event, protocol.ExtFlow), d.Event.Subject()
+	if flow == "" || run == "" {
+		return false, nil
+	}
+	stream, err := s.js.Stream(ctx, s.names.AuditStream())
+	if err != nil {
+		return false, fmt.Errorf("reading the audit of %s %s for the subscription's roles: %w", flow, run, err)
+	}
+	subject := s.names.Audit(flow, run)
+	for seq, n := uint64(1), 0; n < maxRoleRecords; n++ {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading the audit of %s %s for the subscription's roles: %w", flow, run, err)
+		}
+		seq = m.Sequence + 1
+		ev, err := events.Decode(m.Header, m.Data)
+		if err != nil {
+			continue
+		}
+		rec, err := protocol.DecodeAuditRecord(ev.Data())
+		if err != nil {
+			continue
+		}
+		if slices.Contains(roles, rec.ApproverRole) || rec.Outcome != nil && slices.Contains(roles, rec.Outcome.ApproverRole) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// maxRoleRecords bounds the audit records read to find a run's roles.
+const maxRoleRecords = 1000

@@ -83,8 +83,10 @@ type Subscription struct {
 	Events []string
 	// Flows, if set, limits the events to these flows.
 	Flows []string
-	// Roles, if set, limits the events to those whose approverRole is one
-	// of them.
+	// Roles, if set, limits the events to those of the roles' requests:
+	// an event whose data names an approverRole, that role's; one that
+	// names none (resumed, expired, cancelled, completed, failed), a run
+	// that waited on one of the roles, as its audit records say.
 	Roles []string
 	// RetryFor is how long after its publication an event is still tried.
 	RetryFor time.Duration
