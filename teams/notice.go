@@ -83,6 +83,9 @@ func (t *Teams) render(n notify.Notice) card {
 	switch n.Why {
 	case notify.WhyVote:
 		c := openCard(in, roles, n.Link, dir)
+		if len(in.Votes) == 0 || in.Quorum == nil {
+			return c
+		}
 		last := in.Votes[len(in.Votes)-1]
 		line := fmt.Sprintf("%s voted %s · %s", plain(last.Approver, maxLine), last.Verdict, votes(in.Votes, in.Quorum.Total()))
 		c.Body = append([]element{{Type: "TextBlock", Text: line, Weight: "Bolder", Wrap: true}}, c.Body...)
