@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/away"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
@@ -261,6 +262,7 @@ type Service struct {
 	uses *links.Uses
 	// people is the directory in force; authority decides with it.
 	people    *people.Live
+	away      *away.Set
 	authority *authority.Authority
 	// egress is the outbound policy of the channels (Config.Egress).
 	egress egress.Policy
@@ -365,16 +367,26 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	s.started = append(s.started, peopleWatch{s.people})
+	// The absences in force, followed before the first command is taken.
+	if s.away, err = away.Watch(ctx, s.js, names, *log); err != nil {
+		return fail(err)
+	}
+	s.started = append(s.started, s.away)
 	s.authority = authority.New(authority.Config{
 		Identified:   func() bool { return s.people.Current() != nil },
 		RoleSubjects: cfg.RequireRoles, CancelRoles: cfg.CancelRoles, ReadRoles: cfg.ReadRoles,
+		Absences: s.away.Absences,
+		RolesOf: func(name string) ([]string, bool) {
+			p, ok := s.people.Current().Person(name)
+			return p.Roles, ok
+		},
 	})
 	queue, err := bus.NewQueue(ctx, s.js, names)
 	if err != nil {
 		return fail(err)
 	}
 	source := "interlock/" + cfg.Instance
-	flows := append(slices.Clone(cfg.Flows), engine.AskFlow())
+	flows := append(slices.Clone(cfg.Flows), engine.AskFlow(), away.Flow())
 	var tools *toolRules
 	if cfg.GateRules != nil {
 		flows = append(flows, engine.GateFlow())
@@ -512,6 +524,9 @@ type peopleWatch struct{ live *people.Live }
 
 func (p peopleWatch) Start(context.Context) error    { return nil }
 func (p peopleWatch) Stop(ctx context.Context) error { return p.live.Stop(ctx) }
+
+// Away is the absences of the deployment's people (see package away).
+func (s *Service) Away() *away.Set { return s.away }
 
 // People is the directory of people in force (see Config.People).
 func (s *Service) People() *people.Live { return s.people }

@@ -60,6 +60,10 @@ type Caller struct {
 	// Named is a name the sender typed (a resume's approver, a start's
 	// by) where it is not the identity: a label kept for the record.
 	Named string
+	// For are the people who are away and named the caller their
+	// delegate: the caller decides their assignments and claims, and
+	// holds the roles they delegated ([Authority.Widen]).
+	For []string
 }
 
 // Local is the caller of a deployment without a directory of people: the
@@ -89,7 +93,7 @@ func (a *Authority) Vouched(p protocol.Caller) Caller {
 		c.Roles = slices.DeleteFunc(slices.Clone(p.Roles), func(r string) bool { return r == protocol.AllRoles })
 		c.AllRoles = !a.Identified()
 	}
-	return c
+	return a.Widen(c)
 }
 
 // rolesKnown reports whether the caller's roles were authenticated: a
@@ -230,6 +234,65 @@ type Config struct {
 	// ReadRoles are roles that may read any run, a private one included
 	// (auditors).
 	ReadRoles []string
+	// Absences, if set, returns the absences in force: a person away who
+	// named a delegate (see [Authority.Widen]).
+	Absences func() []Absence
+	// RolesOf, if set, returns the roles a person of the directory holds
+	// now: a delegate holds only those of the roles delegated that the
+	// person still holds.
+	RolesOf func(person string) ([]string, bool)
+}
+
+// Absence is a person away who named a delegate: from From to To, the
+// delegate decides the person's assignments and claims, and holds Roles
+// (every role of the person's when none is named), as the person still
+// holds them.
+type Absence struct {
+	Person, Delegate string
+	Roles            []string
+	From, To         time.Time
+}
+
+// Active reports whether the absence is in force at now.
+func (ab Absence) Active(now time.Time) bool {
+	return !now.Before(ab.From) && now.Before(ab.To)
+}
+
+// Widen returns c as the delegate of the people away who named them, in
+// force now: holding the roles they delegated (as they still hold them)
+// and acting for them on their assignments and claims ([Caller.For]).
+// Only a caller the deployment authenticates is widened, where callers
+// are identified; the local user holds every role already. Never a
+// request to end an absence ([protocol.AbsenceAction]): that stays the
+// person's own.
+func (a *Authority) Widen(c Caller) Caller {
+	if a == nil || a.cfg.Absences == nil || a.cfg.RolesOf == nil || !a.Identified() || c.AllRoles || !c.Method.Vouched() || c.Name == "" {
+		return c
+	}
+	now := time.Now()
+	for _, ab := range a.cfg.Absences() {
+		if ab.Delegate != c.Name || ab.Person == c.Name || !ab.Active(now) || slices.Contains(c.For, ab.Person) {
+			continue
+		}
+		held, ok := a.cfg.RolesOf(ab.Person)
+		if !ok {
+			continue
+		}
+		c.Roles = slices.Clone(c.Roles)
+		for _, r := range held {
+			if (len(ab.Roles) == 0 || slices.Contains(ab.Roles, r)) && !slices.Contains(c.Roles, r) {
+				c.Roles = append(c.Roles, r)
+			}
+		}
+		c.For = append(slices.Clone(c.For), ab.Person)
+	}
+	return c
+}
+
+// actsFor reports whether c decides name's requests: c is name, or name
+// is away and named c (p not being the end of an absence).
+func (c Caller) actsFor(name string, p *Pending) bool {
+	return name != "" && (c.Name == name || p.Action != protocol.AbsenceAction && slices.Contains(c.For, name))
 }
 
 // Authority decides what callers may do. It is safe for concurrent use;
@@ -485,7 +548,7 @@ func (a *Authority) mayDecide(c Caller, act Action, p *Pending) error {
 			describe(p), roleSubject(p))
 	}
 	if p.ClaimedBy != "" {
-		if who != p.ClaimedBy {
+		if !c.actsFor(p.ClaimedBy, p) {
 			return forbidden(act, "request %s is claimed by %s: only they may decide it, until they release it", p.RequestID, p.ClaimedBy).
 				saying("This approval is claimed by %s: only they may decide it, until they release it.", p.ClaimedBy)
 		}
@@ -497,7 +560,7 @@ func (a *Authority) mayDecide(c Caller, act Action, p *Pending) error {
 	if c.AllRoles {
 		return nil
 	}
-	if slices.Contains(p.Assignees, who) && (known || !required) {
+	if slices.ContainsFunc(p.Assignees, func(name string) bool { return c.actsFor(name, p) }) && (known || !required) {
 		return nil
 	}
 	quorumRoles := p.quorumRoles()

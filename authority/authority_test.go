@@ -3,8 +3,10 @@ package authority_test
 import (
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/authority/authoritytest"
@@ -108,5 +110,54 @@ func TestTheAuthorityStandsOnTheProtocolAlone(t *testing.T) {
 		if strings.HasPrefix(dep, module) && !allowed[dep] {
 			t.Errorf("authority depends on %s; it may use protocol alone", dep)
 		}
+	}
+}
+
+// TestADelegateHoldsWhatTheAbsentPersonDelegatedAndNoMore: while ann is
+// away, ben (vouched) holds the roles she delegated that she still
+// holds, and decides her assignments and claims; never her absence's
+// end; a NATS sender named ben gets nothing; outside the period, nothing.
+func TestADelegateHoldsWhatTheAbsentPersonDelegatedAndNoMore(t *testing.T) {
+	now := time.Now()
+	held := map[string][]string{"ann": {"finance", "legal"}}
+	absences := []authority.Absence{{Person: "ann", Delegate: "ben", Roles: []string{"finance", "ops"}, From: now.Add(-time.Hour), To: now.Add(time.Hour)}}
+	a := authority.New(authority.Config{Identified: func() bool { return true },
+		Absences: func() []authority.Absence { return absences },
+		RolesOf:  func(p string) ([]string, bool) { r, ok := held[p]; return r, ok }})
+	ben := a.Vouched(protocol.Caller{Name: "ben", Method: protocol.AuthToken})
+	if !slices.Equal(ben.Roles, []string{"finance"}) || !slices.Equal(ben.For, []string{"ann"}) {
+		t.Fatalf("ben while ann is away: roles %v for %v; want finance (ops she does not hold, legal she kept) for ann", ben.Roles, ben.For)
+	}
+	run := func(p authority.Pending) authority.Run {
+		p.Kind, p.RequestID = protocol.KindApproval, "rq"
+		return authority.Run{ID: "refund r-1", Pending: &p}
+	}
+	for _, c := range []struct {
+		name string
+		p    authority.Pending
+		ok   bool
+	}{
+		{"her role's approval", authority.Pending{ApproverRole: "finance"}, true},
+		{"a role she kept", authority.Pending{ApproverRole: "legal"}, false},
+		{"assigned to her", authority.Pending{Assignees: []string{"ann"}}, true},
+		{"claimed by her", authority.Pending{ApproverRole: "legal", ClaimedBy: "ann"}, true},
+		{"her absence's end", authority.Pending{Assignees: []string{"ann"}, Action: protocol.AbsenceAction}, false},
+	} {
+		err := a.MayDecide(ben, run(c.p), protocol.VerdictApprove)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: ben may decide: %v, want %v", c.name, err, c.ok)
+		}
+	}
+	if sender := a.Vouched(protocol.Caller{Name: "ben", Method: protocol.AuthNATS}); len(sender.Roles) != 0 || len(sender.For) != 0 {
+		t.Errorf("a NATS sender named ben is widened: %+v", sender)
+	}
+	absences[0].From, absences[0].To = now.Add(time.Hour), now.Add(2*time.Hour)
+	if later := a.Vouched(protocol.Caller{Name: "ben", Method: protocol.AuthToken}); len(later.Roles) != 0 || len(later.For) != 0 {
+		t.Errorf("ben before the absence begins: %+v", later)
+	}
+	delete(held, "ann")
+	absences[0].From = now.Add(-time.Hour)
+	if gone := a.Vouched(protocol.Caller{Name: "ben", Method: protocol.AuthToken}); len(gone.Roles) != 0 {
+		t.Errorf("ben for someone no longer in the directory: %+v", gone)
 	}
 }

@@ -232,6 +232,25 @@ func TestOpenAPIDocumentsTheHandlers(t *testing.T) {
 			return local.do("POST", "/v1/gate/requests/o-call-2/consume", `{"argsDigest":"`+ans.Decided.FinalDigest+`"}`)
 		}},
 
+		{"PUT /v1/away", 201, func() response {
+			return sam.do("PUT", "/v1/away", map[string]any{"delegate": "bob", "to": time.Now().Add(time.Hour)})
+		}},
+		{"PUT /v1/away", 409, func() response {
+			return sam.do("PUT", "/v1/away", map[string]any{"delegate": "bob", "to": time.Now().Add(time.Hour)})
+		}},
+		{"PUT /v1/away", 400, func() response {
+			return bob.do("PUT", "/v1/away", map[string]any{"delegate": "bob", "to": time.Now().Add(time.Hour)})
+		}},
+		{"PUT /v1/away", 401, func() response { return secured.do("PUT", "/v1/away", `{}`) }},
+		{"PUT /v1/away", 403, func() response { return sam.do("PUT", "/v1/away", `{}`, crossSite...) }},
+		{"GET /v1/away", 200, func() response { return bob.do("GET", "/v1/away", nil) }},
+		{"GET /v1/away", 401, func() response { return secured.do("GET", "/v1/away", nil) }},
+		{"GET /v1/away", 403, func() response { return local.do("GET", "/v1/away", nil, badHost...) }},
+		{"DELETE /v1/away", 200, func() response { return sam.do("DELETE", "/v1/away", nil) }},
+		{"DELETE /v1/away", 404, func() response { return bob.do("DELETE", "/v1/away", nil) }},
+		{"DELETE /v1/away", 401, func() response { return secured.do("DELETE", "/v1/away", nil) }},
+		{"DELETE /v1/away", 403, func() response { return sam.do("DELETE", "/v1/away", nil, crossSite...) }},
+
 		{"GET /v1/audit/keys", 200, func() response { return secured.do("GET", "/v1/audit/keys", nil) }},
 		{"GET /v1/audit/keys", 403, func() response { return local.do("GET", "/v1/audit/keys", nil, badHost...) }},
 

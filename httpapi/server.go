@@ -243,6 +243,9 @@ func New(port Port, cfg Config) (*Server, error) {
 		{method: "POST", path: "/v1/asks", handle: s.postAsk},
 		{method: "GET", path: "/v1/asks/{askId}", handle: s.getAsk},
 		{method: "GET", path: "/v1/events", handle: s.watchEvents},
+		{method: "GET", path: "/v1/away", handle: s.getAway},
+		{method: "PUT", path: "/v1/away", handle: s.putAway},
+		{method: "DELETE", path: "/v1/away", handle: s.deleteAway},
 		{method: "GET", path: "/v1/openapi.json", handle: serveOpenAPI, public: true},
 	}
 	for _, rt := range s.routes {
@@ -512,7 +515,13 @@ func (s *Server) caller(r *http.Request) (Caller, bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Caller{}, false
 	}
-	return Authenticate(d, strings.TrimSpace(token))
+	c, ok := Authenticate(d, strings.TrimSpace(token))
+	if !ok {
+		return c, false
+	}
+	// A delegate of people away holds what they delegated (one rule, the
+	// authority's).
+	return s.port.Authority().Widen(c), true
 }
 
 // deadlineBody is a request body that calls read once it has been read

@@ -600,3 +600,34 @@ func TestBrowserTheTeamPageFitsAPhoneAndPassesAxe(t *testing.T) {
 	noSideScroll(t, browser, 390, "the team page")
 	checkAxe(t, browser, script, "the team page at 390 px")
 }
+
+// TestBrowserTheAwayPageSetsAnAbsenceOnAPhone: on a phone, a person names
+// a delegate on the away page and sees the absence in force; the page
+// fits 390 px and axe-core finds nothing serious, before and after.
+func TestBrowserTheAwayPageSetsAnAbsenceOnAPhone(t *testing.T) {
+	s := startSiteOf(t, map[string][]string{"ann": {"finance", "legal"}, "ben": nil}, cardFlow())
+	script := axeScript(t)
+	browser := startBrowser(t)
+	step(t, browser, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	signIn(t, browser, s, "ann")
+	step(t, browser, "the away page",
+		chromedp.Navigate(s.base+"/away"),
+		chromedp.WaitVisible(chromedp.CSS("#away-form")),
+	)
+	noSideScroll(t, browser, 390, "the away page")
+	checkAxe(t, browser, script, "the away page at 390 px")
+	step(t, browser, "naming ben until the day after tomorrow",
+		chromedp.SetValue(chromedp.CSS("#delegate"), "ben"),
+		chromedp.SetValue(chromedp.CSS("#to"), time.Now().Add(48*time.Hour).UTC().Format("2006-01-02T15:04")),
+		chromedp.Click(chromedp.CSS(`input[name="role"][value="finance"]`)),
+		chromedp.Click(chromedp.CSS(`#away-form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#mine")),
+		until(`document.querySelector("#mine").innerText.includes("ben") && document.querySelector("#mine").innerText.includes("finance")`),
+	)
+	screenshot(t, browser, "inbox-away.png")
+	noSideScroll(t, browser, 390, "the away page with an absence in force")
+	checkAxe(t, browser, script, "the away page with an absence at 390 px")
+	if ab, _, ok := s.svc.Away().Of("ann", time.Now()); !ok || ab.Delegate != "ben" || len(ab.Roles) != 1 || ab.Roles[0] != "finance" {
+		t.Errorf("ann's absence after the form: %+v (in force: %v)", ab, ok)
+	}
+}

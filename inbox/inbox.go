@@ -132,7 +132,7 @@ func New(port Port, cfg Config) (*Inbox, error) {
 // parts.
 func pages(md *markdown) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided", "bulk", "team"} {
+	for _, page := range []string{"queue", "done", "run", "login", "error", "decide", "decided", "bulk", "team", "away"} {
 		t := template.New(page)
 		t, err := t.Funcs(funcs).Funcs(template.FuncMap{"kind": kindPart(t), "markdown": md.render}).
 			ParseFS(templateFS, "templates/layout.html", "templates/kinds.html", "templates/"+page+".html")
@@ -163,6 +163,8 @@ func (in *Inbox) Register(m Mux) {
 	m.Handle("POST /runs/{flow}/{run}/assign", in.signedIn(in.assign))
 	m.Handle("POST /bulk", in.signedIn(in.bulk))
 	m.Handle("GET /team", in.signedIn(in.team))
+	m.Handle("GET /away", in.signedIn(in.awayPage))
+	m.Handle("POST /away", in.signedIn(in.awayPost))
 	m.Handle("GET /stream", in.signedIn(in.stream))
 	m.Handle("GET /login", http.HandlerFunc(in.loginPage))
 	m.Handle("POST /login", http.HandlerFunc(in.login))
@@ -236,6 +238,10 @@ func (in *Inbox) caller(r *http.Request) (session, bool) {
 	}
 	c, ok := httpapi.Authenticate(d, ck.Value)
 	c.Method = protocol.AuthSession
+	if ok {
+		// A delegate of people away holds what they delegated.
+		c = in.port.Authority().Widen(c)
+	}
 	return session{Caller: c, token: ck.Value}, ok
 }
 
@@ -380,13 +386,17 @@ type page struct {
 	// PushKey is the VAPID public key a signed-in person subscribes their
 	// browser with, "" without Web Push.
 	PushKey string
-	// Team is set when the person may read the team page.
-	Team bool
+	// Team is set when the person may read the team page; Away when
+	// they are a person of the directory, who may name a delegate.
+	Team, Away bool
 }
 
 func (in *Inbox) render(w http.ResponseWriter, status int, name string, p page) {
 	if p.Session != nil {
 		p.Team = in.port.Authority().MayReadAll(p.Session.Caller) == nil
+		if d := in.directory(false); d != nil && in.awaySet() != nil {
+			_, p.Away = d.Person(p.Session.Name)
+		}
 	}
 	if p.Session != nil && in.inDirectory(p.Session.Name) {
 		p.PushKey = in.pushKey()

@@ -186,7 +186,12 @@ func (in *Inbox) fillQueue(r *http.Request, s session, v *queueView) error {
 		for _, p := range pg.Items {
 			flows[p.Flow] = true
 			restricted := protocol.RoleRestricted(p.Kind)
-			mine := p.ClaimedBy == s.Name || p.ClaimedBy == "" && slices.Contains(p.Assignees, s.Name)
+			// Mine: assigned to or claimed by the caller, or by someone
+			// away who named them (never that person's absence itself).
+			me := func(name string) bool {
+				return name == s.Name || p.Action != protocol.AbsenceAction && slices.Contains(s.For, name)
+			}
+			mine := me(p.ClaimedBy) || p.ClaimedBy == "" && slices.ContainsFunc(p.Assignees, me)
 			if restricted {
 				// Claimed by someone else, it stays in the queue of those
 				// who could decide it, marked as claimed.

@@ -513,7 +513,7 @@ func TestBadInputSaysWhatWasWrongAndHowToFixIt(t *testing.T) {
 		args       args
 		want       []string
 	}{
-		{"unknown flow", "start_flow", args{"flow": "bookings"}, []string{"unknown_flow", "known flows: booking", "list_flows"}},
+		{"unknown flow", "start_flow", args{"flow": "bookings"}, []string{"unknown_flow", "known flows:", "booking, refund", "list_flows"}},
 		{"bad run name", "start_flow", args{"flow": "booking", "run": "r 1"}, []string{`run name "r 1"`, "byte 1", "A-Z a-z 0-9 _ -"}},
 		{"run taken", "start_flow", args{"flow": "booking", "run": done.Run}, []string{"run_exists", "another run id"}},
 		{"continue a finished run", "continue_flow", args{"flow": "booking", "run": done.Run, "stateUpdates": args{"email": "x@y.z"}}, []string{"completed, not waiting", "start_flow"}},

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/away"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/links"
@@ -452,6 +453,39 @@ func recipients(dir *people.Directory, in protocol.Interrupted, startedBy string
 	return out
 }
 
+// awayPort is a port that keeps the people's absences (the
+// *interlock.Service).
+type awayPort interface{ Away() *away.Set }
+
+// withDelegates adds to rs the delegate of each person of rs who is away
+// now, once: what waits on them reaches whoever decides it meanwhile
+// (never the absence itself, nor a delegate who voted on it).
+func (d *Dispatcher) withDelegates(rs []Recipient, in protocol.Interrupted) []Recipient {
+	p, ok := d.port.(awayPort)
+	if !ok || p.Away() == nil || in.Action == protocol.AbsenceAction {
+		return rs
+	}
+	now := time.Now()
+	out := rs
+	for _, r := range rs {
+		if r.Person == "" {
+			continue
+		}
+		ab, _, ok := p.Away().Of(r.Person, now)
+		// Theirs by assignment or claim, or by a role they delegated.
+		theirs := in.ClaimedBy == r.Person || slices.Contains(in.Assignees, r.Person) ||
+			slices.ContainsFunc(protocol.DeciderRoles(in.ApproverRole, in.Quorum), func(role string) bool {
+				return len(ab.Roles) == 0 || slices.Contains(ab.Roles, role)
+			})
+		if !ok || !theirs || slices.ContainsFunc(out, func(o Recipient) bool { return o.Person == ab.Delegate }) ||
+			slices.ContainsFunc(in.Votes, func(v protocol.Vote) bool { return v.Approver == ab.Delegate }) {
+			continue
+		}
+		out = append(out, Recipient{Person: ab.Delegate})
+	}
+	return out
+}
+
 // addresses are where the channel reaches r.
 func (d *Dispatcher) addresses(ctx context.Context, dir *people.Directory, r Recipient, in protocol.Interrupted) ([]string, error) {
 	if a, ok := d.ch.(Addresser); ok {
@@ -486,7 +520,7 @@ func (d *Dispatcher) post(ctx context.Context, dl Delivery, in protocol.Interrup
 	dir := d.cfg.Directory()
 	var notices []Notice
 	seen := map[string]bool{}
-	for _, r := range recipients(dir, in, startedBy, d.cfg.RolesSeeAll) {
+	for _, r := range d.withDelegates(recipients(dir, in, startedBy, d.cfg.RolesSeeAll), in) {
 		if r.Person != "" && (why == WhyClaimed || why == WhyReleased) {
 			continue
 		}

@@ -187,6 +187,7 @@ func TestEveryEnvironmentVariableIsInTheHelp(t *testing.T) {
 		"people.go":      {"serve", "people"},
 		"peopleclear.go": {"people clear"},
 		"ask.go":         {"ask"},
+		"away.go":        {"away"},
 		"webhooks.go":    {"serve"},
 		"tracing.go":     {"serve"},
 		"clientflags.go": {"start", "answer", "show", "cancel", "assign", "pending", "runs", "reannounce", "audit"},

@@ -150,6 +150,8 @@ Usage:
                                                   list the people, remove one, or give one a new token
   interlock people import [--auth-file F] [--slack-config F]
                                                   print a directory of the older files' people
+  interlock away    show|set|end                  name a delegate while you are away (set --delegate NAME
+                                                  --to TIME), see whom you decide for, or end it (HTTP API)
   interlock people clear [--data-dir DIR]         delete the directory from the configuration bucket,
                                                   so that serve without --people serves the local user
   interlock auth add|list|remove ... --auth-file FILE
@@ -258,6 +260,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, stdout, stderr io.
 		return authCmd(ctx, rest, stdout, stderr)
 	case "people":
 		return peopleCmd(ctx, rest, stdout, stderr)
+	case "away":
+		return awayCmd(ctx, rest, stdout, stderr)
 	case "webhooks":
 		return webhooksCmd(ctx, rest, stdout, stderr)
 	case "schema":
@@ -433,6 +437,8 @@ func envHelp(cmd string) string {
 	switch cmd {
 	case "people":
 		return "  INTERLOCK_PEOPLE  default of --people\n"
+	case "away":
+		return "  INTERLOCK_URL    default of --api\n  INTERLOCK_TOKEN  default of --token\n"
 	case "serve":
 		return `  INTERLOCK_SERVE_NATS_URL  default of --nats-url: use this NATS server instead of embedding one
   INTERLOCK_CREDS           default of --creds

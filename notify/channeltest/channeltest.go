@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/away"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
@@ -192,6 +193,16 @@ func newRig(t *testing.T, h Harness) *rig {
 		ps = append(ps, p)
 	}
 	ps = append(ps, people.Person{Name: "bob", Roles: []string{Role}}, people.Person{Name: "dan", Roles: []string{"support"}})
+	if !h.Features.RolesOnly {
+		// fay holds no role: she decides only as someone's delegate.
+		dirAddr, addr := r.rem.Reach(t, r.svc, "fay")
+		r.addr["fay"] = addr
+		p := people.Person{Name: "fay"}
+		if dirAddr != "" {
+			p.Addresses = map[string]string{h.Name: dirAddr}
+		}
+		ps = append(ps, p)
+	}
 	var roles []people.Role
 	if h.Features.Roles || h.Features.RolesOnly {
 		names := []string{Role}
@@ -378,6 +389,42 @@ func Run(t *testing.T, h Harness) {
 		followsUpOnSettle(t, h)
 	})
 	t.Run("SlowReceiverDelaysNoOther", func(t *testing.T) { t.Parallel(); slowReceiver(t, h) })
+	t.Run("AnAbsentPersonsDelegateIsReached", func(t *testing.T) {
+		if h.Features.RolesOnly {
+			t.Skip("the channel reaches roles' addresses only")
+		}
+		t.Parallel()
+		absentDelegate(t, h)
+	})
+}
+
+// absentDelegate: while ann is away, having named fay (who holds no
+// role), what waits on ann's role reaches fay too, with a decision link
+// of her own; once ann is back, fay is not told.
+func absentDelegate(t *testing.T, h Harness) {
+	r := newRig(t, h)
+	ann, err := r.svc.ClientAs("/channeltest", protocol.Caller{Name: "ann", Roles: []string{Role}, Method: protocol.AuthService})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := away.Begin(t.Context(), ann, r.svc.Away(), r.dir, "ann", []string{Role}, away.Request{Delegate: "fay", To: time.Now().Add(time.Hour)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	in := r.startRefund("r-away", refundState{Amount: 4800})
+	r.waitFor("fay", in, 1)
+	for _, m := range r.to("fay", in) {
+		text, _ := strings.CutPrefix(m.Link, PublicURL+links.DecidePath)
+		if c, err := r.links.Check(text, links.KindDecide, time.Now()); err != nil || c.Person != "fay" {
+			t.Errorf("fay's notice links to %+v (%v), want a decision link of hers", c, err)
+		}
+	}
+	if _, err := away.End(t.Context(), ann, r.svc.Away(), "ann", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	back := r.startRefund("r-back", refundState{Amount: 4800})
+	r.waitFor("ann", back, 1)
+	r.idle()
+	r.exactly("fay", back, 0)
 }
 
 // eachDeciderOnce: an approval reaches each holder of its role who has an
