@@ -97,9 +97,11 @@ type Config struct {
 	// JetStream delivers it to another. Defaults to bus.DefaultAckWait.
 	AckWait time.Duration
 	// AllowStrandedRuns starts the service even when runs wait at a node
-	// one of Flows no longer has (a node renamed or removed by a deploy):
-	// their answers will then fail them. Without it, Start refuses, naming
-	// the runs, before any answer can be lost.
+	// one of Flows no longer has (a node renamed or removed by a deploy)
+	// and no migration of the flow says where they go: runs of another
+	// version then wait for a worker of their version, and runs of the
+	// flow's own version fail when answered. Without it, Start refuses,
+	// naming the runs, before any answer can be lost.
 	AllowStrandedRuns bool
 	// MaxDeliver is how many times a failing message is delivered before it
 	// is dead-lettered. Defaults to bus.DefaultMaxDeliver.

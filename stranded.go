@@ -24,9 +24,10 @@ const maxStrandedNamed = 10
 
 // checkStranded reads the pending index of each flow (one page at a time:
 // the waiting runs, never the finished ones) and refuses to start when a
-// run waits at a node its flow no longer has: a deploy that renamed or
-// removed the node would have the run fail on the answer a person gives
-// it, hours later. allow starts anyway, with a warning naming them.
+// run waits at a node its flow no longer has, its migrations counted: a
+// deploy that renamed or removed the node without saying where its runs
+// go would leave them waiting on a version on its way out. allow starts
+// anyway, with a warning naming them.
 func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow bool, log zerolog.Logger) error {
 	var problems []string
 	var workers []protocol.Worker
@@ -42,10 +43,10 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 				return fmt.Errorf("interlock: reading the runs of flow %s that wait, to check this build still has their nodes: %w", f.Name(), err)
 			}
 			for _, p := range page.Items {
-				if p.FlowVersion != "" && p.FlowVersion != f.Version() {
+				if !f.Takes(p.FlowVersion) {
 					byVersion[p.FlowVersion]++
 				}
-				if p.Node != "" && !f.HasNode(p.Node) {
+				if _, ok := f.MigratedNode(p.FlowVersion, p.Node); p.Node != "" && !ok {
 					n++
 					if len(byNode[p.Node]) < maxStrandedNamed {
 						byNode[p.Node] = append(byNode[p.Node], p.Run)
@@ -68,9 +69,9 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 				continue
 			}
 			log.Warn().Str("flow", f.Name()).Str("version", v).Int("runs", byVersion[v]).Str("this_version", f.Version()).
-				Msgf("interlock: %d run(s) of flow %s wait on version %s, which no running worker has: this worker resumes them with its own flow (version %s). "+
-					"Run a worker of version %s beside it until they finish if they need it (docs/operations.md, Deploying a new version of a flow)",
-					byVersion[v], f.Name(), v, f.Version(), v)
+				Msgf("interlock: %d run(s) of flow %s wait on version %s, which no running worker has: their commands stay queued until a worker of version %s runs, "+
+					"or this flow (version %s) declares a migration from it (docs/operations.md, Deploying a new version of a flow)",
+					byVersion[v], f.Name(), v, v, f.Version())
 		}
 		if n == 0 {
 			continue
@@ -86,6 +87,7 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 	if len(problems) == 0 || allow {
 		return nil
 	}
-	return fmt.Errorf("%w: %s; an answer to any of them would fail the run. Keep the nodes until those runs finish (deploy the old flow beside the new, or settle them: interlock cancel), "+
-		"or start anyway with --allow-stranded-runs (Config.AllowStrandedRuns) and let them fail", ErrStrandedRuns, strings.Join(problems, "; "))
+	return fmt.Errorf("%w: %s; this build cannot carry them on. Declare where they go (a migration from their version: engine.Migration), keep the nodes until those runs finish "+
+		"(deploy the old flow beside the new, or settle them: interlock cancel), or start anyway with --allow-stranded-runs (Config.AllowStrandedRuns): "+
+		"they then wait for a worker of their own version", ErrStrandedRuns, strings.Join(problems, "; "))
 }

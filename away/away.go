@@ -80,7 +80,10 @@ func Flow() *engine.Flow {
 			}
 			return n.Update(engine.Update{"ended": "early"})
 		}).
-		Start("away").MustBuild()
+		Start("away").
+		// Interlock keeps its own flows' runs compatible across releases.
+		Migrate(engine.AnyVersion, engine.Migration{}).
+		MustBuild()
 }
 
 // check refuses a state that is no absence, however the run was started:

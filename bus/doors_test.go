@@ -649,7 +649,7 @@ func TestEachClientReadsOnlyItsOwnReplies(t *testing.T) {
 }
 
 // TestDeadlinesAreTheServersToFire: no client may publish a deadline, a
-// reminder or their due commands, and an expire or remind command sent to
+// reminder or their due commands (nor hold one for a flow's version), and an expire or remind command sent to
 // the inbound stream is no command at all.
 func TestDeadlinesAreTheServersToFire(t *testing.T) {
 	d := defaultDeployment(t, doorsFlow(time.Hour))
@@ -657,7 +657,9 @@ func TestDeadlinesAreTheServersToFire(t *testing.T) {
 	u, c := d.as("anonymous")
 	in := waitingRefund(t, c, "r-due")
 	for _, subject := range []string{n.Due("refund", "expire"), n.Schedule("refund", "r-due", in.RequestID),
-		n.Due("refund", protocol.VerbRemind), n.Reminder("refund", "r-due", in.RequestID, 1)} {
+		n.Due("refund", protocol.VerbRemind), n.Reminder("refund", "r-due", in.RequestID, 1),
+		// A due command held for a version is the workers' alone too.
+		n.Held("refund", "1", n.Due("refund", "expire")), n.Held("refund", "1", n.In("refund", "resume"))} {
 		u.denied(t, "publish "+subject, subject, publish(u.js, subject))
 	}
 	ev, err := events.New("forged-expire", "/attacker", protocol.TypeExpire, "r-due", time.Now().UTC(),

@@ -79,7 +79,7 @@ func TestAnInboundStreamOfAnEarlierVersionIsMadeAnewWithItsCommandsAndDeadlines(
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Config.AllowMsgSchedules || info.Config.AllowRollup || len(info.Config.Subjects) != 1 {
+	if info.Config.AllowMsgSchedules || info.Config.AllowRollup || len(info.Config.Subjects) != 2 {
 		t.Fatalf("inbound stream after the move: %+v", info.Config)
 	}
 	got := natstest.Read(t, js, n.InStream(), n.Prefix+".in.>")

@@ -208,7 +208,7 @@ func (c StreamConfig) Retry() func(ctx context.Context, what string, create func
 // not publish, or make a command vanish before a worker has it.
 func inboundStream(n wire.Names, cfg StreamConfig, storage jetstream.StorageType) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>"},
+		Name: n.InStream(), Subjects: []string{n.Prefix + ".in.>", n.Prefix + ".at.>"},
 		Description: "Interlock inbound commands",
 		Retention:   jetstream.WorkQueuePolicy, Storage: storage,
 		Duplicates: cfg.Duplicates, Replicas: cfg.Replicas,

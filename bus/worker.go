@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +36,13 @@ const (
 	// retrying.
 	DefaultMaxDeliver = 100
 )
+
+// HeldConsumerInactive is how long the consumer of a version's held
+// commands stays once no worker of the version pulls from it: a version
+// deployed and retired leaves no consumer behind for long. The commands
+// held for it stay in the inbound stream, for a worker of the version or
+// a migration.
+const HeldConsumerInactive = 24 * time.Hour
 
 // consumePause is how long the worker waits after the consumer reports an error.
 const consumePause = 250 * time.Millisecond
@@ -164,11 +173,25 @@ func (w *Worker) Start(ctx context.Context) error {
 			it.Stop()
 		}
 	}
-	for _, c := range []struct{ stream, durable, filter, what string }{
-		{n.InStream(), n.Consumer(), n.Prefix + ".in.>", "Interlock workers"},
-		{n.ScheduleStream(), n.DueConsumer(), n.Prefix + ".due.>", "Interlock workers: due deadlines"},
-	} {
-		it, err := w.consumer(ctx, c.stream, c.durable, c.filter, c.what)
+	consumers := []struct {
+		stream, durable, filter, what string
+		inactive                      time.Duration
+	}{
+		{n.InStream(), n.Consumer(), n.Prefix + ".in.>", "Interlock workers", 0},
+		{n.ScheduleStream(), n.DueConsumer(), n.Prefix + ".due.>", "Interlock workers: due deadlines", 0},
+	}
+	held := w.cfg.Runner.Held()
+	for _, flow := range slices.Sorted(maps.Keys(held)) {
+		for _, v := range held[flow] {
+			consumers = append(consumers, struct {
+				stream, durable, filter, what string
+				inactive                      time.Duration
+			}{n.InStream(), n.HeldConsumer(flow, v), n.HeldFilter(flow, v),
+				"Interlock workers of flow " + flow + " version " + v + ": commands for its runs", HeldConsumerInactive})
+		}
+	}
+	for _, c := range consumers {
+		it, err := w.consumer(ctx, c.stream, c.durable, c.filter, c.what, c.inactive)
 		if err != nil {
 			stopAll()
 			return err
@@ -206,7 +229,7 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // consumer creates or updates one durable consumer of the workers and
 // starts pulling from it.
-func (w *Worker) consumer(ctx context.Context, stream, durable, filter, what string) (jetstream.MessagesContext, error) {
+func (w *Worker) consumer(ctx context.Context, stream, durable, filter, what string, inactive time.Duration) (jetstream.MessagesContext, error) {
 	// A node that restarts into a busy cluster may not answer at once, as
 	// at provisioning: wait for it the same way, bounded.
 	wait := clusterWait{cfg: StreamConfig{ClusterWait: DefaultClusterWait, Logger: &w.log}, deadline: time.Now().Add(DefaultClusterWait)}
@@ -224,6 +247,9 @@ func (w *Worker) consumer(ctx context.Context, stream, durable, filter, what str
 			AckWait:       w.cfg.AckWait,
 			MaxDeliver:    w.cfg.MaxDeliver,
 			MaxAckPending: 4 * w.cfg.Concurrency,
+			// A version's consumer outlives its last worker by this much;
+			// the commands held for it stay in the stream.
+			InactiveThreshold: inactive,
 		})
 		return err
 	})
@@ -351,6 +377,14 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		log.Warn().Str("reason", out.DeadLetter).Str("error", out.detail).Msg("message dead-lettered")
 		disposition = dispositionDeadLetter
 	}
+	if out.Elsewhere != "" && out.DeadLetter == "" {
+		if err := w.hold(ctx, msg, md, out.Flow, out.Elsewhere); err != nil {
+			log.Error().Err(err).Msg("command for another version not moved; will be delivered again")
+			w.nak(log, msg, backoff(md.NumDelivered))
+			return
+		}
+		log.Info().Str("version", out.Elsewhere).Msg("command held for the workers of the run's version")
+	}
 	if out.RetryAfter > 0 && out.DeadLetter == "" {
 		delay := busyDelay(out.RetryAfter, md.NumDelivered)
 		log.Debug().Dur("retry_in", delay).Msg("run busy")
@@ -376,6 +410,44 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	if disposition != dispositionDeadLetter {
 		disposition = dispositionAcked
 	}
+}
+
+// origin is the subject a message was first sent to and its stream: a
+// command held for a version ([wire.Names.Held]) was sent to an inbound
+// subject (of the inbound stream) or fell due (of the schedule stream).
+func origin(n wire.Names, stream, subject string) (string, string) {
+	if stream != n.InStream() {
+		return subject, stream
+	}
+	orig, _, _, ok := n.ParseHeld(subject)
+	if !ok {
+		return subject, stream
+	}
+	if strings.HasPrefix(orig, n.Prefix+".due.") {
+		return orig, n.ScheduleStream()
+	}
+	return orig, stream
+}
+
+// hold moves a command for a run of a version of flow this worker does
+// not take to the workers of that version: the same message (its headers
+// but the server's, its data), on [wire.Names.Held] of the subject it was
+// first sent to, deduplicated by where it was stored, so that a message
+// delivered again is held once.
+func (w *Worker) hold(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, flow, version string) error {
+	n := w.cfg.Names
+	subject, _ := origin(n, md.Stream, msg.Subject())
+	out := nats.NewMsg(n.Held(flow, version, subject))
+	for k, vs := range msg.Headers() {
+		if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(k), "Nats-") {
+			continue
+		}
+		out.Header[k] = vs
+	}
+	out.Data = msg.Data()
+	_, err := w.js.PublishMsg(ctx, out, jetstream.WithMsgID(fmt.Sprintf("held-%s-%d", md.Stream, md.Sequence.Stream)),
+		jetstream.WithExpectStream(n.InStream()))
+	return err
 }
 
 // Observation is what became of one inbound message: the verb of its
@@ -489,7 +561,10 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if v.NeedsRun && ev.Subject() == "" {
 		return w.reject(ctx, flow, name, "", in, events.ReasonInvalidPayload, fmt.Sprintf("the event's subject must be the run id to %s", name))
 	}
-	in.Authority = engine.Authority{Role: role, Subject: msg.Subject(), Body: msg.Data()}
+	// The vouch binds the subject the command was sent to, not the one it
+	// was held under for its version.
+	subject, _ := origin(n, md.Stream, msg.Subject())
+	in.Authority = engine.Authority{Role: role, Subject: subject, Body: msg.Data()}
 	if vouch := msg.Headers().Get(protocol.HeaderVouch); vouch != "" {
 		in.Authority.Vouch = vouch
 		in.Authority.Approver = msg.Headers().Get(protocol.HeaderApprover)
@@ -526,8 +601,10 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 // parseSubject splits the subject of a message of stream into its flow,
 // verb and approver role: <prefix>.in.<flow>.<verb>[.<role>] in the inbound
 // stream, <prefix>.due.<flow>.<verb> in the schedule stream (due is then
-// set).
+// set); a command held for a version ([wire.Names.Held]) as the subject
+// it was first sent to.
 func parseSubject(n wire.Names, stream, subject string) (flow, verb, role string, due, ok bool) {
+	subject, stream = origin(n, stream, subject)
 	if stream == n.ScheduleStream() {
 		flow, verb, ok = n.ParseDue(subject)
 		return flow, verb, "", true, ok

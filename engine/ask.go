@@ -51,6 +51,7 @@ func AskFlow() *Flow {
 	f := NewFlow[askState](AskFlowName).
 		Node("ask", runAsk).
 		Start("ask").
+		Migrate(AnyVersion, Migration{}).
 		MustBuild()
 	f.expired = func(t *txn, in *Interrupt) { settleAsk(t, protocol.AskExpired) }
 	f.cancelled = func(t *txn) { settleAsk(t, protocol.AskCancelled) }

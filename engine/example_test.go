@@ -150,3 +150,45 @@ func ExampleNode_Approve() {
 	// 400 sam@example.com
 	// sam@example.com <nil>
 }
+
+// Payout is the state of the payout flow of ExampleBuilder_Migrate's
+// version 3; version 1 called AmountCents amount.
+type Payout struct {
+	AmountCents int    `json:"amountCents"`
+	IBAN        string `json:"iban,omitempty"`
+}
+
+// askIBAN asks for the account a payout goes to.
+func askIBAN(ctx context.Context, n *engine.Node[Payout]) error {
+	_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "iban", Question: "IBAN?"}}})
+	return err
+}
+
+// A deploy renames the node runs wait at and a state field: version 3
+// declares how runs of version 1 move, and carries them on.
+func ExampleBuilder_Migrate() {
+	v1 := engine.NewFlow[map[string]any]("payout").Version("1").
+		Node("ask", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			_, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "iban", Question: "IBAN?"}}})
+			return err
+		}).Start("ask").MustBuild()
+	h := enginetest.New(exampleT{context.Background()}, v1)
+	run := h.Start(map[string]any{"amount": 480000})
+
+	v3 := engine.NewFlow[Payout]("payout").Version("3").
+		Node("question", askIBAN).Start("question").
+		Migrate("1", engine.Migration{
+			Nodes: map[string]string{"ask": "question"}, // renamed
+			State: func(d engine.Doc) (engine.Doc, error) { // a field renamed
+				d["amountCents"] = d["amount"]
+				delete(d, "amount")
+				return d, nil
+			},
+		}).
+		MustBuild()
+	h.Deploy(v3)
+	h.Answer(run, map[string]any{"iban": "DE02120300000000202051"})
+	cp := h.Checkpoint(run)
+	fmt.Println(cp.Status, "on version", cp.FlowVersion, "with", string(cp.State["amountCents"]), "cents")
+	// Output: completed on version 3 with 480000 cents
+}

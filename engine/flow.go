@@ -40,7 +40,10 @@ type Builder[S any] struct {
 	gates    map[string]*Gate
 	rejects  map[string]string
 	version  string
-	errs     []error
+	// migrations are the flow's migrations, by the version they move
+	// runs from ([Builder.Migrate]).
+	migrations map[string]Migration
+	errs       []error
 }
 
 type branch[S any] struct {
@@ -233,6 +236,7 @@ func (b *Builder[S]) Build() (*Flow, error) {
 			}
 		}
 	}
+	errs = append(errs, b.checkMigrations()...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("engine: flow %q: %w", b.name, errors.Join(errs...))
 	}
@@ -255,6 +259,10 @@ func (b *Builder[S]) Build() (*Flow, error) {
 	if f.version == "" {
 		f.version = b.structure(f.types)
 	}
+	if _, own := b.migrations[f.version]; own {
+		return nil, fmt.Errorf("engine: flow %q: a migration from version %q, which is the flow's own", b.name, f.version)
+	}
+	f.migrations = maps.Clone(b.migrations)
 	for name, fn := range b.nodes {
 		f.nodes[name] = func(ctx context.Context, x *exec) error { return fn(ctx, &Node[S]{x: x}) }
 	}
@@ -339,6 +347,8 @@ type Flow struct {
 	// cancelled, if set, adds to the transition of a run cancelled while
 	// waiting (the ask flow's answered event).
 	cancelled func(t *txn)
+	// migrations move runs of other versions to this one.
+	migrations map[string]Migration
 }
 
 // Name returns the flow's name.

@@ -139,6 +139,24 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Flows returns the names of the registered flows, sorted.
 func (r *Runner) Flows() []string { return sortedKeys(r.flows) }
 
+// Held are the versions of each flow whose held commands this runner's
+// workers take ([wire.Names.Held]): its own, and those it migrates from
+// by name ([AnyVersion] takes no queue of its own: a flow that takes every
+// version has no command moved away from it).
+func (r *Runner) Held() map[string][]string {
+	out := map[string][]string{}
+	for name, f := range r.flows {
+		vs := []string{f.version}
+		for _, v := range f.Migrates() {
+			if v != AnyVersion {
+				vs = append(vs, v)
+			}
+		}
+		out[name] = vs
+	}
+	return out
+}
+
 // startable lists the flows a start command may name: all but the
 // built-in gate and ask flows, whose runs start by requests.
 func (r *Runner) startable() []string {
@@ -194,6 +212,10 @@ type Outcome struct {
 	Duplicate bool
 	// RetryAfter is set when the run is busy: deliver the command again later.
 	RetryAfter time.Duration
+	// Elsewhere is set when the command is for a run of a version of its
+	// flow this worker does not take ([Flow.Takes]): the version, whose
+	// workers the command belongs to. Nothing was written.
+	Elsewhere string
 }
 
 // Refusal is a refused command.

@@ -151,6 +151,7 @@ func GateFlow() *Flow {
 	f := NewFlow[gateState](GateFlowName).
 		Node("decide", decideTool).
 		Start("decide").
+		Migrate(AnyVersion, Migration{}).
 		MustBuild()
 	f.expired = func(t *txn, in *Interrupt) {
 		var s gateState

@@ -167,6 +167,28 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 			out.RunTraceparent = carried
 			return out, err
 		}
+		if v := cp.FlowVersion; v != "" && v != f.version && !cp.Status.Finished() {
+			// A run of another version: its commands are for workers of
+			// that version, unless this flow migrates it.
+			if !f.Takes(v) {
+				return Outcome{Flow: flow, Run: run, Status: cp.Status, Checkpoint: rev, Node: cp.Node, RunTraceparent: carried, Elsewhere: v}, nil
+			}
+			if _, declared := f.migrations[v]; declared || f.migrations[AnyVersion].Nodes != nil || f.migrations[AnyVersion].State != nil {
+				if busy, err := r.busy(ctx, cp); err != nil || busy {
+					return Outcome{Flow: flow, Run: run, Status: cp.Status, RetryAfter: DefaultBusyRetry}, err
+				}
+				err := r.migrate(ctx, r.newTxn(f, cp, rev, true, in, ""))
+				if isConflict(err) {
+					continue
+				}
+				if err != nil {
+					// A migration that fails fails on every delivery: the
+					// message is retried, then dead-lettered, never lost.
+					return Outcome{}, fmt.Errorf("engine: migrating %s.%s: %w", flow, run, err)
+				}
+				continue
+			}
+		}
 		out, err := step(r.newTxn(f, cp, rev, true, in, key))
 		if isConflict(err) {
 			continue

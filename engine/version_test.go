@@ -96,3 +96,73 @@ type refundLike struct {
 	Amount  float64 `json:"amount"`
 	Verdict string  `json:"verdict,omitempty"`
 }
+
+// askingFlow is version v of flow "q": a question at node, then the
+// version written to the state.
+func askingFlow(v, node string, m *engine.Migration) *engine.Flow {
+	b := engine.NewFlow[map[string]any]("q").Version(v).
+		Node(node, func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			if _, err := n.Ask(ctx, engine.Questions{Questions: []engine.Question{{Field: "x", Question: "x?"}}}); err != nil {
+				return err
+			}
+			return n.Update(engine.Update{"by": v})
+		}).Start(node)
+	if m != nil {
+		b.Migrate("1", *m)
+	}
+	return b.MustBuild()
+}
+
+// TestACommandForARunOfAnotherVersionIsLeftToItsWorkers: a runner of
+// version 2 writes nothing for a run of version 1 and says whose it is;
+// with a migration from version 1 it moves the run, keeping its request,
+// and carries it on.
+func TestACommandForARunOfAnotherVersionIsLeftToItsWorkers(t *testing.T) {
+	h := enginetest.New(t, askingFlow("1", "ask", nil))
+	run := h.Start(nil)
+	before := h.Checkpoint(run)
+	h.Deploy(askingFlow("2", "ask", nil))
+	out := h.Answer(run, map[string]any{"x": "y"})
+	if out.Elsewhere != "1" || len(out.Events) != 0 || out.Refused != nil {
+		t.Fatalf("version 2 answering a run of version 1: %+v, want it left to version 1", out)
+	}
+	if cp := h.Checkpoint(run); cp.Status != engine.Waiting || cp.FlowVersion != "1" || cp.Audit.Records != before.Audit.Records {
+		t.Fatalf("the run after: %s at %s, %d audit records (before %d)", cp.Status, cp.FlowVersion, cp.Audit.Records, before.Audit.Records)
+	}
+	h.Deploy(askingFlow("2", "asked", &engine.Migration{Nodes: map[string]string{"ask": "asked"}}))
+	if out := h.Answer(run, map[string]any{"x": "y"}); out.Status != engine.Completed {
+		t.Fatalf("with a migration: %+v", out)
+	}
+	recs := h.Audit(run)
+	var actions []string
+	for _, r := range recs {
+		actions = append(actions, r.Action)
+	}
+	if got := strings.Join(actions, " "); got != "started migrated answered" {
+		t.Errorf("audit actions %q, want started migrated answered", got)
+	}
+	if m := recs[1]; m.RequestID != before.Interrupt.RequestID || m.Node != "asked" || m.Migration.Node != "ask" {
+		t.Errorf("the migrated record: %+v %+v", m, m.Migration)
+	}
+	if by := h.State(run)["by"]; by != "2" {
+		t.Errorf("carried on by %v, want 2", by)
+	}
+}
+
+// TestAMigrationMustLeadToANodeAndNotFromItsOwnVersion: a migration to
+// a node the flow lacks, or from the flow's own version, does not build.
+func TestAMigrationMustLeadToANodeAndNotFromItsOwnVersion(t *testing.T) {
+	for _, c := range []struct {
+		from, to, want string
+	}{
+		{"1", "nowhere", `moves node "ask" to "nowhere", which the flow does not have`},
+		{"2", "asked", `a migration from version "2", which is the flow's own`},
+		{"1 2", "asked", `flow version "1 2" has ' '`},
+	} {
+		_, err := engine.NewFlow[map[string]any]("q").Version("2").Node("asked", noop[map[string]any]).Start("asked").
+			Migrate(c.from, engine.Migration{Nodes: map[string]string{"ask": c.to}}).Build()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("migration from %q to %q: %v, want %q", c.from, c.to, err, c.want)
+		}
+	}
+}

@@ -45,6 +45,10 @@ const (
 	// ActionConsumed: an approved tool call's approval was taken to run
 	// it, once.
 	ActionConsumed = "consumed"
+	// ActionMigrated: a worker of a newer version of the run's flow moved
+	// the run to it, by the flow's migration (see [AuditMigration]); its
+	// pending interrupt stayed as it was.
+	ActionMigrated = "migrated"
 )
 
 // AuditActions returns every action an audit record may have, in the
@@ -52,7 +56,7 @@ const (
 func AuditActions() []string {
 	return []string{ActionStarted, ActionInterrupted, ActionAnswered, ActionApproved, ActionEdited, ActionRejected,
 		ActionResponded, ActionVoted, ActionClaimed, ActionReleased, ActionDelegated, ActionReminded,
-		ActionExpired, ActionEscalated, ActionCancelled, ActionReannounced, ActionRefused, ActionConsumed}
+		ActionExpired, ActionEscalated, ActionCancelled, ActionReannounced, ActionRefused, ActionConsumed, ActionMigrated}
 }
 
 // AuditRecord is one record of the audit stream (subject
@@ -110,6 +114,8 @@ type AuditRecord struct {
 	Approval *AuditApproval `json:"approval,omitempty"`
 	// ExpiresAt is an interrupt's deadline.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Migration is what a migrated record moved.
+	Migration *AuditMigration `json:"migration,omitempty"`
 	// Code is a refusal's code.
 	Code    Code          `json:"code,omitempty"`
 	Outcome *AuditOutcome `json:"outcome,omitempty"`
@@ -142,6 +148,15 @@ type AuditApproval struct {
 	Args   json.RawMessage `json:"args,omitempty"`
 	Edits  json.RawMessage `json:"edits,omitempty"`
 	Final  json.RawMessage `json:"final,omitempty"`
+}
+
+// AuditMigration is what a migration moved: the run from version From of
+// its flow to version To, from node Node (the record's node is where it
+// went).
+type AuditMigration struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	Node string `json:"node,omitempty"`
 }
 
 // AuditOutcome is where a transition left the run.

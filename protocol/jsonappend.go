@@ -232,6 +232,12 @@ func (e *AuditRecord) AppendJSON(dst []byte) ([]byte, error) {
 	if e.ExpiresAt != nil {
 		w.Time(`,"expiresAt":`, *e.ExpiresAt)
 	}
+	if m := e.Migration; m != nil {
+		w.Str(`,"migration":{"from":`, m.From)
+		w.Str(`,"to":`, m.To)
+		w.StrOmit(`,"node":`, m.Node)
+		w.Lit("}")
+	}
 	w.StrOmit(`,"code":`, string(e.Code))
 	if o := e.Outcome; o != nil {
 		w.Str(`,"outcome":{"status":`, string(o.Status))
@@ -292,6 +298,12 @@ func (e *AuditRecord) appendCanonical(dst []byte) ([]byte, error) {
 	w.StrOmit(`,"kid":`, e.Kid)
 	w.StrOmit(`,"kind":`, e.Kind)
 	w.StrOmit(`,"message":`, e.Message)
+	if m := e.Migration; m != nil {
+		w.Str(`,"migration":{"from":`, m.From)
+		w.StrOmit(`,"node":`, m.Node)
+		w.Str(`,"to":`, m.To)
+		w.Lit("}")
+	}
 	w.StrOmit(`,"named":`, e.Named)
 	w.StrOmit(`,"node":`, e.Node)
 	if o := e.Outcome; o != nil {

@@ -242,3 +242,43 @@ func (n Names) ParseCommand(subject string) (flow, verb, role string, ok bool) {
 	}
 	return "", "", "", false
 }
+
+// Held is the subject a worker moves a command to when it is for a run
+// of a version of its flow the worker does not take:
+// <prefix>.at.<flow>.<version>.<subject>, subject being the command's
+// own less the prefix (in.<flow>.<verb>[.<role>], due.<flow>.<verb>). A
+// dot of a version is written ~ there (a version never holds ~). The
+// workers of that version take it from there ([Names.HeldFilter]); until
+// one runs, it waits in the inbound stream.
+func (n Names) Held(flow, version, subject string) string {
+	return n.Prefix + ".at." + flow + "." + versionToken(version) + "." + strings.TrimPrefix(subject, n.Prefix+".")
+}
+
+// HeldFilter is the filter of the commands held for the workers of
+// version of flow.
+func (n Names) HeldFilter(flow, version string) string {
+	return n.Prefix + ".at." + flow + "." + versionToken(version) + ".>"
+}
+
+// HeldConsumer is the durable consumer the workers of version of flow
+// share, of the commands held for them.
+func (n Names) HeldConsumer(flow, version string) string {
+	return n.Prefix + "-at-" + flow + "-" + versionToken(version)
+}
+
+// ParseHeld is the subject a held command was first sent to, and the
+// version it is held for; ok is false for a subject that is not one.
+func (n Names) ParseHeld(subject string) (original, flow, version string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.Prefix+".at.")
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.SplitN(rest, ".", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return n.Prefix + "." + parts[2], parts[0], strings.ReplaceAll(parts[1], "~", "."), true
+}
+
+// versionToken is a flow version as one subject token.
+func versionToken(v string) string { return strings.ReplaceAll(v, ".", "~") }

@@ -267,6 +267,8 @@ type Harness struct {
 	n         int
 	// offset is how far the harness's clock is ahead of the wall clock.
 	offset time.Duration
+	// cfg is the runner's configuration but for what the harness sets.
+	cfg engine.Config
 }
 
 // New returns a harness running flows; the first is the default flow of
@@ -284,19 +286,29 @@ func New(t TB, flows ...*engine.Flow) *Harness {
 // checker for the gate's runs.
 func NewWithConfig(t TB, cfg engine.Config, flows ...*engine.Flow) *Harness {
 	t.Helper()
-	h := &Harness{t: t, Store: NewStore(), Publisher: NewPublisher()}
+	h := &Harness{t: t, Store: NewStore(), Publisher: NewPublisher(), cfg: cfg}
+	h.Deploy(flows...)
+	return h
+}
+
+// Deploy replaces the harness's runner with one running flows, on the
+// same store, publisher, secret and clock: a deploy of a new build, whose
+// runs paused on the old one are carried on by the new (see
+// [engine.Builder.Migrate]).
+func (h *Harness) Deploy(flows ...*engine.Flow) {
+	h.t.Helper()
+	cfg := h.cfg
 	cfg.Flows, cfg.Store, cfg.Publisher = flows, h.Store, h.Publisher
 	cfg.Secret = []byte("enginetest-secret-enginetest-secret-0123")
 	cfg.Now = func() time.Time { return time.Now().Add(h.offset) }
 	r, err := engine.NewRunner(cfg)
 	if err != nil {
-		t.Fatalf("enginetest: %v", err)
+		h.t.Fatalf("enginetest: %v", err)
 	}
 	h.Runner = r
 	if len(flows) > 0 {
 		h.flow = flows[0].Name()
 	}
-	return h
 }
 
 func (h *Harness) nextID() string {

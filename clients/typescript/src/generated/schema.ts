@@ -450,6 +450,7 @@ export type AuditRecord = {
     | "released"
     | "delegated"
     | "consumed"
+    | "migrated"
     | "reminded";
   /**
    * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
@@ -538,6 +539,14 @@ export type AuditRecord = {
    * A time in RFC 3339, UTC, such as 2026-11-21T10:30:00Z (fractional seconds may follow).
    */
   expiresAt?: string;
+  /**
+   * migrated: the run moved from version from of its flow to version to, from node node (the record's node is where it went).
+   */
+  migration?: {
+    from: string;
+    to: string;
+    node?: string;
+  };
   /**
    * Why a command was refused. token_mismatch: the token is missing, forged or of an earlier interrupt, or requestId names another request. stale_checkpoint: expectedCheckpoint is not the run's checkpoint. not_waiting: the run is finished. expired: the deadline passed, the run expired, or the token is of an escalated request. unknown_run: no such run (or flow, on a resume or cancel). invalid_answer: the answer does not fit the interrupt. invalid_payload: the event could not be read, or would make the checkpoint too large. forbidden: the approver role is not the approval's. unknown_flow: a start names a flow no worker runs. run_exists: a start names a run that exists. unsupported: the deployment does not serve what the command asks (a tool request while the tool-call gate is off).
    */
