@@ -425,9 +425,24 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return fail(err)
 		}
 	}
+	// Who runs which version of each flow: interlock flows reads it, and
+	// new runs start on the newest.
+	versions := map[string]string{}
+	for _, f := range flows {
+		versions[f.Name()] = f.Version()
+	}
+	presence, err := bus.NewPresence(ctx, s.js, names, cfg.Instance, versions, 0, *log)
+	if err != nil {
+		return fail(err)
+	}
+	running, err := bus.WatchVersions(ctx, s.js, names, presence.Entry())
+	if err != nil {
+		return fail(err)
+	}
+	s.started = append(s.started, running)
 	s.worker, err = bus.NewWorker(s.js, bus.WorkerConfig{
 		Names: names, Runner: s.runner, Concurrency: cfg.Concurrency, Logger: log, Tools: rulesOf(tools),
-		Observe: cfg.Observe, TracerProvider: cfg.TracerProvider,
+		Observe: cfg.Observe, TracerProvider: cfg.TracerProvider, Newest: running.Newest,
 		AckWait: cfg.AckWait, HandlerTimeout: handlerTimeout(cfg.AckWait), MaxDeliver: cfg.MaxDeliver,
 	})
 	if err != nil {
@@ -437,15 +452,6 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	s.started = append(s.started, s.worker)
-	// Who runs which version of each flow: interlock flows reads it.
-	versions := map[string]string{}
-	for _, f := range flows {
-		versions[f.Name()] = f.Version()
-	}
-	presence, err := bus.NewPresence(ctx, s.js, names, cfg.Instance, versions, 0, *log)
-	if err != nil {
-		return fail(err)
-	}
 	if err := presence.Start(ctx); err != nil {
 		return fail(err)
 	}

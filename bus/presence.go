@@ -124,3 +124,100 @@ func (p *Presence) Stop(ctx context.Context) error {
 	})
 	return err
 }
+
+// Entry is the entry the presence writes.
+func (p *Presence) Entry() protocol.Worker { return p.entry }
+
+// Versions follows the workers bucket: which version of each flow the
+// running workers have, and which is the newest, the version of the
+// worker process that started last (a deploy's, or a rollback's). Stop
+// ends it.
+type Versions struct {
+	w    jetstream.KeyWatcher
+	self protocol.Worker
+	done chan struct{}
+
+	mu      sync.Mutex
+	entries map[string]protocol.Worker
+}
+
+// WatchVersions follows the workers bucket of n; self is the entry of
+// the calling process, counted before it is written. It returns once the
+// entries there now are read.
+func WatchVersions(ctx context.Context, js jetstream.JetStream, n wire.Names, self protocol.Worker) (*Versions, error) {
+	kv, err := js.KeyValue(ctx, n.WorkersBucket())
+	if err != nil {
+		return nil, fmt.Errorf("bus: binding bucket %s: %w", n.WorkersBucket(), err)
+	}
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("bus: watching %s: %w", n.WorkersBucket(), err)
+	}
+	v := &Versions{w: w, self: self, done: make(chan struct{}), entries: map[string]protocol.Worker{}}
+	ready := make(chan struct{})
+	go v.follow(ready)
+	select {
+	case <-ready:
+		return v, nil
+	case <-ctx.Done():
+		_ = w.Stop()
+		<-v.done
+		return nil, fmt.Errorf("bus: reading %s: %w", n.WorkersBucket(), ctx.Err())
+	}
+}
+
+func (v *Versions) follow(ready chan struct{}) {
+	defer close(v.done)
+	once := sync.OnceFunc(func() { close(ready) })
+	defer once()
+	for e := range v.w.Updates() {
+		if e == nil {
+			once()
+			continue
+		}
+		var w protocol.Worker
+		ok := e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &w) == nil
+		v.mu.Lock()
+		if ok {
+			v.entries[e.Key()] = w
+		} else {
+			delete(v.entries, e.Key())
+		}
+		v.mu.Unlock()
+	}
+}
+
+// Newest is the version of flow of the running worker process that
+// started last (this one included), and whether any runs it.
+func (v *Versions) Newest(flow string) (string, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	best, found := protocol.Worker{}, false
+	consider := func(w protocol.Worker) {
+		if _, ok := w.Flows[flow]; !ok {
+			return
+		}
+		if !found || w.Since.After(best.Since) || w.Since.Equal(best.Since) && w.Flows[flow] > best.Flows[flow] {
+			best, found = w, true
+		}
+	}
+	consider(v.self)
+	for _, w := range v.entries {
+		consider(w)
+	}
+	return best.Flows[flow], found
+}
+
+// Start does nothing: WatchVersions started it.
+func (v *Versions) Start(context.Context) error { return nil }
+
+// Stop stops following the bucket.
+func (v *Versions) Stop(ctx context.Context) error {
+	_ = v.w.Stop()
+	select {
+	case <-v.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

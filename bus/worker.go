@@ -81,6 +81,12 @@ type WorkerConfig struct {
 	// the runner must run [engine.GateFlow]. Without it the gate is off:
 	// each request is refused unsupported, saying so, and dead-lettered.
 	Tools command.ToolRules
+	// Newest, if set, is the version of a flow the worker process that
+	// started last runs ([Versions.Newest]): a start this worker takes
+	// for a flow whose newest version is not its own is held for the
+	// workers of the newest. Without it, a start runs on the worker that
+	// takes it.
+	Newest func(flow string) (version string, ok bool)
 	// Observe, if set, is called once for every message the worker is done
 	// with (acknowledged, dead-lettered or refused; not for one delivered
 	// again), from the goroutine that handled it: metrics count outcomes
@@ -518,6 +524,18 @@ func (w *Worker) apply(ctx context.Context, msg jetstream.Msg, md *jetstream.Msg
 	if !ok || !known {
 		return outcome{Outcome: engine.Outcome{DeadLetter: ReasonUnknownSubject},
 			detail: fmt.Sprintf("subject %s is not %s.in.<flow>.<%s>, %s.in.<flow>.resume.<role>, %s, %s or %s", msg.Subject(), n.Prefix, w.verbs.ClientVerbs(), n.Prefix, n.GateRequest(), n.GateConsume(), n.AskRequest())}, nil
+	}
+	if name == protocol.VerbStart && w.cfg.Newest != nil {
+		// A new run starts on the newest version of its flow: a start
+		// sent to the shared subject that a worker of another version
+		// takes is held for the newest's workers.
+		if _, _, _, held := n.ParseHeld(msg.Subject()); !held {
+			if newest, ok := w.cfg.Newest(flow); ok {
+				if own, runs := w.cfg.Runner.Version(flow); !runs || own != newest {
+					return outcome{Outcome: engine.Outcome{Flow: flow, Elsewhere: newest}}, nil
+				}
+			}
+		}
 	}
 	if !due {
 		if err := CheckCommandHeaders(msg.Headers()); err != nil {

@@ -69,7 +69,8 @@ func (r *rig) by(flow, run string) string {
 // and 2 of a flow run side by side; an answer to a run that paused on
 // version 1 is never run by version 2's code: while no worker of version
 // 1 runs, it waits, held (not failed, not dead-lettered), and a worker of
-// version 1 that starts again carries the run on.
+// version 1 that starts again carries the run on. New runs start on the
+// newest version.
 func TestARunIsCarriedOnByAWorkerOfItsVersionOnly(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, t.TempDir())
@@ -91,10 +92,15 @@ func TestARunIsCarriedOnByAWorkerOfItsVersionOnly(t *testing.T) {
 	if by := r.by("payout", "p-1"); by != "1" {
 		t.Errorf("p-1, paused on version 1, was carried on by version %q", by)
 	}
-	// A new run starts on a version a worker has, and is carried on by it.
-	r.start("payout", "p-3", nil)
-	req["p-3"] = r.interrupt("payout", "p-3", 1)
-	cp3, _ := r.checkpoint("payout", "p-3")
+	// A new run starts on the newest version, whichever worker takes its
+	// start, and is carried on by it.
+	for _, run := range []string{"p-3", "p-4", "p-5", "p-6", "p-7", "p-8"} {
+		r.start("payout", run, nil)
+		req[run] = r.interrupt("payout", run, 1)
+		if cp, _ := r.checkpoint("payout", run); cp.FlowVersion != "2" {
+			t.Errorf("%s started on version %s, want the newest, 2", run, cp.FlowVersion)
+		}
+	}
 
 	// Version 1 stops: its run's answer waits for it.
 	if err := v1.Stop(t.Context()); err != nil {
@@ -116,8 +122,8 @@ func TestARunIsCarriedOnByAWorkerOfItsVersionOnly(t *testing.T) {
 	}
 	r.resume("payout", "p-3", map[string]any{"requestId": req["p-3"].RequestID, "resumeToken": req["p-3"].ResumeToken, "answers": map[string]any{"iban": "DE3"}})
 	r.wait("payout", "p-3", "completed", 1)
-	if by := r.by("payout", "p-3"); by != cp3.FlowVersion {
-		t.Errorf("p-3, started on version %s, was carried on by version %q", cp3.FlowVersion, by)
+	if by := r.by("payout", "p-3"); by != "2" {
+		t.Errorf("p-3, started on version 2, was carried on by version %q", by)
 	}
 	if n := r.held("payout", "1"); n != 0 {
 		t.Errorf("%d commands still held for version 1", n)

@@ -139,6 +139,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Flows returns the names of the registered flows, sorted.
 func (r *Runner) Flows() []string { return sortedKeys(r.flows) }
 
+// Version is the version of flow this runner runs, and whether it runs
+// it.
+func (r *Runner) Version(flow string) (string, bool) {
+	f, ok := r.flows[flow]
+	if !ok {
+		return "", false
+	}
+	return f.version, true
+}
+
 // Held are the versions of each flow whose held commands this runner's
 // workers take ([wire.Names.Held]): its own, and those it migrates from
 // by name ([AnyVersion] takes no queue of its own: a flow that takes every
