@@ -10,6 +10,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/engine"
+	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/protocol"
 )
@@ -70,11 +71,15 @@ func (r *rig) by(flow, run string) string {
 // version 1 is never run by version 2's code: while no worker of version
 // 1 runs, it waits, held (not failed, not dead-lettered), and a worker of
 // version 1 that starts again carries the run on. New runs start on the
-// newest version.
+// newest version, and a process that runs other flows holds the commands
+// of payout it takes for payout's workers.
 func TestARunIsCarriedOnByAWorkerOfItsVersionOnly(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartServer(t, t.TempDir())
 	v1 := startVersion(t, srv, "v1", payoutOf("1", "ask", nil))
+	// A process that runs another flow only takes its share of the
+	// commands too: those for payout are held for a worker of payout's.
+	startVersion(t, srv, "bookings", booking.Flow())
 	_, js := natstest.Connect(t, srv.ClientURL())
 	r := &rig{t: t, srv: srv, js: js, names: v1.Names()}
 	req := map[string]protocol.Interrupted{}

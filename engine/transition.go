@@ -268,6 +268,11 @@ func (r *Runner) lookup(ctx context.Context, flow, run string, o Inbound) (*Flow
 	}
 	f, ok := r.flows[flow]
 	if !ok {
+		// A run of a flow this worker does not run, which another
+		// worker's version does: the command is for that version's.
+		if cp, _, err := r.load(ctx, flow, run); err == nil && cp.FlowVersion != "" && !cp.Status.Finished() {
+			return nil, Outcome{Flow: flow, Run: run, Status: cp.Status, Elsewhere: cp.FlowVersion}, false
+		}
 		out, err := r.refuse(ctx, flow, run, "", o, CodeUnknownRun, string(CodeUnknownFlow),
 			fmt.Sprintf("flow %q is not registered; known flows: %s", flow, strings.Join(r.Flows(), ", ")))
 		if err != nil {
