@@ -295,6 +295,13 @@ func auditDetails(r protocol.AuditRecord, deadlines map[string]time.Time) string
 		}
 	case protocol.ActionRefused:
 		add("%s: %s", r.Code, r.Reason)
+	case protocol.ActionMigrated:
+		if m := r.Migration; m != nil {
+			add("version %s → %s", m.From, m.To)
+			if m.Node != "" && m.Node != r.Node {
+				add("node %s → %s", m.Node, r.Node)
+			}
+		}
 	case protocol.ActionDelegated:
 		add("to %s", r.To)
 		if r.Reason != "" {

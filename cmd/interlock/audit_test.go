@@ -622,3 +622,17 @@ func TestFromTheShellEachApproverVotesOnceAndTheStarterNotAtAll(t *testing.T) {
 		t.Fatalf("sam's second vote: exit %d (%v) %q", codeOf(err), err, errOut)
 	}
 }
+
+// TestAuditSaysWhatAMigrationMoved: a migrated record's line names the
+// versions, and the node when it was renamed.
+func TestAuditSaysWhatAMigrationMoved(t *testing.T) {
+	t.Parallel()
+	rec := protocol.AuditRecord{Action: protocol.ActionMigrated, Node: "approve", Migration: &protocol.AuditMigration{From: "1", To: "2", Node: "review"}}
+	if got, want := auditDetails(rec, nil), "version 1 → 2; node review → approve"; got != want {
+		t.Errorf("details %q, want %q", got, want)
+	}
+	rec.Migration.Node = "approve"
+	if got, want := auditDetails(rec, nil), "version 1 → 2"; got != want {
+		t.Errorf("details %q, want %q", got, want)
+	}
+}
