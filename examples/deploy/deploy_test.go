@@ -114,8 +114,8 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) {
 // TestARollingDeployLosesNoRunAndRunsNoneTwice runs the two builds of
 // examples/deploy as processes on one NATS server: runs paused on
 // version 1 at both of its nodes; version 2 started beside it while
-// decisions arrive; version 1 stopped; version 2 killed with kill -9
-// and started again while decisions arrive. Every run completes once, on
+// decisions arrive; version 1 stopped; each worker of version 2 killed
+// with kill -9 in turn, and another started, while decisions arrive. Every run completes once, on
 // version 1 or moved to version 2 by its migration (and then audited so),
 // new runs start on version 2, every audit chain verifies, and nothing is
 // dead-lettered.
@@ -195,8 +195,9 @@ func rollingDeploy(t *testing.T, v1bin, v2bin, url string, urls [3]string) {
 	}
 	v1.stop(t, syscall.SIGTERM)
 
-	// kill -9 version 2 while decisions are on their way, and start it
-	// again: what it had in hand is delivered again.
+	// kill -9 each worker of version 2 in turn while decisions are on
+	// their way, and start it again: what it had in hand is delivered
+	// again.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 5; i < runs/2; i++ {
@@ -204,7 +205,9 @@ func rollingDeploy(t *testing.T, v1bin, v2bin, url string, urls [3]string) {
 		}
 	})
 	v2.stop(t, syscall.SIGKILL)
-	start(t, v2bin, urls[2], "payout-2-again")
+	v2b := start(t, v2bin, urls[2], "payout-2b")
+	v2b.stop(t, syscall.SIGKILL)
+	start(t, v2bin, urls[0], "payout-2c")
 	wg.Wait()
 	for i := runs / 2; i < runs+5; i++ {
 		for {
