@@ -139,6 +139,13 @@ func Verbs(rules ToolRules) Table {
 			}
 			return r.Reannounce(ctx, engine.Reannounce{Flow: flow, Run: ev.Subject(), RequestID: d.RequestID, Reason: d.Reason, By: d.By, Inbound: in})
 		}},
+		{Name: protocol.VerbMigrate, Type: protocol.TypeMigrate, NeedsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
+			d, err := events.ParseMigrate(ev.Data())
+			if err != nil {
+				return engine.Outcome{}, err
+			}
+			return r.Migrate(ctx, engine.Migrate{Flow: flow, Run: ev.Subject(), From: d.From, To: d.To, Reason: d.Reason, By: d.By, Inbound: in})
+		}},
 		{Name: protocol.VerbAssign, Type: protocol.TypeAssign, NeedsRun: true, apply: func(ctx context.Context, r *engine.Runner, flow string, ev events.Event, in engine.Inbound) (engine.Outcome, error) {
 			d, err := events.ParseAssign(ev.Data())
 			if err != nil {

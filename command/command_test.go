@@ -103,13 +103,15 @@ func TestTheTableTakesEachVerbOnlyWhereItComesFrom(t *testing.T) {
 		{"expire", "refund", true, true},
 		{"resume", "refund", true, false},
 		{"explode", "refund", false, false},
+		{"migrate", "refund", false, true},
+		{"migrate", "refund", true, false},
 	}
 	for _, c := range cases {
 		if _, ok := verbs.Lookup(c.verb, c.flow, c.due); ok != c.ok {
 			t.Errorf("Lookup(%s, %s, due %v) = %v, want %v", c.verb, c.flow, c.due, ok, c.ok)
 		}
 	}
-	if got := verbs.ClientVerbs(); got != "assign|cancel|reannounce|resume|start" {
+	if got := verbs.ClientVerbs(); got != "assign|cancel|migrate|reannounce|resume|start" {
 		t.Errorf("ClientVerbs() = %q", got)
 	}
 	if v, _ := verbs.Lookup("request", engine.GateFlowName, false); v.Unsupported == "" {

@@ -266,6 +266,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 		"resumeAsRole": n.ResumeAs("{flow}", "{role}"),
 		"cancel":       n.In("{flow}", "cancel"),
 		"reannounce":   n.In("{flow}", "reannounce"),
+		"migrate":      n.In("{flow}", "migrate"),
 		"toolRequest":  n.GateRequest(),
 		"toolConsume":  n.GateConsume(),
 		"expire":       n.Due("{flow}", "expire"),
@@ -297,7 +298,7 @@ func TestAsyncAPIChannelsAreTheProtocolsSubjects(t *testing.T) {
 			t.Errorf("channel %s is not a subject the code knows; add it to this test", name)
 		}
 	}
-	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire", "assign", "remind", "consume"} {
+	for _, verb := range []string{"start", "resume", "cancel", "reannounce", "request", "expire", "assign", "remind", "consume", "migrate"} {
 		typ, ok := protocol.InboundType(verb)
 		if !ok || !strings.Contains(string(raw), `"const":"`+typ+`"`) {
 			t.Errorf("no message has CloudEvent type %s (%s)", typ, verb)

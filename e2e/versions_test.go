@@ -3,12 +3,15 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -207,4 +210,42 @@ func (r *rig) refusalOrNone(flow, run string) string {
 		}
 	}
 	return ""
+}
+
+// TestAMigrateCommandMovesAWaitingRunOrSaysWhyNot: a migrate is held for
+// a worker of its target version, which moves the run (its request id
+// kept) and records who asked; a second one is refused stale_checkpoint;
+// a version whose flow has neither a migration nor the run's node is
+// refused invalid_payload, naming the node.
+func TestAMigrateCommandMovesAWaitingRunOrSaysWhyNot(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, t.TempDir())
+	v1 := startVersion(t, srv, "v1", payoutOf("1", "ask", nil))
+	c := v1.Client("/ops")
+	for _, run := range []string{"p-1", "p-2"} {
+		if _, err := c.Start(t.Context(), "payout", run, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := c.LastInterrupt(t.Context(), "payout", "p-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startVersion(t, srv, "v2", payoutOf("2", "ask", nil))
+	rec, err := c.Migrate(t.Context(), "payout", "p-1", "1", "2", "retiring 1")
+	if err != nil || rec.Action != protocol.ActionMigrated || rec.RequestID != in.RequestID || rec.Reason != "retiring 1" || rec.Migration.To != "2" {
+		t.Fatalf("migrate p-1: %+v (%v)", rec, err)
+	}
+	if cp, _ := c.Checkpoint(t.Context(), "payout", "p-1"); cp.FlowVersion != "2" || cp.Interrupt == nil || cp.Interrupt.RequestID != in.RequestID {
+		t.Fatalf("p-1 after the migrate: version %s, interrupt %+v", cp.FlowVersion, cp.Interrupt)
+	}
+	var ref *client.RefusedError
+	if _, err := c.Migrate(t.Context(), "payout", "p-1", "1", "2", ""); !errors.As(err, &ref) || ref.Refused.Code != protocol.CodeStaleCheckpoint {
+		t.Errorf("a second migrate: %v, want stale_checkpoint", err)
+	}
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payoutOf("3", "question", nil)}, Secret: natstest.Secret, Instance: "v3", AllowStrandedRuns: true})
+	if _, err := c.Migrate(t.Context(), "payout", "p-2", "1", "3", ""); !errors.As(err, &ref) || ref.Refused.Code != protocol.CodeInvalidPayload ||
+		!strings.Contains(ref.Refused.Message, `node "ask" of version 1, which version 3 does not have`) {
+		t.Errorf("migrating p-2 to a version without its node: %v", err)
+	}
 }

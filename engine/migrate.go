@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -118,6 +120,11 @@ func (f *Flow) MigratedNode(v, node string) (string, bool) {
 // included. An error says why the run cannot move: a node this version
 // does not have, a state that does not fit.
 func (r *Runner) migrate(ctx context.Context, t *txn) error {
+	return r.migrateAs(ctx, t, authority.Caller{Name: r.cfg.Source, Method: protocol.AuthServer}, "")
+}
+
+// migrateAs is migrate, recorded as done by caller, for reason.
+func (r *Runner) migrateAs(ctx context.Context, t *txn, caller authority.Caller, reason string) error {
 	cp, f := t.cp, t.f
 	from := cp.FlowVersion
 	m, _ := f.migration(from)
@@ -126,19 +133,19 @@ func (r *Runner) migrate(ctx context.Context, t *txn) error {
 		node = to
 	}
 	if node != "" && !f.HasNode(node) {
-		return fmt.Errorf("run %s of flow %s is at node %q of version %s, which version %s does not have: declare where it moves (engine.Migration.Nodes)", cp.Run, cp.Flow, cp.Node, from, f.version)
+		return &migrationError{fmt.Sprintf("run %s of flow %s is at node %q of version %s, which version %s does not have: declare where it moves (engine.Migration.Nodes)", cp.Run, cp.Flow, cp.Node, from, f.version)}
 	}
 	state := cp.State
 	if m.State != nil {
 		next, err := m.State(state.clone())
 		if err != nil {
-			return fmt.Errorf("migrating the state of run %s of flow %s from version %s: %w", cp.Run, cp.Flow, from, err)
+			return &migrationError{fmt.Sprintf("migrating the state of run %s of flow %s from version %s: %v", cp.Run, cp.Flow, from, err)}
 		}
 		state = next
 	}
 	if f.fit != nil {
 		if err := f.fit(state); err != nil {
-			return fmt.Errorf("the state of run %s of flow %s, migrated from version %s, does not fit version %s: %w", cp.Run, cp.Flow, from, f.version, err)
+			return &migrationError{fmt.Sprintf("the state of run %s of flow %s, migrated from version %s, does not fit version %s: %v", cp.Run, cp.Flow, from, f.version, err)}
 		}
 	}
 	old := cp.Node
@@ -149,10 +156,9 @@ func (r *Runner) migrate(ctx context.Context, t *txn) error {
 	if cp.GatePassed == old && old != "" {
 		cp.GatePassed = node
 	}
-	t.caller = authority.Caller{Name: r.cfg.Source, Method: protocol.AuthServer}
-	t.actor = r.cfg.Source
-	rec := &protocol.AuditRecord{Action: protocol.ActionMigrated, Node: node, By: r.cfg.Source, Source: r.cfg.Source,
-		Migration: &protocol.AuditMigration{From: from, To: f.version, Node: old}}
+	t.caller, t.actor = caller, caller.Name
+	rec := &protocol.AuditRecord{Action: protocol.ActionMigrated, Node: node, By: caller.Name, Source: cmp.Or(t.in.Source, r.cfg.Source),
+		EventID: t.in.EventID, Reason: reason, Migration: &protocol.AuditMigration{From: from, To: f.version, Node: old}}
 	rec.Outcome = &protocol.AuditOutcome{Status: cp.Status, Node: node}
 	if in := cp.Interrupt; in != nil {
 		rec.RequestID, rec.Kind = in.RequestID, in.Kind
@@ -163,3 +169,87 @@ func (r *Runner) migrate(ctx context.Context, t *txn) error {
 	_, err := r.commit(ctx, t)
 	return err
 }
+
+// Migrate is a migrate command: move run, waiting at version From of its
+// flow, to version To.
+type Migrate struct {
+	Flow, Run string
+	From, To  string
+	Reason    string
+	// By names who asked, for the audit record; see [actor].
+	By string
+	Inbound
+}
+
+// Migrate applies a migrate command. A worker whose flow is not at
+// version To leaves it to one that is (Outcome.Elsewhere). The run must
+// wait at version From; it moves by the flow's migration from From, or as
+// it is when To has its node; who may cancel the run may move it. The
+// outcome is the audit record migrated, or a refusal.
+func (r *Runner) Migrate(ctx context.Context, cmd Migrate) (Outcome, error) {
+	if out, stop, err := r.authenticate(ctx, cmd.Flow, cmd.Run, &cmd.Inbound); stop {
+		return out, err
+	}
+	if f, ok := r.flows[cmd.Flow]; !ok || f.version != cmd.To {
+		// A worker of To moves it: this one holds the command for them.
+		if CheckName("flow", cmd.Flow) != nil || CheckName("run", cmd.Run) != nil {
+			return Outcome{Flow: cmd.Flow, Run: cmd.Run, DeadLetter: ReasonInvalidName}, nil
+		}
+		return Outcome{Flow: cmd.Flow, Run: cmd.Run, Elsewhere: cmd.To}, nil
+	}
+	f, out, ok := r.lookup(ctx, cmd.Flow, cmd.Run, cmd.Inbound)
+	if !ok {
+		return out, nil
+	}
+	for range maxConflicts {
+		cp, rev, err := r.load(ctx, cmd.Flow, cmd.Run)
+		if errors.Is(err, ErrNotFound) {
+			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeUnknownRun, "",
+				fmt.Sprintf("no run %s of flow %s to migrate; list the runs that wait with `interlock pending %s`", cmd.Run, cmd.Flow, cmd.Flow))
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("engine: loading %s.%s: %w", cmd.Flow, cmd.Run, err)
+		}
+		if out, done, err := r.repeat(ctx, f, cp, rev, cmd.EventID, cmd.Inbound); done || err != nil {
+			return out, err
+		}
+		t := r.newTxn(f, cp, rev, true, cmd.Inbound, "")
+		t.caller = r.caller(cmd.By, cmd.Inbound)
+		t.actor = t.caller.Name
+		if busy, err := r.busy(ctx, cp); err != nil || busy {
+			return t.retry(), err
+		}
+		switch {
+		case cp.Status != Waiting:
+			return t.refuse(ctx, "", CodeNotWaiting, "run %s is %s; only a waiting run is migrated", cmd.Run, cp.Status)
+		case cp.FlowVersion == cmd.To:
+			return t.refuse(ctx, "", CodeStaleCheckpoint, "run %s is at version %s already (it moved when a command came, or by another migrate)", cmd.Run, cmd.To)
+		case cp.FlowVersion != cmd.From:
+			return t.refuse(ctx, "", CodeStaleCheckpoint, "run %s is at version %q, not %s; migrate it from the version it is at", cmd.Run, cp.FlowVersion, cmd.From)
+		}
+		var ref *authority.Refusal
+		if err := r.cfg.Authority.MayCancel(t.caller, t.authorityRun()); errors.As(err, &ref) {
+			return t.refuse(ctx, "", ref.Code, "%s (who may cancel a run may migrate it)", ref.Reason)
+		}
+		t.key = cmd.EventID
+		err = r.migrateAs(ctx, t, t.caller, cmd.Reason)
+		if isConflict(err) {
+			continue
+		}
+		var stuck *migrationError
+		if errors.As(err, &stuck) {
+			return t.refuse(ctx, "", CodeInvalidPayload, "%s", stuck.msg)
+		}
+		if err != nil {
+			return Outcome{}, err
+		}
+		return Outcome{Flow: cp.Flow, Run: cp.Run, Status: cp.Status, Checkpoint: t.rev, Node: cp.Node}, nil
+	}
+	return Outcome{}, fmt.Errorf("engine: migrate %s.%s: too many concurrent writers", cmd.Flow, cmd.Run)
+}
+
+// migrationError is a run a migration cannot move: a node the version
+// does not have, a state that does not fit.
+type migrationError struct{ msg string }
+
+func (e *migrationError) Error() string { return e.msg }

@@ -42,6 +42,26 @@ func ParseReannounce(data []byte) (protocol.Reannounce, error) {
 	return r, nil
 }
 
+// ParseMigrate parses migrate data: from and to are required.
+func ParseMigrate(data []byte) (protocol.Migrate, error) {
+	var m protocol.Migrate
+	if isEmpty(data) {
+		return m, invalid("data", `is empty; a migrate names the versions: {"from": "1", "to": "2"}`)
+	}
+	if err := decodeStrict(data, &m, "migrate"); err != nil {
+		return protocol.Migrate{}, err
+	}
+	switch {
+	case m.From == "":
+		return protocol.Migrate{}, invalid("data.from", "is missing; name the version the run is at")
+	case m.To == "":
+		return protocol.Migrate{}, invalid("data.to", "is missing; name the version to move the run to")
+	case m.From == m.To:
+		return protocol.Migrate{}, invalid("data.to", "is the same version as from; name another")
+	}
+	return m, nil
+}
+
 // ParseToolRequest parses tool request data: callId and tool are required;
 // context and origin, when given, are objects and messages a list.
 func ParseToolRequest(data []byte) (protocol.ToolRequest, error) {

@@ -43,6 +43,20 @@ type Cancel struct {
 	By string `json:"by,omitempty"`
 }
 
+// Migrate is the data of a migrate command (io.interlock.run.migrate on
+// <prefix>.in.<flow>.migrate, the run as the CloudEvent subject): move the
+// waiting run from version From of its flow to version To, which a worker
+// of To does (by the flow's migration from From, or as it is when the
+// run's node is one of To's). Its outcome is the run's audit record
+// migrated, or a refusal.
+type Migrate struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason,omitempty"`
+	// By names who moved it, for the audit record.
+	By string `json:"by,omitempty"`
+}
+
 // Reannounce is the data of a reannounce command
 // (io.interlock.run.reannounce): announce a waiting run's pending interrupt
 // again, with a fresh resume token.

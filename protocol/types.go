@@ -62,6 +62,9 @@ const (
 	// VerbConsume takes an approved tool call's approval, once, on
 	// <prefix>.in.gate.consume.
 	VerbConsume = "consume"
+	// VerbMigrate moves a waiting run of an earlier version of its flow to
+	// a newer one, ahead of its next command.
+	VerbMigrate = "migrate"
 )
 
 // Inbound CloudEvent types: commands sent to Interlock.
@@ -77,6 +80,9 @@ const (
 	// with the server (a JetStream message schedule) when it publishes an
 	// interrupt with a deadline; clients do not send it.
 	TypeExpire = "io.interlock.run.expire"
+	// TypeMigrate moves a waiting run from one version of its flow to
+	// another (data [Migrate]).
+	TypeMigrate = "io.interlock.run.migrate"
 	// TypeAssign claims, releases or delegates a pending approval.
 	TypeAssign = "io.interlock.run.assign"
 	// TypeRemind reminds the people a pending interrupt waits on; the
@@ -189,6 +195,8 @@ func InboundType(verb string) (string, bool) {
 		return TypeRemind, true
 	case VerbConsume:
 		return TypeToolConsume, true
+	case VerbMigrate:
+		return TypeMigrate, true
 	}
 	return "", false
 }

@@ -131,6 +131,10 @@ func checkArgs(name string, pos []string, min int) error {
 		if len(args) > 2 {
 			return usageOf(name, "%s takes a flow and a run, but was also given %s: interlock %s <flow> <run>", what, quoteAll(args[2:]), what)
 		}
+	case "runs migrate":
+		if len(pos) != 1 {
+			return usageOf("runs", "runs migrate takes one flow: interlock %s", runsMigrateSynopsis)
+		}
 	case "pending", "runs":
 		if len(pos) > 0 {
 			return usageOf(name, "%s takes no arguments, but was given %s; to list one flow's runs: interlock %s --flow %s", name, quoteAll(pos), name, pos[0])

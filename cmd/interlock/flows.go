@@ -46,7 +46,7 @@ func flowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if workers == "" {
 			workers = "none"
 			if r.Waiting > 0 {
-				stranded = append(stranded, fmt.Sprintf("%d run(s) of %s wait under version %s, which no running worker has", r.Waiting, r.Flow, r.Version))
+				stranded = append(stranded, fmt.Sprintf("%d run(s) of %s wait under version %s, which no running worker has (their commands wait for one; to move them to a version a worker has: interlock runs migrate %s --from %s --to VERSION)", r.Waiting, r.Flow, r.Version, r.Flow, r.Version))
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", r.Flow, r.Version, workers, r.Waiting)

@@ -73,3 +73,50 @@ func TestFlowsListsEachVersionItsWorkersAndTheRunsWaitingOnIt(t *testing.T) {
 		t.Errorf("flows does not say what waits with no worker:\n%s (%v)", out, err)
 	}
 }
+
+// TestRunsMigrateMovesTheRunsOfAVersionNoWorkerHas: with only a worker of
+// version 2, the run of version 1 waits; --dry-run names it and moves
+// nothing; runs migrate moves it, one audited transition by a worker of
+// version 2, after which its answer completes it; nothing is left to move.
+func TestRunsMigrateMovesTheRunsOfAVersionNoWorkerHas(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	one := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("1")}, Secret: natstest.Secret, Instance: "worker-one"})
+	c := one.Client("/test")
+	if _, err := c.Start(t.Context(), "payout", "p-1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	two := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("2")}, Secret: natstest.Secret, Instance: "worker-two"})
+	url := srv.ClientURL()
+	if out, errOut, err := run(t, url, "runs", "migrate", "payout", "--from", "1", "--to", "2", "--dry-run"); err != nil || !strings.Contains(out, "would move p-1 (at node ask)") {
+		t.Fatalf("--dry-run: %v\n%s%s", err, out, errOut)
+	}
+	c = two.Client("/test")
+	if cp, err := c.Checkpoint(t.Context(), "payout", "p-1"); err != nil || cp.FlowVersion != "1" {
+		t.Fatalf("after --dry-run p-1 is at version %s (%v), want 1", cp.FlowVersion, err)
+	}
+	if out, errOut, err := run(t, url, "runs", "migrate", "payout", "--from", "1", "--to", "2", "--reason", "retiring 1"); err != nil ||
+		!strings.Contains(out, "moved p-1 (at node ask)") || !strings.Contains(out, "1 run(s) of flow payout moved from version 1 to 2") {
+		t.Fatalf("runs migrate: %v\n%s%s", err, out, errOut)
+	}
+	if cp, err := c.Checkpoint(t.Context(), "payout", "p-1"); err != nil || cp.FlowVersion != "2" {
+		t.Fatalf("after runs migrate p-1 is at version %s (%v), want 2", cp.FlowVersion, err)
+	}
+	if out, _, err := run(t, url, "audit", "payout", "p-1"); err != nil || !strings.Contains(out, "version 1 → 2") {
+		t.Errorf("the audit does not say the run moved: %v\n%s", err, out)
+	}
+	if out, errOut, err := run(t, url, "answer", "payout", "p-1", "iban=DE1"); err != nil || !strings.Contains(out, "completed") {
+		t.Errorf("answering p-1 on version 2: %v\n%s%s", err, out, errOut)
+	}
+	if out, _, err := run(t, url, "runs", "migrate", "payout", "--from", "1", "--to", "2"); err != nil || !strings.Contains(out, "0 run(s) of flow payout moved") {
+		t.Errorf("nothing left to move: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{{"runs", "migrate", "payout", "--from", "1"}, {"runs", "migrate", "payout", "--from", "1", "--to", "1"}, {"runs", "migrate", "--from", "1", "--to", "2"}, {"runs", "migrate", "payout", "--from", "1 1", "--to", "2"}} {
+		if _, _, err := run(t, url, bad...); codeOf(err) != exitUsage {
+			t.Errorf("%v: exit %d, want %d", bad, codeOf(err), exitUsage)
+		}
+	}
+}

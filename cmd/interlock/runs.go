@@ -23,12 +23,15 @@ const maxOutcome = 80
 // first, a page at a time, from the pending and finished-runs indexes
 // (client.ListRuns): what waits, and what finished and how.
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "migrate" {
+		return runsMigrateCmd(ctx, args[1:], stdout, stderr)
+	}
 	var (
 		q        client.RunsQuery
 		statuses listFlag
 	)
 	listed := append(client.RunsStatuses(), client.StatusFinished)
-	cf, c, _, closeFn, err := clientCommand(ctx, "runs", "runs [--flow NAME] [--status STATUS] [--limit N] [--after CURSOR] [--json]", stderr, args, 0, func(fs *flag.FlagSet) {
+	cf, c, _, closeFn, err := clientCommand(ctx, "runs", "runs [--flow NAME] [--status STATUS] [--limit N] [--after CURSOR] [--json]\n       interlock "+runsMigrateSynopsis, stderr, args, 0, func(fs *flag.FlagSet) {
 		fs.StringVar(&q.Flow, "flow", "", "only runs of this `flow`")
 		fs.Var(&statuses, "status", "only runs of this `status`: "+strings.Join(listed, ", ")+" (finished: the last four; repeat, or separate with commas, for more)")
 		fs.IntVar(&q.Limit, "limit", client.DefaultRunsLimit, fmt.Sprintf("show at most `n` runs (1 to %d)", client.MaxRunsLimit))

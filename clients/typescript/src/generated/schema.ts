@@ -662,6 +662,7 @@ export interface InterlockSchemas {
   resume?: Resume;
   cancel?: Cancel;
   reannounce?: Reannounce;
+  migrate?: Migrate;
   assign?: Assign;
   "tool-requested"?: ToolRequested;
   consume?: Consume;
@@ -698,6 +699,27 @@ export interface InterlockSchemas {
  */
 export interface Origin {
   [k: string]: unknown | undefined;
+}
+/**
+ * Data of io.interlock.run.migrate, sent to interlock.in.<flow>.migrate with the run id as the CloudEvent subject: move a waiting run from version from of its flow to version to, ahead of its next command. A worker of version to moves it (by the flow's migration from from, or as it is when to has the run's node) in one transition, audited as migrated; the pending interrupt stays as it was. The outcome is that audit record, or a refusal: stale_checkpoint when the run is not at version from, not_waiting when it does not wait, invalid_payload when to cannot take it.
+ */
+export interface Migrate {
+  /**
+   * The version the run waits on.
+   */
+  from: string;
+  /**
+   * The version to move it to; the command waits for a worker of it.
+   */
+  to: string;
+  /**
+   * Why, recorded in the audit stream.
+   */
+  reason?: string;
+  /**
+   * Who asked, for the audit record; the event's source when absent.
+   */
+  by?: string;
 }
 /**
  * Data of io.interlock.tool.requested, sent to interlock.in.gate.request: an agent asks whether it may run a tool call. The answer is io.interlock.tool.decided on interlock.ev.gate.<callId>.decided: allowed at once when no gate rule fires; otherwise the call becomes a run of the built-in gate flow (run id = callId) with an approval interrupt on interlock.ev.gate.<callId>.interrupted, and decided follows the approver's decision. A request repeating a callId never starts a second run.
