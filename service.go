@@ -228,6 +228,15 @@ type FlowUser interface {
 	UseFlows(versions map[string]string)
 }
 
+// MigrationUser is a [Background] that reports on the earlier versions
+// whose runs this process carries on by its flows' migrations (metrics):
+// before starting it, the service hands them over by flow
+// ([engine.Flow.Migrates]; "*" for every version).
+type MigrationUser interface {
+	Background
+	UseMigrations(versions map[string][]string)
+}
+
 // EgressUser is a [Background] that calls other systems: before starting
 // it, the service hands it Config.Egress, which it uses unless its own
 // configuration sets a policy.
@@ -435,6 +444,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
+	migrates := map[string][]string{}
+	for _, f := range flows {
+		if m := f.Migrates(); len(m) > 0 {
+			migrates[f.Name()] = m
+		}
+	}
+	presence.Migrates(migrates)
 	running, err := bus.WatchVersions(ctx, s.js, names, presence.Entry())
 	if err != nil {
 		return fail(err)
@@ -462,6 +478,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		if u, ok := b.(FlowUser); ok {
 			u.UseFlows(maps.Clone(versions))
+		}
+		if u, ok := b.(MigrationUser); ok {
+			u.UseMigrations(maps.Clone(migrates))
 		}
 		if u, ok := b.(EgressUser); ok {
 			u.UseEgress(cfg.Egress)

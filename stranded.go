@@ -65,7 +65,7 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 			workersRead = true
 		}
 		for _, v := range slices.Sorted(maps.Keys(byVersion)) {
-			if slices.ContainsFunc(workers, func(w protocol.Worker) bool { return w.Flows[f.Name()] == v }) {
+			if slices.ContainsFunc(workers, func(w protocol.Worker) bool { return w.Carries(f.Name(), v) }) {
 				continue
 			}
 			log.Warn().Str("flow", f.Name()).Str("version", v).Int("runs", byVersion[v]).Str("this_version", f.Version()).

@@ -125,6 +125,10 @@ func (p *Presence) Stop(ctx context.Context) error {
 	return err
 }
 
+// Migrates records, before Start, the earlier versions whose runs the
+// process carries on by its flows' migrations, by flow.
+func (p *Presence) Migrates(versions map[string][]string) { p.entry.Migrates = versions }
+
 // Entry is the entry the presence writes.
 func (p *Presence) Entry() protocol.Worker { return p.entry }
 

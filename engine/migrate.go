@@ -16,7 +16,7 @@ import (
 // other version of the flow as they are. Interlock's own flows (the gate,
 // asks, absences) declare it: their compatibility across releases is
 // Interlock's to keep, and its upgrade tests keep it.
-const AnyVersion = "*"
+const AnyVersion = protocol.AnyVersion
 
 // Migration says how a run of an earlier version of a flow moves to the
 // flow's version: a worker of the flow takes the commands of such runs

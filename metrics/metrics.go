@@ -159,6 +159,14 @@ func (s *Service) UseFlows(versions map[string]string) {
 	s.workerFlows.set(versions)
 }
 
+// UseMigrations gives the service the earlier versions of each flow
+// whose runs this process carries on by a migration ("*" for every
+// version): interlock_worker_flow_version reports them too. The
+// interlock service calls it before Start.
+func (s *Service) UseMigrations(versions map[string][]string) {
+	s.workerFlows.setMigrates(versions)
+}
+
 // UseJetStream gives the service the deployment to watch: its JetStream
 // context and names. The interlock service calls it before Start.
 func (s *Service) UseJetStream(js jetstream.JetStream, names wire.Names) {
@@ -275,19 +283,28 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 var workerFlowDesc = prometheus.NewDesc("interlock_worker_flow_version",
-	"1 for each flow this worker runs, at its version: runs of another version (interlock_pending_flow_version_runs) that no running worker reports wait on a flow no worker has.",
+	"1 for each flow this worker runs, at its version, and at each earlier version it carries on by a migration (\"*\": every one): runs of a version (interlock_pending_flow_version_runs) that no running worker reports wait for one.",
 	[]string{"flow", "version"}, nil)
 
 // workerFlows reports the flows this process runs and their versions.
 type workerFlows struct {
 	mu       sync.Mutex
 	versions map[string]string
+	// migrates are the earlier versions this process carries on, by
+	// flow ("*": every one).
+	migrates map[string][]string
 }
 
 func (w *workerFlows) set(versions map[string]string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.versions = versions
+}
+
+func (w *workerFlows) setMigrates(migrates map[string][]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.migrates = migrates
 }
 
 // Describe implements [prometheus.Collector].
@@ -299,5 +316,10 @@ func (w *workerFlows) Collect(ch chan<- prometheus.Metric) {
 	defer w.mu.Unlock()
 	for flow, v := range w.versions {
 		ch <- prometheus.MustNewConstMetric(workerFlowDesc, prometheus.GaugeValue, 1, flow, v)
+		for _, m := range w.migrates[flow] {
+			if m != v {
+				ch <- prometheus.MustNewConstMetric(workerFlowDesc, prometheus.GaugeValue, 1, flow, m)
+			}
+		}
 	}
 }

@@ -494,6 +494,10 @@ func TestRunsOfAFlowVersionNoWorkerHasAreCounted(t *testing.T) {
 	if v, ok := f.value("interlock_worker_flow_version", "flow", refund.Name, "version", version); !ok || v != 1 {
 		t.Errorf("interlock_worker_flow_version of %s %s = %v %v, want 1", refund.Name, version, v, ok)
 	}
+	// The asks' flow carries on runs of every earlier version.
+	if v, ok := f.value("interlock_worker_flow_version", "flow", engine.AskFlowName, "version", engine.AnyVersion); !ok || v != 1 {
+		t.Errorf("interlock_worker_flow_version of %s %s = %v %v, want 1", engine.AskFlowName, engine.AnyVersion, v, ok)
+	}
 	// A run paused on an earlier version, as an earlier build left it in
 	// the pending index.
 	e, err := r.js.KeyValue(t.Context(), r.svc.Names().PendingBucket())

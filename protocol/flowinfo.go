@@ -50,7 +50,29 @@ type Worker struct {
 	Instance string `json:"instance"`
 	// Flows maps each flow the process runs to the flow's version.
 	Flows map[string]string `json:"flows"`
+	// Migrates lists, by flow, the earlier versions whose runs the
+	// process carries on by its flow's migrations ("*": every version).
+	Migrates map[string][]string `json:"migrates,omitempty"`
 	// Since is when the process started; At when it last wrote the entry.
 	Since time.Time `json:"since"`
 	At    time.Time `json:"at"`
+}
+
+// AnyVersion, in [Worker.Migrates], is every version of the flow.
+const AnyVersion = "*"
+
+// Carries reports whether the process carries on runs of version of
+// flow: it runs that version, or migrates from it.
+func (w Worker) Carries(flow, version string) bool {
+	if v, ok := w.Flows[flow]; !ok {
+		return false
+	} else if v == version {
+		return true
+	}
+	for _, m := range w.Migrates[flow] {
+		if m == version || m == AnyVersion {
+			return true
+		}
+	}
+	return false
 }

@@ -96,6 +96,14 @@ func flowVersions(ctx context.Context, c *client.Client) ([]flowVersion, error) 
 		}
 		q.After = page.Next
 	}
+	// A worker that migrates from a version carries its runs on too.
+	for k, r := range rows {
+		for _, w := range workers {
+			if w.Flows[k.flow] != k.version && w.Carries(k.flow, k.version) {
+				r.Workers = append(r.Workers, w.Instance+" (migrates)")
+			}
+		}
+	}
 	out := make([]flowVersion, 0, len(rows))
 	for _, r := range rows {
 		slices.Sort(r.Workers)

@@ -91,6 +91,9 @@ func TestRunsMigrateMovesTheRunsOfAVersionNoWorkerHas(t *testing.T) {
 	}
 	two := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("2")}, Secret: natstest.Secret, Instance: "worker-two"})
 	url := srv.ClientURL()
+	if out, _, err := run(t, url, "show", "payout", "p-1"); err != nil || !strings.Contains(out, "no running worker runs or migrates from version 1 of flow payout") {
+		t.Errorf("show does not say no worker carries p-1 on: %v\n%s", err, out)
+	}
 	if out, errOut, err := run(t, url, "runs", "migrate", "payout", "--from", "1", "--to", "2", "--dry-run"); err != nil || !strings.Contains(out, "would move p-1 (at node ask)") {
 		t.Fatalf("--dry-run: %v\n%s%s", err, out, errOut)
 	}
@@ -105,6 +108,9 @@ func TestRunsMigrateMovesTheRunsOfAVersionNoWorkerHas(t *testing.T) {
 	if cp, err := c.Checkpoint(t.Context(), "payout", "p-1"); err != nil || cp.FlowVersion != "2" {
 		t.Fatalf("after runs migrate p-1 is at version %s (%v), want 2", cp.FlowVersion, err)
 	}
+	if out, _, err := run(t, url, "show", "payout", "p-1"); err != nil || strings.Contains(out, "no running worker") {
+		t.Errorf("show after the move: %v\n%s", err, out)
+	}
 	if out, _, err := run(t, url, "audit", "payout", "p-1"); err != nil || !strings.Contains(out, "version 1 → 2") {
 		t.Errorf("the audit does not say the run moved: %v\n%s", err, out)
 	}
@@ -118,5 +124,32 @@ func TestRunsMigrateMovesTheRunsOfAVersionNoWorkerHas(t *testing.T) {
 		if _, _, err := run(t, url, bad...); codeOf(err) != exitUsage {
 			t.Errorf("%v: exit %d, want %d", bad, codeOf(err), exitUsage)
 		}
+	}
+}
+
+// TestFlowsListsAWorkerThatMigratesFromAVersionUnderIt: a worker of
+// version 2 that migrates from version 1 is listed under version 1,
+// marked so, and the runs of version 1 are not said to wait with no
+// worker.
+func TestFlowsListsAWorkerThatMigratesFromAVersionUnderIt(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	one := natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{payout("1")}, Secret: natstest.Secret, Instance: "worker-one"})
+	if _, err := one.Client("/test").Start(t.Context(), "payout", "p-1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	two := engine.NewFlow[map[string]any]("payout").Version("2").
+		Node("ask", func(ctx context.Context, n *engine.Node[map[string]any]) error { return nil }).Start("ask").
+		Migrate("1", engine.Migration{}).MustBuild()
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{two}, Secret: natstest.Secret, Instance: "worker-two"})
+	out, _, err := run(t, srv.ClientURL(), "flows")
+	if err != nil || !strings.Contains(out, "worker-two (migrates)") || strings.Contains(out, "which no running worker has") {
+		t.Errorf("flows with a worker that migrates from version 1: %v\n%s", err, out)
+	}
+	if out, _, err := run(t, srv.ClientURL(), "show", "payout", "p-1"); err != nil || strings.Contains(out, "no running worker") {
+		t.Errorf("show of a run a worker migrates: %v\n%s", err, out)
 	}
 }

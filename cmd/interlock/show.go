@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/interlockhq/interlock/protocol"
@@ -24,6 +25,13 @@ func showCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return writeJSON(stdout, cp)
 	}
 	printCheckpoint(stdout, cp)
+	if cp.FlowVersion != "" && (cp.Status == protocol.StatusWaiting || cp.Status == protocol.StatusRunning) {
+		workers, err := c.Workers(ctx)
+		if err == nil && !slices.ContainsFunc(workers, func(w protocol.Worker) bool { return w.Carries(cp.Flow, cp.FlowVersion) }) {
+			fmt.Fprintf(stdout, "no running worker runs or migrates from version %s of flow %s: the run's commands wait, held for one (interlock flows; interlock runs migrate %s --from %s --to VERSION moves it)\n",
+				cp.FlowVersion, cp.Flow, cp.Flow, cp.FlowVersion)
+		}
+	}
 	return nil
 }
 
