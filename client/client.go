@@ -684,3 +684,23 @@ func (c *Client) FlowInfo(ctx context.Context, flow string) (protocol.FlowInfo, 
 	}
 	return fi, true, nil
 }
+
+// LastEvent returns the run's latest event of kind (protocol.EventCancelled,
+// ...) as the events stream holds it; an error wrapping [ErrNotFound]
+// when the stream holds none.
+func (c *Client) LastEvent(ctx context.Context, flow, run, kind string) (events.Event, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	s, err := c.js.Stream(ctx, c.names.EventStream())
+	if err != nil {
+		return events.Event{}, fmt.Errorf("client: binding %s: %w", c.names.EventStream(), err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, c.names.Event(flow, run, kind))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.Event{}, fmt.Errorf("%w: no %s event of run %s of flow %s", ErrNotFound, kind, run, flow)
+	}
+	if err != nil {
+		return events.Event{}, fmt.Errorf("client: reading the last %s event of %s.%s: %w", kind, flow, run, err)
+	}
+	return events.Decode(m.Header, m.Data)
+}

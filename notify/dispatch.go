@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/away"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/links"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/protocol"
@@ -355,14 +356,7 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if err := json.Unmarshal(ev.Data(), &c); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		what := "Cancelled"
-		if c.By != "" {
-			what += " by " + c.By
-		}
-		detail := ""
-		if c.Reason != "" {
-			detail = "Reason: " + c.Reason
-		}
+		what, detail := cancelledBy(c)
 		return d.settle(ctx, dl, c.Flow, c.Run, "", what, detail)
 	default:
 		return nil
@@ -700,10 +694,60 @@ func (d *Dispatcher) posted(ctx context.Context, n *Notice) error {
 	}
 	st := endedSettled(cp)
 	st.Flow, st.Run, st.EventID = in.Flow, in.Run, n.EventID
+	if st.Kind == protocol.EventCancelled {
+		// Who cancelled and why are in the event, not the checkpoint:
+		// read it, as the settling event would have brought it.
+		if ev, ok := d.endedEvent(ctx, in.Flow, in.Run, st.Kind); ok {
+			var c protocol.Cancelled
+			if json.Unmarshal(ev.Data(), &c) == nil {
+				st.What, st.Detail = cancelledBy(c)
+				st.Data, st.At = ev.Data(), ev.Time()
+			}
+		}
+	}
 	if err := d.settleOne(ctx, s, rec, st); err != nil {
 		return err
 	}
 	return d.sent.Forget(ctx, key)
+}
+
+// cancelledBy says who cancelled a run, and why.
+func cancelledBy(c protocol.Cancelled) (what, detail string) {
+	what = "Cancelled"
+	if c.By != "" {
+		what += " by " + c.By
+	}
+	if c.Reason != "" {
+		detail = "Reason: " + c.Reason
+	}
+	return what, detail
+}
+
+// endedEventWait bounds how long endedEvent waits for the event of a run
+// found finished: its transition publishes it just after it writes the
+// checkpoint.
+const endedEventWait = 2 * time.Second
+
+// endedEvent is the run's last event of kind, read from the events
+// stream, waiting up to endedEventWait for it to be stored.
+func (d *Dispatcher) endedEvent(ctx context.Context, flow, run, kind string) (events.Event, bool) {
+	deadline := time.Now().Add(endedEventWait)
+	for {
+		ev, err := d.cl.LastEvent(ctx, flow, run, kind)
+		if err == nil {
+			return ev, true
+		}
+		if !errors.Is(err, client.ErrNotFound) || time.Now().After(deadline) {
+			return events.Event{}, false
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return events.Event{}, false
+		case <-t.C:
+		}
+	}
 }
 
 // endedSettled is the follow-up of a run found finished, from its

@@ -832,3 +832,44 @@ func TestRunsApprovalIsPostedAndItsDecisionFollowedUp(t *testing.T) {
 		t.Errorf("the follow-up says:\n%s\nwant Approved by ann@example.com about Pay invoice 7", got)
 	}
 }
+
+// TestARunCancelledWhileItsCardIsPostedIsFollowedUpWithItsReason: the run
+// is cancelled while its card is on its way (the receiver holds the
+// post), so the dispatcher finds it finished when the post returns; the
+// follow-up still says who cancelled and why, read from the cancelled
+// event.
+func TestARunCancelledWhileItsCardIsPostedIsFollowedUpWithItsReason(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	rc := newReceiver(t, func(n int) (int, http.Header, string) {
+		if n == 1 {
+			close(held)
+			<-release
+		}
+		return 0, nil, ""
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	rg := start(t, map[string]string{"supervisor": rc.url()}, teams.Config{Transport: rc.transport()})
+	rg.startRefund(t, "r-1", refund{})
+	select {
+	case <-held:
+	case <-t.Context().Done():
+		t.Fatal("the card was never posted")
+	}
+	if _, err := rg.svc.Client("/test").Cancel(t.Context(), "refund", "r-1", "customer withdrew"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	ps := rc.waitPosts(t, 2)
+	for _, want := range []string{"Cancelled", "Reason: customer withdrew"} {
+		if !strings.Contains(ps[1].text(), want) {
+			t.Errorf("the follow-up says:\n%s\nwant %q", ps[1].text(), want)
+		}
+	}
+}
