@@ -216,6 +216,46 @@ type Dispatcher struct {
 	sent *Sent
 	f    *Follower
 	once sync.Once
+	// settling serializes the follow-ups of one key in this process: the
+	// settling event and a notice's own delivery may both come to it at
+	// once, and only one may post.
+	settling keyedMutex
+}
+
+// keyedMutex is a mutex per key, kept only while someone holds or waits
+// for it.
+type keyedMutex struct {
+	mu   sync.Mutex
+	keys map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock.
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.keys == nil {
+		k.keys = map[string]*keyedEntry{}
+	}
+	e := k.keys[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.keys[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.keys, key)
+		}
+		k.mu.Unlock()
+	}
 }
 
 // ConsumerName is the durable consumer of the channel called name.
@@ -816,6 +856,7 @@ func settledBy(v protocol.Verdict, approver string) string {
 func (d *Dispatcher) settleOne(ctx context.Context, s Settler, p postedRecord, st Settled) error {
 	flow, run := st.Flow, st.Run
 	key := Key(d.ch.Name()+"-settled", flow, run, p.RequestID, strings.ToLower(p.Address))
+	defer d.settling.lock(key)()
 	if done, err := d.sent.Done(ctx, key); err != nil || done {
 		return err
 	}
