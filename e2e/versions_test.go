@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,6 +92,21 @@ func TestARunIsCarriedOnByAWorkerOfItsVersionOnly(t *testing.T) {
 		req[run] = r.interrupt("payout", run, 1)
 	}
 	startVersion(t, srv, "v2", payoutOf("2", "ask", nil))
+	// Every worker learns of version 2 from the workers bucket, a moment
+	// after it starts.
+	probe := 0
+	natstest.Eventually(t, "five starts in a row on version 2", func() bool {
+		for range 5 {
+			probe++
+			run := fmt.Sprintf("probe-%d", probe)
+			r.start("payout", run, nil)
+			r.interrupt("payout", run, 1)
+			if cp, _ := r.checkpoint("payout", run); cp.FlowVersion != "2" {
+				return false
+			}
+		}
+		return true
+	})
 	// Side by side: every answer to a run of version 1 is version 1's.
 	r.resume("payout", "p-1", map[string]any{"requestId": req["p-1"].RequestID, "resumeToken": req["p-1"].ResumeToken, "answers": map[string]any{"iban": "DE1"}})
 	if ref := r.refusalOrNone("payout", "p-1"); ref != "" {

@@ -181,6 +181,22 @@ func rollingDeploy(t *testing.T, v1bin, v2bin, url string, urls [3]string) {
 	}
 
 	v2 := start(t, v2bin, urls[1], "payout-2")
+	// Every worker learns of version 2 from the workers bucket, a moment
+	// after it starts: from then on new runs start on it.
+	probe := 0
+	natstest.Eventually(t, "five starts in a row on version 2", func() bool {
+		for range 5 {
+			probe++
+			run := fmt.Sprintf("probe-%d", probe)
+			if _, err := c.Start(ctx, "payout", run, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if cp, err := c.Checkpoint(ctx, "payout", run); err != nil || cp.FlowVersion != "2" {
+				return false
+			}
+		}
+		return true
+	})
 	for i := runs; i < runs+5; i++ { // new runs start on version 2
 		if _, err := c.Start(ctx, "payout", run(i), map[string]json.RawMessage{"amountCents": json.RawMessage(`4850`)}, nil); err != nil {
 			t.Fatal(err)

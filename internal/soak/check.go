@@ -26,6 +26,15 @@ type tally struct {
 	resumed map[uint64]int
 }
 
+// result is what checkRun found of one run.
+type result struct{ lost, dup, stuck, audit string }
+
+func (r result) missing() bool { return strings.HasPrefix(r.lost, eventsMissingPrefix) }
+
+// eventsMissingPrefix begins the finding of a run whose events are not
+// all in the stream.
+const eventsMissingPrefix = "events missing"
+
 // check checks every run and fills rep's counts.
 func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 	tallies, err := a.readEvents(ctx)
@@ -33,7 +42,6 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		return err
 	}
 	c := a.c.WithWait(5 * time.Second)
-	type result struct{ lost, dup, stuck, audit string }
 	results := make([]result, cfg.Runs)
 	errs := make([]error, cfg.Runs)
 	next := make(chan int)
@@ -53,6 +61,29 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	// A run whose last transition's worker was killed after it wrote the
+	// checkpoint and before it published has its events published when
+	// the command is delivered again, up to the ack wait later: read the
+	// events again for such runs until then, before calling them lost.
+	deadline := time.Now().Add(3 * cfg.AckWait)
+	for again := eventsMissing(results); len(again) > 0 && time.Now().Before(deadline); again = eventsMissing(results) {
+		t := time.NewTimer(cfg.AckWait / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if tallies, err = a.readEvents(ctx); err != nil {
+			return err
+		}
+		for _, i := range again {
+			r := &results[i]
+			if r.lost, r.dup, r.stuck, r.audit, err = a.checkRun(ctx, c, i, tallies[runID(i)]); err != nil {
+				return err
+			}
+		}
 	}
 	for i, r := range results {
 		problem := ""
@@ -77,6 +108,18 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// eventsMissing are the runs whose checkpoint ended well but whose events
+// are not all in the stream yet.
+func eventsMissing(results []result) []int {
+	var out []int
+	for i, r := range results {
+		if r.missing() {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // checkRun checks run i against its tally of events. Each result says
@@ -119,7 +162,7 @@ func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally)
 		return "", strings.Join(dups, "; "), "", "", nil
 	}
 	if t.started == 0 || t.completed == 0 || len(t.resumed) != len(want.Notes) {
-		return fmt.Sprintf("events missing: %d started, %d resumed, %d completed; want 1, %d, 1", t.started, len(t.resumed), t.completed, len(want.Notes)), "", "", "", nil
+		return fmt.Sprintf(eventsMissingPrefix+": %d started, %d resumed, %d completed; want 1, %d, 1", t.started, len(t.resumed), t.completed, len(want.Notes)), "", "", "", nil
 	}
 	ar, err := retry(ctx, func() (client.AuditReport, error) { return c.VerifyAudit(ctx, booking.Name, run) })
 	if err != nil {
