@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -32,5 +33,38 @@ func TestAKeyedMutexSerializesOneKeyAndForgetsItOnceFree(t *testing.T) {
 	}
 	if len(k.keys) != 0 {
 		t.Errorf("%d keys kept once free, want none", len(k.keys))
+	}
+}
+
+// TestARunsTurnsComeInTheOrderTheyWereTaken: a run's turns start in the
+// order they were taken, each once the one before is done; another run's
+// turn does not wait; nothing is kept once every turn is done.
+func TestARunsTurnsComeInTheOrderTheyWereTaken(t *testing.T) {
+	var tu turns
+	first, second, other := tu.take("ev.refund.r-1"), tu.take("ev.refund.r-1"), tu.take("ev.refund.r-2")
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	var wg sync.WaitGroup
+	started := make(chan struct{})
+	wg.Go(func() {
+		close(started)
+		done := second()
+		note("second")
+		done()
+	})
+	<-started
+	doneOther := other() // r-2 waits on nothing
+	note("other")
+	doneOther()
+	doneFirst := first()
+	note("first")
+	doneFirst()
+	wg.Wait()
+	if got := fmt.Sprint(order); got != "[other first second]" {
+		t.Errorf("turns in the order %s, want [other first second]", got)
+	}
+	if len(tu.last) != 0 {
+		t.Errorf("%d runs kept once their turns are done, want none", len(tu.last))
 	}
 }

@@ -176,6 +176,10 @@ type Follower struct {
 	endWork context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
+	// taking orders taking an event with taking its run's turn, which
+	// runs keeps.
+	taking sync.Mutex
+	runs   turns
 }
 
 // Headers of an attempt in the retry stream, set on its schedule and
@@ -372,7 +376,23 @@ func Waiting(ctx context.Context, js jetstream.JetStream, names wire.Names, name
 func (f *Follower) follow(it jetstream.MessagesContext, retried bool) {
 	pause := time.Second
 	for {
-		msg, err := it.Next()
+		var (
+			msg  jetstream.Msg
+			err  error
+			turn func() func()
+		)
+		if retried {
+			msg, err = it.Next()
+		} else {
+			// Taken in the stream's order, a run's events are handled in
+			// it too: a request's resumed before the next interrupt.
+			f.taking.Lock()
+			msg, err = it.Next()
+			if err == nil {
+				turn = f.runs.take(runOf(msg.Subject()))
+			}
+			f.taking.Unlock()
+		}
 		switch {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed), f.work.Err() != nil:
 			return
@@ -383,7 +403,13 @@ func (f *Follower) follow(it jetstream.MessagesContext, retried bool) {
 			f.log.Warn().Err(err).Dur("retry_in", pause).Msg("notify: following events")
 		default:
 			pause = time.Second
-			f.handle(msg, retried)
+			if turn != nil {
+				done := turn()
+				f.handle(msg, retried)
+				done()
+			} else {
+				f.handle(msg, retried)
+			}
 			continue
 		}
 		select {
@@ -392,6 +418,48 @@ func (f *Follower) follow(it jetstream.MessagesContext, retried bool) {
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, maxFollowPause)
+	}
+}
+
+// runOf is the run an event's subject names (<prefix>.ev.<flow>.<run>),
+// its kind cut off.
+func runOf(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i > 0 {
+		return subject[:i]
+	}
+	return subject
+}
+
+// turns hands out, per run, turns in the order they were taken: a turn
+// starts once the run's turn before it is done. Runs' turns do not wait
+// on each other's, and a run is forgotten once its last turn is done.
+type turns struct {
+	mu   sync.Mutex
+	last map[string]chan struct{}
+}
+
+// take takes the next turn of run. Calling the result waits for the
+// turn, and returns the function that ends it.
+func (t *turns) take(run string) func() func() {
+	t.mu.Lock()
+	if t.last == nil {
+		t.last = map[string]chan struct{}{}
+	}
+	prev, mine := t.last[run], make(chan struct{})
+	t.last[run] = mine
+	t.mu.Unlock()
+	return func() func() {
+		if prev != nil {
+			<-prev
+		}
+		return func() {
+			close(mine)
+			t.mu.Lock()
+			if t.last[run] == mine {
+				delete(t.last, run)
+			}
+			t.mu.Unlock()
+		}
 	}
 }
 
