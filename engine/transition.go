@@ -167,6 +167,20 @@ func (r *Runner) transact(ctx context.Context, flow, run string, in Inbound, key
 			out.RunTraceparent = carried
 			return out, err
 		}
+		if c := cp.Cause; c != nil && in.Seq != 0 && c.Seq == in.Seq && c.Due == in.Due && c.Key != key {
+			// This very message moved the run on its way (a migration),
+			// and may have stopped before that transition was published,
+			// on this delivery or an earlier one: publish it first, so
+			// that the command's transition neither drops its outbox nor
+			// waits on the message it is itself.
+			if err := cp.loadOutbox(); err != nil {
+				return Outcome{}, err
+			}
+			if err := r.finish(ctx, cp, rev, true); err != nil {
+				return Outcome{}, err
+			}
+			cp.Cause = nil
+		}
 		if v := cp.FlowVersion; v != "" && v != f.version && !cp.Status.Finished() {
 			// A run of another version: its commands are for workers of
 			// that version, unless this flow migrates it.

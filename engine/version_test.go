@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
+	"github.com/interlockhq/interlock/protocol"
 )
 
 // versioned is a three-node flow; change changes one part of its
@@ -163,6 +166,109 @@ func TestAMigrationMustLeadToANodeAndNotFromItsOwnVersion(t *testing.T) {
 			Migrate(c.from, engine.Migration{Nodes: map[string]string{"ask": c.to}}).Build()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("migration from %q to %q: %v, want %q", c.from, c.to, err, c.want)
+		}
+	}
+}
+
+// failingOnce fails the first publish of an audit record of one action,
+// as a worker that stops between committing a transition and publishing
+// it would.
+type failingOnce struct {
+	*enginetest.Publisher
+	mu     sync.Mutex
+	action string
+}
+
+func (p *failingOnce) Publish(ctx context.Context, msgs []engine.Message, recheck bool) error {
+	p.mu.Lock()
+	for _, m := range msgs {
+		if m.Stream == engine.AuditStream && m.Kind == p.action {
+			p.action = ""
+			p.mu.Unlock()
+			return errors.New("worker stopped before publishing")
+		}
+	}
+	p.mu.Unlock()
+	return p.Publisher.Publish(ctx, msgs, recheck)
+}
+
+// votingFlow is a flow of version v waiting on a vote of two, moved from
+// version 1 by m.
+func votingFlow(v string, m *engine.Migration) *engine.Flow {
+	b := engine.NewFlow[map[string]any]("vote").Version(v).
+		Node("review", func(ctx context.Context, n *engine.Node[map[string]any]) error {
+			d, err := n.Approve(ctx, engine.Approval{Action: "send", ApproverRole: "legal", Quorum: &protocol.Quorum{Required: 2}})
+			if err != nil {
+				return err
+			}
+			return n.Update(engine.Update{"verdict": string(d.Verdict), "by": v})
+		}).Start("review")
+	if m != nil {
+		b.Migrate("1", *m)
+	}
+	return b.MustBuild()
+}
+
+// TestAMigrationIsPublishedBeforeTheVoteThatBroughtIt: a vote for a run
+// of version 1 reaches a worker of version 2, which migrates the run and
+// stops before the migration is published. Delivered again (the same
+// message, still unacknowledged), the vote publishes the migration first,
+// then counts, instead of dropping the migration's audit record or
+// waiting for itself for ever; the run's audit chain has no gap.
+func TestAMigrationIsPublishedBeforeTheVoteThatBroughtIt(t *testing.T) {
+	ctx := t.Context()
+	store, pub := enginetest.NewStore(), &failingOnce{Publisher: enginetest.NewPublisher(), action: protocol.ActionMigrated}
+	queue := &unackedQueue{set: map[uint64]bool{}}
+	secret := []byte("version-test-secret-version-test-secret-01")
+	runner := func(f *engine.Flow) *engine.Runner {
+		r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{f}, Store: store, Publisher: pub, Queue: queue, Secret: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	v1 := runner(votingFlow("1", nil))
+	if _, err := v1.Start(ctx, engine.Start{Flow: "vote", Run: "r-1", Inbound: engine.Inbound{EventID: "s", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var in *protocol.Interrupted
+	for _, m := range pub.Messages("r-1") {
+		if i, ok := m.Data.(*protocol.Interrupted); ok {
+			in = i
+		}
+	}
+	v2 := runner(votingFlow("2", &engine.Migration{}))
+	vote := func(who string, seq uint64) (engine.Outcome, error) {
+		queue.mu.Lock()
+		queue.set[seq] = true // the message is in flight until acknowledged
+		queue.mu.Unlock()
+		return v2.Resume(ctx, engine.Resume{Flow: "vote", Run: "r-1", Token: in.ResumeToken, RequestID: in.RequestID,
+			Decision: "approve", Approver: who, Roles: []string{"legal"}, RolesKnown: true,
+			Inbound: engine.Inbound{EventID: "vote-" + who, Seq: seq}})
+	}
+	if _, err := vote("ana", 2); err == nil {
+		t.Fatal("the migration's publishing failed, yet the vote reported success")
+	}
+	out, err := vote("ana", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.RetryAfter != 0 || out.Refused != nil {
+		t.Fatalf("the vote delivered again: %+v; want it counted", out)
+	}
+	var actions []string
+	var seqs []uint64
+	for _, m := range pub.Messages("r-1") {
+		if rec, ok := m.Data.(*protocol.AuditRecord); ok && m.Stream == engine.AuditStream {
+			actions, seqs = append(actions, rec.Action), append(seqs, rec.Seq)
+		}
+	}
+	if got := strings.Join(actions, " "); got != "started migrated voted" {
+		t.Fatalf("audit actions %q, want started migrated voted", got)
+	}
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("audit record seqs %v: a gap", seqs)
 		}
 	}
 }
