@@ -502,6 +502,12 @@ func (s *Server) authenticated(rt route) http.Handler {
 	})
 }
 
+// Authenticate says who sent r, as the API's routes authenticate their
+// callers (a bearer token of the directory of people, or the local user
+// on a loopback listener without one), and false for a request of no one
+// known. A handler mounted with [Server.Handle] calls it.
+func (s *Server) Authenticate(r *http.Request) (Caller, bool) { return s.caller(r) }
+
 // caller authenticates a request.
 func (s *Server) caller(r *http.Request) (Caller, bool) {
 	d := s.cfg.directory(&s.log)

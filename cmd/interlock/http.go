@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/a2aserver"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/people"
@@ -89,11 +90,17 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 		return "", err
 	}
 	in.Register(api)
+	agent, err := a2aserver.New(svc, a2aserver.Config{PublicURL: api.PublicURL, Logger: cfg.Logger})
+	if err != nil {
+		return "", err
+	}
+	agent.Register(api)
 	if err := svc.Attach(ctx, api); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(stdout, "HTTP API on http://%s (%s).\n", api.Addr(), tryHTTP(cfg, api.Addr()))
 	fmt.Fprintf(stdout, "Inbox on http://%s/ (open it in a browser).\n", api.Addr())
+	fmt.Fprintf(stdout, "A2A agent on http://%s%s (its card: %s).\n", api.Addr(), a2aserver.Path, a2aserver.CardPath)
 	return api.PublicURL(), nil
 }
 
