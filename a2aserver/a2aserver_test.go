@@ -105,7 +105,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // agent is an A2A client of the official Go SDK, acting as who, made
 // from the Agent Card it resolves at base.
 func (s *site) agent(base, who string) *a2aclient.Client {
-	t := s.t
+	s.t.Helper()
+	return s.agentIn(s.t, base, who)
+}
+
+// agentIn is agent, for test t.
+func (s *site) agentIn(t *testing.T, base, who string) *a2aclient.Client {
 	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -240,6 +240,8 @@ func Cases() []Case {
 		{Name: "one with no role does not cancel an approval waiting on others", Who: Ray, Action: authority.Cancel, Run: Refund, Want: protocol.CodeForbidden},
 		{Name: "another agent does not cancel", Who: AgentB, Action: authority.Cancel, Run: Refund, Want: protocol.CodeForbidden},
 		{Name: "an operator's cancel role cancels", Who: Ops, Action: authority.Cancel, Run: Refund},
+		{Name: "the agent cancels its own ask", Who: AgentA, Action: authority.Cancel, Run: Ask},
+		{Name: "another agent does not cancel an ask", Who: AgentB, Action: authority.Cancel, Run: Ask, Want: protocol.CodeForbidden},
 		{Name: "a supervisor mints a callback URL", Who: Ann, Action: authority.MintLink, Run: Refund},
 		{Name: "one who may not decide mints no callback URL", Who: Ray, Action: authority.MintLink, Run: Refund, Want: protocol.CodeForbidden},
 		{Name: "another agent mints no callback URL for an agent's ask", Who: AgentB, Action: authority.MintLink, Run: Ask, Want: protocol.CodeForbidden},

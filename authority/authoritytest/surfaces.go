@@ -29,6 +29,7 @@ const (
 	SurfaceSlack     = "Slack"
 	SurfaceMCP       = "MCP server"
 	SurfaceGateway   = "MCP gateway"
+	SurfaceA2A       = "A2A agent"
 )
 
 // Surfaces are every door the table runs through. Mail and Teams carry
@@ -134,6 +135,19 @@ func Surfaces() []Surface {
 				return "the gateway is an agent's door; people read and cancel through the HTTP API, the inbox or Slack"
 			case RunNamed(c.Run).Flow != protocol.GateFlow:
 				return "the gateway reads and cancels the tool calls made through it, as tasks; an ask is made elsewhere"
+			}
+			return ""
+		}},
+		{Name: SurfaceA2A, Test: "TestTheA2AAgentAnswersTheConformanceTable", Package: "a2aserver", Skip: func(c Case) string {
+			switch {
+			case c.Action == authority.Consume:
+				return "an approval is taken by the agent that runs the call, over NATS or the HTTP API"
+			case c.Who == NATSSender:
+				return "the A2A agent's callers hold tokens; a NATS sender is the NATS workers' caller"
+			case c.Action == authority.Decide || c.Action == authority.Claim || c.Action == authority.Delegate || c.Action == authority.MintLink:
+				return "the A2A agent asks people and reads its tasks; people decide, claim and delegate through the inbox, the HTTP API or Slack"
+			case RunNamed(c.Run).Flow != protocol.AskFlow:
+				return "the A2A agent's tasks are asks; a tool call is made through the gate"
 			}
 			return ""
 		}},
