@@ -6,9 +6,10 @@
 //   node a2a.js send "May I close ticket 12?"                   the task, at once
 //   node a2a.js get <task id>                                   the task as it stands
 //
-// INTERLOCK_HTTP is Interlock's HTTP API (default http://127.0.0.1:8080),
-// where its Agent Card is; INTERLOCK_TOKEN, if set, is sent as the bearer
-// token (a token of the directory of people). Each step is a JSON line.
+// INTERLOCK_URL is Interlock's HTTP API, where its Agent Card is (an
+// http:// or https:// URL; default http://127.0.0.1:8080, as A2A speaks
+// HTTP, not NATS); INTERLOCK_TOKEN, if set, is sent as the bearer token (a
+// token of the directory of people). Each step is a JSON line.
 import { randomUUID } from "node:crypto";
 import {
   ClientFactory,
@@ -17,7 +18,8 @@ import {
   JsonRpcTransportFactory,
 } from "@a2a-js/sdk/client";
 
-const base = process.env.INTERLOCK_HTTP ?? "http://127.0.0.1:8080";
+const url = process.env.INTERLOCK_URL ?? "";
+const base = /^https?:\/\//.test(url) ? url : "http://127.0.0.1:8080";
 const token = process.env.INTERLOCK_TOKEN;
 
 // authFetch sends the token with every request, the card's included.

@@ -351,7 +351,7 @@ func requireNode(t *testing.T) string {
 		tooltest.Missing(t, what, how)
 	}
 	node := tooltest.Node(t, minNode, how)
-	for _, dep := range []string{"@interlockhq/client", "ai", "@openai/agents", "@langchain/langgraph"} {
+	for _, dep := range []string{"@interlockhq/client", "ai", "@openai/agents", "@langchain/langgraph", "@a2a-js/sdk"} {
 		if _, err := os.Stat(filepath.Join("node_modules", dep)); err != nil {
 			missing("examples/node/node_modules/" + dep + " is missing")
 		}
@@ -403,13 +403,13 @@ type proc struct {
 	err    error // cmd.Wait's, once done is closed
 }
 
-// start runs script with env in the example's folder. It is killed, and
-// waited for, at cleanup if it is still running then.
-func start(t *testing.T, node, script string, env []string) *proc {
+// start runs script, with args, with env in the example's folder. It is
+// killed, and waited for, at cleanup if it is still running then.
+func start(t *testing.T, node, script string, env []string, args ...string) *proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), scriptWait)
 	p := &proc{name: script, out: make(chan string, 1024), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, node, script)
+	p.cmd = exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	p.cmd.Env = env
 	p.cmd.Stderr = &p.stderr
 	pr, pw := io.Pipe()
