@@ -1,21 +1,28 @@
 package a2aserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/egress"
+	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
 )
 
 const (
@@ -46,6 +53,13 @@ type Port interface {
 	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
 	// Authority decides what a caller may do.
 	Authority() *authority.Authority
+	// JetStream and Names are where the push-notification
+	// configurations are kept and the settled asks followed.
+	JetStream() jetstream.JetStream
+	Names() wire.Names
+	// Egress is the deployment's outbound policy, which push
+	// notifications obey.
+	Egress() egress.Policy
 }
 
 // Mux is where the server mounts its two paths: the HTTP API's server
@@ -63,15 +77,28 @@ type Config struct {
 	// Wait bounds how long a blocking message/send waits for the
 	// answer. Defaults to DefaultWait.
 	Wait time.Duration
+	// Egress says where push notifications may connect (see package
+	// egress). The zero Policy takes the port's, whose default refuses
+	// loopback, private and link-local addresses unless allowed.
+	Egress egress.Policy
 	// Logger logs what goes wrong. Optional.
 	Logger *zerolog.Logger
 }
 
-// Server is Interlock's A2A agent.
+// Server is Interlock's A2A agent. It is a Background of the service
+// (interlock.Service.Attach): started, it sends the push notifications.
 type Server struct {
-	port Port
-	cfg  Config
-	log  zerolog.Logger
+	port   Port
+	cfg    Config
+	log    zerolog.Logger
+	egress egress.Policy
+	// push POSTs the push notifications, through the outbound policy.
+	push *http.Client
+
+	mu       sync.Mutex
+	pushes   jetstream.KeyValue
+	sent     *notify.Sent
+	follower *notify.Follower
 }
 
 // New returns the A2A agent of port.
@@ -85,10 +112,18 @@ func New(port Port, cfg Config) (*Server, error) {
 	if cfg.Wait <= 0 {
 		cfg.Wait = DefaultWait
 	}
-	s := &Server{port: port, cfg: cfg, log: zerolog.Nop()}
+	s := &Server{port: port, cfg: cfg, log: zerolog.Nop(), egress: cfg.Egress}
 	if cfg.Logger != nil {
 		s.log = *cfg.Logger
 	}
+	if s.egress.IsZero() {
+		s.egress = port.Egress()
+	}
+	if err := s.egress.Validate(); err != nil {
+		return nil, fmt.Errorf("a2aserver: Config.Egress: %w", err)
+	}
+	s.push = &http.Client{Transport: s.egress.Transport(), Timeout: pushTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
 }
 
@@ -111,9 +146,48 @@ func (s *Server) Register(m Mux) {
 			writeError(w, http.StatusUnsupportedMediaType, -32600, "invalid request", fmt.Sprintf("Content-Type is %q; A2A's JSON-RPC takes application/json", ct))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, -32600, "invalid request", fmt.Sprintf("the body could not be read whole (at most %d bytes): %v", maxBody, err))
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		if s.deleted(w, r, body) {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rpc.ServeHTTP(w, r)
 	}))
+}
+
+// deleted answers tasks/pushNotificationConfig/delete, whose result is
+// null: the SDK's handler writes no response at all for it, which its
+// own client takes for a broken one.
+func (s *Server) deleted(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	var req struct {
+		JSONRPC string                          `json:"jsonrpc"`
+		ID      any                             `json:"id"`
+		Method  string                          `json:"method"`
+		Params  *a2a.DeleteTaskPushConfigParams `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || req.Method != "tasks/pushNotificationConfig/delete" {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	res := map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": nil}
+	if err := (handler{s}).OnDeleteTaskPushConfig(r.Context(), req.Params); err != nil {
+		code, message := -32602, "invalid params"
+		switch {
+		case errors.Is(err, a2a.ErrTaskNotFound):
+			code, message = -32001, "task not found"
+		case errors.Is(err, a2a.ErrInternalError):
+			code, message = -32603, "internal error"
+		}
+		delete(res, "result")
+		res["error"] = map[string]any{"code": code, "message": message, "data": map[string]string{"error": err.Error()}}
+	}
+	_ = json.NewEncoder(w).Encode(res)
+	return true
 }
 
 // writeError answers a request the JSON-RPC handler never sees.
@@ -138,7 +212,7 @@ func (s *Server) Card() *a2a.AgentCard {
 		// A2A's protocol version, which the SDKs compare.
 		ProtocolVersion:    ProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: true},
 		DefaultInputModes:  modes,
 		DefaultOutputModes: []string{"application/json", "text/plain"},
 		SecuritySchemes: a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/a2aserver"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -31,7 +33,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // site is a deployment: a NATS server, and processes of Interlock, each
 // serving the HTTP API with the A2A agent on it.
 type site struct {
-	t      *testing.T
+	t *testing.T
+	// allow is what push notifications may reach beyond the default
+	// outbound policy.
+	allow  []string
 	srv    *bus.Server
 	auth   *httpapi.AuthFile
 	live   *people.Live
@@ -79,11 +84,14 @@ func (s *site) process(instance string) (*interlock.Service, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := a2aserver.New(svc, a2aserver.Config{PublicURL: api.PublicURL, Wait: 5 * time.Second})
+	agent, err := a2aserver.New(svc, a2aserver.Config{PublicURL: api.PublicURL, Wait: 5 * time.Second, Egress: egress.Policy{Allow: s.allow}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	agent.Register(api)
+	if err := svc.Attach(t.Context(), agent); err != nil {
+		t.Fatal(err)
+	}
 	if err := svc.Attach(t.Context(), api); err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +438,8 @@ func TestTheEndpointRefusesWhatItCannotTakeSayingWhy(t *testing.T) {
 		{"two data parts", `{"message":{"role":"user","messageId":"m3","parts":[{"kind":"data","data":{"kind":"question"}},{"kind":"data","data":{}}]}}`, "second data part"},
 		{"an unknown kind", `{"message":{"role":"user","messageId":"m4","parts":[{"kind":"data","data":{"kind":"poll"}}]}}`, "poll"},
 		{"a task id", `{"message":{"role":"user","messageId":"m5","taskId":"a2a-x","parts":[{"kind":"text","text":"more"}]}}`, "take one message each"},
-		{"push", `{"configuration":{"pushNotificationConfig":{"url":"http://10.0.0.1/hook"}},"message":{"role":"user","messageId":"m6","parts":[{"kind":"text","text":"hi"}]}}`, "no push notifications"},
+		{"a push to a private address", `{"configuration":{"pushNotificationConfig":{"url":"http://10.0.0.1/hook"}},"message":{"role":"user","messageId":"m6","parts":[{"kind":"text","text":"hi"}]}}`, "a private address"},
+		{"a push URL of another scheme", `{"configuration":{"pushNotificationConfig":{"url":"file:///etc/passwd"}},"message":{"role":"user","messageId":"m7","parts":[{"kind":"text","text":"hi"}]}}`, "absolute http or https URL"},
 	} {
 		body := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":` + c.params + `}`
 		code, out := s.api(base, "bot", "POST", a2aserver.Path, body)
@@ -453,4 +462,91 @@ func TestTheEndpointRefusesWhatItCannotTakeSayingWhy(t *testing.T) {
 		t.Errorf("refused messages asked people something: %s", body)
 	}
 	_ = fmt.Sprint
+}
+
+// pushed is a push notification a receiver got.
+type pushed struct {
+	token, auth string
+	task        a2a.Task
+}
+
+// receiver is a client's push-notification receiver on loopback.
+func receiver(t *testing.T) (string, <-chan pushed) {
+	t.Helper()
+	got := make(chan pushed, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := pushed{token: r.Header.Get(a2aserver.HeaderToken), auth: r.Header.Get("Authorization")}
+		if err := json.NewDecoder(r.Body).Decode(&p.task); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got <- p
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, got
+}
+
+// TestASettledTaskIsPushedToTheReceiverItsClientSet: a client sets a
+// push-notification configuration with its message, and another with
+// tasks/pushNotificationConfig/set; it lists, reads and deletes them.
+// Once a person answers, Interlock POSTs the task, completed with its
+// answer, to the receiver of each configuration left, with its token and
+// credentials. Another agent sees none of the configurations (their
+// tokens are the client's).
+func TestASettledTaskIsPushedToTheReceiverItsClientSet(t *testing.T) {
+	s := startSite(t)
+	s.allow = []string{"127.0.0.1"}
+	_, base := s.process("one")
+	url, got := receiver(t)
+	bot := s.agent(base, "bot")
+	cfg := noWait()
+	cfg.PushConfig = &a2a.PushConfig{ID: "first", URL: url, Token: "tok-first"}
+	task := send(t, bot, cfg, a2a.TextPart{Text: "Refund order 7?"})
+
+	ctx := t.Context()
+	for _, c := range []a2a.PushConfig{
+		{ID: "second", URL: url, Token: "tok-second", Auth: &a2a.PushAuthInfo{Schemes: []string{"Bearer"}, Credentials: "cred-second"}},
+		{ID: "third", URL: url, Token: "tok-third"},
+	} {
+		if _, err := bot.SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: task.ID, Config: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bot.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigParams{TaskID: task.ID, ConfigID: "third"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := bot.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("the configurations listed: %v, %v; want first and second", list, err)
+	}
+	if c, err := bot.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: "second"}); err != nil || c.Config.Token != "tok-second" {
+		t.Fatalf("reading configuration second: %+v, %v", c, err)
+	}
+	if list, err := s.agent(base, "eve").ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(list) != 0 {
+		t.Fatalf("eve listing bot's configurations: %v, %v; want none", list, err)
+	}
+
+	s.answer(base, "ann", task.ID, `{"answers":{"answer":"yes"}}`)
+	seen := map[string]pushed{}
+	for len(seen) < 2 {
+		select {
+		case p := <-got:
+			if _, twice := seen[p.token]; twice {
+				t.Fatalf("configuration %s notified twice", p.token)
+			}
+			seen[p.token] = p
+		case <-time.After(natstest.Wait):
+			t.Fatalf("the receiver got %d notifications, want 2", len(seen))
+		}
+	}
+	first, second := seen["tok-first"], seen["tok-second"]
+	if first.task.ID != task.ID || first.task.Status.State != a2a.TaskStateCompleted || answerData(t, &first.task)["answers"] == nil {
+		t.Fatalf("the notification of first: %+v", first.task)
+	}
+	if second.auth != "Bearer cred-second" || first.auth != "" {
+		t.Fatalf("credentials sent: first %q, second %q", first.auth, second.auth)
+	}
+	if _, ok := seen["tok-third"]; ok {
+		t.Fatal("a deleted configuration was notified")
+	}
 }

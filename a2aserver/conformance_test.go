@@ -41,6 +41,9 @@ func TestTheA2AAgentAnswersTheConformanceTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent.Register(api)
+	if err := svc.Attach(t.Context(), agent); err != nil {
+		t.Fatal(err)
+	}
 	if err := svc.Attach(t.Context(), api); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	agent.Register(api)
+	// Started with the service, it sends the push notifications.
+	if err := svc.Attach(ctx, agent); err != nil {
+		log.Fatal(err)
+	}
 	if err := svc.Attach(ctx, api); err != nil {
 		log.Fatal(err)
 	}

@@ -68,12 +68,15 @@ func (h handler) ask(ctx context.Context, p *a2a.MessageSendParams) (authority.C
 	if p == nil {
 		return c, nil, protocol.AskRequest{}, fmt.Errorf("%w: params are missing", a2a.ErrInvalidParams)
 	}
-	if p.Config != nil && p.Config.PushConfig != nil {
-		return c, nil, protocol.AskRequest{}, fmt.Errorf("%w: this agent sends no push notifications yet; follow the task with message/stream or tasks/resubscribe, or read it with tasks/get", a2a.ErrPushNotificationNotSupported)
-	}
 	req, err := askOf(c, p.Message)
 	if err != nil {
 		return c, nil, req, err
+	}
+	if p.Config != nil && p.Config.PushConfig != nil {
+		// Kept before the ask is sent: its answer finds it.
+		if _, err := h.s.setPush(ctx, c, a2a.TaskID(req.AskID), *p.Config.PushConfig); err != nil {
+			return c, nil, req, err
+		}
 	}
 	cl, err := h.s.client(c, h.s.cfg.Wait)
 	return c, cl, req, err
@@ -219,33 +222,75 @@ func (s *Server) failed(c authority.Caller, doing string, err error) error {
 	return fmt.Errorf("%w: %s failed; the server's log says why", a2a.ErrInternalError, doing)
 }
 
-// OnGetTaskPushConfig answers that this agent sends no push
-// notifications.
-func (handler) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	return nil, errNoPush
+// OnGetTaskPushConfig returns a push-notification configuration the
+// caller set on a task: the one named, or its first.
+func (h handler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: params are missing: send {\"id\": \"<task id>\"}", a2a.ErrInvalidParams)
+	}
+	c, _, err := h.task(ctx, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	list, err := h.s.pushesOf(ctx, c, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	for _, tc := range list {
+		if p.ConfigID == "" || tc.Config.ID == p.ConfigID {
+			return tc, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: task %s has no push configuration %q of yours", a2a.ErrInvalidParams, p.TaskID, p.ConfigID)
 }
 
-// OnListTaskPushConfig answers that this agent sends no push
-// notifications.
-func (handler) OnListTaskPushConfig(context.Context, *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	return nil, errNoPush
+// OnListTaskPushConfig lists the push-notification configurations the
+// caller set on a task.
+func (h handler) OnListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: params are missing: send {\"id\": \"<task id>\"}", a2a.ErrInvalidParams)
+	}
+	c, _, err := h.task(ctx, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.pushesOf(ctx, c, p.TaskID)
 }
 
-// OnSetTaskPushConfig answers that this agent sends no push
-// notifications.
-func (handler) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	return nil, errNoPush
+// OnSetTaskPushConfig keeps a push-notification configuration of a task
+// the caller may read: once the task settles, Interlock POSTs it to the
+// configuration's URL, through the outbound policy.
+func (h handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: params are missing: send {\"taskId\": \"<task id>\", \"pushNotificationConfig\": {\"url\": \"https://...\"}}", a2a.ErrInvalidParams)
+	}
+	c, _, err := h.task(ctx, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.setPush(ctx, c, p.TaskID, p.Config)
 }
 
-// OnDeleteTaskPushConfig answers that this agent sends no push
-// notifications.
-func (handler) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
-	return errNoPush
+// OnDeleteTaskPushConfig deletes a push-notification configuration the
+// caller set on a task.
+func (h handler) OnDeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
+	if p == nil {
+		return fmt.Errorf("%w: params are missing: send {\"id\": \"<task id>\", \"pushNotificationConfigId\": \"<id>\"}", a2a.ErrInvalidParams)
+	}
+	if _, err := h.OnGetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: p.TaskID, ConfigID: p.ConfigID}); err != nil || p.ConfigID == "" {
+		if err == nil {
+			err = fmt.Errorf("%w: name the configuration to delete (pushNotificationConfigId)", a2a.ErrInvalidParams)
+		}
+		return err
+	}
+	kv, err := h.s.bucket()
+	if err != nil {
+		return err
+	}
+	return kv.Delete(ctx, string(p.TaskID)+"."+p.ConfigID)
 }
 
 // OnGetExtendedAgentCard answers that the public card is the whole card.
 func (handler) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
 	return nil, fmt.Errorf("%w: the public Agent Card (%s) is the whole card", a2a.ErrAuthenticatedExtendedCardNotConfigured, CardPath)
 }
-
-var errNoPush = fmt.Errorf("%w: this agent sends no push notifications yet; follow a task with message/stream or tasks/resubscribe, or read it with tasks/get", a2a.ErrPushNotificationNotSupported)

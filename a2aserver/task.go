@@ -15,6 +15,9 @@ import (
 	"github.com/interlockhq/interlock/protocol"
 )
 
+// taskPrefix begins the id of every task, and of its ask.
+const taskPrefix = "a2a-"
+
 // ArtifactID names the artifact that holds a task's answer.
 const ArtifactID a2a.ArtifactID = "answer"
 
@@ -23,7 +26,7 @@ const ArtifactID a2a.ArtifactID = "answer"
 // another's.
 func taskID(caller, messageID string) string {
 	h := sha256.Sum256([]byte(caller + "\x00" + messageID))
-	return "a2a-" + hex.EncodeToString(h[:16])
+	return taskPrefix + hex.EncodeToString(h[:16])
 }
 
 // origin is what an ask made of a message keeps of it, echoed in every

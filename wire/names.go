@@ -143,6 +143,12 @@ func (n Names) LinksBucket() string { return n.Prefix + "_links" }
 // Teams) made, so that none is made twice.
 func (n Names) SentBucket() string { return n.Prefix + "_sent" }
 
+// A2APushBucket holds the push-notification configurations A2A clients
+// set on their tasks (the URL Interlock POSTs the task to once it
+// settles, and the client's token for it): the workers' only, never a
+// client's to read.
+func (n Names) A2APushBucket() string { return n.Prefix + "_a2a_push" }
+
 // WebhookDeliveriesBucket records each outbound webhook delivery: its
 // status, attempts and last error.
 func (n Names) WebhookDeliveriesBucket() string { return n.Prefix + "_webhook_deliveries" }

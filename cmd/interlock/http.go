@@ -95,6 +95,13 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 		return "", err
 	}
 	agent.Register(api)
+	// Started whole even when a stop comes meanwhile, as the other
+	// followers of the events are: the stop then stops it.
+	start, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	defer cancel()
+	if err := svc.Attach(start, agent); err != nil {
+		return "", err
+	}
 	if err := svc.Attach(ctx, api); err != nil {
 		return "", err
 	}

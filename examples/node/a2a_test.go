@@ -41,6 +41,9 @@ func serveA2A(t *testing.T, srv *bus.Server, instance string) (*interlock.Servic
 		t.Fatal(err)
 	}
 	agent.Register(api)
+	if err := svc.Attach(t.Context(), agent); err != nil {
+		t.Fatal(err)
+	}
 	if err := svc.Attach(t.Context(), api); err != nil {
 		t.Fatal(err)
 	}
