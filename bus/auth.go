@@ -242,7 +242,7 @@ func workersPermissions(n wire.Names) *server.Permissions {
 			Allow: []string{n.Prefix + ".>", "$KV." + n.RunsBucket() + ".>", "$KV." + n.PendingBucket() + ".>",
 				"$KV." + n.KeysBucket() + ".>", "$KV." + n.ConfigBucket() + ".>", "$KV." + n.LinksBucket() + ".>",
 				"$KV." + n.SentBucket() + ".>", "$KV." + n.WebhookDeliveriesBucket() + ".>", "$KV." + n.WorkersBucket() + ".>",
-				"$KV." + n.A2APushBucket() + ".>",
+				"$KV." + n.A2APushBucket() + ".>", "$KV." + n.A2AFollowBucket() + ".>",
 				"$JS.API.>", "$JS.ACK.>", "$JS.FC.>"},
 			// The stored events are the server's to publish.
 			Deny: []string{"$JS.API.STREAM.DELETE.>", n.StoredEvents()},

@@ -149,6 +149,10 @@ func (n Names) SentBucket() string { return n.Prefix + "_sent" }
 // client's to read.
 func (n Names) A2APushBucket() string { return n.Prefix + "_a2a_push" }
 
+// A2AFollowBucket holds the tasks of remote A2A agents Interlock
+// follows, to ask people the agents' questions.
+func (n Names) A2AFollowBucket() string { return n.Prefix + "_a2a_follow" }
+
 // WebhookDeliveriesBucket records each outbound webhook delivery: its
 // status, attempts and last error.
 func (n Names) WebhookDeliveriesBucket() string { return n.Prefix + "_webhook_deliveries" }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/a2aremote"
 	"github.com/interlockhq/interlock/a2aserver"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
@@ -26,6 +28,7 @@ type httpFlags struct {
 	addr      *string
 	authFile  *string
 	publicURL *string
+	a2aAgents *string
 }
 
 func addHTTPFlags(fs *flag.FlagSet) httpFlags {
@@ -33,6 +36,7 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 		addr:      fs.String("http", envOr("INTERLOCK_HTTP", httpapi.DefaultAddr), "`host:port` of the HTTP API (\"\" turns it off); beyond loopback it needs the directory of people (--people)"),
 		authFile:  fs.String("auth-file", envOr("INTERLOCK_AUTH_FILE", ""), "the older YAML `file` of the HTTP API's callers, read into the directory of people (interlock people import moves it; use --people)"),
 		publicURL: fs.String("public-url", envOr("INTERLOCK_PUBLIC_URL", ""), "the `URL` people and systems reach the HTTP API at (https://interlock.example.com), which decision links in mails and callback URLs begin with; defaults to http:// and the --http address"),
+		a2aAgents: fs.String("a2a-agents", envOr("INTERLOCK_A2A_AGENTS", ""), "YAML `file` of remote A2A agents whose tasks Interlock follows (POST /a2a/follow) to ask people their questions (see docs/a2a.md); each agent's token comes from the environment variable the file names"),
 	}
 }
 
@@ -55,7 +59,20 @@ func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cf
 		if *f.publicURL != "" {
 			return cfg, false, usagef("--public-url is the HTTP API's, which --http \"\" turns off")
 		}
+		if *f.a2aAgents != "" {
+			return cfg, false, usagef("--a2a-agents is followed on the HTTP API (POST /a2a/follow), which --http \"\" turns off")
+		}
 		return cfg, false, nil
+	}
+	if *f.a2aAgents != "" {
+		// Read now, so that a wrong file stops serve before anything starts.
+		b, err := os.ReadFile(*f.a2aAgents)
+		if err != nil {
+			return cfg, false, usagef("--a2a-agents: %v", err)
+		}
+		if _, err := a2aremote.Parse(b, *f.a2aAgents, os.Getenv); err != nil {
+			return cfg, false, usagef("--a2a-agents: %v", err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(*f.addr); err != nil {
 		return cfg, false, usagef("--http %q: %v; use host:port such as %s, or \"\" to turn the API off", *f.addr, err, httpapi.DefaultAddr)
@@ -79,7 +96,7 @@ func (f httpFlags) config(log *zerolog.Logger, dir func() *people.Directory) (cf
 
 // startHTTP starts the HTTP API on svc, stopped with it, says where, and
 // returns its public URL, where links to it begin.
-func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, push func() *webpush.Devices, stdout io.Writer) (string, error) {
+func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, agents string, push func() *webpush.Devices, stdout io.Writer) (string, error) {
 	cfg.Links, cfg.Uses = svc.Links(), svc.LinkUses()
 	api, err := httpapi.New(svc, cfg)
 	if err != nil {
@@ -101,6 +118,13 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 	defer cancel()
 	if err := svc.Attach(start, agent); err != nil {
 		return "", err
+	}
+	if agents != "" {
+		remote, err := startRemote(start, svc, agents, cfg.Logger)
+		if err != nil {
+			return "", err
+		}
+		remote.Register(api)
 	}
 	if err := svc.Attach(ctx, api); err != nil {
 		return "", err
@@ -232,3 +256,21 @@ type stripped struct {
 
 func (s stripped) Error() string { return s.msg }
 func (s stripped) Unwrap() error { return s.err }
+
+// startRemote reads the file of remote A2A agents and starts following
+// their tasks.
+func startRemote(ctx context.Context, svc *interlock.Service, file string, log *zerolog.Logger) (*a2aremote.Remote, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usagef("--a2a-agents: %v", err)
+	}
+	agents, err := a2aremote.Parse(b, file, os.Getenv)
+	if err != nil {
+		return nil, usagef("--a2a-agents: %v", err)
+	}
+	r, err := a2aremote.New(svc, a2aremote.Config{Agents: agents, Logger: log})
+	if err != nil {
+		return nil, usagef("--a2a-agents: %v", err)
+	}
+	return r, svc.Attach(ctx, r)
+}

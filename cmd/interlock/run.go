@@ -462,6 +462,7 @@ func envHelp(cmd string) string {
   INTERLOCK_PEOPLE          default of --people
   INTERLOCK_SLACK_CONFIG    default of --slack-config
   INTERLOCK_WEBHOOKS        default of --webhooks
+  INTERLOCK_A2A_AGENTS      default of --a2a-agents: remote A2A agents whose questions people answer
   INTERLOCK_ASK_CALLBACK_SECRET  no longer used: asks' callbacks carry a receipt (serve warns when set)
   INTERLOCK_EGRESS_ALLOW    default of --egress-allow: internal destinations the outbound calls may reach
   INTERLOCK_READ_ROLES      default of --read-role: roles that read every ask and tool call

@@ -279,7 +279,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if apiOn {
-		public, err := startHTTP(ctx, svc, api, push.devices, stdout)
+		public, err := startHTTP(ctx, svc, api, *httpf.a2aAgents, push.devices, stdout)
 		if err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return err

@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ type Cluster struct {
 	Nodes []*bus.Server // nil while a node is stopped
 	dirs  []string
 	ports []int // of the route listeners
+	// started marks the nodes that ran once: a restart keeps its port.
+	started []bool
 }
 
 // StartCluster starts an n-node cluster and waits until its JetStream meta
@@ -35,7 +38,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // starting a node: Start starts them, in any order.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Nodes: make([]*bus.Server, n), dirs: make([]string, n), ports: make([]int, n)}
+	c := &Cluster{t: t, Nodes: make([]*bus.Server, n), dirs: make([]string, n), ports: make([]int, n), started: make([]bool, n)}
 	for i := range n {
 		c.dirs[i] = t.TempDir()
 		c.ports[i] = freePort(t)
@@ -50,9 +53,21 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// freePort returns a loopback port free a moment ago.
+// freePort returns a loopback port free a moment ago, taken at random
+// below the range the system hands out for listeners on port 0 and
+// outgoing connections (32768 and up on Linux): a node may start long
+// after its port was picked, and a port of that range would by then be
+// any other test's connection.
 func freePort(t testing.TB) int {
 	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
@@ -77,17 +92,26 @@ func (c *Cluster) Start(i int) *bus.Server {
 	if c.Nodes[i] != nil {
 		c.t.Fatalf("natstest: node %d is running", i)
 	}
-	srv, err := bus.StartServer(c.t.Context(), bus.ServerConfig{
-		DataDir: c.dirs[i], Port: -1, LazyFsync: true, WorkersPassword: WorkersPassword,
-		Name: fmt.Sprintf("node-%d", i),
-		Cluster: &bus.ClusterConfig{
-			Name: "natstest", Port: c.ports[i], Routes: c.Routes(),
-		},
-	})
+	start := func() (*bus.Server, error) {
+		return bus.StartServer(c.t.Context(), bus.ServerConfig{
+			DataDir: c.dirs[i], Port: -1, LazyFsync: true, WorkersPassword: WorkersPassword,
+			Name: fmt.Sprintf("node-%d", i),
+			Cluster: &bus.ClusterConfig{
+				Name: "natstest", Port: c.ports[i], Routes: c.Routes(),
+			},
+		})
+	}
+	srv, err := start()
+	for try := 0; err != nil && !c.started[i] && strings.Contains(err.Error(), "address already in use") && try < 3; try++ {
+		// Taken since it was picked, before the node ever ran: another
+		// port (the nodes running know it from the routes' gossip).
+		c.ports[i] = freePort(c.t)
+		srv, err = start()
+	}
 	if err != nil {
 		c.t.Fatalf("natstest: starting node %d: %v", i, err)
 	}
-	c.Nodes[i] = srv
+	c.Nodes[i], c.started[i] = srv, true
 	return srv
 }
 
