@@ -325,7 +325,11 @@ func (r *Remote) ask(ctx context.Context, agent Agent, f followed, task *a2a.Tas
 		ContextID string `json:"contextId"`
 	}{agent.Name, f.TaskID, task.ContextID}
 	raw, _ := json.Marshal(o)
-	req := protocol.AskRequest{AskID: id, Agent: cmp.Or(f.By, agent.Name), ConversationID: task.ContextID, Origin: raw,
+	// The card shows the agent's context: which agent, which task, and
+	// the conversation it belongs to.
+	about, _ := json.Marshal(map[string]string{"agent": agent.Name, "agentUrl": agent.URL, "taskId": f.TaskID,
+		"contextId": task.ContextID, "state": string(task.Status.State)})
+	req := protocol.AskRequest{AskID: id, Agent: cmp.Or(f.By, agent.Name), ConversationID: task.ContextID, Origin: raw, Context: about,
 		Interrupt: interruptOf(agent, f, text, task.Status.State)}
 	_, err := cl.AskNoWait(ctx, req, callTimeout)
 	if errors.Is(err, client.ErrNoAnswer) {

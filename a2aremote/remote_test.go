@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/httpapi"
+	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/internal/natstest"
 )
 
@@ -123,6 +127,11 @@ func startInterlock(t *testing.T, remoteURL string, agent a2aremote.Agent) strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	in, err := inbox.New(svc, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Register(api)
 	r.Register(api)
 	if err := svc.Attach(t.Context(), r); err != nil {
 		t.Fatal(err)
@@ -205,8 +214,9 @@ func startTask(t *testing.T, cl *a2aclient.Client) *a2a.Task {
 // TestARemoteAgentsQuestionIsAnsweredByAPersonThroughInterlock: a task
 // of a remote agent (the official Go SDK's server) waits on input;
 // Interlock follows it, asks the agent's question of the people of its
-// role, and sends the answer a person responds with as the task's next
-// message; the agent finishes the task with it.
+// role, with the agent's context on the card, and sends the answer a
+// person responds with in the inbox as the task's next message; the
+// agent finishes the task with it.
 func TestARemoteAgentsQuestionIsAnsweredByAPersonThroughInterlock(t *testing.T) {
 	url, remote := startRemote(t)
 	base := startInterlock(t, url, a2aremote.Agent{ApproverRole: "support"})
@@ -218,12 +228,10 @@ func TestARemoteAgentsQuestionIsAnsweredByAPersonThroughInterlock(t *testing.T) 
 	if in["approverRole"] != "support" || in["title"] != "billing asks" || !strings.Contains(fmt.Sprint(in["keyArgs"]), string(task.ID)) {
 		t.Fatalf("the ask of the agent's question: %v", in)
 	}
-	if _, run := call(t, "GET", base+"/v1/runs/ask/"+id, ""); !strings.Contains(run, "Refund 4800 to order 7?") {
-		t.Fatalf("the ask does not show the agent's question: %s", run)
+	if _, run := call(t, "GET", base+"/v1/runs/ask/"+id, ""); !strings.Contains(run, "Refund 4800 to order 7?") || !strings.Contains(run, `"contextId":"`+task.ContextID+`"`) {
+		t.Fatalf("the ask does not show the agent's question and context: %s", run)
 	}
-	if code, body := call(t, "POST", base+"/v1/runs/ask/"+id+"/resume", `{"decision":"respond","message":"yes, refund it"}`); code >= 300 {
-		t.Fatalf("responding: %d %s", code, body)
-	}
+	respondInTheInbox(t, base, id, "yes, refund it", "Refund 4800 to order 7?", task.ContextID)
 	done := remoteState(t, remote, task.ID, a2a.TaskStateCompleted)
 	if m := done.Status.Message; m == nil || !strings.Contains(fmt.Sprint(m.Parts), "Told: yes, refund it") {
 		t.Fatalf("the remote task ended with %+v, want it told the person's answer", done.Status)
@@ -305,5 +313,52 @@ func TestAnAgentThatNamesNoOneIsAnsweredAsAQuestion(t *testing.T) {
 	done := remoteState(t, remote, task.ID, a2a.TaskStateCompleted)
 	if m := done.Status.Message; m == nil || !strings.Contains(fmt.Sprint(m.Parts), "Told: no") {
 		t.Fatalf("the remote task ended with %+v", done.Status)
+	}
+}
+
+// hiddenField is a hidden field of the inbox's forms.
+var hiddenField = regexp.MustCompile(`name="(csrf|requestId|key)" value="([^"]*)"`)
+
+// respondInTheInbox answers ask id with message on its page in the inbox,
+// as the local user would in a browser: the page's respond form. The page
+// must show each of shows.
+func respondInTheInbox(t *testing.T, base, id, message string, shows ...string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	tr := &http.Transport{DisableKeepAlives: true}
+	hc := &http.Client{Jar: jar, Transport: tr}
+	res, err := hc.Get(base + "/runs/ask/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(page), "data-respond") {
+		t.Fatalf("the ask's page in the inbox offers no response to the agent's question:\n%s", page)
+	}
+	for _, want := range shows {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("the ask's page in the inbox does not show %q:\n%s", want, page)
+		}
+	}
+	form := url.Values{}
+	for _, m := range hiddenField.FindAllStringSubmatch(string(page), -1) {
+		if form.Get(m[1]) == "" {
+			form.Set(m[1], m[2])
+		}
+	}
+	form.Set("decision", "respond")
+	form.Set("message", message)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/runs/ask/"+id, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	res, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `data-status="completed"`) {
+		t.Fatalf("responding in the inbox: %d\n%s", res.StatusCode, out)
 	}
 }
