@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
@@ -131,13 +132,18 @@ func (r *Remote) consumerName() string { return r.port.Names().Prefix + "-a2a-re
 // of the asks made of them, and reads the tasks every Poll.
 func (r *Remote) Start(ctx context.Context) error {
 	js, names := r.port.JetStream(), r.port.Names()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.A2AFollowBucket(),
 		Description: "Interlock's A2A client: the remote agents' tasks it follows",
 		History:     1,
 		TTL:         KeepFollowed,
 		Replicas:    notify.Replicas(ctx, js, names, 0),
 		Storage:     jetstream.FileStorage,
+	}
+	var kv jetstream.KeyValue
+	err := bus.Ensure(ctx, "bucket "+names.A2AFollowBucket(), func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("a2aremote: binding bucket %s: %w", names.A2AFollowBucket(), err)

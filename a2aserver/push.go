@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/protocol"
@@ -59,13 +60,18 @@ func (s *Server) consumerName() string { return s.port.Names().Prefix + "-a2a-pu
 // dead-lettered.
 func (s *Server) Start(ctx context.Context) error {
 	js, names := s.port.JetStream(), s.port.Names()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.A2APushBucket(),
 		Description: "Interlock's A2A agent: the push-notification configurations of tasks",
 		History:     1,
 		TTL:         KeepPush,
 		Replicas:    notify.Replicas(ctx, js, names, 0),
 		Storage:     jetstream.FileStorage,
+	}
+	var kv jetstream.KeyValue
+	err := bus.Ensure(ctx, "bucket "+names.A2APushBucket(), func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("a2aserver: binding bucket %s: %w", names.A2APushBucket(), err)

@@ -200,6 +200,16 @@ func (c StreamConfig) Retry() func(ctx context.Context, what string, create func
 	return clusterWait{cfg: c, deadline: time.Now().Add(c.ClusterWait)}.do
 }
 
+// Ensure runs create, the creation of a stream or bucket of a component
+// that starts after provisioning (a channel's bucket, its retry stream),
+// as Provision runs its own: each attempt bounded, retried with backoff
+// while a cluster forms, or while a replicated asset's creation goes
+// unanswered (a new group's leader elected late; the request sent again
+// finds it made), for up to DefaultClusterWait.
+func Ensure(ctx context.Context, what string, create func(context.Context) error) error {
+	return StreamConfig{}.Retry()(ctx, what, create)
+}
+
 // inboundStream is the configuration of the inbound stream, the only one
 // clients publish to. It allows none of the JetStream features a header of
 // a published message can set off (message schedules, roll-ups, per-message

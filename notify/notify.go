@@ -228,14 +228,20 @@ func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg C
 			subjects = append(subjects, names.Event(f, "*", k))
 		}
 	}
-	events, err := js.CreateOrUpdateConsumer(ctx, names.EventStream(), jetstream.ConsumerConfig{
-		Durable:        cfg.Name,
-		Description:    cfg.Description,
-		FilterSubjects: subjects,
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        cfg.AckWait,
-		MaxAckPending:  cfg.Parallel,
+	// Made as provisioning makes its assets: a cluster whose leaders move
+	// (a node paused or lost) answers again in a moment.
+	var events, retries jetstream.Consumer
+	err := bus.Ensure(ctx, "consumer "+cfg.Name, func(ctx context.Context) (err error) {
+		events, err = js.CreateOrUpdateConsumer(ctx, names.EventStream(), jetstream.ConsumerConfig{
+			Durable:        cfg.Name,
+			Description:    cfg.Description,
+			FilterSubjects: subjects,
+			DeliverPolicy:  jetstream.DeliverNewPolicy,
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        cfg.AckWait,
+			MaxAckPending:  cfg.Parallel,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("notify: binding consumer %s on %s: %w", cfg.Name, names.EventStream(), err)
@@ -243,14 +249,17 @@ func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg C
 	if err := ProvisionRetries(ctx, js, names); err != nil {
 		return nil, err
 	}
-	retries, err := js.CreateOrUpdateConsumer(ctx, names.RetryStream(), jetstream.ConsumerConfig{
-		Durable:       cfg.Name,
-		Description:   strings.TrimPrefix(cfg.Description+": attempts after a failure", ": "),
-		FilterSubject: names.RetryDue(cfg.Name),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: cfg.Parallel,
+	err = bus.Ensure(ctx, "consumer "+cfg.Name, func(ctx context.Context) (err error) {
+		retries, err = js.CreateOrUpdateConsumer(ctx, names.RetryStream(), jetstream.ConsumerConfig{
+			Durable:       cfg.Name,
+			Description:   strings.TrimPrefix(cfg.Description+": attempts after a failure", ": "),
+			FilterSubject: names.RetryDue(cfg.Name),
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxAckPending: cfg.Parallel,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("notify: binding consumer %s on %s: %w", cfg.Name, names.RetryStream(), err)
@@ -282,7 +291,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, names wire.Names, cfg C
 // <prefix>.retry.>, with as many replicas as the deployment's events
 // stream (see [Replicas]). Follow calls it.
 func ProvisionRetries(ctx context.Context, js jetstream.JetStream, names wire.Names) error {
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        names.RetryStream(),
 		Subjects:    []string{names.Retries()},
 		Description: "Interlock's channels: deliveries waiting for their next attempt (message schedules) and the attempts they fire",
@@ -292,6 +301,10 @@ func ProvisionRetries(ctx context.Context, js jetstream.JetStream, names wire.Na
 		// A schedule needs roll-ups (the server forces them); only the
 		// workers publish here.
 		AllowMsgSchedules: true, AllowRollup: true,
+	}
+	err := bus.Ensure(ctx, "stream "+names.RetryStream(), func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("notify: binding stream %s: %w", names.RetryStream(), err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/wire"
 )
 
@@ -34,13 +35,18 @@ func OpenSent(ctx context.Context, js jetstream.JetStream, names wire.Names, kee
 	if keep == 0 {
 		keep = DefaultKeepSent
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      SentBucket(names),
 		Description: "Interlock's channels: the deliveries made (mail, webhooks, Teams), so that none is made twice",
 		History:     1,
 		TTL:         keep,
 		Replicas:    Replicas(ctx, js, names, replicas),
 		Storage:     jetstream.FileStorage,
+	}
+	var kv jetstream.KeyValue
+	err := bus.Ensure(ctx, "bucket "+SentBucket(names), func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("notify: binding bucket %s: %w", SentBucket(names), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/egress"
 	"github.com/interlockhq/interlock/notify"
@@ -140,12 +141,16 @@ func (b *Bridge) Start(ctx context.Context) error {
 		return fmt.Errorf("slackbridge: checking the bot token with Slack (auth.test): %w", err)
 	}
 	js, names := b.port.JetStream(), b.port.Names()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketName(names),
-		Description: "Interlock's Slack bridge: the message posted for each waiting run",
-		History:     1,
-		TTL:         b.cfg.Keep,
-		Storage:     jetstream.FileStorage,
+	var kv jetstream.KeyValue
+	err = bus.Ensure(ctx, "bucket "+BucketName(names), func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      BucketName(names),
+			Description: "Interlock's Slack bridge: the message posted for each waiting run",
+			History:     1,
+			TTL:         b.cfg.Keep,
+			Storage:     jetstream.FileStorage,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("slackbridge: binding bucket %s: %w", BucketName(names), err)

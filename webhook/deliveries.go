@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/notify"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -70,13 +71,18 @@ type records struct {
 
 // openRecords binds the bucket of delivery records, making it if need be.
 func openRecords(ctx context.Context, js jetstream.JetStream, names wire.Names, keep time.Duration, replicas int) (*records, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      DeliveriesBucket(names),
 		Description: "Interlock's outbound webhooks: each event's delivery to each subscription, its attempts and last error",
 		History:     1,
 		TTL:         cmp.Or(keep, DefaultKeepDeliveries),
 		Replicas:    notify.Replicas(ctx, js, names, replicas),
 		Storage:     jetstream.FileStorage,
+	}
+	var kv jetstream.KeyValue
+	err := bus.Ensure(ctx, "bucket "+DeliveriesBucket(names), func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: binding bucket %s: %w", DeliveriesBucket(names), err)

@@ -10,9 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/slackbridge"
@@ -195,7 +197,11 @@ func (p peopleService) Start(ctx context.Context) error {
 	// Ctrl-C in the middle of serve's own: it is bounded instead.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peopleStartTimeout)
 	defer cancel()
-	kv, err := p.svc.JetStream().KeyValue(ctx, p.svc.Names().ConfigBucket())
+	var kv jetstream.KeyValue
+	err := bus.Ensure(ctx, "bucket "+p.svc.Names().ConfigBucket(), func(ctx context.Context) (err error) {
+		kv, err = p.svc.JetStream().KeyValue(ctx, p.svc.Names().ConfigBucket())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("binding bucket %s: %w", p.svc.Names().ConfigBucket(), err)
 	}

@@ -111,6 +111,30 @@ func (p *proc) kill() error {
 	return nil
 }
 
+// pause stops the process with SIGSTOP and, after d (or once ctx ends),
+// continues it with SIGCONT: a machine that stalled, its sockets open.
+func (p *proc) pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("soak: %s ended by itself (%s); see %s", p.name, p.cmd.ProcessState, p.log)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("soak: pausing %s: %w", p.name, err)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("soak: continuing %s: %w", p.name, err)
+	}
+	p.serving = time.Now()
+	return nil
+}
+
 // stop stops the process as an operator would, with SIGTERM, and kills it
 // if it has not stopped within stopWait.
 func (p *proc) stop() error {
@@ -286,8 +310,16 @@ func kill(ctx context.Context, cfg Config, d *deployment, js jetstream.JetStream
 		case <-t.C:
 		}
 		p := d.victims[n%len(d.victims)]
-		if time.Since(p.serving) < cfg.AckWait || cfg.Mode == ModeNode && !whole(ctx, js) {
+		if time.Since(p.serving) < cfg.AckWait || cfg.Mode.clustered() && !whole(ctx, js) {
 			n--
+			continue
+		}
+		if cfg.Mode == ModePause {
+			if err := p.pause(ctx, cfg.Pause); err != nil {
+				return err
+			}
+			kills.Add(1)
+			fmt.Fprintf(cfg.Progress, "soak: paused %s for %s (pause %d)\n", p.name, cfg.Pause, n+1)
 			continue
 		}
 		if err := p.kill(); err != nil {

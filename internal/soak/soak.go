@@ -15,6 +15,10 @@
 //     with it.
 //   - [ModeNode]: one node of three `interlock serve` processes that form a
 //     JetStream cluster on loopback, streams and buckets replicated 3 times.
+//   - [ModePause]: not killed but paused: one node of the same cluster
+//     stopped with SIGSTOP for Config.Pause, long enough for its peers to
+//     elect new leaders without it, then continued with SIGCONT, its
+//     connections and its stale leaderships as it left them.
 //
 // The processes run an `interlock` binary built once ([Build]).
 // Everything listens on 127.0.0.1 only. The workers authenticate to the
@@ -56,10 +60,16 @@ const (
 	ModeServer Mode = "server"
 	// ModeNode kills one node of a three-node cluster at a time.
 	ModeNode Mode = "node"
+	// ModePause pauses one node of a three-node cluster at a time
+	// (SIGSTOP, then SIGCONT after Config.Pause).
+	ModePause Mode = "pause"
 )
 
+// clustered reports whether m runs the three-node cluster.
+func (m Mode) clustered() bool { return m == ModeNode || m == ModePause }
+
 // Modes lists the modes, for flags and messages.
-var Modes = []Mode{ModeWorker, ModeServer, ModeNode}
+var Modes = []Mode{ModeWorker, ModeServer, ModeNode, ModePause}
 
 // Defaults of a Config.
 const (
@@ -70,6 +80,10 @@ const (
 	DefaultEvery    = time.Second
 	DefaultAckWait  = 2 * time.Second
 	DefaultPatience = 2 * time.Minute
+	// DefaultPause is how long ModePause keeps a node stopped: longer
+	// than the few seconds its peers take to find it gone and elect new
+	// leaders.
+	DefaultPause = 5 * time.Second
 	// DefaultRetry is how long an agent waits for a command to take
 	// effect before it publishes it again.
 	DefaultRetry = 5 * time.Second
@@ -92,8 +106,11 @@ type Config struct {
 	// process killed before is serving again). Defaults to DefaultEvery.
 	Every time.Duration
 	// Kills stops the killing after this many; 0 kills until the runs are
-	// driven to their end.
+	// driven to their end. In ModePause, a kill is a pause.
 	Kills int
+	// Pause is how long ModePause keeps a node stopped. Defaults to
+	// DefaultPause.
+	Pause time.Duration
 	// AckWait is serve's --ack-wait: how soon a command a killed worker
 	// held is delivered again. Defaults to DefaultAckWait.
 	AckWait time.Duration
@@ -132,6 +149,7 @@ func (c Config) withDefaults() Config {
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.Retry = cmp.Or(c.Retry, DefaultRetry)
 	c.Patience = cmp.Or(c.Patience, DefaultPatience)
+	c.Pause = cmp.Or(c.Pause, DefaultPause)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -141,7 +159,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.Mode != ModeWorker && c.Mode != ModeServer && c.Mode != ModeNode:
+	case c.Mode != ModeWorker && c.Mode != ModeServer && !c.Mode.clustered():
 		return fmt.Errorf("soak: Config.Mode is %q; use worker, server or node", c.Mode)
 	case c.Runs < 1:
 		return fmt.Errorf("soak: Config.Runs is %d; it must be positive", c.Runs)
@@ -247,7 +265,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	// In node mode, kills wait for the cluster to be whole, which the
 	// workers' user may see (an agent may not list the streams).
 	var js jetstream.JetStream
-	if cfg.Mode == ModeNode {
+	if cfg.Mode.clustered() {
 		nc, cjs, err := wire.Connect(ctx, wire.ConnConfig{URL: d.clientURL, User: bus.DefaultWorkersUser, Password: d.workersPassword, Name: "interlock-soak-watch"})
 		if err != nil {
 			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
