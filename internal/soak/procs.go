@@ -23,8 +23,10 @@ import (
 // cluster node waits for a quorum, and catches up after a restart.
 const readyWait = 2 * time.Minute
 
-// stopWait bounds a graceful stop of a serve process at the end.
-const stopWait = 30 * time.Second
+// stopWait bounds a graceful stop of a serve process at the end: longer
+// than serve's own bound on draining its work (30 s), and its shutdown
+// after it.
+const stopWait = 45 * time.Second
 
 // servingLine is what serve prints on stdout once it serves.
 const servingLine = "Interlock is serving"
@@ -168,6 +170,8 @@ type deployment struct {
 	all, victims []*proc
 	// workersPassword is the password of the workers' user on the servers.
 	workersPassword string
+	// clustered is set when the processes are the nodes of one cluster.
+	clustered bool
 }
 
 // deploy starts the processes of cfg.Mode, with data and logs under dir.
@@ -241,7 +245,7 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 			"--server-name", name, "--cluster-name", "soak", "--cluster-listen", strings.TrimPrefix(routes[i], "nats://"),
 			"--routes", strings.Join(routes, ",")))
 	}
-	d.clientURL = strings.Join(urls, ",")
+	d.clientURL, d.clustered = strings.Join(urls, ","), true
 	errs := make(chan error, nodes)
 	for _, p := range d.victims {
 		go func() { errs <- p.start(ctx) }()
@@ -256,7 +260,22 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 }
 
 // stop stops every process, the last started first.
+//
+// The nodes of a cluster are stopped at once, as an operator stops a
+// cluster: stopped one after another, the last would drain alone, without
+// a quorum for its streams, until serve's drain bound.
 func (d *deployment) stop() error {
+	if d.clustered {
+		errs := make(chan error, len(d.all))
+		for _, p := range d.all {
+			go func() { errs <- p.stop() }()
+		}
+		var err error
+		for range d.all {
+			err = errors.Join(err, <-errs)
+		}
+		return err
+	}
 	var err error
 	for i := len(d.all) - 1; i >= 0; i-- {
 		err = errors.Join(err, d.all[i].stop())
