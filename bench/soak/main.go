@@ -137,6 +137,7 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "left        %d (driven again after the others)\n", rep.Left)
 	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
 	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
+	fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
 	fmt.Fprintf(&b, "wall        %s (checks %s)\n", rep.Wall.Round(time.Millisecond), rep.Check.Round(time.Millisecond))
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "problem     %s\n", p)

@@ -64,9 +64,12 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 	}
 	// A run whose last transition's worker was killed after it wrote the
 	// checkpoint and before it published has its events published when
-	// the command is delivered again, up to the ack wait later: read the
-	// events again for such runs until then, before calling them lost.
-	deadline := time.Now().Add(3 * cfg.AckWait)
+	// the command is delivered again, up to the ack wait later; one whose
+	// publish failed (a stream without a leader while a node was paused or
+	// killed) when the worker's backoff after that failure is over, up to
+	// 30 s (bus.Worker): read the events again for such runs until then,
+	// before calling them lost.
+	deadline := time.Now().Add(max(3*cfg.AckWait, republishWait))
 	for again := eventsMissing(results); len(again) > 0 && time.Now().Before(deadline); again = eventsMissing(results) {
 		t := time.NewTimer(cfg.AckWait / 4)
 		select {
@@ -85,6 +88,10 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 			}
 		}
 	}
+	waiting, err := a.stillPending(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	for i, r := range results {
 		problem := ""
 		switch {
@@ -100,6 +107,11 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		case r.audit != "":
 			rep.AuditBroken++
 			problem = r.audit
+		case waiting[runID(i)]:
+			// Ended, yet the index of what waits still lists it: an
+			// inbox would show it waiting for ever.
+			rep.PendingLeft++
+			problem = "completed, but the pending index still lists it"
 		default:
 			rep.Completed++
 		}
@@ -109,6 +121,11 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 	}
 	return nil
 }
+
+// republishWait bounds how long the check waits for the events of a
+// transition whose publish failed: the worker's longest backoff after a
+// failure, and the attempt after it.
+const republishWait = 45 * time.Second
 
 // eventsMissing are the runs whose checkpoint ended well but whose events
 // are not all in the stream yet.
@@ -250,4 +267,24 @@ func count(out map[string]tally, m client.StreamEvent) error {
 	}
 	out[run] = t
 	return nil
+}
+
+// stillPending are the soak's runs the pending index lists once every run
+// has ended: a page at a time, as an inbox reads it.
+func (a *agents) stillPending(ctx context.Context, cfg Config) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := client.PendingQuery{Flow: booking.Name, Limit: client.MaxPendingLimit}
+	for {
+		page, err := retry(ctx, func() (client.PendingPage, error) { return a.c.ListPending(ctx, q) })
+		if err != nil {
+			return nil, fmt.Errorf("soak: listing the pending index: %w", err)
+		}
+		for _, p := range page.Items {
+			out[p.Run] = true
+		}
+		if page.Next == "" || len(out) > cfg.Runs {
+			return out, nil
+		}
+		q.After = page.Next
+	}
 }

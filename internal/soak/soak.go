@@ -202,6 +202,9 @@ type Report struct {
 	Stuck int `json:"stuck"`
 	// AuditBroken counts runs whose audit chain does not verify.
 	AuditBroken int `json:"auditBroken"`
+	// PendingLeft counts runs that completed but that the pending index
+	// (what inboxes list as waiting) still lists.
+	PendingLeft int `json:"pendingLeft"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
 	Wall  time.Duration `json:"wall"`
@@ -218,7 +221,7 @@ const maxProblems = 20
 // OK reports whether every run completed exactly once, as its answers
 // imply, with its audit chain intact.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.AuditBroken == 0 && r.Completed == r.Runs
+	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.AuditBroken == 0 && r.PendingLeft == 0 && r.Completed == r.Runs
 }
 
 // Run does one soak. The error is for what kept the soak from running or

@@ -32,8 +32,8 @@ func TestSoakKilledWorkersLoseNothing(t *testing.T) {
 		Every: 500 * time.Millisecond, Kills: 10, AckWait: time.Second,
 		Binary: bin, Dir: dir, Progress: &progress,
 	})
-	t.Logf("%d runs, %d kills, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.Wall, rep.Check)
+	t.Logf("%d runs, %d kills, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, wall %s, checks %s",
+		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.Wall, rep.Check)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -67,8 +67,8 @@ func TestSoakPausedNodesLoseNothing(t *testing.T) {
 		Every: 500 * time.Millisecond, Kills: 4, AckWait: time.Second, LazyFsync: true,
 		Binary: bin, Dir: dir, Progress: &progress,
 	})
-	t.Logf("%d runs, %d pauses, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.Wall, rep.Check)
+	t.Logf("%d runs, %d pauses, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, wall %s, checks %s",
+		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.Wall, rep.Check)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
