@@ -160,6 +160,17 @@ func denyTampering(t *testing.T, u *user, n wire.Names) {
 		u.denied(t, "msg-get config key "+key, "$JS.API.STREAM.MSG.GET."+cfg, request(nc, "$JS.API.STREAM.MSG.GET."+cfg, `{"last_by_subj":"`+subj+`"}`))
 	}
 	u.denied(t, "direct-get the config bucket by sequence", "$JS.API.DIRECT.GET."+cfg, request(nc, "$JS.API.DIRECT.GET."+cfg, `{"seq":1}`))
+	// The A2A buckets hold clients' push tokens and credentials, and the
+	// remote agents' tasks followed: the workers' only.
+	for _, b := range []string{n.A2APushBucket(), n.A2AFollowBucket()} {
+		kv, subj := "KV_"+b, "$KV."+b+".a2a-0a1b.cfg"
+		u.denied(t, "direct-get "+b, "$JS.API.DIRECT.GET."+kv+"."+subj, request(nc, "$JS.API.DIRECT.GET."+kv+"."+subj, ""))
+		u.denied(t, "msg-get "+b, "$JS.API.STREAM.MSG.GET."+kv, request(nc, "$JS.API.STREAM.MSG.GET."+kv, `{"last_by_subj":"`+subj+`"}`))
+		u.denied(t, "bind "+b, "$JS.API.STREAM.INFO."+kv, func(ctx context.Context) error {
+			_, err := js.KeyValue(ctx, b)
+			return err
+		})
+	}
 	u.denied(t, "subscribe to the keys' subjects", "$KV."+n.KeysBucket()+".>", func(ctx context.Context) error {
 		sub, err := nc.SubscribeSync("$KV." + n.KeysBucket() + ".>")
 		if err != nil {
