@@ -20,7 +20,9 @@ type Mux interface {
 const FollowPath = "/a2a/follow"
 
 // Register mounts the follow route on m, for the callers m
-// authenticates; the caller is the asks' agent.
+// authenticates; the asks are the caller's, vouched for them, so the one
+// authority sees who asked (a requester of an approval does not decide
+// it).
 func (r *Remote) Register(m Mux) {
 	m.Handle("POST "+FollowPath, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c, ok := m.Authenticate(req)
@@ -39,7 +41,7 @@ func (r *Remote) Register(m Mux) {
 			problem(w, http.StatusBadRequest, `the body is {"agent": "<a remote agent's name>", "taskId": "<its task id>"}: `+err.Error())
 			return
 		}
-		if err := r.Follow(req.Context(), body.Agent, body.TaskID, c.Name); err != nil {
+		if err := r.Follow(req.Context(), body.Agent, body.TaskID, c.Protocol()); err != nil {
 			problem(w, http.StatusBadRequest, err.Error())
 			return
 		}

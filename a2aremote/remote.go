@@ -45,6 +45,10 @@ const (
 // *interlock.Service provides it.
 type Port interface {
 	Client(source string) *client.Client
+	// ClientAs returns a client that sends every command vouched for
+	// caller: the asks are the follower's, vouched as the HTTP API
+	// authenticated them.
+	ClientAs(source string, caller protocol.Caller) (*client.Client, error)
 	JetStream() jetstream.JetStream
 	Names() wire.Names
 	Egress() egress.Policy
@@ -87,8 +91,10 @@ type Remote struct {
 type followed struct {
 	Agent  string `json:"agent"`
 	TaskID string `json:"taskId"`
-	// By is who asked to follow it, the asks' agent.
-	By string `json:"by"`
+	// By is who asked to follow it, as the HTTP API authenticated them:
+	// the asks are theirs, vouched for them. Interlock writes it; no
+	// client reads or writes the bucket.
+	By protocol.Caller `json:"by"`
 }
 
 // origin is what an ask of a remote task keeps of it.
@@ -188,8 +194,9 @@ func (r *Remote) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Follow follows task id of agent, for by, who is then the asks' agent.
-func (r *Remote) Follow(ctx context.Context, agent, id, by string) error {
+// Follow follows task id of agent, for by, whom a surface authenticated:
+// the asks of the task are by's, vouched for them.
+func (r *Remote) Follow(ctx context.Context, agent, id string, by protocol.Caller) error {
 	if _, ok := r.agents[agent]; !ok {
 		return fmt.Errorf("a2aremote: no remote agent %q; the agents are those of --a2a-agents: %s", agent, strings.Join(r.names(), ", "))
 	}
@@ -317,7 +324,10 @@ func (r *Remote) ask(ctx context.Context, agent Agent, f followed, task *a2a.Tas
 	}
 	h := sha256.Sum256([]byte(agent.Name + "\x00" + f.TaskID + "\x00" + round))
 	id := askPrefix + hex.EncodeToString(h[:16])
-	cl := r.port.Client(source)
+	cl, err := r.port.ClientAs(source, f.By)
+	if err != nil {
+		return fmt.Errorf("vouching for %s, who follows the task: %w", f.By.Name, err)
+	}
 	if _, err := cl.Checkpoint(ctx, protocol.AskFlow, id); err == nil {
 		return nil // asked already
 	}
@@ -335,9 +345,9 @@ func (r *Remote) ask(ctx context.Context, agent Agent, f followed, task *a2a.Tas
 	// the conversation it belongs to.
 	about, _ := json.Marshal(map[string]string{"agent": agent.Name, "agentUrl": agent.URL, "taskId": f.TaskID,
 		"contextId": task.ContextID, "state": string(task.Status.State)})
-	req := protocol.AskRequest{AskID: id, Agent: cmp.Or(f.By, agent.Name), ConversationID: task.ContextID, Origin: raw, Context: about,
+	req := protocol.AskRequest{AskID: id, Agent: cmp.Or(f.By.Name, agent.Name), ConversationID: task.ContextID, Origin: raw, Context: about,
 		Interrupt: interruptOf(agent, f, text, task.Status.State)}
-	_, err := cl.AskNoWait(ctx, req, callTimeout)
+	_, err = cl.AskNoWait(ctx, req, callTimeout)
 	if errors.Is(err, client.ErrNoAnswer) {
 		return nil // asked; the interrupt is announced later
 	}

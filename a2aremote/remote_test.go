@@ -28,6 +28,7 @@ import (
 	"github.com/interlockhq/interlock/httpapi"
 	"github.com/interlockhq/interlock/inbox"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/people"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,7 +106,14 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // answered by agent's people, and returns its API's base URL.
 func startInterlock(t *testing.T, remoteURL string, agent a2aremote.Agent) string {
 	t.Helper()
-	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret})
+	return startInterlockWith(t, remoteURL, agent, nil)
+}
+
+// startInterlockWith is startInterlock with a directory of people in
+// force, when live is set.
+func startInterlockWith(t *testing.T, remoteURL string, agent a2aremote.Agent, live *people.Live) string {
+	t.Helper()
+	svc := natstest.StartWith(t, natstest.StartServer(t, ""), interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, People: live})
 	file := fmt.Sprintf("agents:\n  - name: billing\n    url: %s\n    tokenEnv: BILLING_TOKEN\n", remoteURL)
 	if agent.ApproverRole != "" {
 		file += "    approverRole: " + agent.ApproverRole + "\n"
@@ -123,11 +131,15 @@ func startInterlock(t *testing.T, remoteURL string, agent a2aremote.Agent) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(svc, httpapi.Config{Addr: "127.0.0.1:0"})
+	hcfg := httpapi.Config{Addr: "127.0.0.1:0"}
+	if live != nil {
+		hcfg.People = live.Current
+	}
+	api, err := httpapi.New(svc, hcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(svc, inbox.Config{})
+	in, err := inbox.New(svc, inbox.Config{People: hcfg.People})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +157,18 @@ func startInterlock(t *testing.T, remoteURL string, agent a2aremote.Agent) strin
 // call calls Interlock's API and returns the status and body.
 func call(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
+	return callAs(t, "", method, url, body)
+}
+
+// callAs is call with token as the bearer token ("" for none).
+func callAs(t *testing.T, token, method, url, body string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
@@ -361,4 +382,54 @@ func respondInTheInbox(t *testing.T, base, id, message string, shows ...string) 
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `data-status="completed"`) {
 		t.Fatalf("responding in the inbox: %d\n%s", res.StatusCode, out)
 	}
+}
+
+// TestTheAsksOfAFollowedTaskAreTheFollowersVouchedForThem: with a
+// directory of people, the agent that follows a remote task is the
+// requester of the asks it brings (vouched, as the API authenticated it,
+// not a name taken at its word), so the one authority keeps it from
+// answering them itself; a person of the agent's role answers.
+func TestTheAsksOfAFollowedTaskAreTheFollowersVouchedForThem(t *testing.T) {
+	url, remote := startRemote(t)
+	tokens := map[string]string{"bot": people.NewToken(), "ann": people.NewToken()}
+	dir, err := people.New("people.yaml", []people.Person{
+		{Name: "bot", TokenSHA256: people.HashToken(tokens["bot"])},
+		{Name: "ann", Roles: []string{"support"}, TokenSHA256: people.HashToken(tokens["ann"])},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startInterlockWith(t, url, a2aremote.Agent{ApproverRole: "support"}, people.NewLive(dir))
+	task := startTask(t, remote)
+	if code, body := call(t, "POST", base+a2aremote.FollowPath, `{"agent":"billing","taskId":"`+string(task.ID)+`"}`); code != http.StatusUnauthorized {
+		t.Fatalf("following without a token: %d %s, want 401", code, body)
+	}
+	if code, body := callAs(t, tokens["bot"], "POST", base+a2aremote.FollowPath, `{"agent":"billing","taskId":"`+string(task.ID)+`"}`); code != http.StatusAccepted {
+		t.Fatalf("bot following the task: %d %s", code, body)
+	}
+	var id string
+	natstest.Eventually(t, "the remote agent's question asked", func() bool {
+		_, body := callAs(t, tokens["ann"], "GET", base+"/v1/interrupts?flow=ask", "")
+		var list struct {
+			Items []map[string]any `json:"items"`
+		}
+		_ = json.Unmarshal([]byte(body), &list)
+		for _, it := range list.Items {
+			if run, _ := it["run"].(string); strings.HasPrefix(run, "a2r-") {
+				if it["requester"] != "bot" || it["startedBy"] != "bot" {
+					t.Fatalf("the ask's requester %v, started by %v; want bot, vouched", it["requester"], it["startedBy"])
+				}
+				id = run
+				return true
+			}
+		}
+		return false
+	})
+	if code, body := callAs(t, tokens["bot"], "POST", base+"/v1/runs/ask/"+id+"/resume", `{"decision":"respond","message":"yes"}`); code != http.StatusForbidden {
+		t.Fatalf("bot answering the ask it brought: %d %s, want 403", code, body)
+	}
+	if code, body := callAs(t, tokens["ann"], "POST", base+"/v1/runs/ask/"+id+"/resume", `{"decision":"respond","message":"yes, refund it"}`); code >= 300 {
+		t.Fatalf("ann responding: %d %s", code, body)
+	}
+	remoteState(t, remote, task.ID, a2a.TaskStateCompleted)
 }
