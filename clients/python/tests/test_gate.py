@@ -7,7 +7,7 @@ import concurrent.futures
 from typing import Any, Dict, List
 
 import interlock
-from support import APPROVER, WAIT, APITest, decide, gate_call, http_call, unique
+from support import APPROVER, WAIT, APITest, decide, eventually, gate_call, http_call, unique
 
 
 class RequireApprovalTest(APITest):
@@ -135,6 +135,9 @@ class RequireApprovalTest(APITest):
         self.assertEqual(waiting, [f"refund-{order}"], "the call made again was asked again")
         status, ans = decide("gate", f"refund-{order}", {"decision": "approve"})
         self.assertEqual(status, 202, ans)
+        # The approval applied, as a loaded machine may take longer than
+        # the decorator's half second to say so.
+        eventually(f"refund-{order} approved", lambda: True if http_call("GET", f"/v1/runs/gate/refund-{order}")[1].get("status") not in (None, "waiting") else None)
         self.assertEqual(issue_refund(order, 800), f"refunded 800 on {order}")
         self.assertEqual(ran, [order])
 
