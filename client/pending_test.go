@@ -27,6 +27,9 @@ type rig struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  wire.Names
+	// revs is the last checkpoint each run's entry was written at: as a
+	// run's transitions do, every write of an entry is at a later one.
+	revs map[string]uint64
 }
 
 func newRig(t testing.TB) rig {
@@ -47,7 +50,7 @@ func newRig(t testing.TB) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rig{client: client.New(nc, js, names, "/test", 0), store: store, nc: nc, js: js, names: names}
+	return rig{client: client.New(nc, js, names, "/test", 0), store: store, nc: nc, js: js, names: names, revs: map[string]uint64{}}
 }
 
 var at = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
@@ -62,6 +65,9 @@ func entry(flow, run string) *protocol.Pending {
 func (r rig) put(t testing.TB, ps ...*protocol.Pending) {
 	t.Helper()
 	for _, p := range ps {
+		key := p.Flow + "." + p.Run
+		p.Checkpoint = max(p.Checkpoint, r.revs[key]+1)
+		r.revs[key] = p.Checkpoint
 		if err := r.store.PutPending(t.Context(), p); err != nil {
 			t.Fatalf("PutPending %s.%s: %v", p.Flow, p.Run, err)
 		}
@@ -71,7 +77,8 @@ func (r rig) put(t testing.TB, ps ...*protocol.Pending) {
 func (r rig) remove(t testing.TB, flow string, runs ...string) {
 	t.Helper()
 	for _, run := range runs {
-		if err := r.store.DeletePending(t.Context(), flow, run); err != nil {
+		r.revs[flow+"."+run]++
+		if err := r.store.DeletePending(t.Context(), flow, run, r.revs[flow+"."+run]); err != nil {
 			t.Fatalf("DeletePending %s.%s: %v", flow, run, err)
 		}
 	}

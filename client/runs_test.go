@@ -100,7 +100,7 @@ func TestListRunsListsEveryStatusNewestFirstByWhenEachLastChanged(t *testing.T) 
 		}
 	}
 	waiting, failed := page.Items[0], page.Items[3]
-	if waiting.Pending == nil || waiting.Finished != nil || waiting.Pending.RequestID != "rq-r-a" || waiting.Node != "ask" || waiting.Checkpoint != 3 {
+	if waiting.Pending == nil || waiting.Finished != nil || waiting.Pending.RequestID != "rq-r-a" || waiting.Node != "ask" || waiting.Checkpoint != 4 { // asked again at checkpoint 4
 		t.Errorf("waiting item = %+v", waiting)
 	}
 	if failed.Finished == nil || failed.Pending != nil || failed.Finished.Error != "upstream down" || failed.Checkpoint != 7 || failed.Node != "end" {

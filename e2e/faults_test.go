@@ -104,9 +104,9 @@ func (s crashStore) PutPending(ctx context.Context, p *protocol.Pending) error {
 	return s.Store.PutPending(ctx, p)
 }
 
-func (s crashStore) DeletePending(ctx context.Context, flow, run string) error {
+func (s crashStore) DeletePending(ctx context.Context, flow, run string, rev uint64) error {
 	s.w.write()
-	return s.Store.DeletePending(ctx, flow, run)
+	return s.Store.DeletePending(ctx, flow, run, rev)
 }
 
 // countingPublisher publishes a transition's messages one at a time,

@@ -281,8 +281,15 @@ type Store interface {
 	Load(ctx context.Context, flow, run string) (*Checkpoint, uint64, error)
 	Create(ctx context.Context, cp *Checkpoint) (uint64, error)
 	Update(ctx context.Context, cp *Checkpoint, rev uint64) (uint64, error)
+	// PutPending writes the run's pending index entry for checkpoint
+	// p.Checkpoint, and DeletePending removes it at checkpoint rev. A
+	// transition's index write is repeated until it succeeds, and a
+	// write sent once may still be in flight (held up by a partition)
+	// when its repeat lands: a store must take the two as one, so that
+	// the late copy does not undo the run's later writes (kv.Store
+	// deduplicates them by run and checkpoint).
 	PutPending(ctx context.Context, p *protocol.Pending) error
-	DeletePending(ctx context.Context, flow, run string) error
+	DeletePending(ctx context.Context, flow, run string, rev uint64) error
 }
 
 // DocLoader is implemented by a [Store] that can return a checkpoint as

@@ -150,7 +150,7 @@ func (r *Runner) index(ctx context.Context, cp *Checkpoint, rev uint64) error {
 			return fmt.Errorf("engine: indexing pending run %s.%s: %w", cp.Flow, cp.Run, err)
 		}
 	case cp.Waited:
-		if err := r.cfg.Store.DeletePending(ctx, cp.Flow, cp.Run); err != nil {
+		if err := r.cfg.Store.DeletePending(ctx, cp.Flow, cp.Run, rev); err != nil {
 			return fmt.Errorf("engine: removing %s.%s from the pending index: %w", cp.Flow, cp.Run, err)
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -105,11 +106,17 @@ type Store struct {
 	limit int
 
 	// Set by Open; zero in a store made with New.
-	pub          publisher
-	runsStream   lastGetter
-	runsSubject  string        // $KV.<runs bucket>.
-	keepFinished time.Duration // 0: finished runs stay
-	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
+	pub         publisher
+	runsStream  lastGetter
+	runsSubject string // $KV.<runs bucket>.
+	// pendingSubject is $KV.<pending bucket>.
+	pendingSubject string
+	// nc reads checkpoints from the leader of runsStreamName, the runs
+	// bucket's stream.
+	nc             *nats.Conn
+	runsStreamName string
+	keepFinished   time.Duration // 0: finished runs stay
+	markerTTL      time.Duration // 0: a removed pending entry leaves a marker for ever
 	// names names the finished-runs index's streams; zero in a store
 	// made with New, which keeps no such index.
 	names wire.Names
@@ -205,9 +212,10 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 		}
 	}
 	s := New(runs, pending, MaxPayload(js.Conn().MaxPayload()))
-	s.pub = js
+	s.pub, s.nc, s.runsStreamName = js, js.Conn(), "KV_"+names.RunsBucket()
 	s.runsStream = stream
 	s.runsSubject = "$KV." + names.RunsBucket() + "."
+	s.pendingSubject = "$KV." + names.PendingBucket() + "."
 	s.markerTTL = pst.LimitMarkerTTL()
 	s.names = names
 	if opts.KeepFinished != KeepForever {
@@ -235,7 +243,21 @@ func (s *Store) Load(ctx context.Context, flow, run string) (*engine.Checkpoint,
 
 // LoadDoc implements [engine.DocLoader]: it returns the checkpoint's JSON
 // document as stored, and its revision, as Load does.
+//
+// In a store opened with [Open] it reads from the leader of the runs
+// bucket's stream (the STREAM.MSG.GET API), never from a follower: on a
+// cluster, a follower that fell behind (cut off, paused, catching up)
+// still answers the direct gets a KV Get sends, with what it had, and a
+// worker that read a checkpoint older than the command in hand would
+// take the command for one that no longer applies and acknowledge it
+// without effect (a deadline that an escalation scheduled, seen before
+// the escalation: the run waits for ever). A write could not go wrong on
+// a stale read (every write is a compare-and-set); a decision to write
+// nothing could. Clients read with direct gets, which may lag.
 func (s *Store) LoadDoc(ctx context.Context, flow, run string) ([]byte, uint64, error) {
+	if s.nc != nil {
+		return s.leaderGet(ctx, Key(flow, run))
+	}
 	e, err := s.runs.Get(ctx, Key(flow, run))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, 0, engine.ErrNotFound
@@ -244,6 +266,55 @@ func (s *Store) LoadDoc(ctx context.Context, flow, run string) ([]byte, uint64, 
 		return nil, 0, fmt.Errorf("kv: reading checkpoint %s: %w", Key(flow, run), err)
 	}
 	return e.Value(), e.Revision(), nil
+}
+
+// leaderGet reads the last message of key in the runs bucket from its
+// stream's leader: the document and its revision, or engine.ErrNotFound
+// for none, or a marker.
+func (s *Store) leaderGet(ctx context.Context, key string) ([]byte, uint64, error) {
+	doc, rev, err := LastFromLeader(ctx, s.nc, s.runsStreamName, s.runsSubject+key)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return nil, 0, fmt.Errorf("kv: reading checkpoint %s: %w", key, err)
+	}
+	return doc, rev, err
+}
+
+// LastFromLeader reads the last message of subject in stream from the
+// stream's leader (the STREAM.MSG.GET API, never a direct get, which a
+// follower that fell behind may answer): its data and sequence, or
+// [engine.ErrNotFound] when there is none or it is a KV delete or purge
+// marker, or a marker JetStream left.
+func LastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, uint64, error) {
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Message *struct {
+			Seq     uint64 `json:"seq"`
+			Headers []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("the reply of %s is not JetStream's: %w", stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, engine.ErrNotFound
+	case resp.Error != nil:
+		return nil, 0, resp.Error
+	case resp.Message == nil:
+		return nil, 0, fmt.Errorf("%s replied with no message", stream)
+	}
+	if h := string(resp.Message.Headers); strings.Contains(h, "KV-Operation:") || strings.Contains(h, jetstream.MarkerReasonHeader+":") {
+		return nil, 0, engine.ErrNotFound
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // finishes reports whether writing cp takes the finished-run retention.
@@ -360,32 +431,70 @@ func wrongLastSequence(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// PutPending implements [engine.Store].
+// PutPending implements [engine.Store]. In a store opened with [Open]
+// the write carries a Nats-Msg-Id naming the run and p.Checkpoint, so
+// that a copy of it still in flight when its repeat lands (a write held up
+// by a partition, sent again after a timeout) is dropped by JetStream's
+// deduplication instead of undoing the run's later writes.
 func (s *Store) PutPending(ctx context.Context, p *protocol.Pending) error {
+	key := Key(p.Flow, p.Run)
 	b, err := json.Marshal(p)
 	if err != nil {
-		return fmt.Errorf("kv: encoding pending entry %s: %w", Key(p.Flow, p.Run), err)
+		return fmt.Errorf("kv: encoding pending entry %s: %w", key, err)
 	}
-	if _, err := s.pending.Put(ctx, Key(p.Flow, p.Run), b); err != nil {
-		return fmt.Errorf("kv: writing pending entry %s: %w", Key(p.Flow, p.Run), err)
+	if s.pub != nil {
+		m := nats.NewMsg(s.pendingSubject + key)
+		m.Data = b
+		_, err = s.pub.PublishMsg(ctx, m, jetstream.WithMsgID(pendingWriteID(key, p.Checkpoint, "put")))
+	} else {
+		_, err = s.pending.Put(ctx, key, b)
+	}
+	if err != nil {
+		return fmt.Errorf("kv: writing pending entry %s: %w", key, err)
 	}
 	return nil
 }
 
 // DeletePending implements [engine.Store]. In a store opened with [Open]
 // it purges the key with a marker that JetStream removes after the
-// bucket's marker TTL, so resumed runs do not pile up in the index.
-func (s *Store) DeletePending(ctx context.Context, flow, run string) error {
+// bucket's marker TTL, so resumed runs do not pile up in the index, and
+// with a Nats-Msg-Id naming the run and rev, as PutPending's.
+func (s *Store) DeletePending(ctx context.Context, flow, run string, rev uint64) error {
+	key := Key(flow, run)
 	var err error
-	if s.markerTTL > 0 {
-		err = s.pending.Purge(ctx, Key(flow, run), jetstream.PurgeTTL(s.markerTTL))
-	} else {
-		err = s.pending.Delete(ctx, Key(flow, run))
+	switch {
+	case s.pub != nil:
+		// A KV purge, as jetstream.KeyValue.Purge writes it, with an id.
+		m := nats.NewMsg(s.pendingSubject + key)
+		m.Header.Set(kvOperation, kvPurge)
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		opts := []jetstream.PublishOpt{jetstream.WithMsgID(pendingWriteID(key, rev, "del"))}
+		if s.markerTTL > 0 {
+			opts = append(opts, jetstream.WithMsgTTL(s.markerTTL))
+		}
+		_, err = s.pub.PublishMsg(ctx, m, opts...)
+	case s.markerTTL > 0:
+		err = s.pending.Purge(ctx, key, jetstream.PurgeTTL(s.markerTTL))
+	default:
+		err = s.pending.Delete(ctx, key)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("kv: deleting pending entry %s: %w", Key(flow, run), err)
+		return fmt.Errorf("kv: deleting pending entry %s: %w", key, err)
 	}
 	return nil
+}
+
+// The header of a KV operation, and its purge (ADR-8, as nats.go writes
+// them).
+const (
+	kvOperation = "KV-Operation"
+	kvPurge     = "PURGE"
+)
+
+// pendingWriteID is the Nats-Msg-Id of the pending index's write op
+// ("put", "del") of key at checkpoint rev.
+func pendingWriteID(key string, rev uint64, op string) string {
+	return "pending." + op + "." + key + "." + strconv.FormatUint(rev, 10)
 }
 
 // PutFinished implements [engine.FinishedIndex]: it appends a finished

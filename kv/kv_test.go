@@ -177,18 +177,76 @@ func TestCheckpointIsPlainJSONUnderFlowDotRun(t *testing.T) {
 	}
 }
 
+// TestAPendingWriteThatLandsLateDoesNotUndoALaterOne: a transition's index
+// write that timed out (held up in a partition, on a route to the bucket's
+// leader) is sent again and lands; the run moves on; then the first copy
+// lands too. It must change nothing: neither bring back an entry the run's
+// end removed, nor put back an older node over the newer one, nor remove
+// the entry of a run that waits again.
+func TestAPendingWriteThatLandsLateDoesNotUndoALaterOne(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	at := func(run string, rev uint64, node string) *protocol.Pending {
+		p := pendingEntry("booking", run)
+		p.Checkpoint, p.Node = rev, node
+		return p
+	}
+	read := func(run string) (*protocol.Pending, error) {
+		e, err := r.pending.Get(ctx, "booking."+run)
+		if err != nil {
+			return nil, err
+		}
+		var p protocol.Pending
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			t.Fatal(err)
+		}
+		return &p, nil
+	}
+	// A put of checkpoint 2, repeated after the run ended at 3.
+	must(t, r.store.PutPending(ctx, at("r-ended", 2, "ask_email")))
+	must(t, r.store.DeletePending(ctx, "booking", "r-ended", 3))
+	must(t, r.store.PutPending(ctx, at("r-ended", 2, "ask_email")))
+	if p, err := read("r-ended"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("an ended run's late index write brought its entry back: %+v, %v", p, err)
+	}
+	// A put of checkpoint 2, repeated after the run waited again at 4.
+	must(t, r.store.PutPending(ctx, at("r-moved", 2, "ask_email")))
+	must(t, r.store.PutPending(ctx, at("r-moved", 4, "ask_level")))
+	must(t, r.store.PutPending(ctx, at("r-moved", 2, "ask_email")))
+	if p, err := read("r-moved"); err != nil || p.Checkpoint != 4 || p.Node != "ask_level" {
+		t.Errorf("after a late write of checkpoint 2, the entry is %+v (%v); want checkpoint 4 at ask_level", p, err)
+	}
+	// A removal at checkpoint 3 (a step recorded mid-node), repeated after
+	// the run waited again at 4.
+	must(t, r.store.PutPending(ctx, at("r-again", 2, "ask_email")))
+	must(t, r.store.DeletePending(ctx, "booking", "r-again", 3))
+	must(t, r.store.PutPending(ctx, at("r-again", 4, "ask_level")))
+	must(t, r.store.DeletePending(ctx, "booking", "r-again", 3))
+	if p, err := read("r-again"); err != nil || p.Checkpoint != 4 {
+		t.Errorf("after a late removal at checkpoint 3, the entry is %+v (%v); want checkpoint 4", p, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDeletePendingOfAMissingKeyIsNotAnError(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	ctx := t.Context()
-	if err := r.store.DeletePending(ctx, "booking", "r-never"); err != nil {
+	if err := r.store.DeletePending(ctx, "booking", "r-never", 1); err != nil {
 		t.Fatalf("DeletePending of a key never written: %v", err)
 	}
 	if err := r.store.PutPending(ctx, pendingEntry("booking", "r-1")); err != nil {
 		t.Fatalf("PutPending: %v", err)
 	}
 	for i := range 2 {
-		if err := r.store.DeletePending(ctx, "booking", "r-1"); err != nil {
+		if err := r.store.DeletePending(ctx, "booking", "r-1", 2); err != nil {
 			t.Fatalf("DeletePending #%d: %v", i+1, err)
 		}
 	}

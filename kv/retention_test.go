@@ -245,7 +245,7 @@ func TestResumedRunsLeaveNoMarkersBeyondTheMarkerTTL(t *testing.T) {
 		if err := r.store.PutPending(ctx, pendingEntry("booking", run)); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.store.DeletePending(ctx, "booking", run); err != nil {
+		if err := r.store.DeletePending(ctx, "booking", run, 2); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -146,7 +146,7 @@ func (s *Store) PutPending(_ context.Context, p *protocol.Pending) error {
 }
 
 // DeletePending implements [engine.Store].
-func (s *Store) DeletePending(_ context.Context, flow, run string) error {
+func (s *Store) DeletePending(_ context.Context, flow, run string, _ uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pending, key(flow, run))

@@ -246,7 +246,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			t.Fatalf("PutPending over an entry: %v", err)
 		}
 		for range 2 {
-			if err := s.DeletePending(t.Context(), "booking", "r-1"); err != nil {
+			if err := s.DeletePending(t.Context(), "booking", "r-1", 5); err != nil {
 				t.Fatalf("DeletePending: %v", err)
 			}
 		}
