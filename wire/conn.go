@@ -38,6 +38,10 @@ type ConnConfig struct {
 	// subjects, so that a server can let other users subscribe to "_INBOX.>"
 	// without letting them read this connection's replies. Defaults to "_INBOX".
 	InboxPrefix string
+	// Dialer, if set, opens the connection's sockets instead of a
+	// net.Dialer: one that dials from another network namespace, or
+	// through a tunnel.
+	Dialer nats.CustomDialer
 }
 
 // Connect connects to NATS and returns the connection and its JetStream
@@ -74,6 +78,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, jetstream.JetStre
 	}
 	if cfg.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	if cfg.Dialer != nil {
+		opts = append(opts, nats.SetCustomDialer(cfg.Dialer))
 	}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))

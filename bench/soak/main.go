@@ -9,6 +9,7 @@
 //	go run ./bench/soak -mode worker -runs 2000
 //	go run ./bench/soak -mode server -runs 2000
 //	go run ./bench/soak -mode node -runs 2000
+//	sudo go run ./bench/soak -mode network -runs 2000 -lazy-fsync
 //
 // See docs/reliability.md, and package internal/soak for what is checked.
 package main
@@ -22,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,13 +69,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&mode, "mode", string(soak.DefaultMode), "what is killed: worker (a worker process; the NATS server survives), server (serve with its embedded server), node (one node of a 3-node cluster), or pause (one node of the cluster stopped with SIGSTOP for -pause, then continued)")
+	fs.StringVar(&mode, "mode", string(soak.DefaultMode), "what is killed: worker (a worker process; the NATS server survives), server (serve with its embedded server), node (one node of a 3-node cluster), pause (one node of the cluster stopped with SIGSTOP for -pause, then continued), or network (the cluster of deploy/cluster in network namespaces under partitions, kills and pauses of -pause each; needs root)")
 	fs.IntVar(&cfg.Runs, "runs", soak.DefaultRuns, "booking runs driven through every interrupt")
+	fs.IntVar(&cfg.Replicas, "replicas", 0, "serve's --replicas on the cluster's nodes, 1 or 3 (0: serve's auto, 3 on the cluster)")
+	fs.BoolVar(&cfg.Refunds, "refunds", false, "make every other run a refund whose approval is decided over NATS: edited, rejected, raced, by a quorum, left to its deadlines, cancelled as approved")
 	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")
 	fs.IntVar(&cfg.Workers, "workers", soak.DefaultWorkers, "worker processes in worker mode")
 	fs.DurationVar(&cfg.Every, "every", soak.DefaultEvery, "time between two kills")
 	fs.IntVar(&cfg.Kills, "kills", 0, "stop killing after this many kills (0: until the runs end); in pause mode, pauses")
-	fs.DurationVar(&cfg.Pause, "pause", soak.DefaultPause, "how long pause mode keeps a node stopped")
+	fs.DurationVar(&cfg.Pause, "pause", soak.DefaultPause, "how long pause mode keeps a node stopped, and how long each fault of network mode lasts")
+	fs.Func("faults", "network mode's `faults`, comma-separated, injected in turn (default: all of "+faultNames()+")", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(soak.Faults, soak.Fault(f)) {
+				return fmt.Errorf("fault %q: use %s", f, faultNames())
+			}
+			cfg.Faults = append(cfg.Faults, soak.Fault(f))
+		}
+		return nil
+	})
 	fs.DurationVar(&cfg.AckWait, "ack-wait", soak.DefaultAckWait, "serve's --ack-wait: how soon a killed worker's command is delivered again")
 	fs.BoolVar(&cfg.LazyFsync, "lazy-fsync", false, "run the servers with --lazy-fsync (acknowledged before synced; a killed process loses nothing by it, a machine's crash could)")
 	fs.StringVar(&cfg.Binary, "interlock", "", "interlock binary to run (default: built from this module)")
@@ -99,7 +113,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ok = ok || cfg.Mode == m
 	}
 	if !ok {
-		return usageError{fmt.Errorf("-mode %q: use worker, server or node", mode)}
+		return usageError{fmt.Errorf("-mode %q: use worker, server, node, pause or network", mode)}
+	}
+	if len(cfg.Faults) > 0 && cfg.Mode != soak.ModeNetwork {
+		return usageError{errors.New("-faults are network mode's; add -mode network")}
 	}
 	if cfg.Runs < 1 || cfg.Agents < 1 || cfg.Workers < 1 || cfg.Kills < 0 {
 		return usageError{errors.New("-runs, -agents and -workers must be positive, -kills 0 or more")}
@@ -120,6 +137,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// faultNames lists network mode's faults.
+func faultNames() string {
+	var out []string
+	for _, f := range soak.Faults {
+		out = append(out, string(f))
+	}
+	return strings.Join(out, ", ")
+}
+
 // write prints rep as text or JSON.
 func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	if asJSON {
@@ -132,15 +158,30 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "runs        %d\n", rep.Runs)
 	fmt.Fprintf(&b, "completed   %d\n", rep.Completed)
 	fmt.Fprintf(&b, "kills       %d\n", rep.Kills)
+	for _, f := range soak.Faults {
+		if n := rep.Faults[f]; n > 0 {
+			fmt.Fprintf(&b, "fault       %-15s %3d, healed within %s\n", f, n, rep.Heal[f].Round(10*time.Millisecond))
+		}
+	}
+	if rep.Unhealed > 0 {
+		fmt.Fprintf(&b, "unhealed    %d faults (the cluster not whole within 2 minutes)\n", rep.Unhealed)
+	}
 	fmt.Fprintf(&b, "lost        %d\n", rep.Lost)
 	fmt.Fprintf(&b, "duplicated  %d\n", rep.Duplicated)
 	fmt.Fprintf(&b, "left        %d (driven again after the others)\n", rep.Left)
 	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
 	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
 	fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
+	if rep.StaleReplica > 0 {
+		fmt.Fprintf(&b, "stale       %d listed only by a replica that fell behind (NATS's, not counted as a failure)\n", rep.StaleReplica)
+	}
 	fmt.Fprintf(&b, "wall        %s (checks %s)\n", rep.Wall.Round(time.Millisecond), rep.Check.Round(time.Millisecond))
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "problem     %s\n", p)
+		run, _, _ := strings.Cut(p, ":")
+		for _, line := range rep.Histories[run] {
+			fmt.Fprintf(&b, "              %s\n", line)
+		}
 	}
 	if rep.Dir != "" {
 		fmt.Fprintf(&b, "logs        %s\n", rep.Dir)

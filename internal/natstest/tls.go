@@ -23,10 +23,19 @@ type TLSFiles struct{ Cert, Key, CA string }
 // TLS writes TLSFiles into a new temporary directory.
 func TLS(t testing.TB) TLSFiles {
 	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	f, err := WriteTLS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	return f
+}
+
+// WriteTLS writes TLSFiles into dir, for programs that run clusters
+// outside a test (the fault soak).
+func WriteTLS(dir string) (TLSFiles, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return TLSFiles{}, err
 	}
 	ca := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "interlock test CA"},
@@ -35,11 +44,11 @@ func TLS(t testing.TB) TLSFiles {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return TLSFiles{}, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return TLSFiles{}, err
 	}
 	leaf := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
@@ -51,15 +60,15 @@ func TLS(t testing.TB) TLSFiles {
 	}
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		t.Fatal(err)
+		return TLSFiles{}, err
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return TLSFiles{}, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return TLSFiles{}, err
 	}
 	f := TLSFiles{Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key"), CA: filepath.Join(dir, "ca.crt")}
 	for path, block := range map[string]*pem.Block{
@@ -68,8 +77,8 @@ func TLS(t testing.TB) TLSFiles {
 		f.CA:   {Type: "CERTIFICATE", Bytes: caDER},
 	} {
 		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
+			return TLSFiles{}, err
 		}
 	}
-	return f
+	return f, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,53 +40,92 @@ type agents struct {
 	js    jetstream.JetStream
 	c     *client.Client
 	names wire.Names
-	runs  int
+	// runs counts the runs handed to the agents so far.
+	runs atomic.Int64
 	// ended counts runs an agent saw end; left those the agents left for
 	// lack of progress on their first pass.
 	ended, left atomic.Int64
+	// approvers decide refunds, by role (Config.Refunds); authenticated
+	// is set where NATS authenticates its clients, so that a decision's
+	// caller is nats:<role>.
+	approvers     map[string]*approver
+	authenticated bool
+	// others are the approvers' connections, closed with the agents'.
+	others []*nats.Conn
+	// hist is what the agents were told of each run's commands, by run.
+	histMu sync.Mutex
+	hist   map[string][]string
 }
 
-// newAgents connects to url as a client without credentials, as an agent
-// service would.
-func newAgents(ctx context.Context, cfg Config, url string) (*agents, error) {
-	nc, js, err := wire.Connect(ctx, wire.ConnConfig{URL: url, Name: "interlock-soak"})
+// newAgents connects with conn, as an agent service would.
+func newAgents(ctx context.Context, cfg Config, conn wire.ConnConfig) (*agents, error) {
+	nc, js, err := wire.Connect(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("soak: connecting the agents: %w", err)
 	}
 	names, _ := wire.NewNames("")
-	return &agents{nc: nc, js: js, c: client.New(nc, js, names, source, 2*time.Second), names: names, runs: cfg.Runs}, nil
+	return &agents{nc: nc, js: js, c: client.New(nc, js, names, source, 2*time.Second), names: names}, nil
 }
 
-func (a *agents) close() { a.nc.Close() }
+func (a *agents) close() {
+	for _, nc := range a.others {
+		nc.Close()
+	}
+	a.nc.Close()
+}
 
 // runID is the id of the i-th run.
 func runID(i int) string { return fmt.Sprintf("soak-%06d", i) }
 
-// drive drives every run to its end with cfg.Agents agents. The runs an
-// agent left for lack of progress are driven once more after all the
-// others, as an agent coming back to the interrupts still waiting for it
-// would; a run not ended then is stuck.
-func (a *agents) drive(ctx context.Context, cfg Config) error {
-	all := make([]int, cfg.Runs)
-	for i := range all {
-		all[i] = i
+// maxRunsFactor bounds the runs a soak drives while it waits for its
+// faults: this many times Config.Runs.
+const maxRunsFactor = 10
+
+// drive drives cfg.Runs runs to their end with cfg.Agents agents, and more
+// for as long as faulting is open (the faults still to come, when there is
+// a number of them: so that every fault strikes under load), up to
+// maxRunsFactor times as many. The runs an agent left for lack of progress
+// are driven once more after all the others, as an agent coming back to
+// the interrupts still waiting for it would; a run not ended then is
+// stuck.
+func (a *agents) drive(ctx context.Context, cfg Config, faulting <-chan struct{}) error {
+	all := func(yield func(int) bool) {
+		for i := 0; i < cfg.Runs || open(faulting) && i < maxRunsFactor*cfg.Runs; i++ {
+			a.runs.Store(int64(i + 1))
+			if !yield(i) {
+				return
+			}
+		}
 	}
 	left := a.pass(ctx, cfg, all)
 	a.left.Store(int64(len(left)))
 	if len(left) > 0 && ctx.Err() == nil {
 		fmt.Fprintf(cfg.Progress, "soak: agents left %d runs for lack of progress; driving them again\n", len(left))
-		a.pass(ctx, cfg, left)
+		a.pass(ctx, cfg, slices.Values(left))
 	}
 	return ctx.Err()
 }
 
+// open reports whether c is open (nil is closed).
+func open(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return false
+	default:
+		return true
+	}
+}
+
 // pass drives runs with cfg.Agents agents and returns those left without
 // an end.
-func (a *agents) pass(ctx context.Context, cfg Config, runs []int) (left []int) {
+func (a *agents) pass(ctx context.Context, cfg Config, runs iter.Seq[int]) (left []int) {
 	next := make(chan int)
 	go func() {
 		defer close(next)
-		for _, i := range runs {
+		for i := range runs {
 			select {
 			case next <- i:
 			case <-ctx.Done():
@@ -100,7 +140,11 @@ func (a *agents) pass(ctx context.Context, cfg Config, runs []int) (left []int) 
 	for range cfg.Agents {
 		wg.Go(func() {
 			for i := range next {
-				if a.driveRun(ctx, cfg, i) {
+				drive := a.driveRun
+				if isRefund(cfg, i) {
+					drive = a.driveRefund
+				}
+				if drive(ctx, cfg, i) {
 					a.ended.Add(1)
 					continue
 				}
@@ -121,6 +165,12 @@ func (a *agents) pass(ctx context.Context, cfg Config, runs []int) (left []int) 
 type command struct {
 	msg  *nats.Msg
 	sent time.Time
+	// run is the run it is for; role who sends it: "agent", or an
+	// approver's role.
+	run, role string
+	// js publishes it: the agents' connection when nil, else that of the
+	// approver who sends it.
+	js jetstream.JetStream
 }
 
 // newCommand builds a command with event id id.
@@ -137,7 +187,7 @@ func (a *agents) newCommand(subject, typ, run, id string, data any) (*command, e
 	msg.Data = body
 	msg.Header.Set("Content-Type", events.Structured)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	return &command{msg: msg}, nil
+	return &command{msg: msg, run: run, role: "agent"}, nil
 }
 
 // send publishes cmd unless it was published less than retry ago. A
@@ -149,8 +199,42 @@ func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
-	if _, err := a.js.PublishMsg(pctx, cmd.msg); err == nil {
+	js := cmd.js
+	if js == nil {
+		js = a.js
+	}
+	ack, err := js.PublishMsg(pctx, cmd.msg)
+	if err == nil {
 		cmd.sent = time.Now()
+	}
+	// What the client was told, for the history of a run found wrong.
+	told := ""
+	switch {
+	case err != nil:
+		told = "not acknowledged: " + err.Error()
+	case ack.Duplicate:
+		told = fmt.Sprintf("acknowledged as a duplicate of %s #%d", ack.Stream, ack.Sequence)
+	default:
+		told = fmt.Sprintf("acknowledged: %s #%d", ack.Stream, ack.Sequence)
+	}
+	a.log(cmd.run, "sent %s on %s (%s): %s", cmd.msg.Header.Get(jetstream.MsgIDHeader), cmd.msg.Subject, cmd.role, told)
+}
+
+// maxHistory bounds the lines kept of each run's commands.
+const maxHistory = 64
+
+// log adds a line to run's history of what its agent was told.
+func (a *agents) log(run, format string, args ...any) {
+	if run == "" {
+		return
+	}
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	if a.hist == nil {
+		a.hist = map[string][]string{}
+	}
+	if h := a.hist[run]; len(h) < maxHistory {
+		a.hist[run] = append(h, time.Now().UTC().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
 	}
 }
 
@@ -158,20 +242,31 @@ func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
 // or until it has made no progress for cfg.Patience. It reports whether
 // the run ended.
 func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
+	resumes := map[string]*command{} // by request id
+	return a.follow(ctx, cfg, booking.Name, i, protocol.Start{}, func(cp protocol.Checkpoint) {
+		a.answer(ctx, cfg, i, cp, resumes)
+	})
+}
+
+// follow starts run i of flow with start (sent again until the run
+// exists) and calls waiting with its checkpoint whenever it waits, until
+// it ends or has made no progress for cfg.Patience. It reports whether
+// the run ended. It polls the checkpoint from firstPoll, doubling to
+// maxPoll, back to firstPoll when the run moves.
+func (a *agents) follow(ctx context.Context, cfg Config, flow string, i int, start protocol.Start, waiting func(protocol.Checkpoint)) bool {
 	run := runID(i)
-	start, err := a.newCommand(a.names.In(booking.Name, "start"), protocol.TypeStart, run, run+"-start", protocol.Start{})
+	cmd, err := a.newCommand(a.names.In(flow, "start"), protocol.TypeStart, run, run+"-start", start)
 	if err != nil {
 		return false
 	}
-	resumes := map[string]*command{} // by request id
 	lastMove := time.Now()
 	var lastRev uint64
 	poll := firstPoll
 	for time.Since(lastMove) < cfg.Patience {
-		cp, err := a.c.Checkpoint(ctx, booking.Name, run)
+		cp, err := a.c.Checkpoint(ctx, flow, run)
 		switch {
 		case errors.Is(err, client.ErrNotFound):
-			a.send(ctx, start, cfg.Retry)
+			a.send(ctx, cmd, cfg.Retry)
 		case err != nil:
 			// The server is down or a leader is being elected: read again.
 		case cp.Finished():
@@ -180,14 +275,10 @@ func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
 			lastRev, lastMove, poll = cp.Checkpoint, time.Now(), firstPoll
 		}
 		if err == nil && cp.Waiting() {
-			a.answer(ctx, cfg, i, cp, resumes)
+			waiting(cp)
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if wait(ctx, poll) != nil {
 			return false
-		case <-t.C:
 		}
 		poll = min(2*poll, maxPoll)
 	}

@@ -6,12 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
+	"github.com/interlockhq/interlock/examples/refund"
+	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/protocol"
 )
 
@@ -21,9 +27,34 @@ const checkWait = time.Minute
 
 // tally is what the events stream holds of one run.
 type tally struct {
-	started, completed int
-	// resumed counts resumed events by the checkpoint they name.
-	resumed map[uint64]int
+	started, completed, expired, cancelled int
+	// resumed counts resumed events by the checkpoint they name;
+	// interrupted the interrupted events by request.
+	resumed     map[uint64]int
+	interrupted map[string]int
+	// refused counts the refusals of the run's commands by code.
+	refused map[protocol.Code]int
+}
+
+// duplicates says which events of one transition the stream holds twice,
+// "" if none.
+func (t tally) duplicates() string {
+	var dups []string
+	for rev, n := range t.resumed {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%d resumed events for checkpoint %d", n, rev))
+		}
+	}
+	for req, n := range t.interrupted {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%d interrupted events for request %s", n, req))
+		}
+	}
+	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 {
+		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired and %d cancelled events", t.started, t.completed, t.expired, t.cancelled))
+	}
+	slices.Sort(dups)
+	return strings.Join(dups, "; ")
 }
 
 // result is what checkRun found of one run.
@@ -50,7 +81,7 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		wg.Go(func() {
 			for i := range next {
 				r := &results[i]
-				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, c, i, tallies[runID(i)])
+				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, cfg, c, i, tallies[runID(i)])
 			}
 		})
 	}
@@ -83,12 +114,20 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		}
 		for _, i := range again {
 			r := &results[i]
-			if r.lost, r.dup, r.stuck, r.audit, err = a.checkRun(ctx, c, i, tallies[runID(i)]); err != nil {
+			if r.lost, r.dup, r.stuck, r.audit, err = a.checkRun(ctx, cfg, c, i, tallies[runID(i)]); err != nil {
 				return err
 			}
 		}
 	}
 	waiting, err := a.stillPending(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	left, stale, err := a.sortPending(ctx, waiting, func(run string) string {
+		var i int
+		_, _ = fmt.Sscanf(run, "soak-%d", &i)
+		return flowOf(cfg, i)
+	})
 	if err != nil {
 		return err
 	}
@@ -109,9 +148,19 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 			problem = r.audit
 		case waiting[runID(i)]:
 			// Ended, yet the index of what waits still lists it: an
-			// inbox would show it waiting for ever.
-			rep.PendingLeft++
-			problem = "completed, but the pending index still lists it"
+			// inbox would show it waiting for ever. Unless the bucket's
+			// leader has no such entry: then a replica answering direct
+			// gets serves what it had.
+			switch {
+			case left[runID(i)]:
+				rep.PendingLeft++
+				problem = "completed, but the pending index still lists it"
+			case stale[runID(i)]:
+				rep.StaleReplica++
+				problem = "ended; the pending bucket's leader no longer lists it, yet a replica's direct gets still do (30 s after every run ended): a replica serves stale data"
+			default:
+				rep.Completed++ // a replica lagged, and caught up
+			}
 		default:
 			rep.Completed++
 		}
@@ -120,6 +169,56 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// staleWait bounds how long a replica's direct gets may lag behind the
+// leader once every run has ended, before the check calls it stale.
+const staleWait = 30 * time.Second
+
+// sortPending sorts the runs the pending index listed (by direct get)
+// into those the pending bucket's leader lists too (left: Interlock's
+// doing) and those it has removed, yet a replica's direct gets still list
+// staleWait later (stale: the replica's). Runs whose direct gets catch up
+// meanwhile are neither.
+func (a *agents) sortPending(ctx context.Context, listed map[string]bool, flowOf func(run string) string) (left, stale map[string]bool, err error) {
+	left, stale = map[string]bool{}, map[string]bool{}
+	for run := range listed {
+		subject := "$KV." + a.names.PendingBucket() + "." + flowOf(run) + "." + run
+		_, err := retry(ctx, func() (struct{}, error) {
+			_, _, err := kv.LastFromLeader(ctx, a.nc, "KV_"+a.names.PendingBucket(), subject)
+			if errors.Is(err, engine.ErrNotFound) {
+				err = client.ErrNotFound // retry's end
+			}
+			return struct{}{}, err
+		})
+		switch {
+		case err == nil:
+			left[run] = true
+		case errors.Is(err, client.ErrNotFound):
+			stale[run] = true
+		default:
+			return nil, nil, fmt.Errorf("soak: reading %s from its leader: %w", subject, err)
+		}
+	}
+	if len(stale) == 0 {
+		return left, stale, nil
+	}
+	pending, err := a.js.KeyValue(ctx, a.names.PendingBucket())
+	if err != nil {
+		return nil, nil, fmt.Errorf("soak: binding %s: %w", a.names.PendingBucket(), err)
+	}
+	for deadline := time.Now().Add(staleWait); len(stale) > 0 && time.Now().Before(deadline); {
+		for run := range stale {
+			// A KV get is a direct get, which any replica may answer.
+			if _, err := pending.Get(ctx, flowOf(run)+"."+run); errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				delete(stale, run) // caught up: no problem at all
+			}
+		}
+		if wait(ctx, time.Second) != nil {
+			return nil, nil, ctx.Err()
+		}
+	}
+	return left, stale, nil
 }
 
 // republishWait bounds how long the check waits for the events of a
@@ -141,9 +240,9 @@ func eventsMissing(results []result) []int {
 
 // checkRun checks run i against its tally of events. Each result says
 // what is wrong of its kind, "" when nothing is.
-func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally) (lost, dup, stuck, audit string, err error) {
-	run := runID(i)
-	cp, err := retry(ctx, func() (protocol.Checkpoint, error) { return c.Checkpoint(ctx, booking.Name, run) })
+func (a *agents) checkRun(ctx context.Context, cfg Config, c *client.Client, i int, t tally) (lost, dup, stuck, audit string, err error) {
+	run, flow := runID(i), flowOf(cfg, i)
+	cp, err := retry(ctx, func() (protocol.Checkpoint, error) { return c.Checkpoint(ctx, flow, run) })
 	switch {
 	case errors.Is(err, client.ErrNotFound):
 		return "no checkpoint: the run was lost", "", "", "", nil
@@ -151,6 +250,11 @@ func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally)
 		return "", "", "", "", err
 	case !cp.Finished():
 		return "", "", fmt.Sprintf("still %s at %s (checkpoint %d)", cp.Status, cp.Node, cp.Checkpoint), "", nil
+	case flow == refund.Name:
+		if lost, dup = a.checkRefund(i, cp, t); lost != "" || dup != "" {
+			return lost, dup, "", "", nil
+		}
+		return a.checkAudit(ctx, c, flow, run)
 	case cp.Status != protocol.StatusCompleted:
 		return fmt.Sprintf("ended %s at %s: %s", cp.Status, cp.Node, cp.Error), "", "", "", nil
 	}
@@ -166,22 +270,18 @@ func (a *agents) checkRun(ctx context.Context, c *client.Client, i int, t tally)
 		}
 		return "an answer lost: " + msg, "", "", "", nil
 	}
-	var dups []string
-	for rev, n := range t.resumed {
-		if n > 1 {
-			dups = append(dups, fmt.Sprintf("%d resumed events for checkpoint %d", n, rev))
-		}
-	}
-	if t.started > 1 || t.completed > 1 {
-		dups = append(dups, fmt.Sprintf("%d started and %d completed events", t.started, t.completed))
-	}
-	if len(dups) > 0 {
-		return "", strings.Join(dups, "; "), "", "", nil
+	if d := t.duplicates(); d != "" {
+		return "", d, "", "", nil
 	}
 	if t.started == 0 || t.completed == 0 || len(t.resumed) != len(want.Notes) {
 		return fmt.Sprintf(eventsMissingPrefix+": %d started, %d resumed, %d completed; want 1, %d, 1", t.started, len(t.resumed), t.completed, len(want.Notes)), "", "", "", nil
 	}
-	ar, err := retry(ctx, func() (client.AuditReport, error) { return c.VerifyAudit(ctx, booking.Name, run) })
+	return a.checkAudit(ctx, c, flow, run)
+}
+
+// checkAudit verifies run's audit chain.
+func (a *agents) checkAudit(ctx context.Context, c *client.Client, flow, run string) (lost, dup, stuck, audit string, err error) {
+	ar, err := retry(ctx, func() (client.AuditReport, error) { return c.VerifyAudit(ctx, flow, run) })
 	if err != nil {
 		return "", "", "", "", err
 	}
@@ -222,22 +322,23 @@ func (a *agents) readEvents(ctx context.Context) (map[string]tally, error) {
 	return retry(ctx, func() (map[string]tally, error) {
 		c := client.New(a.nc, a.js, a.names, "/soak", checkWait)
 		out := map[string]tally{}
-		q := client.WatchQuery{Flow: booking.Name}
-		for {
-			evs, more, err := c.Events(ctx, q, client.MaxPendingLimit)
-			if err != nil {
-				return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
-			}
-			for _, ev := range evs {
-				if err := count(out, ev); err != nil {
-					return nil, err
+		for _, flow := range []string{booking.Name, refund.Name} {
+			q := client.WatchQuery{Flow: flow}
+			for more := true; more; {
+				var evs []client.StreamEvent
+				var err error
+				if evs, more, err = c.Events(ctx, q, client.MaxPendingLimit); err != nil {
+					return nil, fmt.Errorf("soak: reading %s: %w", a.names.EventStream(), err)
 				}
-				q.After = ev.Seq
-			}
-			if !more {
-				return out, nil
+				for _, ev := range evs {
+					if err := count(out, ev); err != nil {
+						return nil, err
+					}
+					q.After = ev.Seq
+				}
 			}
 		}
+		return out, nil
 	})
 }
 
@@ -251,13 +352,29 @@ func count(out map[string]tally, m client.StreamEvent) error {
 	run, kind := tok[3], tok[4]
 	t := out[run]
 	if t.resumed == nil {
-		t.resumed = map[uint64]int{}
+		t.resumed, t.interrupted, t.refused = map[uint64]int{}, map[string]int{}, map[protocol.Code]int{}
 	}
 	switch kind {
 	case protocol.EventStarted:
 		t.started++
 	case protocol.EventCompleted:
 		t.completed++
+	case protocol.EventExpired:
+		t.expired++
+	case protocol.EventCancelled:
+		t.cancelled++
+	case protocol.EventInterrupted:
+		var in protocol.Interrupted
+		if err := json.Unmarshal(m.Event.Data(), &in); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
+		}
+		t.interrupted[in.RequestID]++
+	case protocol.EventRefused:
+		var r protocol.Refused
+		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
+		}
+		t.refused[r.Code]++
 	case protocol.EventResumed:
 		var r protocol.Resumed
 		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
@@ -273,18 +390,77 @@ func count(out map[string]tally, m client.StreamEvent) error {
 // has ended: a page at a time, as an inbox reads it.
 func (a *agents) stillPending(ctx context.Context, cfg Config) (map[string]bool, error) {
 	out := map[string]bool{}
-	q := client.PendingQuery{Flow: booking.Name, Limit: client.MaxPendingLimit}
-	for {
-		page, err := retry(ctx, func() (client.PendingPage, error) { return a.c.ListPending(ctx, q) })
-		if err != nil {
-			return nil, fmt.Errorf("soak: listing the pending index: %w", err)
+	for _, flow := range []string{booking.Name, refund.Name} {
+		q := client.PendingQuery{Flow: flow, Limit: client.MaxPendingLimit}
+		for {
+			page, err := retry(ctx, func() (client.PendingPage, error) { return a.c.ListPending(ctx, q) })
+			if err != nil {
+				return nil, fmt.Errorf("soak: listing the pending index: %w", err)
+			}
+			for _, p := range page.Items {
+				out[p.Run] = true
+			}
+			if page.Next == "" || len(out) > cfg.Runs {
+				break
+			}
+			q.After = page.Next
 		}
-		for _, p := range page.Items {
-			out[p.Run] = true
-		}
-		if page.Next == "" || len(out) > cfg.Runs {
-			return out, nil
-		}
-		q.After = page.Next
 	}
+	return out, nil
+}
+
+// histories are the histories of the runs rep.Problems names: what their
+// agents were told of each command they sent (told), then the run's
+// events as the stream holds them and its checkpoint at the end.
+func (a *agents) histories(ctx context.Context, cfg Config, told *agents, rep *Report) {
+	for _, p := range rep.Problems {
+		run, _, _ := strings.Cut(p, ":")
+		var i int
+		if _, err := fmt.Sscanf(run, "soak-%d", &i); err != nil {
+			continue
+		}
+		if rep.Histories == nil {
+			rep.Histories = map[string][]string{}
+		}
+		rep.Histories[run] = append(told.told(run), a.history(ctx, flowOf(cfg, i), run)...)
+	}
+}
+
+// told is what the agents were told of run's commands.
+func (a *agents) told(run string) []string {
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	return slices.Clone(a.hist[run])
+}
+
+// history is run's events and checkpoint, a line each, without resume
+// tokens or states.
+func (a *agents) history(ctx context.Context, flow, run string) []string {
+	var out []string
+	q := client.WatchQuery{Flow: flow, Run: run}
+	for more := true; more && len(out) < maxHistory; {
+		evs, m, err := a.c.Events(ctx, q, 100)
+		if err != nil {
+			return append(out, "events not read: "+err.Error())
+		}
+		more = m
+		for _, ev := range evs {
+			var data map[string]any
+			_ = json.Unmarshal(ev.Event.Data(), &data)
+			for _, secret := range []string{"resumeToken", "state", "questions", "description", "argsSchema"} {
+				delete(data, secret)
+			}
+			b, _ := json.Marshal(data)
+			if len(b) > 240 {
+				b = append(b[:240], "..."...)
+			}
+			out = append(out, fmt.Sprintf("%s event #%d %s %s", ev.Event.Time().UTC().Format("15:04:05.000"), ev.Seq, ev.Kind, b))
+			q.After = ev.Seq
+		}
+	}
+	cp, err := a.c.Checkpoint(ctx, flow, run)
+	if err != nil {
+		return append(out, "checkpoint not read: "+err.Error())
+	}
+	return append(out, fmt.Sprintf("checkpoint %d: %s at %s, applied %v, decisions %+v", cp.Checkpoint, cp.Status, cp.Node, cp.Applied, cp.Decisions))
 }

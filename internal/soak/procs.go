@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/wire"
 )
 
 // readyWait bounds how long a serve process takes to say it is serving: a
@@ -172,11 +174,16 @@ type deployment struct {
 	workersPassword string
 	// clustered is set when the processes are the nodes of one cluster.
 	clustered bool
+	// network is ModeNetwork's network and worker, else nil.
+	network *network
+	// names are the names of Interlock's streams and buckets.
+	names wire.Names
 }
 
 // deploy starts the processes of cfg.Mode, with data and logs under dir.
 func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err error) {
 	d := &deployment{}
+	d.names, _ = wire.NewNames("")
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, d.stop())
@@ -190,11 +197,16 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 		if cfg.LazyFsync && !slices.Contains(args, "--nats-url") {
 			args = append(args, "--lazy-fsync")
 		}
+		if cfg.Replicas != 0 && !slices.Contains(args, "--replicas") {
+			args = append(args, "--replicas", strconv.Itoa(cfg.Replicas))
+		}
 		p := &proc{name: name, bin: cfg.Binary, args: args, env: env, log: filepath.Join(dir, name+".log")}
 		d.all = append(d.all, p)
 		return p
 	}
 	switch cfg.Mode {
+	case ModeNetwork:
+		return d, deployNetwork(ctx, cfg, dir, d, env, serve)
 	case ModeWorker, ModeServer:
 		port, err := freePort()
 		if err != nil {
@@ -264,19 +276,20 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 // The nodes of a cluster are stopped at once, as an operator stops a
 // cluster: stopped one after another, the last would drain alone, without
 // a quorum for its streams, until serve's drain bound.
-func (d *deployment) stop() error {
+func (d *deployment) stop() (err error) {
+	if d.network != nil {
+		defer func() { err = errors.Join(err, d.network.close()) }()
+	}
 	if d.clustered {
 		errs := make(chan error, len(d.all))
 		for _, p := range d.all {
 			go func() { errs <- p.stop() }()
 		}
-		var err error
 		for range d.all {
 			err = errors.Join(err, <-errs)
 		}
 		return err
 	}
-	var err error
 	for i := len(d.all) - 1; i >= 0; i-- {
 		err = errors.Join(err, d.all[i].stop())
 	}

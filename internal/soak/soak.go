@@ -19,6 +19,13 @@
 //     stopped with SIGSTOP for Config.Pause, long enough for its peers to
 //     elect new leaders without it, then continued with SIGCONT, its
 //     connections and its stale leaderships as it left them.
+//   - [ModeNetwork]: the three nodes of deploy/cluster (TLS, the users of
+//     deploy/interlock-auth.conf), each in a Linux network namespace of
+//     its own on a bridge ([netns]), and a worker process on the clients'
+//     host, under [Faults] in turn: partitions that isolate a node, its
+//     stream leader or cut two nodes apart, a node killed or paused, the
+//     worker killed. The agents connect from the clients' host as the
+//     agent user. It needs root and the ip command.
 //
 // The processes run an `interlock` binary built once ([Build]).
 // Everything listens on 127.0.0.1 only. The workers authenticate to the
@@ -44,9 +51,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/interlockhq/interlock/bus"
-	"github.com/interlockhq/interlock/wire"
 )
 
 // Mode is what a soak kills.
@@ -63,13 +67,16 @@ const (
 	// ModePause pauses one node of a three-node cluster at a time
 	// (SIGSTOP, then SIGCONT after Config.Pause).
 	ModePause Mode = "pause"
+	// ModeNetwork runs the cluster in network namespaces and injects
+	// Faults in turn.
+	ModeNetwork Mode = "network"
 )
 
 // clustered reports whether m runs the three-node cluster.
-func (m Mode) clustered() bool { return m == ModeNode || m == ModePause }
+func (m Mode) clustered() bool { return m == ModeNode || m == ModePause || m == ModeNetwork }
 
 // Modes lists the modes, for flags and messages.
-var Modes = []Mode{ModeWorker, ModeServer, ModeNode, ModePause}
+var Modes = []Mode{ModeWorker, ModeServer, ModeNode, ModePause, ModeNetwork}
 
 // Defaults of a Config.
 const (
@@ -93,8 +100,10 @@ const (
 type Config struct {
 	// Mode is what is killed. Defaults to DefaultMode.
 	Mode Mode
-	// Runs is how many booking runs are driven to completion. Defaults to
-	// DefaultRuns.
+	// Runs is how many runs are driven to their end, at least: with a
+	// number of Kills, the agents start more until the last kill (up to
+	// ten times as many), so that every fault strikes under load.
+	// Defaults to DefaultRuns.
 	Runs int
 	// Agents is how many runs are driven at once, each by its own
 	// goroutine. Defaults to DefaultAgents.
@@ -108,9 +117,25 @@ type Config struct {
 	// Kills stops the killing after this many; 0 kills until the runs are
 	// driven to their end. In ModePause, a kill is a pause.
 	Kills int
-	// Pause is how long ModePause keeps a node stopped. Defaults to
-	// DefaultPause.
+	// Pause is how long ModePause keeps a node stopped, and how long each
+	// fault of ModeNetwork lasts. Defaults to DefaultPause.
 	Pause time.Duration
+	// Replicas is serve's --replicas on the cluster's nodes: 1 or 3; 0
+	// leaves serve's auto, which picks 3 on a three-node cluster.
+	Replicas int
+	// Refunds makes every other run a run of examples/refund whose
+	// approval people decide over NATS on its role subjects: edited,
+	// rejected, raced by two decisions, decided by a quorum of two roles,
+	// left to its deadlines, or cancelled as it is approved, in turn. In
+	// ModeNetwork an agent forges an approval too, which must be refused.
+	Refunds bool
+	// Faults are the faults ModeNetwork injects, in turn. Defaults to
+	// every one of Faults.
+	Faults []Fault
+	// Deploy is the directory of Interlock's deploy/ configurations that
+	// ModeNetwork runs. Defaults to the deploy/ of the module the go
+	// command finds.
+	Deploy string
 	// AckWait is serve's --ack-wait: how soon a command a killed worker
 	// held is delivered again. Defaults to DefaultAckWait.
 	AckWait time.Duration
@@ -160,7 +185,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Mode != ModeWorker && c.Mode != ModeServer && !c.Mode.clustered():
-		return fmt.Errorf("soak: Config.Mode is %q; use worker, server or node", c.Mode)
+		return fmt.Errorf("soak: Config.Mode is %q; use worker, server, node, pause or network", c.Mode)
 	case c.Runs < 1:
 		return fmt.Errorf("soak: Config.Runs is %d; it must be positive", c.Runs)
 	case c.Agents < 1:
@@ -173,6 +198,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("soak: Config.Kills is %d; it must be 0 or more", c.Kills)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("soak: Config.AckWait is %s; it must be at least 1s", c.AckWait)
+	case c.Replicas != 0 && c.Replicas != 1 && c.Replicas != 3:
+		return fmt.Errorf("soak: Config.Replicas is %d; use 1 or 3 (0 for serve's auto)", c.Replicas)
+	case c.Replicas != 0 && !c.Mode.clustered():
+		return fmt.Errorf("soak: Config.Replicas is for the cluster's modes (node, pause, network), not %s", c.Mode)
+	case len(c.Faults) > 0 && c.Mode != ModeNetwork:
+		return fmt.Errorf("soak: Config.Faults are ModeNetwork's; mode %s injects its own", c.Mode)
 	case c.Retry <= 0 || c.Patience <= 0:
 		return fmt.Errorf("soak: Config.Retry (%s) and Config.Patience (%s) must be positive", c.Retry, c.Patience)
 	}
@@ -186,8 +217,16 @@ type Report struct {
 	// exactly as their answers imply.
 	Runs      int `json:"runs"`
 	Completed int `json:"completed"`
-	// Kills is how many times a process was killed with SIGKILL.
+	// Kills is how many times a process was killed with SIGKILL, paused,
+	// or (ModeNetwork) a fault injected.
 	Kills int `json:"kills"`
+	// Faults counts ModeNetwork's faults by kind; Heal is the longest
+	// time each kind took to heal (from the fault's end to every stream
+	// with a leader and every replica caught up); Unhealed counts faults
+	// after which the cluster was not whole again within two minutes.
+	Faults   map[Fault]int           `json:"faults,omitempty"`
+	Heal     map[Fault]time.Duration `json:"heal,omitempty"`
+	Unhealed int                     `json:"unhealed,omitempty"`
 	// Lost counts runs missing, or missing an answer, a started, resumed or
 	// completed event.
 	Lost int `json:"lost"`
@@ -205,12 +244,21 @@ type Report struct {
 	// PendingLeft counts runs that completed but that the pending index
 	// (what inboxes list as waiting) still lists.
 	PendingLeft int `json:"pendingLeft"`
+	// StaleReplica counts runs the pending index listed only through a
+	// replica that fell behind: the bucket's leader had removed their
+	// entries, and direct gets still listed them 30 s after every run
+	// ended. NATS's doing, not Interlock's; not counted against OK.
+	StaleReplica int `json:"staleReplica,omitempty"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
 	Wall  time.Duration `json:"wall"`
 	Check time.Duration `json:"check"`
 	// Problems describe the first problems found, one per run.
 	Problems []string `json:"problems,omitempty"`
+	// Histories show each run of Problems: what its agents were told of
+	// every command they sent (acknowledged, as a duplicate, or not), its
+	// events as the stream holds them, and its checkpoint at the end.
+	Histories map[string][]string `json:"histories,omitempty"`
 	// Dir is where the processes' logs are kept, when the soak failed.
 	Dir string `json:"dir,omitempty"`
 }
@@ -221,7 +269,7 @@ const maxProblems = 20
 // OK reports whether every run completed exactly once, as its answers
 // imply, with its audit chain intact.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.AuditBroken == 0 && r.PendingLeft == 0 && r.Completed == r.Runs
+	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.AuditBroken == 0 && r.PendingLeft == 0 && r.Unhealed == 0 && r.Completed == r.Runs
 }
 
 // Run does one soak. The error is for what kept the soak from running or
@@ -259,22 +307,36 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}
 	defer func() { err = errors.Join(err, d.stop()) }()
 
-	a, err := newAgents(ctx, cfg, d.clientURL)
+	agentConn, err := d.agentConn("interlock-soak")
+	if err != nil {
+		return rep, err
+	}
+	a, err := newAgents(ctx, cfg, agentConn)
 	if err != nil {
 		return rep, err
 	}
 	defer a.close()
+	if err := d.approvers(ctx, a); err != nil {
+		return rep, err
+	}
 
-	// In node mode, kills wait for the cluster to be whole, which the
-	// workers' user may see (an agent may not list the streams).
+	// In the cluster's modes, kills wait for the cluster to be whole,
+	// which the workers' user may see (an agent may not list the
+	// streams). That user checks the runs at the end, too: it reads every
+	// stream.
+	checker := a
 	var js jetstream.JetStream
 	if cfg.Mode.clustered() {
-		nc, cjs, err := wire.Connect(ctx, wire.ConnConfig{URL: d.clientURL, User: bus.DefaultWorkersUser, Password: d.workersPassword, Name: "interlock-soak-watch"})
+		wc, err := d.watchConn("interlock-soak-watch")
 		if err != nil {
+			return rep, err
+		}
+		if checker, err = newAgents(ctx, cfg, wc); err != nil {
 			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
 		}
-		defer nc.Close()
-		js = cjs
+		defer checker.close()
+		checker.approvers, checker.authenticated = a.approvers, a.authenticated
+		js = checker.js
 	}
 
 	began := time.Now()
@@ -284,28 +346,48 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		kills   atomic.Int64
 		wg      sync.WaitGroup
 		killErr error
+		flog    faultLog
 	)
+	// While faults are still to come, the agents start more runs.
+	var faulting chan struct{}
+	if cfg.Kills > 0 {
+		faulting = make(chan struct{})
+	}
 	wg.Go(func() {
-		if killErr = kill(driving, cfg, d, js, &kills); killErr != nil {
+		if faulting != nil {
+			defer close(faulting)
+		}
+		if cfg.Mode == ModeNetwork {
+			killErr = faults(driving, cfg, d, js, &kills, &flog)
+		} else {
+			killErr = kill(driving, cfg, d, js, &kills)
+		}
+		if killErr != nil {
 			stopDriving() // a process that will not start again ends the soak
 		}
 	})
 	wg.Go(func() { report(driving, cfg.Progress, a, &kills, began) })
-	err = a.drive(driving, cfg)
+	err = a.drive(driving, cfg, faulting)
 	stopDriving()
 	wg.Wait()
 	if killErr != nil {
 		err = killErr
 	}
 	rep.Kills = int(kills.Load())
+	rep.Faults, rep.Heal, rep.Unhealed = flog.byKind, flog.heal, flog.unhealed
 	rep.Left = int(a.left.Load())
 	rep.Wall = time.Since(began)
+	rep.Runs = int(a.runs.Load())
+	cfg.Runs = rep.Runs
 	if err != nil {
 		return rep, err
 	}
 	fmt.Fprintf(cfg.Progress, "soak: %d runs driven in %s with %d kills; checking every run\n", cfg.Runs, rep.Wall.Round(time.Millisecond), rep.Kills)
 	checked := time.Now()
-	err = a.check(ctx, cfg, &rep)
+	err = checker.check(ctx, cfg, &rep)
+	if err == nil {
+		checker.histories(ctx, cfg, a, &rep)
+	}
 	rep.Check = time.Since(checked)
 	return rep, err
 }
@@ -319,7 +401,7 @@ func report(ctx context.Context, w io.Writer, a *agents, kills *atomic.Int64, be
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fmt.Fprintf(w, "soak: %s: %d of %d runs ended, %d kills\n", time.Since(began).Round(time.Second), a.ended.Load(), a.runs, kills.Load())
+			fmt.Fprintf(w, "soak: %s: %d of %d runs ended, %d kills\n", time.Since(began).Round(time.Second), a.ended.Load(), a.runs.Load(), kills.Load())
 		}
 	}
 }

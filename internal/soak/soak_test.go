@@ -7,10 +7,46 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/netns"
 	"github.com/interlockhq/interlock/internal/soak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// run builds the interlock command, runs a soak of cfg with it and fails
+// the test, with the problems' histories and the soak's progress, unless
+// the soak passed and struck at least once.
+func run(t *testing.T, cfg soak.Config) soak.Report {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := soak.Build(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	cfg.Binary, cfg.Dir, cfg.Progress = bin, dir, &progress
+	rep, err := soak.Run(t.Context(), cfg)
+	t.Logf("%d runs, %d kills %v, healed within %v, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, %d listed by a stale replica, wall %s, checks %s",
+		rep.Runs, rep.Kills, rep.Faults, rep.Heal, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.StaleReplica, rep.Wall, rep.Check)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if !rep.OK() {
+		var b strings.Builder
+		for _, p := range rep.Problems {
+			b.WriteString(p + "\n")
+			run, _, _ := strings.Cut(p, ":")
+			for _, line := range rep.Histories[run] {
+				b.WriteString("    " + line + "\n")
+			}
+		}
+		t.Fatalf("the soak found problems (logs in %s):\n%s\n%s", dir, b.String(), progress.String())
+	}
+	if rep.Kills == 0 {
+		t.Fatalf("the runs ended before anything was struck:\n%s", progress.String())
+	}
+	return rep
+}
 
 // TestSoakKilledWorkersLoseNothing drives 300 booking runs through all
 // five interrupts while a worker process is killed with SIGKILL every
@@ -21,28 +57,10 @@ func TestSoakKilledWorkersLoseNothing(t *testing.T) {
 		t.Skip("builds the interlock command and runs it in several processes")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	bin, err := soak.Build(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var progress strings.Builder
-	rep, err := soak.Run(t.Context(), soak.Config{
+	run(t, soak.Config{
 		Mode: soak.ModeWorker, Runs: 300, Agents: 16, Workers: 2,
 		Every: 500 * time.Millisecond, Kills: 10, AckWait: time.Second,
-		Binary: bin, Dir: dir, Progress: &progress,
 	})
-	t.Logf("%d runs, %d kills, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.Wall, rep.Check)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
-	if !rep.OK() {
-		t.Fatalf("the soak found problems (logs in %s):\n%s\n%s", dir, strings.Join(rep.Problems, "\n"), progress.String())
-	}
-	if rep.Kills == 0 {
-		t.Fatalf("the runs ended before any worker was killed:\n%s", progress.String())
-	}
 }
 
 // TestSoakPausedNodesLoseNothing drives 150 booking runs on a three-node
@@ -56,26 +74,40 @@ func TestSoakPausedNodesLoseNothing(t *testing.T) {
 		t.Skip("builds the interlock command and runs it in several processes")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	bin, err := soak.Build(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var progress strings.Builder
-	rep, err := soak.Run(t.Context(), soak.Config{
+	run(t, soak.Config{
 		Mode: soak.ModePause, Runs: 150, Agents: 16, Pause: 3 * time.Second,
 		Every: 500 * time.Millisecond, Kills: 4, AckWait: time.Second, LazyFsync: true,
-		Binary: bin, Dir: dir, Progress: &progress,
 	})
-	t.Logf("%d runs, %d pauses, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.Wall, rep.Check)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
+}
+
+// TestSoakNetworkFaultsLoseNothing runs the three nodes of deploy/cluster
+// (TLS, the users of deploy/interlock-auth.conf), each in a network
+// namespace of its own, and a worker process beside the clients, under
+// every fault in turn, each for six seconds (longer than an election):
+// a node cut from the others, the worker killed, two nodes cut from each
+// other while both reach the third, a node killed and restarted, the node
+// leading the runs bucket cut off, a node paused. Agents drive booking
+// runs and refunds whose approvals are edited, rejected, raced, voted by a
+// quorum, left to their deadlines and cancelled as approved, and forge an
+// approval each time: every run ends as its decisions imply, no event
+// twice, no decision by anyone not entitled to it, each deadline once,
+// every audit chain intact, the pending index matching, and the cluster
+// whole again after each fault.
+func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the interlock command and runs it in several processes")
 	}
-	if !rep.OK() {
-		t.Fatalf("the soak found problems (logs in %s):\n%s\n%s", dir, strings.Join(rep.Problems, "\n"), progress.String())
+	if err := netns.Available(); err != nil {
+		t.Skipf("no network namespaces on this machine, so no partitions (%v); run as root with iproute2 to test them", err)
 	}
-	if rep.Kills == 0 {
-		t.Fatalf("the runs ended before any node was paused:\n%s", progress.String())
+	t.Parallel()
+	rep := run(t, soak.Config{
+		Mode: soak.ModeNetwork, Refunds: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
+		Every: 500 * time.Millisecond, Kills: len(soak.Faults), AckWait: time.Second, LazyFsync: true,
+	})
+	for _, f := range soak.Faults {
+		if rep.Faults[f] == 0 {
+			t.Errorf("fault %s was never injected", f)
+		}
 	}
 }
