@@ -227,11 +227,10 @@ func (p *Publisher) unstored(ctx context.Context, msgs []engine.Message) ([]engi
 			continue
 		}
 		seen[subject] = true
-		s, err := p.js.Stream(ctx, p.stream(msgs[i]))
-		if err != nil {
-			return nil, fmt.Errorf("bus: binding stream %s: %w", p.stream(msgs[i]), err)
-		}
-		last, err := s.GetLastMsgForSubject(ctx, subject)
+		// From the leader: a replica that fell behind would not have
+		// the messages stored since, and one that led before a partition
+		// may hold some that were never committed.
+		last, err := wire.LeaderMsg(ctx, p.js.Conn(), p.stream(msgs[i]), 0, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
@@ -267,6 +266,7 @@ func (p *Publisher) unstored(ctx context.Context, msgs []engine.Message) ([]engi
 // is removed.
 type Queue struct {
 	in, due jetstream.Stream
+	nc      *nats.Conn
 }
 
 var _ engine.Queue = (*Queue)(nil)
@@ -281,16 +281,18 @@ func NewQueue(ctx context.Context, js JetStream, n wire.Names) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: binding stream %s: %w", n.ScheduleStream(), err)
 	}
-	return &Queue{in: in, due: due}, nil
+	return &Queue{in: in, due: due, nc: js.Conn()}, nil
 }
 
-// Unacked implements [engine.Queue].
+// Unacked implements [engine.Queue]. It asks the stream's leader: a
+// replica that fell behind would not have the message yet, and so call
+// it acknowledged (wire.LeaderMsg).
 func (q *Queue) Unacked(ctx context.Context, c engine.Cause) (bool, error) {
 	s := q.in
 	if c.Due {
 		s = q.due
 	}
-	_, err := s.GetMsg(ctx, c.Seq)
+	_, err := wire.LeaderMsg(ctx, q.nc, s.CachedInfo().Config.Name, c.Seq, "")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}

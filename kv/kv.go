@@ -280,41 +280,21 @@ func (s *Store) leaderGet(ctx context.Context, key string) ([]byte, uint64, erro
 }
 
 // LastFromLeader reads the last message of subject in stream from the
-// stream's leader (the STREAM.MSG.GET API, never a direct get, which a
-// follower that fell behind may answer): its data and sequence, or
+// stream's leader (wire.LeaderMsg, never a direct get, which a follower
+// that fell behind may answer): its data and sequence, or
 // [engine.ErrNotFound] when there is none or it is a KV delete or purge
 // marker, or a marker JetStream left.
 func LastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, uint64, error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subject})
-	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	var resp struct {
-		Message *struct {
-			Seq     uint64 `json:"seq"`
-			Headers []byte `json:"hdrs"`
-			Data    []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("the reply of %s is not JetStream's: %w", stream, err)
-	}
+	m, err := wire.LeaderMsg(ctx, nc, stream, 0, subject)
 	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, 0, engine.ErrNotFound
-	case resp.Error != nil:
-		return nil, 0, resp.Error
-	case resp.Message == nil:
-		return nil, 0, fmt.Errorf("%s replied with no message", stream)
-	}
-	if h := string(resp.Message.Headers); strings.Contains(h, "KV-Operation:") || strings.Contains(h, jetstream.MarkerReasonHeader+":") {
+	case err != nil:
+		return nil, 0, err
+	case isMarker(m.Header):
 		return nil, 0, engine.ErrNotFound
 	}
-	return resp.Message.Data, resp.Message.Seq, nil
+	return m.Data, m.Sequence, nil
 }
 
 // finishes reports whether writing cp takes the finished-run retention.

@@ -16,18 +16,19 @@ import (
 // so that a backlog (a channel paused or turned on again, a receiver
 // down) never tells people that work settled meanwhile waits on them.
 func StillWaits(ctx context.Context, js jetstream.JetStream, names wire.Names, flow, run, requestID string) (bool, error) {
-	runs, err := js.KeyValue(ctx, names.RunsBucket())
-	if err != nil {
-		return false, fmt.Errorf("binding bucket %s: %w", names.RunsBucket(), err)
-	}
-	e, err := runs.Get(ctx, flow+"."+run)
+	// From the runs bucket's leader: a replica that fell behind may not
+	// know the request yet, and the announcement would be skipped for
+	// good.
+	m, err := wire.LeaderMsg(ctx, js.Conn(), "KV_"+names.RunsBucket(), 0, "$KV."+names.RunsBucket()+"."+flow+"."+run)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading the checkpoint of %s %s: %w", flow, run, err)
+	case m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "":
+		return false, nil // removed, or its retention ran out
 	}
-	cp, err := protocol.DecodeCheckpoint(e.Value(), e.Revision())
+	cp, err := protocol.DecodeCheckpoint(m.Data, m.Sequence)
 	if err != nil {
 		return false, Permanent(fmt.Errorf("decoding the checkpoint of %s %s: %w", flow, run, err))
 	}

@@ -73,6 +73,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Runs, "runs", soak.DefaultRuns, "booking runs driven through every interrupt")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "serve's --replicas on the cluster's nodes, 1 or 3 (0: serve's auto, 3 on the cluster)")
 	fs.BoolVar(&cfg.Refunds, "refunds", false, "make every other run a refund whose approval is decided over NATS: edited, rejected, raced, by a quorum, left to its deadlines, cancelled as approved")
+	fs.BoolVar(&cfg.Asks, "asks", false, "in network mode, make one run in four an ask whose answer Interlock POSTs to a callback URL on the clients' host")
 	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")
 	fs.IntVar(&cfg.Workers, "workers", soak.DefaultWorkers, "worker processes in worker mode")
 	fs.DurationVar(&cfg.Every, "every", soak.DefaultEvery, "time between two kills")
@@ -172,6 +173,9 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
 	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
 	fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
+	if rep.Callbacks > 0 {
+		fmt.Fprintf(&b, "callbacks   %d received, %d of them retries of one received before\n", rep.Callbacks, rep.CallbackRepeats)
+	}
 	if rep.StaleReplica > 0 {
 		fmt.Fprintf(&b, "stale       %d listed only by a replica that fell behind (NATS's, not counted as a failure)\n", rep.StaleReplica)
 	}

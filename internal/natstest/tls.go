@@ -16,8 +16,8 @@ import (
 )
 
 // TLSFiles are PEM files of a throwaway CA and of a certificate and key it
-// signed, for servers (127.0.0.1, localhost and the host names of deploy/)
-// and for clients.
+// signed, for servers (127.0.0.1, localhost, the host names of deploy/ and
+// the fault soak's host "clients") and for clients.
 type TLSFiles struct{ Cert, Key, CA string }
 
 // TLS writes TLSFiles into a new temporary directory.
@@ -55,7 +55,7 @@ func WriteTLS(dir string) (TLSFiles, error) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost", "nats", "nats-1", "nats-2", "nats-3"},
+		DNSNames:    []string{"localhost", "nats", "nats-1", "nats-2", "nats-3", "clients"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
 	caCert, err := x509.ParseCertificate(caDER)

@@ -52,6 +52,8 @@ type agents struct {
 	authenticated bool
 	// others are the approvers' connections, closed with the agents'.
 	others []*nats.Conn
+	// callbacks receives the asks' callbacks (Config.Asks).
+	callbacks *callbacks
 	// hist is what the agents were told of each run's commands, by run.
 	histMu sync.Mutex
 	hist   map[string][]string
@@ -141,8 +143,11 @@ func (a *agents) pass(ctx context.Context, cfg Config, runs iter.Seq[int]) (left
 		wg.Go(func() {
 			for i := range next {
 				drive := a.driveRun
-				if isRefund(cfg, i) {
+				switch {
+				case isRefund(cfg, i):
 					drive = a.driveRefund
+				case isAsk(cfg, i):
+					drive = a.driveAsk
 				}
 				if drive(ctx, cfg, i) {
 					a.ended.Add(1)
@@ -242,23 +247,24 @@ func (a *agents) log(run, format string, args ...any) {
 // or until it has made no progress for cfg.Patience. It reports whether
 // the run ended.
 func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
+	run := runID(i)
+	start, err := a.newCommand(a.names.In(booking.Name, "start"), protocol.TypeStart, run, run+"-start", protocol.Start{})
+	if err != nil {
+		return false
+	}
 	resumes := map[string]*command{} // by request id
-	return a.follow(ctx, cfg, booking.Name, i, protocol.Start{}, func(cp protocol.Checkpoint) {
+	return a.follow(ctx, cfg, booking.Name, i, start, func(cp protocol.Checkpoint) {
 		a.answer(ctx, cfg, i, cp, resumes)
 	})
 }
 
-// follow starts run i of flow with start (sent again until the run
-// exists) and calls waiting with its checkpoint whenever it waits, until
-// it ends or has made no progress for cfg.Patience. It reports whether
-// the run ended. It polls the checkpoint from firstPoll, doubling to
-// maxPoll, back to firstPoll when the run moves.
-func (a *agents) follow(ctx context.Context, cfg Config, flow string, i int, start protocol.Start, waiting func(protocol.Checkpoint)) bool {
+// follow starts run i of flow with the command start (sent again until
+// the run exists) and calls waiting with its checkpoint whenever it
+// waits, until it ends or has made no progress for cfg.Patience. It
+// reports whether the run ended. It polls the checkpoint from firstPoll,
+// doubling to maxPoll, back to firstPoll when the run moves.
+func (a *agents) follow(ctx context.Context, cfg Config, flow string, i int, start *command, waiting func(protocol.Checkpoint)) bool {
 	run := runID(i)
-	cmd, err := a.newCommand(a.names.In(flow, "start"), protocol.TypeStart, run, run+"-start", start)
-	if err != nil {
-		return false
-	}
 	lastMove := time.Now()
 	var lastRev uint64
 	poll := firstPoll
@@ -266,7 +272,7 @@ func (a *agents) follow(ctx context.Context, cfg Config, flow string, i int, sta
 		cp, err := a.c.Checkpoint(ctx, flow, run)
 		switch {
 		case errors.Is(err, client.ErrNotFound):
-			a.send(ctx, cmd, cfg.Retry)
+			a.send(ctx, start, cfg.Retry)
 		case err != nil:
 			// The server is down or a leader is being elected: read again.
 		case cp.Finished():

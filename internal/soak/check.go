@@ -27,13 +27,14 @@ const checkWait = time.Minute
 
 // tally is what the events stream holds of one run.
 type tally struct {
-	started, completed, expired, cancelled int
+	started, completed, expired, cancelled, answered int
 	// resumed counts resumed events by the checkpoint they name;
 	// interrupted the interrupted events by request.
 	resumed     map[uint64]int
 	interrupted map[string]int
-	// refused counts the refusals of the run's commands by code.
-	refused map[protocol.Code]int
+	// refused is the code of each refusal of the run's commands, by the
+	// refused command's event id.
+	refused map[string]protocol.Code
 }
 
 // duplicates says which events of one transition the stream holds twice,
@@ -50,8 +51,8 @@ func (t tally) duplicates() string {
 			dups = append(dups, fmt.Sprintf("%d interrupted events for request %s", n, req))
 		}
 	}
-	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 {
-		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired and %d cancelled events", t.started, t.completed, t.expired, t.cancelled))
+	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 || t.answered > 1 {
+		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired, %d cancelled and %d answered events", t.started, t.completed, t.expired, t.cancelled, t.answered))
 	}
 	slices.Sort(dups)
 	return strings.Join(dups, "; ")
@@ -255,6 +256,11 @@ func (a *agents) checkRun(ctx context.Context, cfg Config, c *client.Client, i i
 			return lost, dup, "", "", nil
 		}
 		return a.checkAudit(ctx, c, flow, run)
+	case flow == protocol.AskFlow:
+		if lost, dup = a.checkAsk(i, cp, t); lost != "" || dup != "" {
+			return lost, dup, "", "", nil
+		}
+		return a.checkAudit(ctx, c, flow, run)
 	case cp.Status != protocol.StatusCompleted:
 		return fmt.Sprintf("ended %s at %s: %s", cp.Status, cp.Node, cp.Error), "", "", "", nil
 	}
@@ -322,7 +328,7 @@ func (a *agents) readEvents(ctx context.Context) (map[string]tally, error) {
 	return retry(ctx, func() (map[string]tally, error) {
 		c := client.New(a.nc, a.js, a.names, "/soak", checkWait)
 		out := map[string]tally{}
-		for _, flow := range []string{booking.Name, refund.Name} {
+		for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow} {
 			q := client.WatchQuery{Flow: flow}
 			for more := true; more; {
 				var evs []client.StreamEvent
@@ -352,7 +358,7 @@ func count(out map[string]tally, m client.StreamEvent) error {
 	run, kind := tok[3], tok[4]
 	t := out[run]
 	if t.resumed == nil {
-		t.resumed, t.interrupted, t.refused = map[uint64]int{}, map[string]int{}, map[protocol.Code]int{}
+		t.resumed, t.interrupted, t.refused = map[uint64]int{}, map[string]int{}, map[string]protocol.Code{}
 	}
 	switch kind {
 	case protocol.EventStarted:
@@ -363,6 +369,8 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.expired++
 	case protocol.EventCancelled:
 		t.cancelled++
+	case protocol.EventAnswered:
+		t.answered++
 	case protocol.EventInterrupted:
 		var in protocol.Interrupted
 		if err := json.Unmarshal(m.Event.Data(), &in); err != nil {
@@ -374,7 +382,7 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
 			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
 		}
-		t.refused[r.Code]++
+		t.refused[r.EventID] = r.Code
 	case protocol.EventResumed:
 		var r protocol.Resumed
 		if err := json.Unmarshal(m.Event.Data(), &r); err != nil {
@@ -390,7 +398,7 @@ func count(out map[string]tally, m client.StreamEvent) error {
 // has ended: a page at a time, as an inbox reads it.
 func (a *agents) stillPending(ctx context.Context, cfg Config) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, flow := range []string{booking.Name, refund.Name} {
+	for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow} {
 		q := client.PendingQuery{Flow: flow, Limit: client.MaxPendingLimit}
 		for {
 			page, err := retry(ctx, func() (client.PendingPage, error) { return a.c.ListPending(ctx, q) })

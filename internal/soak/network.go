@@ -77,6 +77,8 @@ const healWait = 2 * time.Minute
 type network struct {
 	net *netns.Network
 	tls natstest.TLSFiles
+	// callbacks receives the asks' callbacks, when Config.Asks.
+	callbacks *callbacks
 	// passwords are the deploy users' passwords, by user.
 	passwords map[string]string
 	worker    *proc // the worker process, on the clients' host
@@ -123,6 +125,23 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 		}
 	}
 	env = append(env, "INTERLOCK_TLS_CERT="+d.network.tls.Cert, "INTERLOCK_TLS_KEY="+d.network.tls.Key, "INTERLOCK_TLS_CA="+d.network.tls.CA)
+	var egress []string
+	if cfg.Asks {
+		// The agents' endpoint for callbacks, on the clients' host, with
+		// a certificate of the soak's CA, which serve trusts as the only
+		// root (SSL_CERT_FILE), and allowed although its address is
+		// private.
+		l, err := n.Listen(clientHost, "tcp", ":"+callbackPort)
+		if err != nil {
+			return fmt.Errorf("soak: the callbacks' listener: %w", err)
+		}
+		if d.network.callbacks, err = startCallbacks(l, d.network.tls.Cert, d.network.tls.Key); err != nil {
+			_ = l.Close()
+			return err
+		}
+		env = append(env, "SSL_CERT_FILE="+d.network.tls.CA)
+		egress = []string{"--egress-allow", egressAllow()}
+	}
 	inHost := func(p *proc, host string) {
 		h, _ := n.Host(host)
 		p.args = append([]string{"netns", "exec", h.Namespace, p.bin}, p.args...)
@@ -130,8 +149,8 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 	}
 	var urls []string
 	for i, host := range nodeHosts {
-		p := serve(host, "--nats-config", filepath.Join(deployDir, "cluster", fmt.Sprintf("nats-%d.conf", i+1)),
-			"--data-dir", filepath.Join(dir, host))
+		p := serve(host, append([]string{"--nats-config", filepath.Join(deployDir, "cluster", fmt.Sprintf("nats-%d.conf", i+1)),
+			"--data-dir", filepath.Join(dir, host)}, egress...)...)
 		inHost(p, host)
 		d.victims = append(d.victims, p)
 		urls = append(urls, "tls://"+host+":4222")
@@ -147,7 +166,7 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 	if err != nil {
 		return err
 	}
-	w := serve("worker", "--nats-url", d.clientURL, "--tls-ca", d.network.tls.CA, "--replicas", strconv.Itoa(cmp.Or(cfg.Replicas, 3)))
+	w := serve("worker", append([]string{"--nats-url", d.clientURL, "--tls-ca", d.network.tls.CA, "--replicas", strconv.Itoa(cmp.Or(cfg.Replicas, 3))}, egress...)...)
 	inHost(w, clientHost)
 	d.network.worker = w
 	return w.start(ctx)
@@ -164,8 +183,15 @@ func (nw *network) connConfig(url, name, user, password, inbox string) (wire.Con
 	return wire.ConnConfig{URL: url, Name: name, User: user, Password: password, InboxPrefix: inbox, TLSCA: nw.tls.CA, Dialer: dialer}, nil
 }
 
-// close removes the network, once its processes are gone.
-func (nw *network) close() error { return nw.net.Close() }
+// close stops the callbacks' receiver and removes the network, once its
+// processes are gone.
+func (nw *network) close() error {
+	var err error
+	if nw.callbacks != nil {
+		err = nw.callbacks.close()
+	}
+	return errors.Join(err, nw.net.Close())
+}
 
 // passwordVariables are the INTERLOCK_*_PASSWORD variables an
 // authorization file reads.

@@ -64,8 +64,11 @@ func isRefund(cfg Config, i int) bool { return cfg.Refunds && i%2 == 1 }
 
 // flowOf is the flow of run i.
 func flowOf(cfg Config, i int) string {
-	if isRefund(cfg, i) {
+	switch {
+	case isRefund(cfg, i):
 		return refund.Name
+	case isAsk(cfg, i):
+		return protocol.AskFlow
 	}
 	return "booking"
 }
@@ -108,8 +111,13 @@ func refundStart(i int) protocol.Start {
 // interrupts as its case says, until it ends or has made no progress for
 // cfg.Patience. It reports whether the run ended.
 func (a *agents) driveRefund(ctx context.Context, cfg Config, i int) bool {
+	run := runID(i)
+	start, err := a.newCommand(a.names.In(refund.Name, "start"), protocol.TypeStart, run, run+"-start", refundStart(i))
+	if err != nil {
+		return false
+	}
 	cmds := map[string][]*command{} // by request id
-	return a.follow(ctx, cfg, refund.Name, i, refundStart(i), func(cp protocol.Checkpoint) {
+	return a.follow(ctx, cfg, refund.Name, i, start, func(cp protocol.Checkpoint) {
 		a.decide(ctx, cfg, i, cp, cmds)
 	})
 }
@@ -204,6 +212,9 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 		return "", d
 	}
 	sup, fin := a.approvers[refund.SupervisorRole].entitled, a.approvers[refund.FinanceLeadRole].entitled
+	if slices.Contains(c.Applied, runID(i)+"-forged") {
+		return fmt.Sprintf("refund (%s): the forged approval was applied (applied %v)", caseOf(i), c.Applied), ""
+	}
 	// No decision of the run by anyone but those entitled to it.
 	for _, d := range c.Decisions {
 		if d.Approver != sup && d.Approver != fin {
@@ -283,8 +294,10 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 			t.started, t.completed, t.expired, t.cancelled, want.started, want.completed, want.expired, want.cancelled)
 	case caseOf(i) != caseCancel && len(t.interrupted) != interrupts:
 		problem = fmt.Sprintf("%d interrupts, want %d", len(t.interrupted), interrupts)
-	case caseOf(i) == caseEdit && a.authenticated && t.refused[protocol.CodeForbidden] == 0:
-		problem = "no refusal (forbidden) of the forged approval"
+	case caseOf(i) == caseEdit && a.authenticated && t.refused[runID(i)+"-forged"] == "":
+		// Refused forbidden, or not_waiting when the supervisor's
+		// decision, sent after it, was applied first.
+		problem = "no refusal of the forged approval"
 	}
 	if problem != "" {
 		return fmt.Sprintf("%s: refund (%s): %s", eventsMissingPrefix, caseOf(i), problem), ""

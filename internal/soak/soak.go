@@ -129,6 +129,11 @@ type Config struct {
 	// left to its deadlines, or cancelled as it is approved, in turn. In
 	// ModeNetwork an agent forges an approval too, which must be refused.
 	Refunds bool
+	// Asks makes one run in four (ModeNetwork) an ask with a callback
+	// URL on the clients' host, approved or rejected over NATS by the
+	// supervisor: its answer must reach the URL, once per answer, over
+	// the network, through Interlock's outbound policy.
+	Asks bool
 	// Faults are the faults ModeNetwork injects, in turn. Defaults to
 	// every one of Faults.
 	Faults []Fault
@@ -202,6 +207,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("soak: Config.Replicas is %d; use 1 or 3 (0 for serve's auto)", c.Replicas)
 	case c.Replicas != 0 && !c.Mode.clustered():
 		return fmt.Errorf("soak: Config.Replicas is for the cluster's modes (node, pause, network), not %s", c.Mode)
+	case c.Asks && c.Mode != ModeNetwork:
+		return fmt.Errorf("soak: Config.Asks is ModeNetwork's: its callbacks are received on the clients' host")
 	case len(c.Faults) > 0 && c.Mode != ModeNetwork:
 		return fmt.Errorf("soak: Config.Faults are ModeNetwork's; mode %s injects its own", c.Mode)
 	case c.Retry <= 0 || c.Patience <= 0:
@@ -249,6 +256,11 @@ type Report struct {
 	// entries, and direct gets still listed them 30 s after every run
 	// ended. NATS's doing, not Interlock's; not counted against OK.
 	StaleReplica int `json:"staleReplica,omitempty"`
+	// Callbacks counts the POSTs the asks' callback URLs received, and
+	// CallbackRepeats those that repeated one received before (a retry,
+	// the same webhook-id), which the receiver must take as one.
+	Callbacks       int `json:"callbacks,omitempty"`
+	CallbackRepeats int `json:"callbackRepeats,omitempty"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
 	Wall  time.Duration `json:"wall"`
@@ -319,6 +331,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if err := d.approvers(ctx, a); err != nil {
 		return rep, err
 	}
+	if d.network != nil {
+		a.callbacks = d.network.callbacks
+	}
 
 	// In the cluster's modes, kills wait for the cluster to be whole,
 	// which the workers' user may see (an agent may not list the
@@ -335,7 +350,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
 		}
 		defer checker.close()
-		checker.approvers, checker.authenticated = a.approvers, a.authenticated
+		checker.approvers, checker.authenticated, checker.callbacks = a.approvers, a.authenticated, a.callbacks
 		js = checker.js
 	}
 
@@ -385,6 +400,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	fmt.Fprintf(cfg.Progress, "soak: %d runs driven in %s with %d kills; checking every run\n", cfg.Runs, rep.Wall.Round(time.Millisecond), rep.Kills)
 	checked := time.Now()
 	err = checker.check(ctx, cfg, &rep)
+	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
 	if err == nil {
 		checker.histories(ctx, cfg, a, &rep)
 	}

@@ -26,8 +26,8 @@ func run(t *testing.T, cfg soak.Config) soak.Report {
 	var progress strings.Builder
 	cfg.Binary, cfg.Dir, cfg.Progress = bin, dir, &progress
 	rep, err := soak.Run(t.Context(), cfg)
-	t.Logf("%d runs, %d kills %v, healed within %v, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, %d listed by a stale replica, wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Faults, rep.Heal, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.StaleReplica, rep.Wall, rep.Check)
+	t.Logf("%d runs, %d kills %v, healed within %v, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, %d listed by a stale replica, %d callbacks (%d retries), wall %s, checks %s",
+		rep.Runs, rep.Kills, rep.Faults, rep.Heal, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.StaleReplica, rep.Callbacks, rep.CallbackRepeats, rep.Wall, rep.Check)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -87,12 +87,13 @@ func TestSoakPausedNodesLoseNothing(t *testing.T) {
 // a node cut from the others, the worker killed, two nodes cut from each
 // other while both reach the third, a node killed and restarted, the node
 // leading the runs bucket cut off, a node paused. Agents drive booking
-// runs and refunds whose approvals are edited, rejected, raced, voted by a
-// quorum, left to their deadlines and cancelled as approved, and forge an
-// approval each time: every run ends as its decisions imply, no event
-// twice, no decision by anyone not entitled to it, each deadline once,
-// every audit chain intact, the pending index matching, and the cluster
-// whole again after each fault.
+// runs, asks answered to callback URLs, and refunds whose approvals are
+// edited, rejected, raced, voted by a quorum, left to their deadlines and
+// cancelled as approved, and forge an approval each time: every run ends
+// as its decisions imply, every callback arrives, no event twice, no
+// decision by anyone not entitled to it, each deadline once, every audit
+// chain intact, the pending index matching, and the cluster whole again
+// after each fault.
 func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the interlock command and runs it in several processes")
@@ -102,12 +103,15 @@ func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	}
 	t.Parallel()
 	rep := run(t, soak.Config{
-		Mode: soak.ModeNetwork, Refunds: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
+		Mode: soak.ModeNetwork, Refunds: true, Asks: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
 		Every: 500 * time.Millisecond, Kills: len(soak.Faults), AckWait: time.Second, LazyFsync: true,
 	})
 	for _, f := range soak.Faults {
 		if rep.Faults[f] == 0 {
 			t.Errorf("fault %s was never injected", f)
 		}
+	}
+	if rep.Callbacks == 0 {
+		t.Error("no ask's callback URL was called")
 	}
 }

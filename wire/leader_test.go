@@ -1,0 +1,63 @@
+package wire_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// TestLeaderMsgReadsAMessageWithItsHeadersBySequenceOrLastOnItsSubject
+// reads what a stream that allows direct gets holds through its leader
+// instead: the data, the headers as sent, by sequence and as the last on
+// its subject, and not found for a sequence or a subject it does not hold.
+func TestLeaderMsgReadsAMessageWithItsHeadersBySequenceOrLastOnItsSubject(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "LEADER", Subjects: []string{"leader.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range []string{"first", "second"} {
+		m := nats.NewMsg("leader.a")
+		m.Data = []byte(data)
+		m.Header.Set("KV-Operation", "PURGE")
+		m.Header.Add("Interlock-Test", "one")
+		m.Header.Add("Interlock-Test", "two")
+		if i == 0 {
+			m.Header = nats.Header{}
+		}
+		if _, err := js.PublishMsg(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := wire.LeaderMsg(t.Context(), nc, "LEADER", 1, "")
+	if err != nil || string(first.Data) != "first" || first.Sequence != 1 || first.Subject != "leader.a" || len(first.Header) != 0 {
+		t.Fatalf("message 1: %+v, %v", first, err)
+	}
+	last, err := wire.LeaderMsg(t.Context(), nc, "LEADER", 0, "leader.a")
+	if err != nil || string(last.Data) != "second" || last.Sequence != 2 {
+		t.Fatalf("last on leader.a: %+v, %v", last, err)
+	}
+	if got := last.Header.Get("KV-Operation"); got != "PURGE" {
+		t.Errorf("header KV-Operation %q, want PURGE as sent", got)
+	}
+	if got := last.Header.Values("Interlock-Test"); len(got) != 2 || got[0] != "one" || got[1] != "two" {
+		t.Errorf("header Interlock-Test %q, want both values", got)
+	}
+	for _, miss := range []struct {
+		seq  uint64
+		last string
+	}{{seq: 9}, {last: "leader.b"}} {
+		if _, err := wire.LeaderMsg(t.Context(), nc, "LEADER", miss.seq, miss.last); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("%+v: %v, want ErrMsgNotFound", miss, err)
+		}
+	}
+	if _, err := wire.LeaderMsg(t.Context(), nc, "NO_SUCH_STREAM", 1, ""); err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a stream that does not exist: %v, want JetStream's error saying so", err)
+	}
+}
