@@ -72,6 +72,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&mode, "mode", string(soak.DefaultMode), "what is killed: worker (a worker process; the NATS server survives), server (serve with its embedded server), node (one node of a 3-node cluster), pause (one node of the cluster stopped with SIGSTOP for -pause, then continued), or network (the cluster of deploy/cluster in network namespaces under partitions, kills and pauses of -pause each; needs root)")
 	fs.IntVar(&cfg.Runs, "runs", soak.DefaultRuns, "booking runs driven through every interrupt")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "serve's --replicas on the cluster's nodes, 1 or 3 (0: serve's auto, 3 on the cluster)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "keep starting runs until this long has passed (at least -runs of them); with -kills 0, faults go on as long")
 	fs.BoolVar(&cfg.Refunds, "refunds", false, "make every other run a refund whose approval is decided over NATS: edited, rejected, raced, by a quorum, left to its deadlines, cancelled as approved")
 	fs.BoolVar(&cfg.Asks, "asks", false, "in network mode, make one run in four an ask whose answer Interlock POSTs to a callback URL on the clients' host")
 	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")

@@ -83,16 +83,17 @@ func runID(i int) string { return fmt.Sprintf("soak-%06d", i) }
 // faults: this many times Config.Runs.
 const maxRunsFactor = 10
 
-// drive drives cfg.Runs runs to their end with cfg.Agents agents, and more
-// for as long as faulting is open (the faults still to come, when there is
+// drive drives cfg.Runs runs to their end with cfg.Agents agents, more
+// until cfg.Duration has passed, and more for as long as faulting is open (the faults still to come, when there is
 // a number of them: so that every fault strikes under load), up to
 // maxRunsFactor times as many. The runs an agent left for lack of progress
 // are driven once more after all the others, as an agent coming back to
 // the interrupts still waiting for it would; a run not ended then is
 // stuck.
 func (a *agents) drive(ctx context.Context, cfg Config, faulting <-chan struct{}) error {
+	until := time.Now().Add(cfg.Duration)
 	all := func(yield func(int) bool) {
-		for i := 0; i < cfg.Runs || open(faulting) && i < maxRunsFactor*cfg.Runs; i++ {
+		for i := 0; i < cfg.Runs || open(faulting) && i < maxRunsFactor*cfg.Runs || time.Now().Before(until); i++ {
 			a.runs.Store(int64(i + 1))
 			if !yield(i) {
 				return
@@ -176,6 +177,8 @@ type command struct {
 	// js publishes it: the agents' connection when nil, else that of the
 	// approver who sends it.
 	js jetstream.JetStream
+	// notBefore, if set, holds it back until then.
+	notBefore time.Time
 }
 
 // newCommand builds a command with event id id.
@@ -199,7 +202,7 @@ func (a *agents) newCommand(subject, typ, run, id string, data any) (*command, e
 // publish that fails (the server is down, no ack in time) is retried at
 // the next call.
 func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
-	if !cmd.sent.IsZero() && time.Since(cmd.sent) < retry {
+	if !cmd.sent.IsZero() && time.Since(cmd.sent) < retry || time.Now().Before(cmd.notBefore) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishWait)

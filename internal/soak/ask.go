@@ -19,12 +19,29 @@ import (
 // With Config.Asks (ModeNetwork), one run in four is an ask: an approval
 // an agent asks for over NATS, with a callback URL on the clients' host,
 // that the supervisor approves or rejects, in turn, on the ask's role
-// subject. Interlock POSTs the answer to the callback URL, from whichever
-// process delivers it, through its outbound policy.
+// subject, or that nobody decides: reminded 2 s before its 4 s deadline,
+// then expired. Interlock POSTs the outcome to the callback URL, from
+// whichever process delivers it, through its outbound policy.
 func isAsk(cfg Config, i int) bool { return cfg.Asks && i%4 == 2 }
 
-// askApproves reports whether ask run i is approved (else rejected).
-func askApproves(i int) bool { return (i/4)%2 == 0 }
+// What ask run i's supervisor does.
+type askOutcome int
+
+const (
+	askApproved askOutcome = iota
+	askRejected
+	askExpired // nobody decides
+	numAskOutcomes
+)
+
+// askOf is what ask run i's supervisor does.
+func askOf(i int) askOutcome { return askOutcome((i / 4) % int(numAskOutcomes)) }
+
+// The deadline of an ask nobody decides, and its reminder before it.
+const (
+	askTimeout  = "4s"
+	askReminder = "2s"
+)
 
 // callbackPort is the port of the callbacks' receiver on the clients'
 // host.
@@ -42,12 +59,18 @@ func (a *agents) driveAsk(ctx context.Context, cfg Config, i int) bool {
 			Args: json.RawMessage(fmt.Sprintf(`{"invoice":"in-%06d"}`, i)), ApproverRole: refund.SupervisorRole,
 		},
 	}
+	if askOf(i) == askExpired {
+		req.Interrupt.Timeout, req.Interrupt.Reminders = askTimeout, []string{askReminder}
+	}
 	start, err := a.newCommand(a.names.AskRequest(), protocol.TypeAskRequest, run, run+"-ask", req)
 	if err != nil {
 		return false
 	}
 	var decision *command
 	return a.follow(ctx, cfg, protocol.AskFlow, i, start, func(cp protocol.Checkpoint) {
+		if askOf(i) == askExpired {
+			return // nobody decides
+		}
 		if decision == nil {
 			in, err := a.c.LastInterrupt(ctx, protocol.AskFlow, run)
 			if err != nil || in.RequestID != cp.Interrupt.RequestID {
@@ -56,7 +79,7 @@ func (a *agents) driveAsk(ctx context.Context, cfg Config, i int) bool {
 			sup := a.approvers[refund.SupervisorRole]
 			r := protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, IdempotencyKey: run + "-decide",
 				Decision: string(protocol.VerdictApprove), Approver: sup.name}
-			if !askApproves(i) {
+			if askOf(i) == askRejected {
 				r.Decision, r.Reason = string(protocol.VerdictReject), "soak: not this one"
 			}
 			if decision, err = a.newCommand(a.names.In(protocol.AskFlow, "resume")+"."+sup.role, protocol.TypeResume, run, run+"-decide", r); err != nil {
@@ -81,23 +104,33 @@ func (a *agents) checkAsk(i int, c protocol.Checkpoint, t tally) (lost, dup stri
 			return fmt.Sprintf("ask: decided by %q, who is not entitled to it (decisions %+v)", d.Approver, c.Decisions), ""
 		}
 	}
-	want := protocol.VerdictApprove
-	if !askApproves(i) {
+	want, status := protocol.VerdictApprove, "answered"
+	switch askOf(i) {
+	case askRejected:
 		want = protocol.VerdictReject
+	case askExpired:
+		want, status = "", "expired"
 	}
-	if c.Status != protocol.StatusCompleted || len(c.Decisions) == 0 || c.Decisions[len(c.Decisions)-1].Verdict != want {
+	switch {
+	case want == "" && (c.Status != protocol.StatusExpired || len(c.Decisions) > 0):
+		return fmt.Sprintf("ask: %s at %s with decisions %+v; want expired, undecided", c.Status, c.Node, c.Decisions), ""
+	case want != "" && (c.Status != protocol.StatusCompleted || len(c.Decisions) == 0 || c.Decisions[len(c.Decisions)-1].Verdict != want):
 		return fmt.Sprintf("ask: %s at %s with decisions %+v; want completed, %s", c.Status, c.Node, c.Decisions, want), ""
 	}
-	if t.started != 1 || t.answered != 1 {
-		return fmt.Sprintf("%s: ask: %d started and %d answered events; want 1 and 1", eventsMissingPrefix, t.started, t.answered), ""
+	reminded := 0
+	if want == "" {
+		reminded = 1
+	}
+	if t.started != 1 || t.answered != 1 || t.reminded != reminded {
+		return fmt.Sprintf("%s: ask: %d started, %d answered and %d reminded events; want 1, 1 and %d", eventsMissingPrefix, t.started, t.answered, t.reminded, reminded), ""
 	}
 	got := a.callbacks.of(runID(i))
 	switch {
 	case len(got) == 0:
 		// Delivered with retries and backoff: it may yet come.
 		return eventsMissingPrefix + ": ask: its callback URL has not been called", ""
-	case got[0].decision != want:
-		return fmt.Sprintf("ask: the callback says %q, want %q", got[0].decision, want), ""
+	case got[0].decision != want || got[0].status != status:
+		return fmt.Sprintf("ask: the callback says %s %q, want %s %q", got[0].status, got[0].decision, status, want), ""
 	}
 	for _, cb := range got[1:] {
 		if cb.id != got[0].id {
@@ -110,6 +143,7 @@ func (a *agents) checkAsk(i int, c protocol.Checkpoint, t tally) (lost, dup stri
 // callback is one POST to a callback URL.
 type callback struct {
 	id       string // its webhook-id
+	status   string
 	decision protocol.Verdict
 }
 
@@ -150,7 +184,7 @@ func (cb *callbacks) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cb.mu.Lock()
-	cb.byAsk[ans.AskID] = append(cb.byAsk[ans.AskID], callback{id: r.Header.Get("webhook-id"), decision: ans.Decision})
+	cb.byAsk[ans.AskID] = append(cb.byAsk[ans.AskID], callback{id: r.Header.Get("webhook-id"), status: ans.Status, decision: ans.Decision})
 	cb.posts++
 	cb.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

@@ -27,7 +27,7 @@ const checkWait = time.Minute
 
 // tally is what the events stream holds of one run.
 type tally struct {
-	started, completed, expired, cancelled, answered int
+	started, completed, expired, cancelled, answered, reminded int
 	// resumed counts resumed events by the checkpoint they name;
 	// interrupted the interrupted events by request.
 	resumed     map[uint64]int
@@ -51,8 +51,8 @@ func (t tally) duplicates() string {
 			dups = append(dups, fmt.Sprintf("%d interrupted events for request %s", n, req))
 		}
 	}
-	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 || t.answered > 1 {
-		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired, %d cancelled and %d answered events", t.started, t.completed, t.expired, t.cancelled, t.answered))
+	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 || t.answered > 1 || t.reminded > 1 {
+		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired, %d cancelled, %d answered and %d reminded events", t.started, t.completed, t.expired, t.cancelled, t.answered, t.reminded))
 	}
 	slices.Sort(dups)
 	return strings.Join(dups, "; ")
@@ -371,6 +371,8 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.cancelled++
 	case protocol.EventAnswered:
 		t.answered++
+	case protocol.EventReminded:
+		t.reminded++
 	case protocol.EventInterrupted:
 		var in protocol.Interrupted
 		if err := json.Unmarshal(m.Event.Data(), &in); err != nil {

@@ -39,11 +39,14 @@ const (
 	// caseCancel: the agent cancels the run while the supervisor
 	// approves: one of them wins.
 	caseCancel
+	// caseDeadlineRace: the supervisor approves as the 2 s deadline
+	// falls due: approved, or escalated and then expired.
+	caseDeadlineRace
 	numRefundCases
 )
 
 func (c refundCase) String() string {
-	return [...]string{"edit", "reject", "race", "quorum", "deadline", "cancel"}[c]
+	return [...]string{"edit", "reject", "race", "quorum", "deadline", "cancel", "deadline-race"}[c]
 }
 
 // Amounts of the refund runs: above the supervisor's threshold, and above
@@ -97,7 +100,7 @@ func refundStart(i int) protocol.Start {
 		amount = quorumAmount
 	}
 	state := map[string]any{"orderId": fmt.Sprintf("o-%06d", i), "amount": amount, "customer": fmt.Sprintf("Customer %d", i)}
-	if caseOf(i) == caseDeadline {
+	if caseOf(i) == caseDeadline || caseOf(i) == caseDeadlineRace {
 		state["approvalTimeoutSeconds"] = int(refundDeadline / time.Second)
 	}
 	raw := map[string]json.RawMessage{}
@@ -194,6 +197,15 @@ func (a *agents) refundCommands(cfg Config, i int, in protocol.Interrupted) ([]*
 	case caseCancel:
 		c, cerr := a.newCommand(a.names.In(refund.Name, "cancel"), protocol.TypeCancel, run, run+"-cancel", protocol.Cancel{Reason: "soak: the customer withdrew"})
 		err = errors.Join(add(c, cerr), add(resume("approve", protocol.Resume{Decision: string(protocol.VerdictApprove)}, sup)))
+	case caseDeadlineRace:
+		if in.ApproverRole != sup.role || in.ExpiresAt == nil {
+			break // escalated to finance: nobody decides
+		}
+		c, cerr := resume("approve", protocol.Resume{Decision: string(protocol.VerdictApprove)}, sup)
+		if c != nil {
+			c.notBefore = *in.ExpiresAt
+		}
+		err = add(c, cerr)
 	}
 	if err != nil {
 		return nil, err
@@ -269,6 +281,12 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 				problem = "neither cancelled nor refunded: " + p
 			}
 		}
+	case caseDeadlineRace:
+		if c.Status != protocol.StatusExpired {
+			if p := refunded(refundAmount, sup); p != "" {
+				problem = "neither expired nor refunded: " + p
+			}
+		}
 	}
 	if problem != "" {
 		return fmt.Sprintf("refund (%s): %s", caseOf(i), problem), ""
@@ -285,7 +303,7 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 		want.cancelled = 1
 	}
 	interrupts := 2 // the question, the approval
-	if caseOf(i) == caseDeadline || caseOf(i) == caseQuorum {
+	if caseOf(i) == caseDeadline || caseOf(i) == caseQuorum || c.Status == protocol.StatusExpired {
 		interrupts = 3 // and its escalation, or the approval asked again after the first vote
 	}
 	switch {

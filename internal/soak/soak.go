@@ -123,6 +123,10 @@ type Config struct {
 	// Replicas is serve's --replicas on the cluster's nodes: 1 or 3; 0
 	// leaves serve's auto, which picks 3 on a three-node cluster.
 	Replicas int
+	// Duration, if set, keeps the agents starting runs until it has
+	// passed since the first (and at least Runs of them): a soak of a
+	// given length.
+	Duration time.Duration
 	// Refunds makes every other run a run of examples/refund whose
 	// approval people decide over NATS on its role subjects: edited,
 	// rejected, raced by two decisions, decided by a quorum of two roles,
