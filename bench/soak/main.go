@@ -74,6 +74,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "serve's --replicas on the cluster's nodes, 1 or 3 (0: serve's auto, 3 on the cluster)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "keep starting runs until this long has passed (at least -runs of them); with -kills 0, faults go on as long")
 	fs.BoolVar(&cfg.Refunds, "refunds", false, "make every other run a refund whose approval is decided over NATS: edited, rejected, raced, by a quorum, left to its deadlines, cancelled as approved")
+	fs.BoolVar(&cfg.Gates, "gates", false, "in network mode, make one run in eight a tool call the gate holds for the supervisor, whose approval two instances of the agent take at once")
 	fs.BoolVar(&cfg.Asks, "asks", false, "in network mode, make one run in four an ask whose answer Interlock POSTs to a callback URL on the clients' host")
 	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")
 	fs.IntVar(&cfg.Workers, "workers", soak.DefaultWorkers, "worker processes in worker mode")
@@ -176,6 +177,9 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
 	if rep.Callbacks > 0 {
 		fmt.Fprintf(&b, "callbacks   %d received, %d of them retries of one received before\n", rep.Callbacks, rep.CallbackRepeats)
+	}
+	if rep.RemindersMoot > 0 {
+		fmt.Fprintf(&b, "reminders   %d of asks expired late came after the expiry, and were not sent\n", rep.RemindersMoot)
 	}
 	if rep.StaleReplica > 0 {
 		fmt.Fprintf(&b, "stale       %d listed only by a replica that fell behind (NATS's, not counted as a failure)\n", rep.StaleReplica)

@@ -52,6 +52,9 @@ type agents struct {
 	authenticated bool
 	// others are the approvers' connections, closed with the agents'.
 	others []*nats.Conn
+	// moot holds the asks whose reminder came after their expiry
+	// (Report.RemindersMoot), by run.
+	moot sync.Map
 	// callbacks receives the asks' callbacks (Config.Asks).
 	callbacks *callbacks
 	// hist is what the agents were told of each run's commands, by run.
@@ -149,6 +152,8 @@ func (a *agents) pass(ctx context.Context, cfg Config, runs iter.Seq[int]) (left
 					drive = a.driveRefund
 				case isAsk(cfg, i):
 					drive = a.driveAsk
+				case isGate(cfg, i):
+					drive = a.driveGate
 				}
 				if drive(ctx, cfg, i) {
 					a.ended.Add(1)

@@ -27,11 +27,13 @@ const checkWait = time.Minute
 
 // tally is what the events stream holds of one run.
 type tally struct {
-	started, completed, expired, cancelled, answered, reminded int
+	started, completed, expired, cancelled, answered, reminded, consumed int
 	// resumed counts resumed events by the checkpoint they name;
 	// interrupted the interrupted events by request.
 	resumed     map[uint64]int
 	interrupted map[string]int
+	// late is how long after its deadline the run's expiry was applied.
+	late time.Duration
 	// refused is the code of each refusal of the run's commands, by the
 	// refused command's event id.
 	refused map[string]protocol.Code
@@ -261,6 +263,11 @@ func (a *agents) checkRun(ctx context.Context, cfg Config, c *client.Client, i i
 			return lost, dup, "", "", nil
 		}
 		return a.checkAudit(ctx, c, flow, run)
+	case flow == protocol.GateFlow:
+		if lost, dup = a.checkGate(i, cp, t); lost != "" || dup != "" {
+			return lost, dup, "", "", nil
+		}
+		return a.checkAudit(ctx, c, flow, run)
 	case cp.Status != protocol.StatusCompleted:
 		return fmt.Sprintf("ended %s at %s: %s", cp.Status, cp.Node, cp.Error), "", "", "", nil
 	}
@@ -328,7 +335,7 @@ func (a *agents) readEvents(ctx context.Context) (map[string]tally, error) {
 	return retry(ctx, func() (map[string]tally, error) {
 		c := client.New(a.nc, a.js, a.names, "/soak", checkWait)
 		out := map[string]tally{}
-		for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow} {
+		for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow, protocol.GateFlow} {
 			q := client.WatchQuery{Flow: flow}
 			for more := true; more; {
 				var evs []client.StreamEvent
@@ -367,12 +374,19 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.completed++
 	case protocol.EventExpired:
 		t.expired++
+		var e protocol.Expired
+		if err := json.Unmarshal(m.Event.Data(), &e); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
+		}
+		t.late = m.Event.Time().Sub(e.ExpiresAt)
 	case protocol.EventCancelled:
 		t.cancelled++
 	case protocol.EventAnswered:
 		t.answered++
 	case protocol.EventReminded:
 		t.reminded++
+	case protocol.EventConsumed:
+		t.consumed++
 	case protocol.EventInterrupted:
 		var in protocol.Interrupted
 		if err := json.Unmarshal(m.Event.Data(), &in); err != nil {
@@ -400,7 +414,7 @@ func count(out map[string]tally, m client.StreamEvent) error {
 // has ended: a page at a time, as an inbox reads it.
 func (a *agents) stillPending(ctx context.Context, cfg Config) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow} {
+	for _, flow := range []string{booking.Name, refund.Name, protocol.AskFlow, protocol.GateFlow} {
 		q := client.PendingQuery{Flow: flow, Limit: client.MaxPendingLimit}
 		for {
 			page, err := retry(ctx, func() (client.PendingPage, error) { return a.c.ListPending(ctx, q) })

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/internal/natstest"
 	"github.com/interlockhq/interlock/internal/netns"
@@ -126,6 +127,9 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 	}
 	env = append(env, "INTERLOCK_TLS_CERT="+d.network.tls.Cert, "INTERLOCK_TLS_KEY="+d.network.tls.Key, "INTERLOCK_TLS_CA="+d.network.tls.CA)
 	var egress []string
+	if cfg.Gates {
+		egress = append(egress, "--gate-rules", filepath.Join(filepath.Dir(deployDir), examples.GateRulesFile))
+	}
 	if cfg.Asks {
 		// The agents' endpoint for callbacks, on the clients' host, with
 		// a certificate of the soak's CA, which serve trusts as the only
@@ -140,7 +144,7 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 			return err
 		}
 		env = append(env, "SSL_CERT_FILE="+d.network.tls.CA)
-		egress = []string{"--egress-allow", egressAllow()}
+		egress = append(egress, "--egress-allow", egressAllow())
 	}
 	inHost := func(p *proc, host string) {
 		h, _ := n.Host(host)

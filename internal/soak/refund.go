@@ -72,6 +72,8 @@ func flowOf(cfg Config, i int) string {
 		return refund.Name
 	case isAsk(cfg, i):
 		return protocol.AskFlow
+	case isGate(cfg, i):
+		return protocol.GateFlow
 	}
 	return "booking"
 }

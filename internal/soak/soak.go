@@ -130,20 +130,28 @@ type Config struct {
 	// Refunds makes every other run a run of examples/refund whose
 	// approval people decide over NATS on its role subjects: edited,
 	// rejected, raced by two decisions, decided by a quorum of two roles,
-	// left to its deadlines, or cancelled as it is approved, in turn. In
-	// ModeNetwork an agent forges an approval too, which must be refused.
+	// left to its deadlines, cancelled as it is approved, or approved as
+	// its deadline falls due, in turn. In ModeNetwork an agent forges an
+	// approval too, which must be refused.
 	Refunds bool
 	// Asks makes one run in four (ModeNetwork) an ask with a callback
 	// URL on the clients' host, approved or rejected over NATS by the
-	// supervisor: its answer must reach the URL, once per answer, over
-	// the network, through Interlock's outbound policy.
+	// supervisor, or left to its deadline after a reminder: its outcome
+	// must reach the URL, once per outcome, over the network, through
+	// Interlock's outbound policy.
 	Asks bool
+	// Gates makes one run in eight (ModeNetwork) a tool call the gate
+	// holds for the supervisor (examples/gate/rules.yaml), approved over
+	// NATS, whose approval two instances of the agent then take at once:
+	// exactly one take may succeed, so the call runs once.
+	Gates bool
 	// Faults are the faults ModeNetwork injects, in turn. Defaults to
 	// every one of Faults.
 	Faults []Fault
 	// Deploy is the directory of Interlock's deploy/ configurations that
-	// ModeNetwork runs. Defaults to the deploy/ of the module the go
-	// command finds.
+	// ModeNetwork runs (with Gates, the gate's rules are those of
+	// examples/gate/rules.yaml beside it). Defaults to the deploy/ of the
+	// module the go command finds.
 	Deploy string
 	// AckWait is serve's --ack-wait: how soon a command a killed worker
 	// held is delivered again. Defaults to DefaultAckWait.
@@ -211,6 +219,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("soak: Config.Replicas is %d; use 1 or 3 (0 for serve's auto)", c.Replicas)
 	case c.Replicas != 0 && !c.Mode.clustered():
 		return fmt.Errorf("soak: Config.Replicas is for the cluster's modes (node, pause, network), not %s", c.Mode)
+	case c.Gates && c.Mode != ModeNetwork:
+		return fmt.Errorf("soak: Config.Gates is ModeNetwork's")
 	case c.Asks && c.Mode != ModeNetwork:
 		return fmt.Errorf("soak: Config.Asks is ModeNetwork's: its callbacks are received on the clients' host")
 	case len(c.Faults) > 0 && c.Mode != ModeNetwork:
@@ -265,6 +275,11 @@ type Report struct {
 	// the same webhook-id), which the receiver must take as one.
 	Callbacks       int `json:"callbacks,omitempty"`
 	CallbackRepeats int `json:"callbackRepeats,omitempty"`
+	// RemindersMoot counts asks left to their deadline whose expiry was
+	// applied a second or more late (a fault held the workers up) and
+	// whose reminder, due two seconds before the deadline, had not fired
+	// by then: a reminder of what no longer waits is not sent.
+	RemindersMoot int `json:"remindersMoot,omitempty"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
 	Wall  time.Duration `json:"wall"`
@@ -405,6 +420,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	checked := time.Now()
 	err = checker.check(ctx, cfg, &rep)
 	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
+	checker.moot.Range(func(any, any) bool { rep.RemindersMoot++; return true })
 	if err == nil {
 		checker.histories(ctx, cfg, a, &rep)
 	}

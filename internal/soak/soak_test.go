@@ -87,13 +87,14 @@ func TestSoakPausedNodesLoseNothing(t *testing.T) {
 // a node cut from the others, the worker killed, two nodes cut from each
 // other while both reach the third, a node killed and restarted, the node
 // leading the runs bucket cut off, a node paused. Agents drive booking
-// runs, asks answered to callback URLs, and refunds whose approvals are
-// edited, rejected, raced, voted by a quorum, left to their deadlines and
+// runs, asks answered to callback URLs, gated calls whose approval two
+// instances take at once, and refunds whose approvals are edited,
+// rejected, raced, voted by a quorum, left to their deadlines and
 // cancelled as approved, and forge an approval each time: every run ends
-// as its decisions imply, every callback arrives, no event twice, no
-// decision by anyone not entitled to it, each deadline once, every audit
-// chain intact, the pending index matching, and the cluster whole again
-// after each fault.
+// as its decisions imply, every callback arrives, every approval is taken
+// once, no event twice, no decision by anyone not entitled to it, each
+// deadline once, every audit chain intact, the pending index matching,
+// and the cluster whole again after each fault.
 func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the interlock command and runs it in several processes")
@@ -103,7 +104,7 @@ func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	}
 	t.Parallel()
 	rep := run(t, soak.Config{
-		Mode: soak.ModeNetwork, Refunds: true, Asks: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
+		Mode: soak.ModeNetwork, Refunds: true, Asks: true, Gates: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
 		Every: 500 * time.Millisecond, Kills: len(soak.Faults), AckWait: time.Second, LazyFsync: true,
 	})
 	for _, f := range soak.Faults {
