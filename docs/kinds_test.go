@@ -75,7 +75,8 @@ func TestNoSurfaceSwitchesOnAKindsName(t *testing.T) {
 			case path == "..":
 			case strings.HasPrefix(d.Name(), "."), d.Name() == "node_modules", d.Name() == "testdata",
 				rel == "protocol", rel == "engine", rel == "bench", rel == "clients",
-				rel == "authority/authoritytest": // a test fixture, which builds interrupts of the kinds
+				rel == "authority/authoritytest", // a test fixture, which builds interrupts of the kinds
+				rel == "internal/soak":           // the fault soak, which asks for approvals as an agent does
 				return filepath.SkipDir
 			}
 			return nil
