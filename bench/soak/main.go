@@ -179,7 +179,7 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 		fmt.Fprintf(&b, "callbacks   %d received, %d of them retries of one received before\n", rep.Callbacks, rep.CallbackRepeats)
 	}
 	if rep.RemindersMoot > 0 {
-		fmt.Fprintf(&b, "reminders   %d of asks expired late came after the expiry, and were not sent\n", rep.RemindersMoot)
+		fmt.Fprintf(&b, "reminders   %d asks expired before their reminder, held up by a fault, was sent\n", rep.RemindersMoot)
 	}
 	if rep.StaleReplica > 0 {
 		fmt.Fprintf(&b, "stale       %d listed only by a replica that fell behind (NATS's, not counted as a failure)\n", rep.StaleReplica)

@@ -41,9 +41,6 @@ func askOf(i int) askOutcome { return askOutcome((i / 4) % int(numAskOutcomes)) 
 const (
 	askTimeout  = "4s"
 	askReminder = "2s"
-	// askReminderSlack is how late an ask's expiry may be applied before
-	// its reminder, due askReminder earlier, may have come after it.
-	askReminderSlack = time.Second
 )
 
 // callbackPort is the port of the callbacks' receiver on the clients'
@@ -123,10 +120,12 @@ func (a *agents) checkAsk(i int, c protocol.Checkpoint, t tally) (lost, dup stri
 	reminded := 0
 	if want == "" {
 		reminded = 1
-		if t.reminded == 0 && t.late >= askReminderSlack {
-			// The schedules fell due while a fault held the workers up:
-			// the reminder came after the deadline had been applied, and
-			// reminded no one of what no longer waits.
+		if t.reminded == 0 && t.expired == 1 {
+			// The reminder fell due while a fault held its worker up (a
+			// read refused while a node was cut off, then backed off),
+			// and came after the deadline had been applied: it reminds
+			// no one of what no longer waits, and is not sent. Counted
+			// apart; twice would be a duplicate.
 			a.moot.Store(runID(i), true)
 			reminded = 0
 		}

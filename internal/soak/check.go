@@ -32,8 +32,6 @@ type tally struct {
 	// interrupted the interrupted events by request.
 	resumed     map[uint64]int
 	interrupted map[string]int
-	// late is how long after its deadline the run's expiry was applied.
-	late time.Duration
 	// refused is the code of each refusal of the run's commands, by the
 	// refused command's event id.
 	refused map[string]protocol.Code
@@ -374,11 +372,6 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.completed++
 	case protocol.EventExpired:
 		t.expired++
-		var e protocol.Expired
-		if err := json.Unmarshal(m.Event.Data(), &e); err != nil {
-			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
-		}
-		t.late = m.Event.Time().Sub(e.ExpiresAt)
 	case protocol.EventCancelled:
 		t.cancelled++
 	case protocol.EventAnswered:

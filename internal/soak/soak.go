@@ -275,10 +275,11 @@ type Report struct {
 	// the same webhook-id), which the receiver must take as one.
 	Callbacks       int `json:"callbacks,omitempty"`
 	CallbackRepeats int `json:"callbackRepeats,omitempty"`
-	// RemindersMoot counts asks left to their deadline whose expiry was
-	// applied a second or more late (a fault held the workers up) and
-	// whose reminder, due two seconds before the deadline, had not fired
-	// by then: a reminder of what no longer waits is not sent.
+	// RemindersMoot counts asks left to their deadline that expired
+	// without their reminder, due two seconds before: a fault held the
+	// reminder's worker up (backing off after a refused read) until the
+	// deadline had been applied, and a reminder of what no longer waits
+	// is not sent.
 	RemindersMoot int `json:"remindersMoot,omitempty"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
