@@ -128,12 +128,20 @@ func (a *AskCallbacks) deliver(ctx context.Context, d notify.Delivery) error {
 	if err := json.Unmarshal(d.Event.Data(), &ans); err != nil {
 		return notify.Permanent(fmt.Errorf("decoding answered: %w", err))
 	}
-	cp, err := a.port.Client("interlock/ask-callbacks").Checkpoint(ctx, protocol.AskFlow, ans.AskID)
-	if errors.Is(err, client.ErrNotFound) {
-		return nil // the run is gone: nothing to call back
+	// From the runs bucket's leader: a replica that fell behind may not
+	// have the ask's run yet, and the callback would be taken for one of
+	// a run that is gone, and dropped.
+	names := a.port.Names()
+	m, err := wire.LeaderMsg(ctx, a.port.JetStream().Conn(), "KV_"+names.RunsBucket(), 0, "$KV."+names.RunsBucket()+"."+protocol.AskFlow+"."+ans.AskID)
+	if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && (m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "") {
+		return nil // the run is gone (its retention ran out): nothing to call back
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("ask %s: reading its run: %w", ans.AskID, err)
+	}
+	cp, err := protocol.DecodeCheckpoint(m.Data, m.Sequence)
+	if err != nil {
+		return notify.Permanent(fmt.Errorf("ask %s: decoding its run: %w", ans.AskID, err))
 	}
 	var s struct {
 		Ask struct {

@@ -57,6 +57,9 @@ type agents struct {
 	moot sync.Map
 	// callbacks receives the asks' callbacks (Config.Asks).
 	callbacks *callbacks
+	// acked holds the event ids of the commands JetStream acknowledged,
+	// shared with the checker's agents.
+	acked *sync.Map
 	// hist is what the agents were told of each run's commands, by run.
 	histMu sync.Mutex
 	hist   map[string][]string
@@ -219,6 +222,9 @@ func (a *agents) send(ctx context.Context, cmd *command, retry time.Duration) {
 	ack, err := js.PublishMsg(pctx, cmd.msg)
 	if err == nil {
 		cmd.sent = time.Now()
+		if a.acked != nil {
+			a.acked.Store(cmd.msg.Header.Get(jetstream.MsgIDHeader), true)
+		}
 	}
 	// What the client was told, for the history of a run found wrong.
 	told := ""

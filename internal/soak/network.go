@@ -326,6 +326,12 @@ func faults(ctx context.Context, cfg Config, d *deployment, js jetstream.JetStre
 		ended := time.Now()
 		healed := waitWhole(ctx, js)
 		took := time.Since(ended)
+		if !healed && ctx.Err() != nil {
+			// The runs ended meanwhile: the soak stops waiting (its
+			// checks retry their reads), and no time to heal is known.
+			rep.injected(f)
+			return nil
+		}
 		rep.add(f, took, healed)
 		state := "whole again after " + took.Round(10*time.Millisecond).String()
 		if !healed {
@@ -347,14 +353,19 @@ type faultLog struct {
 }
 
 func (l *faultLog) add(f Fault, took time.Duration, healed bool) {
-	if l.byKind == nil {
-		l.byKind, l.heal = map[Fault]int{}, map[Fault]time.Duration{}
-	}
-	l.byKind[f]++
+	l.injected(f)
 	l.heal[f] = max(l.heal[f], took)
 	if !healed {
 		l.unhealed++
 	}
+}
+
+// injected counts a fault of kind f.
+func (l *faultLog) injected(f Fault) {
+	if l.byKind == nil {
+		l.byKind, l.heal = map[Fault]int{}, map[Fault]time.Duration{}
+	}
+	l.byKind[f]++
 }
 
 // waitWhole waits until the cluster is whole, for at most healWait, and

@@ -348,6 +348,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		return rep, err
 	}
 	defer a.close()
+	a.acked = &sync.Map{}
 	if err := d.approvers(ctx, a); err != nil {
 		return rep, err
 	}
@@ -370,7 +371,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			return rep, fmt.Errorf("soak: connecting to watch the cluster: %w", err)
 		}
 		defer checker.close()
-		checker.approvers, checker.authenticated, checker.callbacks = a.approvers, a.authenticated, a.callbacks
+		checker.approvers, checker.authenticated, checker.callbacks, checker.acked = a.approvers, a.authenticated, a.callbacks, a.acked
 		js = checker.js
 	}
 
