@@ -111,12 +111,11 @@ type Store struct {
 	runsSubject string // $KV.<runs bucket>.
 	// pendingSubject is $KV.<pending bucket>.
 	pendingSubject string
-	// nc reads checkpoints from the leader of runsStreamName, the runs
-	// bucket's stream.
-	nc             *nats.Conn
-	runsStreamName string
-	keepFinished   time.Duration // 0: finished runs stay
-	markerTTL      time.Duration // 0: a removed pending entry leaves a marker for ever
+	// nc reads checkpoints from the leader of runsBucket's stream.
+	nc           *nats.Conn
+	runsBucket   string
+	keepFinished time.Duration // 0: finished runs stay
+	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
 	// names names the finished-runs index's streams; zero in a store
 	// made with New, which keeps no such index.
 	names wire.Names
@@ -212,7 +211,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 		}
 	}
 	s := New(runs, pending, MaxPayload(js.Conn().MaxPayload()))
-	s.pub, s.nc, s.runsStreamName = js, js.Conn(), "KV_"+names.RunsBucket()
+	s.pub, s.nc, s.runsBucket = js, js.Conn(), names.RunsBucket()
 	s.runsStream = stream
 	s.runsSubject = "$KV." + names.RunsBucket() + "."
 	s.pendingSubject = "$KV." + names.PendingBucket() + "."
@@ -268,33 +267,17 @@ func (s *Store) LoadDoc(ctx context.Context, flow, run string) ([]byte, uint64, 
 	return e.Value(), e.Revision(), nil
 }
 
-// leaderGet reads the last message of key in the runs bucket from its
-// stream's leader: the document and its revision, or engine.ErrNotFound
-// for none, or a marker.
+// leaderGet reads key of the runs bucket from its stream's leader: the
+// document and its revision, or engine.ErrNotFound for none, or a marker.
 func (s *Store) leaderGet(ctx context.Context, key string) ([]byte, uint64, error) {
-	doc, rev, err := LastFromLeader(ctx, s.nc, s.runsStreamName, s.runsSubject+key)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return nil, 0, fmt.Errorf("kv: reading checkpoint %s: %w", key, err)
-	}
-	return doc, rev, err
-}
-
-// LastFromLeader reads the last message of subject in stream from the
-// stream's leader (wire.LeaderMsg, never a direct get, which a follower
-// that fell behind may answer): its data and sequence, or
-// [engine.ErrNotFound] when there is none or it is a KV delete or purge
-// marker, or a marker JetStream left.
-func LastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, uint64, error) {
-	m, err := wire.LeaderMsg(ctx, nc, stream, 0, subject)
+	doc, rev, err := wire.LeaderKV(ctx, s.nc, s.runsBucket, key)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, 0, engine.ErrNotFound
 	case err != nil:
-		return nil, 0, err
-	case isMarker(m.Header):
-		return nil, 0, engine.ErrNotFound
+		return nil, 0, fmt.Errorf("kv: reading checkpoint %s: %w", key, err)
 	}
-	return m.Data, m.Sequence, nil
+	return doc, rev, nil
 }
 
 // finishes reports whether writing cp takes the finished-run retention.
@@ -356,9 +339,7 @@ func (s *Store) createFinished(ctx context.Context, key string, b []byte) (uint6
 
 // isMarker reports whether a KV message is a delete or purge marker, or a
 // marker JetStream left when a message's TTL or age ran out.
-func isMarker(h nats.Header) bool {
-	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
-}
+func isMarker(h nats.Header) bool { return wire.IsKVMarker(h) }
 
 // Update implements [engine.Store].
 func (s *Store) Update(ctx context.Context, cp *engine.Checkpoint, rev uint64) (uint64, error) {

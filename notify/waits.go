@@ -19,16 +19,14 @@ func StillWaits(ctx context.Context, js jetstream.JetStream, names wire.Names, f
 	// From the runs bucket's leader: a replica that fell behind may not
 	// know the request yet, and the announcement would be skipped for
 	// good.
-	m, err := wire.LeaderMsg(ctx, js.Conn(), "KV_"+names.RunsBucket(), 0, "$KV."+names.RunsBucket()+"."+flow+"."+run)
+	doc, rev, err := wire.LeaderKV(ctx, js.Conn(), names.RunsBucket(), flow+"."+run)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return false, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil // gone, or its retention ran out
 	case err != nil:
 		return false, fmt.Errorf("reading the checkpoint of %s %s: %w", flow, run, err)
-	case m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "":
-		return false, nil // removed, or its retention ran out
 	}
-	cp, err := protocol.DecodeCheckpoint(m.Data, m.Sequence)
+	cp, err := protocol.DecodeCheckpoint(doc, rev)
 	if err != nil {
 		return false, Permanent(fmt.Errorf("decoding the checkpoint of %s %s: %w", flow, run, err))
 	}

@@ -131,15 +131,14 @@ func (a *AskCallbacks) deliver(ctx context.Context, d notify.Delivery) error {
 	// From the runs bucket's leader: a replica that fell behind may not
 	// have the ask's run yet, and the callback would be taken for one of
 	// a run that is gone, and dropped.
-	names := a.port.Names()
-	m, err := wire.LeaderMsg(ctx, a.port.JetStream().Conn(), "KV_"+names.RunsBucket(), 0, "$KV."+names.RunsBucket()+"."+protocol.AskFlow+"."+ans.AskID)
-	if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && (m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "") {
+	doc, rev, err := wire.LeaderKV(ctx, a.port.JetStream().Conn(), a.port.Names().RunsBucket(), protocol.AskFlow+"."+ans.AskID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil // the run is gone (its retention ran out): nothing to call back
 	}
 	if err != nil {
 		return fmt.Errorf("ask %s: reading its run: %w", ans.AskID, err)
 	}
-	cp, err := protocol.DecodeCheckpoint(m.Data, m.Sequence)
+	cp, err := protocol.DecodeCheckpoint(doc, rev)
 	if err != nil {
 		return notify.Permanent(fmt.Errorf("ask %s: decoding its run: %w", ans.AskID, err))
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/textproto"
 	"strings"
@@ -63,6 +64,30 @@ func LeaderMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64, la
 		return nil, fmt.Errorf("headers of %s #%d: %w", stream, m.Seq, err)
 	}
 	return &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: m.Seq, Header: h, Data: m.Data, Time: m.Time}, nil
+}
+
+// LeaderKV reads key of a KV bucket from the leader of the bucket's
+// stream (see [LeaderMsg]): its value and revision, or
+// jetstream.ErrKeyNotFound when the key has none, or its last message is a
+// delete or purge marker, or a marker JetStream left when a TTL ran out.
+func LeaderKV(ctx context.Context, nc *nats.Conn, bucket, key string) ([]byte, uint64, error) {
+	m, err := LeaderMsg(ctx, nc, "KV_"+bucket, 0, "$KV."+bucket+"."+key)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, 0, jetstream.ErrKeyNotFound
+	case err != nil:
+		return nil, 0, err
+	case IsKVMarker(m.Header):
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return m.Data, m.Sequence, nil
+}
+
+// IsKVMarker reports whether a KV message's headers make it a delete or
+// purge marker (KV-Operation), or a marker JetStream left when a
+// message's TTL or age ran out.
+func IsKVMarker(h nats.Header) bool {
+	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
 }
 
 // decodeHeaders decodes a NATS header block ("NATS/1.0\r\nKey: value\r\n\r\n").

@@ -61,3 +61,40 @@ func TestLeaderMsgReadsAMessageWithItsHeadersBySequenceOrLastOnItsSubject(t *tes
 		t.Errorf("a stream that does not exist: %v, want JetStream's error saying so", err)
 	}
 }
+
+// TestLeaderKVReadsAValueAndTakesMarkersForNone reads a KV key through
+// its stream's leader: its value and revision, and not found once it is
+// deleted or purged (the markers), or when it was never written.
+func TestLeaderKVReadsAValueAndTakesMarkersForNone(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "leader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(t.Context(), "a.b", []byte("waiting"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, grev, err := wire.LeaderKV(t.Context(), nc, "leader", "a.b"); err != nil || string(got) != "waiting" || grev != rev {
+		t.Fatalf("a.b: %q at %d, %v; want waiting at %d", got, grev, err, rev)
+	}
+	for _, remove := range []func(string) error{
+		func(k string) error { return kv.Delete(t.Context(), k) },
+		func(k string) error { return kv.Purge(t.Context(), k) },
+	} {
+		if _, err := kv.Put(t.Context(), "c", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := remove("c"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := wire.LeaderKV(t.Context(), nc, "leader", "c"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("a removed key: %q, %v; want ErrKeyNotFound", got, err)
+		}
+	}
+	if _, _, err := wire.LeaderKV(t.Context(), nc, "leader", "never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("a key never written: %v; want ErrKeyNotFound", err)
+	}
+}

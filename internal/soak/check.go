@@ -14,11 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/client"
-	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
-	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
 )
 
 // checkWait bounds reading what the checks need: the servers serve again
@@ -184,10 +183,10 @@ const staleWait = 30 * time.Second
 func (a *agents) sortPending(ctx context.Context, listed map[string]bool, flowOf func(run string) string) (left, stale map[string]bool, err error) {
 	left, stale = map[string]bool{}, map[string]bool{}
 	for run := range listed {
-		subject := "$KV." + a.names.PendingBucket() + "." + flowOf(run) + "." + run
+		key := flowOf(run) + "." + run
 		_, err := retry(ctx, func() (struct{}, error) {
-			_, _, err := kv.LastFromLeader(ctx, a.nc, "KV_"+a.names.PendingBucket(), subject)
-			if errors.Is(err, engine.ErrNotFound) {
+			_, _, err := wire.LeaderKV(ctx, a.nc, a.names.PendingBucket(), key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				err = client.ErrNotFound // retry's end
 			}
 			return struct{}{}, err
@@ -198,7 +197,7 @@ func (a *agents) sortPending(ctx context.Context, listed map[string]bool, flowOf
 		case errors.Is(err, client.ErrNotFound):
 			stale[run] = true
 		default:
-			return nil, nil, fmt.Errorf("soak: reading %s from its leader: %w", subject, err)
+			return nil, nil, fmt.Errorf("soak: reading %s of %s from its leader: %w", key, a.names.PendingBucket(), err)
 		}
 	}
 	if len(stale) == 0 {
