@@ -377,14 +377,7 @@ func (d *Dispatcher) handle(ctx context.Context, dl Delivery) error {
 		if err := json.Unmarshal(ev.Data(), &r); err != nil {
 			return Permanent(fmt.Errorf("decoding %s: %w", dl.Kind, err))
 		}
-		detail := ""
-		switch {
-		case r.Reason != "":
-			detail = "Reason: " + r.Reason
-		case r.Message != "":
-			detail = "Answer: " + r.Message
-		}
-		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, settledBy(protocol.Verdict(r.Decision), r.Approver), detail)
+		return d.settle(ctx, dl, r.Flow, r.Run, r.RequestID, settledBy(protocol.Verdict(r.Decision), r.Approver), decisionDetail(r.Reason, r.Message))
 	case protocol.EventExpired:
 		var x protocol.Expired
 		if err := json.Unmarshal(ev.Data(), &x); err != nil {
@@ -810,11 +803,24 @@ func endedSettled(cp protocol.Checkpoint) Settled {
 		}
 		data = protocol.Resumed{Flow: cp.Flow, Run: cp.Run, RequestID: last.RequestID, Decision: string(last.Verdict),
 			Approver: last.Approver, Reason: last.Reason, Message: last.Message, Edits: edits}
+		st.Detail = decisionDetail(last.Reason, last.Message)
 	}
 	if data != nil {
 		st.Data, _ = json.Marshal(data)
 	}
 	return st
+}
+
+// decisionDetail is the follow-up's line more on a decision: the reason
+// given, or else the answer.
+func decisionDetail(reason, message string) string {
+	switch {
+	case reason != "":
+		return "Reason: " + reason
+	case message != "":
+		return "Answer: " + message
+	}
+	return ""
 }
 
 // ended says how a finished run ended, from its checkpoint.
