@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/command"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/gate"
@@ -109,9 +110,15 @@ type gateService struct {
 	log   zerolog.Logger
 }
 
-// Start writes the configured rules to the bucket and watches it.
+// Start writes the configured rules to the bucket and watches it. The
+// write is retried as provisioning retries its own while a cluster's
+// stream has no leader or does not answer (a node restarting into a
+// cluster still electing): one attempt would end the service.
 func (g *gateService) Start(ctx context.Context) error {
-	if _, err := gate.Put(ctx, g.kv, g.rules); err != nil {
+	if err := bus.Ensure(ctx, "the gate's rules", func(ctx context.Context) error {
+		_, err := gate.Put(ctx, g.kv, g.rules)
+		return err
+	}); err != nil {
 		return fmt.Errorf("interlock: writing the gate's rules: %w", err)
 	}
 	return g.live.Watch(ctx, g.kv, g.log)

@@ -278,7 +278,8 @@ func (w clusterWait) do(ctx context.Context, what string, create func(context.Co
 		short := isAPI && (apiErr.ErrorCode == errCodeNoPeers || apiErr.ErrorCode == errCodeInsufficientResources)
 		forming := isAPI && apiErr.ErrorCode == errCodeClusterNotAvail ||
 			errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
-			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse)
 		if !short && !forming {
 			return fmt.Errorf("bus: creating %s: %w", what, err)
 		}

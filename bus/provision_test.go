@@ -1,6 +1,8 @@
 package bus_test
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,5 +229,47 @@ func TestProvisionMakesAnOlderEventsStreamRepublishWhatItStores(t *testing.T) {
 	if m.Subject != "acme.stored.ev.booking.r-new.completed" || string(m.Data) != `{"new":true}` ||
 		m.Header.Get(jetstream.StreamHeader) != n.EventStream() || m.Header.Get(jetstream.SequenceHeader) != strconv.FormatUint(ack.Sequence, 10) {
 		t.Fatalf("republished %s %q with headers %v, want the event stored at sequence %d", m.Subject, m.Data, m.Header, ack.Sequence)
+	}
+}
+
+// A write made on start (the gate's rules into the configuration bucket)
+// by a node restarting into a cluster whose stream has no leader yet is
+// answered by nobody: Ensure retries it until the stream answers, instead
+// of ending the service at its first attempt.
+func TestEnsureRetriesAWriteNoStreamAnswersUntilOneDoes(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	cfg := jetstream.KeyValueConfig{Bucket: "config"}
+	kv, err := js.CreateKeyValue(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(t.Context(), "KV_config"); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	done := make(chan error, 1)
+	attempts := 0
+	go func() {
+		done <- bus.Ensure(t.Context(), "the gate's rules", func(ctx context.Context) error {
+			_, err := kv.Put(ctx, "gate.rules", []byte("rules: []"))
+			if attempts++; attempts == 1 {
+				first <- err
+			}
+			return err
+		})
+	}()
+	if err := <-first; !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("the first write, with the bucket's stream gone: %v; want no response from stream", err)
+	}
+	if _, err := js.CreateKeyValue(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Ensure: %v; want the write retried once the stream answers", err)
+	}
+	if e, err := kv.Get(t.Context(), "gate.rules"); err != nil || string(e.Value()) != "rules: []" {
+		t.Fatalf("the bucket holds %v, %v; want the write", e, err)
 	}
 }
