@@ -75,6 +75,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", 0, "keep starting runs until this long has passed (at least -runs of them); with -kills 0, faults go on as long")
 	fs.BoolVar(&cfg.Refunds, "refunds", false, "make every other run a refund whose approval is decided over NATS: edited, rejected, raced, by a quorum, left to its deadlines, cancelled as approved")
 	fs.BoolVar(&cfg.Gates, "gates", false, "in network mode, make one run in eight a tool call the gate holds for the supervisor, whose approval two instances of the agent take at once")
+	fs.BoolVar(&cfg.Gateway, "gateway", false, "in network mode, make one run in sixteen the same tool call made through interlock mcp gateway on the clients' host, in front of an MCP server whose tool counts its calls")
 	fs.BoolVar(&cfg.Asks, "asks", false, "in network mode, make one run in four an ask whose answer Interlock POSTs to a callback URL on the clients' host")
 	fs.IntVar(&cfg.Agents, "agents", soak.DefaultAgents, "agents driving runs at once")
 	fs.IntVar(&cfg.Workers, "workers", soak.DefaultWorkers, "worker processes in worker mode")
@@ -180,6 +181,10 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	}
 	if rep.RemindersMoot > 0 {
 		fmt.Fprintf(&b, "reminders   %d asks expired before their reminder, held up by a fault, was sent\n", rep.RemindersMoot)
+	}
+	if rep.GatewayRefunds > 0 || rep.GatewayUnrun > 0 {
+		fmt.Fprintf(&b, "gateway     %d refunds made by the tool behind the MCP gateway; of the instances racing them, %d told the approval was taken, %d asked anew; %d approvals taken whose call did not run (the take's answer lost)\n",
+			rep.GatewayRefunds, rep.GatewayTaken, rep.GatewayAnew, rep.GatewayUnrun)
 	}
 	if rep.StaleReplica > 0 {
 		fmt.Fprintf(&b, "stale       %d listed only by a replica that fell behind (NATS's, not counted as a failure)\n", rep.StaleReplica)

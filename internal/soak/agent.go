@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -50,6 +51,9 @@ type agents struct {
 	// caller is nats:<role>.
 	approvers     map[string]*approver
 	authenticated bool
+	// secret is the deployment's secret, with which a service of the
+	// deployment vouches for the people it authenticated.
+	secret []byte
 	// others are the approvers' connections, closed with the agents'.
 	others []*nats.Conn
 	// moot holds the asks whose reminder came after their expiry
@@ -60,6 +64,18 @@ type agents struct {
 	// acked holds the event ids of the commands JetStream acknowledged,
 	// shared with the checker's agents.
 	acked *sync.Map
+	// mcp are the agent's instances' sessions with the MCP gateway, and
+	// upstream the MCP server behind it (Config.Gateway); gateway holds
+	// a *gatewayRecord by gateway run, shared with the checker's agents,
+	// and unrun the gateway runs whose approval was taken without the
+	// tool running (Report.GatewayUnrun).
+	mcp      []*mcp.ClientSession
+	upstream *upstream
+	gateway  *sync.Map
+	unrun    sync.Map
+	// gatewayTaken and gatewayAnew count the instances told, as they made
+	// an approved call, that its approval was taken, or asked anew.
+	gatewayTaken, gatewayAnew atomic.Int64
 	// hist is what the agents were told of each run's commands, by run.
 	histMu sync.Mutex
 	hist   map[string][]string
@@ -76,6 +92,9 @@ func newAgents(ctx context.Context, cfg Config, conn wire.ConnConfig) (*agents, 
 }
 
 func (a *agents) close() {
+	for _, cs := range a.mcp {
+		_ = cs.Close()
+	}
 	for _, nc := range a.others {
 		nc.Close()
 	}
@@ -157,6 +176,8 @@ func (a *agents) pass(ctx context.Context, cfg Config, runs iter.Seq[int]) (left
 					drive = a.driveAsk
 				case isGate(cfg, i):
 					drive = a.driveGate
+				case isGateway(cfg, i):
+					drive = a.driveGateway
 				}
 				if drive(ctx, cfg, i) {
 					a.ended.Add(1)
@@ -185,8 +206,10 @@ type command struct {
 	// js publishes it: the agents' connection when nil, else that of the
 	// approver who sends it.
 	js jetstream.JetStream
-	// notBefore, if set, holds it back until then.
+	// notBefore, if set, holds it back until then; when, if set, until
+	// the run's checkpoint satisfies it.
 	notBefore time.Time
+	when      func(protocol.Checkpoint) bool
 }
 
 // newCommand builds a command with event id id.
@@ -267,25 +290,25 @@ func (a *agents) driveRun(ctx context.Context, cfg Config, i int) bool {
 		return false
 	}
 	resumes := map[string]*command{} // by request id
-	return a.follow(ctx, cfg, booking.Name, i, start, func(cp protocol.Checkpoint) {
+	return a.follow(ctx, cfg, booking.Name, run, start, func(cp protocol.Checkpoint) {
 		a.answer(ctx, cfg, i, cp, resumes)
 	})
 }
 
-// follow starts run i of flow with the command start (sent again until
-// the run exists) and calls waiting with its checkpoint whenever it
-// waits, until it ends or has made no progress for cfg.Patience. It
-// reports whether the run ended. It polls the checkpoint from firstPoll,
-// doubling to maxPoll, back to firstPoll when the run moves.
-func (a *agents) follow(ctx context.Context, cfg Config, flow string, i int, start *command, waiting func(protocol.Checkpoint)) bool {
-	run := runID(i)
+// follow starts run of flow with the command start (sent again until
+// the run exists; nil for a run started otherwise) and calls waiting with
+// its checkpoint whenever it waits, until it ends or has made no progress
+// for cfg.Patience. It reports whether the run ended. It polls the
+// checkpoint from firstPoll, doubling to maxPoll, back to firstPoll when
+// the run moves.
+func (a *agents) follow(ctx context.Context, cfg Config, flow, run string, start *command, waiting func(protocol.Checkpoint)) bool {
 	lastMove := time.Now()
 	var lastRev uint64
 	poll := firstPoll
 	for time.Since(lastMove) < cfg.Patience {
 		cp, err := a.c.Checkpoint(ctx, flow, run)
 		switch {
-		case errors.Is(err, client.ErrNotFound):
+		case errors.Is(err, client.ErrNotFound) && start != nil:
 			a.send(ctx, start, cfg.Retry)
 		case err != nil:
 			// The server is down or a leader is being elected: read again.

@@ -67,7 +67,7 @@ func (a *agents) driveAsk(ctx context.Context, cfg Config, i int) bool {
 		return false
 	}
 	var decision *command
-	return a.follow(ctx, cfg, protocol.AskFlow, i, start, func(cp protocol.Checkpoint) {
+	return a.follow(ctx, cfg, protocol.AskFlow, run, start, func(cp protocol.Checkpoint) {
 		if askOf(i) == askExpired {
 			return // nobody decides
 		}

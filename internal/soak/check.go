@@ -81,7 +81,7 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		wg.Go(func() {
 			for i := range next {
 				r := &results[i]
-				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, cfg, c, i, tallies[runID(i)])
+				r.lost, r.dup, r.stuck, r.audit, errs[i] = a.checkRun(ctx, cfg, c, i, tallies[a.runOf(i)])
 			}
 		})
 	}
@@ -114,7 +114,7 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		}
 		for _, i := range again {
 			r := &results[i]
-			if r.lost, r.dup, r.stuck, r.audit, err = a.checkRun(ctx, cfg, c, i, tallies[runID(i)]); err != nil {
+			if r.lost, r.dup, r.stuck, r.audit, err = a.checkRun(ctx, cfg, c, i, tallies[a.runOf(i)]); err != nil {
 				return err
 			}
 		}
@@ -124,6 +124,9 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		return err
 	}
 	left, stale, err := a.sortPending(ctx, waiting, func(run string) string {
+		if strings.HasPrefix(run, "mcp-") {
+			return protocol.GateFlow // a gateway run's gate run
+		}
 		var i int
 		_, _ = fmt.Sscanf(run, "soak-%d", &i)
 		return flowOf(cfg, i)
@@ -146,16 +149,16 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 		case r.audit != "":
 			rep.AuditBroken++
 			problem = r.audit
-		case waiting[runID(i)]:
+		case waiting[a.runOf(i)]:
 			// Ended, yet the index of what waits still lists it: an
 			// inbox would show it waiting for ever. Unless the bucket's
 			// leader has no such entry: then a replica answering direct
 			// gets serves what it had.
 			switch {
-			case left[runID(i)]:
+			case left[a.runOf(i)]:
 				rep.PendingLeft++
 				problem = "completed, but the pending index still lists it"
-			case stale[runID(i)]:
+			case stale[a.runOf(i)]:
 				rep.StaleReplica++
 				problem = "ended; the pending bucket's leader no longer lists it, yet a replica's direct gets still do (30 s after every run ended): a replica serves stale data"
 			default:
@@ -241,7 +244,7 @@ func eventsMissing(results []result) []int {
 // checkRun checks run i against its tally of events. Each result says
 // what is wrong of its kind, "" when nothing is.
 func (a *agents) checkRun(ctx context.Context, cfg Config, c *client.Client, i int, t tally) (lost, dup, stuck, audit string, err error) {
-	run, flow := runID(i), flowOf(cfg, i)
+	run, flow := a.runOf(i), flowOf(cfg, i)
 	cp, err := retry(ctx, func() (protocol.Checkpoint, error) { return c.Checkpoint(ctx, flow, run) })
 	switch {
 	case errors.Is(err, client.ErrNotFound):
@@ -261,7 +264,11 @@ func (a *agents) checkRun(ctx context.Context, cfg Config, c *client.Client, i i
 		}
 		return a.checkAudit(ctx, c, flow, run)
 	case flow == protocol.GateFlow:
-		if lost, dup = a.checkGate(i, cp, t); lost != "" || dup != "" {
+		check := a.checkGate
+		if isGateway(cfg, i) {
+			check = a.checkGateway
+		}
+		if lost, dup = check(i, cp, t); lost != "" || dup != "" {
 			return lost, dup, "", "", nil
 		}
 		return a.checkAudit(ctx, c, flow, run)
@@ -438,7 +445,7 @@ func (a *agents) histories(ctx context.Context, cfg Config, told *agents, rep *R
 		if rep.Histories == nil {
 			rep.Histories = map[string][]string{}
 		}
-		rep.Histories[run] = append(told.told(run), a.history(ctx, flowOf(cfg, i), run)...)
+		rep.Histories[run] = append(told.told(run), a.history(ctx, flowOf(cfg, i), a.runOf(i))...)
 	}
 }
 

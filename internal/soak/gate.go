@@ -38,20 +38,11 @@ func (a *agents) driveGate(ctx context.Context, cfg Config, i int) bool {
 		return false
 	}
 	var decision *command
-	ended := a.follow(ctx, cfg, protocol.GateFlow, i, start, func(cp protocol.Checkpoint) {
+	ended := a.follow(ctx, cfg, protocol.GateFlow, run, start, func(cp protocol.Checkpoint) {
 		if decision == nil {
-			in, err := a.c.LastInterrupt(ctx, protocol.GateFlow, run)
-			if err != nil || in.RequestID != cp.Interrupt.RequestID {
+			if decision = a.gateDecision(ctx, run, cp, protocol.VerdictApprove, ""); decision == nil {
 				return
 			}
-			sup := a.approvers[refund.SupervisorRole]
-			r := protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, IdempotencyKey: run + "-decide",
-				Decision: string(protocol.VerdictApprove), Approver: sup.name}
-			if decision, err = a.newCommand(a.names.In(protocol.GateFlow, "resume")+"."+sup.role, protocol.TypeResume, run, run+"-decide", r); err != nil {
-				decision = nil
-				return
-			}
-			decision.js, decision.role = sup.js, sup.role
 		}
 		a.send(ctx, decision, cfg.Retry)
 	})
@@ -102,12 +93,8 @@ func (a *agents) driveGate(ctx context.Context, cfg Config, i int) bool {
 // taken exactly once, the other take refused. It returns what is wrong,
 // "" if nothing is.
 func (a *agents) checkGate(i int, c protocol.Checkpoint, t tally) (lost, dup string) {
-	if d := t.duplicates(); d != "" {
-		return "", d
-	}
-	sup := a.approvers[refund.SupervisorRole].entitled
-	if c.Status != protocol.StatusCompleted || len(c.Decisions) != 1 || c.Decisions[0].Approver != sup || c.Decisions[0].Verdict != protocol.VerdictApprove {
-		return fmt.Sprintf("gate: %s at %s with decisions %+v; want completed, approved by %s", c.Status, c.Node, c.Decisions, sup), ""
+	if lost, dup = a.approvedOnce("gate", c, t); lost != "" || dup != "" {
+		return lost, dup
 	}
 	switch refused := 0; {
 	case t.consumed > 1:
@@ -128,4 +115,37 @@ func (a *agents) checkGate(i int, c protocol.Checkpoint, t tally) (lost, dup str
 		}
 	}
 	return "", ""
+}
+
+// approvedOnce checks a gate run's checkpoint c and tally t (what says
+// which): one decision, the supervisor's approval, and no event twice.
+func (a *agents) approvedOnce(what string, c protocol.Checkpoint, t tally) (lost, dup string) {
+	if d := t.duplicates(); d != "" {
+		return "", d
+	}
+	sup := a.approvers[refund.SupervisorRole].entitled
+	if c.Status != protocol.StatusCompleted || len(c.Decisions) != 1 || c.Decisions[0].Approver != sup || c.Decisions[0].Verdict != protocol.VerdictApprove {
+		return fmt.Sprintf("%s: %s at %s with decisions %+v; want completed, approved by %s", what, c.Status, c.Node, c.Decisions, sup), ""
+	}
+	return "", ""
+}
+
+// gateDecision is the supervisor's decision of verdict (with reason) on
+// the interrupt gate run waits on at cp, sent on the gate's role subject
+// with the event id and idempotency key <run>-decide; nil while the
+// interrupt is not announced yet.
+func (a *agents) gateDecision(ctx context.Context, run string, cp protocol.Checkpoint, verdict protocol.Verdict, reason string) *command {
+	in, err := a.c.LastInterrupt(ctx, protocol.GateFlow, run)
+	if err != nil || in.RequestID != cp.Interrupt.RequestID {
+		return nil
+	}
+	sup := a.approvers[refund.SupervisorRole]
+	r := protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, IdempotencyKey: run + "-decide",
+		Decision: string(verdict), Approver: sup.name, Reason: reason}
+	decision, err := a.newCommand(a.names.In(protocol.GateFlow, "resume")+"."+sup.role, protocol.TypeResume, run, run+"-decide", r)
+	if err != nil {
+		return nil
+	}
+	decision.js, decision.role = sup.js, sup.role
+	return decision
 }

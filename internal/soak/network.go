@@ -80,6 +80,8 @@ type network struct {
 	tls natstest.TLSFiles
 	// callbacks receives the asks' callbacks, when Config.Asks.
 	callbacks *callbacks
+	// upstream is the MCP server behind the gateway, when Config.Gateway.
+	upstream *upstream
 	// passwords are the deploy users' passwords, by user.
 	passwords map[string]string
 	worker    *proc // the worker process, on the clients' host
@@ -173,7 +175,10 @@ func deployNetwork(ctx context.Context, cfg Config, dir string, d *deployment, e
 	w := serve("worker", append([]string{"--nats-url", d.clientURL, "--tls-ca", d.network.tls.CA, "--replicas", strconv.Itoa(cmp.Or(cfg.Replicas, 3))}, egress...)...)
 	inHost(w, clientHost)
 	d.network.worker = w
-	return w.start(ctx)
+	if err := w.start(ctx); err != nil || !cfg.Gateway {
+		return err
+	}
+	return d.network.startGateway(ctx, cfg, dir, d.clientURL, d, env, inHost)
 }
 
 // connConfig is how a process outside the network connects to its nodes
@@ -193,6 +198,9 @@ func (nw *network) close() error {
 	var err error
 	if nw.callbacks != nil {
 		err = nw.callbacks.close()
+	}
+	if nw.upstream != nil {
+		err = errors.Join(err, nw.upstream.close())
 	}
 	return errors.Join(err, nw.net.Close())
 }
@@ -437,6 +445,11 @@ func (d *deployment) agentConn(name string) (wire.ConnConfig, error) {
 func (d *deployment) approvers(ctx context.Context, a *agents) error {
 	a.approvers = map[string]*approver{}
 	a.authenticated = d.network != nil
+	secret, err := bus.ParseSecret(d.secret)
+	if err != nil {
+		return fmt.Errorf("soak: the deployment's secret: %w", err)
+	}
+	a.secret = secret
 	for role, user := range map[string]string{refund.SupervisorRole: botUser, refund.FinanceLeadRole: adminUser} {
 		ap := &approver{role: role, name: approverName(role), entitled: approverName(role)}
 		if d.network == nil {

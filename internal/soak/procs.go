@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,21 +34,24 @@ const stopWait = 45 * time.Second
 // servingLine is what serve prints on stdout once it serves.
 const servingLine = "Interlock is serving"
 
-// proc is one `interlock serve` process, which can be killed and started
-// again with the same arguments.
+// proc is one `interlock serve` process (or another of its commands),
+// which can be killed and started again with the same arguments.
 type proc struct {
 	name string
 	bin  string
 	args []string
 	env  []string
 	log  string // file that collects its output, across restarts
+	// ready begins the line the process prints once it serves: servingLine
+	// when empty.
+	ready string
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once cmd has been waited for
 	serving time.Time     // when it last said it serves
 }
 
-// start starts the process and returns once it prints servingLine.
+// start starts the process and returns once it prints its ready line.
 func (p *proc) start(ctx context.Context) error {
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -69,12 +73,13 @@ func (p *proc) start(ctx context.Context) error {
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
 	ready := make(chan struct{})
+	readyLine := cmp.Or(p.ready, servingLine)
 	go func() {
 		sc := bufio.NewScanner(out)
 		seen := false
 		for sc.Scan() {
 			fmt.Fprintln(logf, sc.Text())
-			if !seen && strings.HasPrefix(sc.Text(), servingLine) {
+			if !seen && strings.HasPrefix(sc.Text(), readyLine) {
 				seen = true
 				close(ready)
 			}
@@ -170,8 +175,9 @@ type deployment struct {
 	clientURL string
 	// all are every process, in start order; victims those that are killed.
 	all, victims []*proc
-	// workersPassword is the password of the workers' user on the servers.
-	workersPassword string
+	// workersPassword is the password of the workers' user on the servers;
+	// secret the deployment's resume-token secret (INTERLOCK_SECRET).
+	workersPassword, secret string
 	// clustered is set when the processes are the nodes of one cluster.
 	clustered bool
 	// network is ModeNetwork's network and worker, else nil.
@@ -189,8 +195,8 @@ func deploy(ctx context.Context, cfg Config, dir string) (_ *deployment, err err
 			err = errors.Join(err, d.stop())
 		}
 	}()
-	d.workersPassword = randomHex(24)
-	env := environ(d.workersPassword, randomHex(32))
+	d.workersPassword, d.secret = randomHex(24), randomHex(32)
+	env := environ(d.workersPassword, d.secret)
 	serve := func(name string, args ...string) *proc {
 		args = append([]string{"serve", "--metrics", "", "--http", "", "--log-format", "json", "--log-level", "warn",
 			"--ack-wait", cfg.AckWait.String(), "--instance", name}, args...)

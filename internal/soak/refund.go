@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,11 +43,18 @@ const (
 	// caseDeadlineRace: the supervisor approves as the 2 s deadline
 	// falls due: approved, or escalated and then expired.
 	caseDeadlineRace
+	// caseClaim (ModeNetwork): a service of the deployment (the soak,
+	// holding its secret, as the inbox or the Slack bridge would) claims
+	// the approval for one supervisor, claimant; once the claim is
+	// applied, it sends the approvals of another supervisor and of the
+	// claimant together: the other's must be refused, the claimant's
+	// applied. Elsewhere the supervisor approves.
+	caseClaim
 	numRefundCases
 )
 
 func (c refundCase) String() string {
-	return [...]string{"edit", "reject", "race", "quorum", "deadline", "cancel", "deadline-race"}[c]
+	return [...]string{"edit", "reject", "race", "quorum", "deadline", "cancel", "deadline-race", "claim"}[c]
 }
 
 // Amounts of the refund runs: above the supervisor's threshold, and above
@@ -72,7 +80,7 @@ func flowOf(cfg Config, i int) string {
 		return refund.Name
 	case isAsk(cfg, i):
 		return protocol.AskFlow
-	case isGate(cfg, i):
+	case isGate(cfg, i), isGateway(cfg, i):
 		return protocol.GateFlow
 	}
 	return "booking"
@@ -122,7 +130,7 @@ func (a *agents) driveRefund(ctx context.Context, cfg Config, i int) bool {
 		return false
 	}
 	cmds := map[string][]*command{} // by request id
-	return a.follow(ctx, cfg, refund.Name, i, start, func(cp protocol.Checkpoint) {
+	return a.follow(ctx, cfg, refund.Name, run, start, func(cp protocol.Checkpoint) {
 		a.decide(ctx, cfg, i, cp, cmds)
 	})
 }
@@ -143,7 +151,9 @@ func (a *agents) decide(ctx context.Context, cfg Config, i int, cp protocol.Chec
 		cmds[req] = list
 	}
 	for _, cmd := range list {
-		a.send(ctx, cmd, cfg.Retry)
+		if cmd.when == nil || cmd.when(cp) {
+			a.send(ctx, cmd, cfg.Retry)
+		}
 	}
 }
 
@@ -208,11 +218,54 @@ func (a *agents) refundCommands(cfg Config, i int, in protocol.Interrupted) ([]*
 			c.notBefore = *in.ExpiresAt
 		}
 		err = add(c, cerr)
+	case caseClaim:
+		if !a.authenticated {
+			err = add(resume("approve", protocol.Resume{Decision: string(protocol.VerdictApprove)}, sup))
+			break
+		}
+		approve := func(key, person string) (*command, error) {
+			r := protocol.Resume{ResumeToken: in.ResumeToken, RequestID: in.RequestID, IdempotencyKey: run + "-" + key, Decision: string(protocol.VerdictApprove)}
+			return a.vouched(a.names.In(refund.Name, "resume"), protocol.TypeResume, run, run+"-"+key, r, person)
+		}
+		claimed := func(cp protocol.Checkpoint) bool { return cp.Interrupt != nil && cp.Interrupt.ClaimedBy == claimant }
+		claim, cerr := a.vouched(a.names.In(refund.Name, protocol.VerbAssign), protocol.TypeAssign, run, run+"-claim",
+			protocol.Assign{RequestID: in.RequestID, Op: protocol.AssignClaim}, claimant)
+		other, oerr := approve("other", otherSupervisor)
+		mine, merr := approve("claimant", claimant)
+		if err = errors.Join(cerr, oerr, merr); err == nil {
+			other.when, mine.when = claimed, claimed
+			out = append(out, claim, other, mine)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// The supervisors caseClaim's service vouches for.
+const (
+	claimant        = "soak-ann"
+	otherSupervisor = "soak-bob"
+)
+
+// vouched is a command a service of the deployment sends for person, a
+// supervisor it authenticated: vouched for with the deployment's secret,
+// on the admin's connection (a user that may send assigns).
+func (a *agents) vouched(subject, typ, run, id string, data any, person string) (*command, error) {
+	c, err := a.newCommand(subject, typ, run, id, data)
+	if err != nil {
+		return nil, err
+	}
+	roles := []string{refund.SupervisorRole}
+	m := c.msg
+	m.Header.Set(protocol.HeaderApprover, person)
+	m.Header.Set(protocol.HeaderRoles, strings.Join(roles, ","))
+	m.Header.Set(protocol.HeaderAuth, string(protocol.AuthService))
+	m.Header.Set(protocol.HeaderVouch, protocol.Vouch(a.secret, protocol.Vouched{Subject: m.Subject, EventID: id, Run: run, Body: m.Data,
+		Approver: person, Roles: roles, Method: protocol.AuthService}, time.Now().Add(protocol.VouchTTL)))
+	c.js, c.role = a.approvers[refund.FinanceLeadRole].js, "a service, for "+person
+	return c, nil
 }
 
 // checkRefund checks refund run i's final checkpoint and events against
@@ -226,6 +279,11 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 		return "", d
 	}
 	sup, fin := a.approvers[refund.SupervisorRole].entitled, a.approvers[refund.FinanceLeadRole].entitled
+	claim := caseOf(i) == caseClaim && a.authenticated
+	if claim {
+		// Once claimed, the claimant alone is entitled to decide.
+		sup, fin = claimant, claimant
+	}
 	if slices.Contains(c.Applied, runID(i)+"-forged") {
 		return fmt.Sprintf("refund (%s): the forged approval was applied (applied %v)", caseOf(i), c.Applied), ""
 	}
@@ -289,6 +347,8 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 				problem = "neither expired nor refunded: " + p
 			}
 		}
+	case caseClaim:
+		problem = refunded(refundAmount, sup)
 	}
 	if problem != "" {
 		return fmt.Sprintf("refund (%s): %s", caseOf(i), problem), ""
@@ -320,6 +380,10 @@ func (a *agents) checkRefund(i int, c protocol.Checkpoint, t tally) (lost, dup s
 		// acknowledged (a stream without a leader) the run may have ended
 		// before it was sent again.
 		problem = "no refusal of the forged approval"
+	case claim && a.wasAcked(runID(i)+"-other") && t.refused[runID(i)+"-other"] != protocol.CodeForbidden && t.refused[runID(i)+"-other"] != protocol.CodeNotWaiting:
+		// Forbidden, the approval claimed by another; or not_waiting when
+		// the claimant's approval, sent with it, was applied first.
+		problem = fmt.Sprintf("the approval of %s, who had not claimed it, refused %q; want forbidden or not_waiting", otherSupervisor, t.refused[runID(i)+"-other"])
 	}
 	if problem != "" {
 		return fmt.Sprintf("%s: refund (%s): %s", eventsMissingPrefix, caseOf(i), problem), ""

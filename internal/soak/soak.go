@@ -145,6 +145,12 @@ type Config struct {
 	// NATS, whose approval two instances of the agent then take at once:
 	// exactly one take may succeed, so the call runs once.
 	Gates bool
+	// Gateway makes one run in sixteen (ModeNetwork) the same tool call
+	// made through `interlock mcp gateway` on the clients' host, in front
+	// of an MCP server there whose tool counts its calls: made again while
+	// it waits, approved over NATS, then made by two instances of the
+	// agent at once, it must run once.
+	Gateway bool
 	// Faults are the faults ModeNetwork injects, in turn. Defaults to
 	// every one of Faults.
 	Faults []Fault
@@ -221,6 +227,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("soak: Config.Replicas is for the cluster's modes (node, pause, network), not %s", c.Mode)
 	case c.Gates && c.Mode != ModeNetwork:
 		return fmt.Errorf("soak: Config.Gates is ModeNetwork's")
+	case c.Gateway && c.Mode != ModeNetwork:
+		return fmt.Errorf("soak: Config.Gateway is ModeNetwork's: the gateway and its upstream run on the clients' host")
 	case c.Asks && c.Mode != ModeNetwork:
 		return fmt.Errorf("soak: Config.Asks is ModeNetwork's: its callbacks are received on the clients' host")
 	case len(c.Faults) > 0 && c.Mode != ModeNetwork:
@@ -281,6 +289,19 @@ type Report struct {
 	// deadline had been applied, and a reminder of what no longer waits
 	// is not sent.
 	RemindersMoot int `json:"remindersMoot,omitempty"`
+	// GatewayRefunds counts the refunds the tool behind the MCP gateway
+	// made (Config.Gateway), and GatewayUnrun the gateway's calls whose
+	// approval was taken yet whose tool never ran: the take was
+	// acknowledged, its answer lost on the way back, and the agent told
+	// that the call did not run. At most once, never twice.
+	GatewayRefunds int `json:"gatewayRefunds,omitempty"`
+	GatewayUnrun   int `json:"gatewayUnrun,omitempty"`
+	// GatewayTaken and GatewayAnew count the instances that, making an
+	// approved call at the same time as another, were told its approval
+	// was taken (it did not run), or found it taken before they asked and
+	// were asked anew (a new call, which the soak's supervisor rejects).
+	GatewayTaken int `json:"gatewayTaken,omitempty"`
+	GatewayAnew  int `json:"gatewayAnew,omitempty"`
 	// Wall is the time from the first start to the last run's end; Check
 	// the time the checks took after it.
 	Wall  time.Duration `json:"wall"`
@@ -352,8 +373,15 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if err := d.approvers(ctx, a); err != nil {
 		return rep, err
 	}
+	a.gateway = &sync.Map{}
 	if d.network != nil {
 		a.callbacks = d.network.callbacks
+		a.upstream = d.network.upstream
+	}
+	if cfg.Gateway {
+		if err := a.connectGateway(ctx, d.network); err != nil {
+			return rep, err
+		}
 	}
 
 	// In the cluster's modes, kills wait for the cluster to be whole,
@@ -372,6 +400,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}
 		defer checker.close()
 		checker.approvers, checker.authenticated, checker.callbacks, checker.acked = a.approvers, a.authenticated, a.callbacks, a.acked
+		checker.upstream, checker.gateway, checker.secret = a.upstream, a.gateway, a.secret
 		js = checker.js
 	}
 
@@ -423,6 +452,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	err = checker.check(ctx, cfg, &rep)
 	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
 	checker.moot.Range(func(any, any) bool { rep.RemindersMoot++; return true })
+	checker.unrun.Range(func(any, any) bool { rep.GatewayUnrun++; return true })
+	rep.GatewayRefunds = a.upstream.total()
+	rep.GatewayTaken, rep.GatewayAnew = int(a.gatewayTaken.Load()), int(a.gatewayAnew.Load())
 	if err == nil {
 		checker.histories(ctx, cfg, a, &rep)
 	}

@@ -26,8 +26,8 @@ func run(t *testing.T, cfg soak.Config) soak.Report {
 	var progress strings.Builder
 	cfg.Binary, cfg.Dir, cfg.Progress = bin, dir, &progress
 	rep, err := soak.Run(t.Context(), cfg)
-	t.Logf("%d runs, %d kills %v, healed within %v, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, %d listed by a stale replica, %d callbacks (%d retries), wall %s, checks %s",
-		rep.Runs, rep.Kills, rep.Faults, rep.Heal, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.StaleReplica, rep.Callbacks, rep.CallbackRepeats, rep.Wall, rep.Check)
+	t.Logf("%d runs, %d kills %v, healed within %v, %d lost, %d duplicated, %d left and driven again, %d stuck, %d audit broken, %d still listed as waiting, %d listed by a stale replica, %d callbacks (%d retries), %d refunds through the MCP gateway (%d approvals taken without the call run), wall %s, checks %s",
+		rep.Runs, rep.Kills, rep.Faults, rep.Heal, rep.Lost, rep.Duplicated, rep.Left, rep.Stuck, rep.AuditBroken, rep.PendingLeft, rep.StaleReplica, rep.Callbacks, rep.CallbackRepeats, rep.GatewayRefunds, rep.GatewayUnrun, rep.Wall, rep.Check)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -88,7 +88,8 @@ func TestSoakPausedNodesLoseNothing(t *testing.T) {
 // other while both reach the third, a node killed and restarted, the node
 // leading the runs bucket cut off, a node paused. Agents drive booking
 // runs, asks answered to callback URLs, gated calls whose approval two
-// instances take at once, and refunds whose approvals are edited,
+// instances take at once, the same calls through the MCP gateway (each
+// refund made by the tool behind it once), and refunds whose approvals are edited,
 // rejected, raced, voted by a quorum, left to their deadlines and
 // cancelled as approved, and forge an approval each time: every run ends
 // as its decisions imply, every callback arrives, every approval is taken
@@ -104,7 +105,7 @@ func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	}
 	t.Parallel()
 	rep := run(t, soak.Config{
-		Mode: soak.ModeNetwork, Refunds: true, Asks: true, Gates: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
+		Mode: soak.ModeNetwork, Refunds: true, Asks: true, Gates: true, Gateway: true, Runs: 120, Agents: 16, Pause: 6 * time.Second,
 		Every: 500 * time.Millisecond, Kills: len(soak.Faults), AckWait: time.Second, LazyFsync: true,
 	})
 	for _, f := range soak.Faults {
@@ -114,5 +115,8 @@ func TestSoakNetworkFaultsLoseNothing(t *testing.T) {
 	}
 	if rep.Callbacks == 0 {
 		t.Error("no ask's callback URL was called")
+	}
+	if rep.GatewayRefunds == 0 {
+		t.Error("no call through the MCP gateway reached its tool")
 	}
 }
