@@ -230,13 +230,19 @@ func (c *Client) Cancel(ctx context.Context, flow, run, reason string) (Event, e
 // has applied the key, through another message) is reported at once with
 // the run as it stands: no event would come.
 func (c *Client) send(ctx context.Context, flow, run, verb, typ string, data any, key string, header func(msg *nats.Msg, id string)) (Event, error) {
+	return c.sendID(ctx, randomHex(16), flow, run, verb, typ, data, key, header)
+}
+
+// sendID is send with the command's event id, its Nats-Msg-Id too: a
+// command sent again with the id of one JetStream stored is dropped as
+// its duplicate, and the wait finds the first one's outcome.
+func (c *Client) sendID(ctx context.Context, id, flow, run, verb, typ string, data any, key string, header func(msg *nats.Msg, id string)) (Event, error) {
 	if err := CheckName("flow", flow); err != nil {
 		return Event{}, err
 	}
 	if err := CheckName("run", run); err != nil {
 		return Event{}, err
 	}
-	id := randomHex(16)
 	ev, err := events.New(id, c.source, typ, run, time.Now().UTC(), data)
 	if err != nil {
 		return Event{}, err

@@ -161,14 +161,57 @@ func (c *Client) Consume(ctx context.Context, d protocol.Decided) (protocol.Cons
 	return c.Take(ctx, d.CallID, d.FinalDigest)
 }
 
+// ConsumeAgain sends the take of a [Client.Consume] whose outcome was not
+// learned (an [UnsettledError]) again, under the event id the error
+// names: JetStream drops it as a duplicate of the first if that one was
+// stored, and its outcome, the first's, comes back. Consumed means this
+// caller's take, that first one, took the approval, and the call is
+// still the caller's to run: no one else was told so. Unlike a new
+// Consume, which is refused ErrTaken when the first take landed.
+func (c *Client) ConsumeAgain(ctx context.Context, d protocol.Decided, eventID string) (protocol.Consumed, error) {
+	if eventID == "" {
+		return protocol.Consumed{}, errors.New("client: sending a take again takes the event id of the first (UnsettledError.EventID)")
+	}
+	if _, err := c.VerifyDecided(ctx, d); err != nil {
+		return protocol.Consumed{}, err
+	}
+	return c.take(ctx, eventID, d.CallID, d.FinalDigest)
+}
+
+// An UnsettledError is the error of a take whose outcome the client did
+// not learn: JetStream did not acknowledge it, or no event answered it
+// within the wait. It may yet take the approval. Send it again with
+// [Client.ConsumeAgain] and EventID to learn its outcome; a new
+// [Client.Consume] would be refused [ErrTaken] if it did.
+type UnsettledError struct {
+	// EventID is the take's event id, its Nats-Msg-Id.
+	EventID string
+	Err     error
+}
+
+func (e *UnsettledError) Error() string {
+	return fmt.Sprintf("%v (the take, event %s, may yet apply: send it again with that id to learn its outcome)", e.Err, e.EventID)
+}
+
+func (e *UnsettledError) Unwrap() error { return e.Err }
+
 // Take takes the approval of call callID for the args of digest, once,
 // without checking a receipt: [Client.Consume] checks the decision's
 // receipt first, and is what an agent calls; Take is for a surface (the
 // HTTP API) whose caller checked it. It returns as Consume does.
 func (c *Client) Take(ctx context.Context, callID, digest string) (protocol.Consumed, error) {
+	return c.take(ctx, randomHex(16), callID, digest)
+}
+
+// take sends the take of event id and returns its outcome; an outcome not
+// learned is an [UnsettledError].
+func (c *Client) take(ctx context.Context, id, callID, digest string) (protocol.Consumed, error) {
 	d := protocol.Decided{CallID: callID}
-	ev, err := c.send(ctx, GateFlow, d.CallID, protocol.VerbConsume, protocol.TypeToolConsume, protocol.Consume{CallID: d.CallID, ArgsDigest: digest}, "", nil)
+	ev, err := c.sendID(ctx, id, GateFlow, d.CallID, protocol.VerbConsume, protocol.TypeToolConsume, protocol.Consume{CallID: d.CallID, ArgsDigest: digest}, "", nil)
 	if err != nil {
+		if unsettled(err) {
+			err = &UnsettledError{EventID: id, Err: err}
+		}
 		return protocol.Consumed{}, err
 	}
 	switch ev.Kind {
@@ -307,4 +350,17 @@ func (c *Client) request(ctx context.Context, r requestSpec, wait time.Duration,
 			return requestResult{}, fmt.Errorf("client: waiting for the answer to %s %s: %w", r.what, r.run, ctx.Err())
 		}
 	}
+}
+
+// unsettled reports whether err, of a command sent, leaves its outcome
+// unknown: JetStream did not answer its publish (it may have stored it),
+// no event answered it in time, or the wait was given up.
+func unsettled(err error) bool {
+	for _, e := range []error{ErrNoAnswer, nats.ErrTimeout, context.DeadlineExceeded, context.Canceled, jetstream.ErrNoStreamResponse,
+		nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrDisconnected} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/client"
@@ -14,12 +15,11 @@ import (
 	"github.com/interlockhq/interlock/wire"
 )
 
-// TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce checks Consume: it
-// verifies the decision's receipt with the deployment's audit keys and
-// refuses a decision it does not state (other args to run, no receipt),
-// takes the approval once, and refuses a second take.
-func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
-	t.Parallel()
+// approvedCall starts a deployment with the example gate rules, asks the
+// gate about a $4,800 refund of order under callID as an agent, approves
+// it as a supervisor, and returns the agent's client and the decision.
+func approvedCall(t *testing.T, callID, order string) (*client.Client, protocol.Decided) {
+	t.Helper()
 	rules, err := examples.GateRules()
 	if err != nil {
 		t.Fatal(err)
@@ -28,19 +28,28 @@ func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rules})
 	nc, js := natstest.Connect(t, srv.ClientURL())
 	c := client.New(nc, js, wire.Names{}, "/agents/support", natstest.Wait)
-	req := protocol.ToolRequest{CallID: "call-r", Tool: "issue_refund",
-		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"o-1"`), "amount": json.RawMessage("4800")}}
+	req := protocol.ToolRequest{CallID: callID, Tool: "issue_refund",
+		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"` + order + `"`), "amount": json.RawMessage("4800")}}
 	if ans, err := c.AskTool(t.Context(), req, natstest.Wait); err != nil || ans.Pending == nil {
 		t.Fatalf("asking: %+v %v", ans, err)
 	}
-	if ev, err := svc.ResumeAs(t.Context(), svc.Client("/test"), client.GateFlow, "call-r", protocol.Resume{Decision: "approve"}, "sam", []string{"supervisor"}); err != nil || ev.Kind == protocol.EventRefused {
+	if ev, err := svc.ResumeAs(t.Context(), svc.Client("/test"), client.GateFlow, callID, protocol.Resume{Decision: "approve"}, "sam", []string{"supervisor"}); err != nil || ev.Kind == protocol.EventRefused {
 		t.Fatalf("approving: %s %v", ev.Kind, err)
 	}
 	ans, err := c.RequestTool(t.Context(), req, natstest.Wait)
 	if err != nil || ans.Decided == nil || ans.Decided.Decision != "approved" {
 		t.Fatalf("the decision: %+v %v", ans, err)
 	}
-	d := *ans.Decided
+	return c, *ans.Decided
+}
+
+// TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce checks Consume: it
+// verifies the decision's receipt with the deployment's audit keys and
+// refuses a decision it does not state (other args to run, no receipt),
+// takes the approval once, and refuses a second take.
+func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
+	t.Parallel()
+	c, d := approvedCall(t, "call-r", "o-1")
 	r, err := c.VerifyDecided(t.Context(), d)
 	if err != nil || r.Approver != "sam" || r.Decision != protocol.ReceiptApproved {
 		t.Fatalf("the receipt: %+v %v", r, err)
@@ -72,5 +81,26 @@ func TestAnApprovedCallRunsOnlyOnAReceiptThatHoldsAndOnce(t *testing.T) {
 	}
 	if _, err := c.Consume(t.Context(), d); !errors.Is(err, client.ErrTaken) {
 		t.Fatalf("a second take: %v, want ErrTaken", err)
+	}
+}
+
+// TestATakeWhoseAnswerWasLostIsLearnedBySendingItAgain: a take whose
+// outcome its caller did not learn (here, a wait too short for any
+// answer) is an UnsettledError naming its event id; it took the approval
+// (a new take is refused ErrTaken), and sent again under that id it
+// answers consumed: the call is still its caller's to run.
+func TestATakeWhoseAnswerWasLostIsLearnedBySendingItAgain(t *testing.T) {
+	t.Parallel()
+	c, d := approvedCall(t, "call-lost", "o-2")
+	_, err := c.WithWait(time.Nanosecond).Take(t.Context(), d.CallID, d.FinalDigest)
+	var un *client.UnsettledError
+	if !errors.As(err, &un) || un.EventID == "" || !errors.Is(err, client.ErrNoAnswer) {
+		t.Fatalf("a take answered by nothing in time: %v, want an UnsettledError wrapping ErrNoAnswer", err)
+	}
+	if _, err := c.Consume(t.Context(), d); !errors.Is(err, client.ErrTaken) {
+		t.Fatalf("another take after it: %v, want ErrTaken (the first took the approval)", err)
+	}
+	if got, err := c.ConsumeAgain(t.Context(), d, un.EventID); err != nil || got.CallID != d.CallID || got.ArgsDigest != d.FinalDigest {
+		t.Fatalf("the first take sent again: %+v %v, want it consumed", got, err)
 	}
 }

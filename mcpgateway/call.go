@@ -163,7 +163,7 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 	case protocol.DecidedApproved, protocol.DecidedEdited:
 		// Consume checks that d.Args are the args the receipt states.
 		run := d.Args
-		if _, err := c.Consume(ctx, d); err != nil {
+		if err := g.take(ctx, c, d); err != nil {
 			if errors.Is(err, client.ErrReceipt) {
 				g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: a decision's receipt does not hold; the call did not run")
 				return failed(gate, "The call of %s did not run: its approval's signed receipt does not hold (%s). Tell the user.", name, strings.TrimPrefix(err.Error(), "client: "))
@@ -299,11 +299,55 @@ func (g *Gateway) callID(ctx context.Context, c *client.Client, agent string, r 
 			return "", err
 		case !cp.Finished():
 			return id, nil
-		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && !taken(cp):
+		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && (!taken(cp) || g.takeUnsettled(id)):
+			// Decided, and not taken; or taken by a take of this
+			// gateway's whose outcome it did not learn: it asks again.
 			return id, nil
 		}
 	}
 	return "", fmt.Errorf("call of %s asked %d times", r.tool.Name, maxGenerations)
+}
+
+// take takes d's approval for this call: with a new take, or, when a take
+// of this gateway's for the call was left unsettled, with that take sent
+// again under its id, so that the call runs if that take took the
+// approval. A take left unsettled now is kept for the next call.
+func (g *Gateway) take(ctx context.Context, c *client.Client, d protocol.Decided) error {
+	g.mu.Lock()
+	prev, again := g.unsettled[d.CallID]
+	delete(g.unsettled, d.CallID) // one call at a time sends it again
+	g.mu.Unlock()
+	var err error
+	if again {
+		_, err = c.ConsumeAgain(ctx, d, prev.id)
+	} else {
+		_, err = c.Consume(ctx, d)
+	}
+	var un *client.UnsettledError
+	if errors.As(err, &un) {
+		g.mu.Lock()
+		for id, t := range g.unsettled {
+			if time.Since(t.at) > g.cfg.RepeatWindow {
+				delete(g.unsettled, id)
+			}
+		}
+		at := time.Now()
+		if again {
+			at = prev.at
+		}
+		g.unsettled[d.CallID] = unsettledTake{id: un.EventID, at: at}
+		g.mu.Unlock()
+	}
+	return err
+}
+
+// takeUnsettled reports whether a take of callID's approval by this
+// gateway was left unsettled.
+func (g *Gateway) takeUnsettled(callID string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.unsettled[callID]
+	return ok
 }
 
 // taken reports whether a gate run's approval was taken: its call ran.

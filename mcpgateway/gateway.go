@@ -62,7 +62,19 @@ type Gateway struct {
 	// tasks are the runs of decided tasks' calls, by task id, kept for
 	// the repeat window (the approval itself is taken in Interlock, once).
 	tasks map[string]*taskRun
-	log   zerolog.Logger
+	// unsettled are the takes of approvals whose outcome the gateway did
+	// not learn (an answer lost in a partition), by call id: the same
+	// call made again sends its take again under the same id, and runs
+	// if that take was the one that took the approval.
+	unsettled map[string]unsettledTake
+	log       zerolog.Logger
+}
+
+// unsettledTake is a take whose outcome was not learned: its event id,
+// and when it was sent.
+type unsettledTake struct {
+	id string
+	at time.Time
 }
 
 // upstream is a connected upstream and the tools it lists.
@@ -88,7 +100,7 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, log: *cfg.Logger}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, unsettled: map[string]unsettledTake{}, log: *cfg.Logger}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
