@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/examples"
 	"github.com/interlockhq/interlock/gate"
@@ -135,6 +136,7 @@ func (u *upstream) transport(t *testing.T) mcp.Transport {
 // env is a deployment with the test's gate rules and an upstream.
 type env struct {
 	t   *testing.T
+	srv *bus.Server
 	svc *interlock.Service
 	up  *upstream
 }
@@ -147,7 +149,7 @@ func newEnv(t *testing.T) *env {
 	}
 	srv := natstest.StartServer(t, "")
 	svc := natstest.StartWith(t, srv, interlock.Config{Flows: examples.Flows(), Secret: natstest.Secret, GateRules: rs})
-	return &env{t: t, svc: svc, up: newUpstream()}
+	return &env{t: t, srv: srv, svc: svc, up: newUpstream()}
 }
 
 // gateway starts a gateway on the deployment in front of the upstream,

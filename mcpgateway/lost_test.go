@@ -1,0 +1,213 @@
+package mcpgateway_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/interlockhq/interlock/authority"
+	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/mcpgateway"
+	"github.com/interlockhq/interlock/protocol"
+	"github.com/interlockhq/interlock/wire"
+)
+
+// stallProxy forwards TCP connections to a NATS server and, once armed,
+// stalls every one of them (nothing forwarded either way, nothing lost)
+// from the moment a client sends bytes holding trigger, those bytes
+// forwarded first, until resume: a partition that falls just after a
+// command reached the server, so that its sender learns nothing of it.
+type stallProxy struct {
+	t       *testing.T
+	l       net.Listener
+	to      string
+	trigger []byte
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	armed   bool
+	stalled bool
+	closed  bool
+	hit     chan struct{}
+	conns   []net.Conn
+	wg      sync.WaitGroup
+}
+
+func newStallProxy(t *testing.T, to, trigger string) *stallProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{t: t, l: l, to: strings.TrimPrefix(to, "nats://"), trigger: []byte(trigger), hit: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *stallProxy) url() string { return "nats://" + p.l.Addr().String() }
+
+func (p *stallProxy) accept() {
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.to)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Go(func() { p.pipe(in, out, true) })
+		p.wg.Go(func() { p.pipe(out, in, false) })
+	}
+}
+
+// pipe copies from src to dst, holding each chunk while the proxy is
+// stalled; fromClient chunks may set the stall off.
+func (p *stallProxy) pipe(src, dst net.Conn, fromClient bool) {
+	defer func() { _ = dst.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.stalled && !p.closed {
+				p.cond.Wait()
+			}
+			trip := fromClient && p.armed && bytes.Contains(buf[:n], p.trigger)
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			if trip {
+				p.mu.Lock()
+				p.armed, p.stalled = false, true
+				close(p.hit)
+				p.mu.Unlock()
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				p.t.Logf("proxy: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// arm stalls the proxy at the next client bytes holding its trigger.
+func (p *stallProxy) arm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = true
+}
+
+// resume ends the stall: what was held flows on.
+func (p *stallProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = false
+	p.cond.Broadcast()
+}
+
+func (p *stallProxy) close() {
+	_ = p.l.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// proxiedPort is a deployment as a gateway process reaches it: clients on
+// a connection of its own (through the proxy), with a short wait.
+type proxiedPort struct {
+	c    *client.Client
+	auth *authority.Authority
+}
+
+func (p proxiedPort) Client(source string) *client.Client { return p.c.WithSource(source) }
+func (p proxiedPort) Authority() *authority.Authority     { return p.auth }
+
+// TestACallWhoseTakeWasAnsweredByNothingRunsOnceWhenMadeAgain: the
+// gateway's take of an approval reaches JetStream, and then the network
+// between the gateway and the server stalls, so that neither the
+// acknowledgement nor the consumed event comes back in time. The gateway
+// runs nothing and says so. Made again once the network is back, the call
+// runs, once, on the approval that take took: not asked anew.
+func TestACallWhoseTakeWasAnsweredByNothingRunsOnceWhenMadeAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names, _ := wire.NewNames("")
+	p := newStallProxy(t, e.srv.ClientURL(), names.GateConsume())
+	nc, js := natstest.Connect(t, p.url())
+	port := proxiedPort{c: client.New(nc, js, names, "", 2*time.Second), auth: e.svc.Authority()}
+	cfg := mcpgateway.Config{Upstreams: []mcpgateway.Upstream{{Name: "shop", Transport: e.up.transport(t)}}, Wait: 500 * time.Millisecond}
+	gw, err := mcpgateway.New(port, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	cs := connect(t, gw, "support-bot")
+	args := map[string]any{"orderId": "o-lost", "amount": 900}
+
+	res := call(t, cs, "issue_refund", args)
+	if g := gateOf(t, res); g.Decision != mcpgateway.DecisionPending {
+		t.Fatalf("first call: %+v %s, want it pending", g, text(res))
+	}
+	callID := gateOf(t, res).CallID
+	e.decide(callID, protocol.Resume{Decision: "approve"})
+
+	p.arm()
+	for took, tries := false, 0; !took; tries++ {
+		if tries == 20 {
+			t.Fatalf("no take sent in %d calls: %s", tries, text(res))
+		}
+		// A loaded machine may answer the repeated request later than
+		// the gateway's half second: then nothing was taken; again.
+		res = call(t, cs, "issue_refund", args)
+		select {
+		case <-p.hit:
+			took = true
+		default:
+			if !strings.Contains(text(res), "did not answer") {
+				t.Fatalf("the call made again after its approval: %s, want its take sent", text(res))
+			}
+		}
+	}
+	if !res.IsError || !strings.Contains(text(res), "did not run") || len(e.up.got()) != 0 {
+		t.Fatalf("the call whose take went unanswered: %s (upstream got %v), want it not run", text(res), e.up.got())
+	}
+	p.resume()
+
+	res = call(t, cs, "issue_refund", args)
+	if res.IsError || text(res) != "refunded 900 on o-lost" {
+		t.Fatalf("the call made again: %s, want the refund", text(res))
+	}
+	if got := e.up.got(); len(got) != 1 {
+		t.Fatalf("upstream calls %v, want the refund once", got)
+	}
+	if n := e.interrupts(callID); n != 1 {
+		t.Fatalf("%d approvals asked for the call, want 1: made again, it was not asked anew", n)
+	}
+	if g := gateOf(t, res); g.CallID != callID {
+		t.Fatalf("the call ran under %s, want the approved %s", g.CallID, callID)
+	}
+}
