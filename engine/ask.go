@@ -355,14 +355,11 @@ func (r *Runner) Ask(ctx context.Context, req AskRequest) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("engine: ask %s: %w", req.AskID, err)
 	}
 	req.FirstDelivery = false
-	out, err := r.Start(ctx, Start{Flow: AskFlowName, Run: req.AskID, State: doc, Origin: req.Origin, By: req.Agent, Inbound: req.Inbound})
-	if err == nil && out.Refused != nil && out.Refused.Code == CodeRunExists {
-		// Another worker started the ask meanwhile: answer as a repeat.
-		if cp, rev, err := r.load(ctx, AskFlowName, req.AskID); err == nil {
+	return r.Start(ctx, Start{Flow: AskFlowName, Run: req.AskID, State: doc, Origin: req.Origin, By: req.Agent, Inbound: req.Inbound,
+		exists: func(cp *Checkpoint, rev uint64) (Outcome, error) {
+			// Another worker started the ask meanwhile: answer as a repeat.
 			return r.askAgain(ctx, cp, rev, req)
-		}
-	}
-	return out, err
+		}})
 }
 
 // repeatID is the id of an event that answers a repeated command, of its

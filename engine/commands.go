@@ -30,6 +30,11 @@ type Start struct {
 	// By names who started the run, for the audit record; see [actor].
 	By string
 	Inbound
+	// exists, if set, answers the start when the run exists already
+	// (started by another message of the same request, on another
+	// worker, since the caller looked), instead of a run_exists refusal:
+	// a tool request or an ask answers as a repeat.
+	exists func(cp *Checkpoint, rev uint64) (Outcome, error)
 }
 
 // Resume answers the pending interrupt of a run.
@@ -139,6 +144,9 @@ func (r *Runner) Start(ctx context.Context, cmd Start) (Outcome, error) {
 			if out, done, err := r.repeat(ctx, f, cp, rev, key, cmd.Inbound); done || err != nil {
 				out.RunTraceparent = cp.Traceparent
 				return out, err
+			}
+			if cmd.exists != nil {
+				return cmd.exists(cp, rev)
 			}
 			return r.refuse(ctx, cmd.Flow, cmd.Run, "", cmd.Inbound, CodeRunExists, string(CodeRunExists),
 				fmt.Sprintf("run %s of flow %s already exists (status %s); start with another run id", cmd.Run, cmd.Flow, cp.Status))

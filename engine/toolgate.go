@@ -324,14 +324,13 @@ func (r *Runner) Request(ctx context.Context, req ToolRequest) (Outcome, error) 
 		return Outcome{}, fmt.Errorf("engine: gate call %s: %w", req.CallID, err)
 	}
 	req.FirstDelivery = false
-	out, err := r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, By: req.Agent, Inbound: req.Inbound})
-	if err == nil && out.Refused != nil && out.Refused.Code == CodeRunExists {
-		// Another worker started the call meanwhile: answer as a repeat.
-		if cp, rev, err := r.load(ctx, GateFlowName, req.CallID); err == nil {
+	return r.Start(ctx, Start{Flow: GateFlowName, Run: req.CallID, State: doc, Origin: req.Origin, By: req.Agent, Inbound: req.Inbound,
+		exists: func(cp *Checkpoint, rev uint64) (Outcome, error) {
+			// Another worker started the call meanwhile (another message
+			// of the same call, say): answer as a repeat, never refuse it
+			// as another call's.
 			return r.requestAgain(ctx, f, cp, rev, req)
-		}
-	}
-	return out, err
+		}})
 }
 
 // requestAgain answers a request for a call the gate already holds: the

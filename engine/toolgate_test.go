@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,4 +285,100 @@ func TestAnEditIsCheckedAgainstTheRuleThatHoldsTheCall(t *testing.T) {
 		t.Fatalf("an edit with no rules to check it = %+v, want refused", out.Refused)
 	}
 	wantAccepted(t, closed.Decide("call-e", "approve", nil, "sam", ""))
+}
+
+// racingStore is the harness's store as a runner sees it while another
+// worker handles another message of the same request: its first read of
+// the run finds nothing, and meanwhile other starts the run.
+type racingStore struct {
+	*enginetest.Store
+	flow, run string
+	other     func()
+	once      sync.Once
+}
+
+func (s *racingStore) raced(flow, run string) bool {
+	hit := false
+	if flow == s.flow && run == s.run {
+		s.once.Do(func() { s.other(); hit = true })
+	}
+	return hit
+}
+
+func (s *racingStore) Load(ctx context.Context, flow, run string) (*engine.Checkpoint, uint64, error) {
+	if s.raced(flow, run) {
+		return nil, 0, engine.ErrNotFound
+	}
+	return s.Store.Load(ctx, flow, run)
+}
+
+func (s *racingStore) LoadDoc(ctx context.Context, flow, run string) ([]byte, uint64, error) {
+	if s.raced(flow, run) {
+		return nil, 0, engine.ErrNotFound
+	}
+	return s.Store.LoadDoc(ctx, flow, run)
+}
+
+// racingRunner is a runner of flow on h's store and publisher whose first
+// read of run finds nothing, while h's own runner, another worker, calls
+// other.
+func racingRunner(t *testing.T, h *enginetest.Harness, flow *engine.Flow, run string, other func()) *engine.Runner {
+	t.Helper()
+	r, err := engine.NewRunner(engine.Config{Flows: []*engine.Flow{flow}, Publisher: h.Publisher, Secret: []byte("enginetest-secret-enginetest-secret-0123"),
+		Store: &racingStore{Store: h.Store, flow: flow.Name(), run: run, other: other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Two messages of one tool call (an agent's request sent again while the
+// first was on its way) handled at once by two workers: the second finds
+// the call started by the first as it starts it, and answers it as the
+// same call, never refusing it run_exists as another call's (a gateway
+// would then ask a person again under another id).
+func TestARequestOfACallAnotherWorkerStartsMeanwhileIsTheSameCall(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, engine.GateFlow())
+	r := racingRunner(t, h, engine.GateFlow(), "call-twice", func() {
+		if out := request(t, h, "ev-first", "call-twice", 800, supervisorRule); out.Refused != nil {
+			t.Fatalf("the first message: refused %+v", out.Refused)
+		}
+	})
+	out, err := r.Request(t.Context(), engine.ToolRequest{
+		CallID: "call-twice", Tool: "issue_refund", Args: map[string]json.RawMessage{"amount": json.RawMessage("800")},
+		Agent: "support-bot", Rule: supervisorRule, Inbound: engine.Inbound{EventID: "ev-second", Source: "/agents/support"},
+	})
+	if err != nil || out.Refused != nil {
+		t.Fatalf("the second message: %+v %v, want it taken as the same call", out.Refused, err)
+	}
+	for _, m := range h.Publisher.Messages("call-twice") {
+		if ref, ok := m.Data.(*protocol.Refused); ok {
+			t.Fatalf("published a refusal of the same call: %+v", ref)
+		}
+	}
+}
+
+// Two messages of one ask handled at once by two workers: the second is
+// the same ask, never refused run_exists.
+func TestAnAskAnotherWorkerStartsMeanwhileIsTheSameAsk(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, engine.AskFlow())
+	ask := protocol.AskRequest{AskID: "ask-twice", Agent: "bot", Interrupt: protocol.AskInterrupt{Kind: protocol.KindQuestion,
+		Questions: []protocol.Question{{Field: "address", Question: "Where to?"}}}}
+	r := racingRunner(t, h, engine.AskFlow(), "ask-twice", func() {
+		out, err := h.Runner.Ask(t.Context(), engine.AskRequest{AskRequest: ask, Inbound: engine.Inbound{EventID: "ask-first", Source: "/agents/bot"}})
+		if err != nil || out.Refused != nil {
+			t.Fatalf("the first message: %v %+v", err, out.Refused)
+		}
+	})
+	out, err := r.Ask(t.Context(), engine.AskRequest{AskRequest: ask, Inbound: engine.Inbound{EventID: "ask-second", Source: "/agents/bot"}})
+	if err != nil || out.Refused != nil {
+		t.Fatalf("the second message: %+v %v, want it taken as the same ask", out.Refused, err)
+	}
+	for _, m := range h.Publisher.Messages("ask-twice") {
+		if ref, ok := m.Data.(*protocol.Refused); ok {
+			t.Fatalf("published a refusal of the same ask: %+v", ref)
+		}
+	}
 }
