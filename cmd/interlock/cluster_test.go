@@ -96,3 +96,14 @@ func outboundIP(t *testing.T) string {
 	t.Skip("this machine has no IPv4 address beyond loopback")
 	return ""
 }
+
+// A node restarted while its peers still elect leaders binds its channels'
+// consumers through bus.Ensure, which waits for the cluster up to
+// bus.DefaultClusterWait: serve's bound on a channel's start must not end
+// that wait first (the network soak found a restarted node exiting after
+// 30 s of "JetStream system temporarily unavailable").
+func TestAChannelsStartWaitsForAFormingClusterAsLongAsProvisioningDoes(t *testing.T) {
+	if channelStartTimeout <= bus.DefaultClusterWait {
+		t.Fatalf("a channel's start is bounded by %s, not longer than the %s bus.Ensure waits for a forming cluster", channelStartTimeout, bus.DefaultClusterWait)
+	}
+}

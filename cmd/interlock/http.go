@@ -114,7 +114,7 @@ func startHTTP(ctx context.Context, svc *interlock.Service, cfg httpapi.Config, 
 	agent.Register(api)
 	// Started whole even when a stop comes meanwhile, as the other
 	// followers of the events are: the stop then stops it.
-	start, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	start, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelStartTimeout)
 	defer cancel()
 	if err := svc.Attach(start, agent); err != nil {
 		return "", err

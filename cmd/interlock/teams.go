@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	interlock "github.com/interlockhq/interlock"
+	"github.com/interlockhq/interlock/bus"
 	"github.com/interlockhq/interlock/people"
 	"github.com/interlockhq/interlock/teams"
 )
@@ -21,10 +22,14 @@ func startTeams(ctx context.Context, svc *interlock.Service, dir func() *people.
 	}
 	// Like the directory, the channel starts whatever Ctrl-C does
 	// mid-start: serve then stops it with the rest.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelStartTimeout)
 	defer cancel()
 	return svc.Attach(ctx, t)
 }
 
-// teamsStartTimeout bounds binding the channel's consumer.
-const teamsStartTimeout = 30 * time.Second
+// channelStartTimeout bounds binding a channel's consumers as serve
+// starts (Teams, Web Push, webhooks, the asks' callbacks, the A2A
+// follower): as long as provisioning waits for a forming cluster, and a
+// moment more, for a node restarted while its peers still elect leaders
+// waits as long (bus.Ensure); a shorter bound ended serve there.
+const channelStartTimeout = bus.DefaultClusterWait + 15*time.Second

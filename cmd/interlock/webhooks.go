@@ -304,7 +304,7 @@ func startAskCallbacks(ctx context.Context, svc *interlock.Service, log *zerolog
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "webhooks: "))
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelStartTimeout)
 	defer cancel()
 	return svc.Attach(ctx, a)
 }

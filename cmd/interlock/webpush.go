@@ -33,7 +33,7 @@ func startWebPush(ctx context.Context, svc *interlock.Service, dir func() *peopl
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teamsStartTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelStartTimeout)
 	defer cancel()
 	if err := svc.Attach(ctx, ch); err != nil {
 		return err
