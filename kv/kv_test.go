@@ -254,3 +254,31 @@ func TestDeletePendingOfAMissingKeyIsNotAnError(t *testing.T) {
 		t.Errorf("pending entry after DeletePending: Get = %v, want ErrKeyNotFound", err)
 	}
 }
+
+// A worker decides on a checkpoint read from the runs bucket's leader,
+// never on a replica that fell behind: such a replica says a run it has
+// not caught up with does not exist, and a deadline or a command would be
+// acknowledged as one of a run gone.
+func TestLoadReadsTheLeaderNotAReplicaThatFellBehind(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	if _, err := r.store.Create(ctx, checkpoint("booking", "r-lag", engine.Waiting, "ask")); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	natstest.LaggingReplica(t, r.js, "KV_"+r.names.RunsBucket())
+	missed := 0
+	for range 40 {
+		if _, err := r.runs.Get(ctx, kv.Key("booking", "r-lag")); errors.Is(err, jetstream.ErrKeyNotFound) {
+			missed++
+		}
+	}
+	if missed == 0 {
+		t.Fatal("no direct get of the run missed it: the replica does not lag")
+	}
+	for i := range 40 {
+		if cp, _, err := r.store.Load(ctx, "booking", "r-lag"); err != nil || cp.Status != engine.Waiting {
+			t.Fatalf("load %d: %+v, %v; want the waiting run (%d of 40 direct gets missed it)", i+1, cp, err, missed)
+		}
+	}
+}
