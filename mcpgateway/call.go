@@ -308,35 +308,49 @@ func (g *Gateway) callID(ctx context.Context, c *client.Client, agent string, r 
 	return "", fmt.Errorf("call of %s asked %d times", r.tool.Name, maxGenerations)
 }
 
-// take takes d's approval for this call: with a new take, or, when a take
-// of this gateway's for the call was left unsettled, with that take sent
-// again under its id, so that the call runs if that take took the
-// approval. A take left unsettled now is kept for the next call.
+// take takes d's approval for this call: with a new take, or, when takes
+// of this gateway's for the call were left unsettled, with those takes
+// sent again under their ids, so that the call runs if one of them took
+// the approval. A take whose outcome is still unknown is kept for the
+// next call.
 func (g *Gateway) take(ctx context.Context, c *client.Client, d protocol.Decided) error {
 	g.mu.Lock()
-	prev, again := g.unsettled[d.CallID]
-	delete(g.unsettled, d.CallID) // one call at a time sends it again
+	prev := g.unsettled[d.CallID]
+	delete(g.unsettled, d.CallID) // one call at a time sends them again
 	g.mu.Unlock()
-	var err error
-	if again {
-		_, err = c.ConsumeAgain(ctx, d, prev.id)
-	} else {
-		_, err = c.Consume(ctx, d)
+	var (
+		err  error
+		left []unsettledTake
+		un   *client.UnsettledError
+	)
+	if len(prev) == 0 {
+		if _, err = c.Consume(ctx, d); errors.As(err, &un) {
+			left = append(left, unsettledTake{id: un.EventID, at: time.Now()})
+		}
 	}
-	var un *client.UnsettledError
-	if errors.As(err, &un) {
-		g.mu.Lock()
-		for id, t := range g.unsettled {
-			if time.Since(t.at) > g.cfg.RepeatWindow {
-				delete(g.unsettled, id)
-			}
+	for _, t := range prev {
+		if _, err = c.ConsumeAgain(ctx, d, t.id); err == nil {
+			return nil // this take took the approval: the call is ours to run, and no other take did
 		}
-		at := time.Now()
-		if again {
-			at = prev.at
+		if errors.As(err, &un) {
+			left = append(left, t)
 		}
-		g.unsettled[d.CallID] = unsettledTake{id: un.EventID, at: at}
-		g.mu.Unlock()
+	}
+	if err == nil || len(left) == 0 {
+		return err
+	}
+	g.mu.Lock()
+	for id, ts := range g.unsettled {
+		if time.Since(ts[len(ts)-1].at) > g.cfg.RepeatWindow {
+			delete(g.unsettled, id)
+		}
+	}
+	g.unsettled[d.CallID] = append(g.unsettled[d.CallID], left...)
+	g.mu.Unlock()
+	if !errors.As(err, &un) {
+		// Another take was refused, but this one's outcome is unknown:
+		// not "taken", for it may be ours.
+		err = &client.UnsettledError{EventID: left[len(left)-1].id, Err: errors.New("the outcome of a take of this gateway's is still unknown")}
 	}
 	return err
 }

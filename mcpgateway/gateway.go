@@ -64,9 +64,10 @@ type Gateway struct {
 	tasks map[string]*taskRun
 	// unsettled are the takes of approvals whose outcome the gateway did
 	// not learn (an answer lost in a partition), by call id: the same
-	// call made again sends its take again under the same id, and runs
-	// if that take was the one that took the approval.
-	unsettled map[string]unsettledTake
+	// call made again sends them again under their ids, and runs if one
+	// of them took the approval. Several identical calls made at once may
+	// each leave one.
+	unsettled map[string][]unsettledTake
 	log       zerolog.Logger
 }
 
@@ -100,7 +101,7 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, unsettled: map[string]unsettledTake{}, log: *cfg.Logger}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, unsettled: map[string][]unsettledTake{}, log: *cfg.Logger}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
