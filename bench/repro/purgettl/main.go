@@ -17,7 +17,8 @@
 // again on the same store, and reads every purged key. It prints how many
 // have a value again, and exits 1 if any does. By default: one key, put
 // once, purged, and one other key put after it; with fsync before every
-// acknowledgement (-sync always) as well as without.
+// acknowledgement (-sync always) as well as without. nats-server's issue
+// #8505 reports the same with `nats kv purge --ttl`.
 package main
 
 import (
