@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -193,4 +194,43 @@ func TestPublisherConformsToTheEngine(t *testing.T) {
 		}
 		return bus.NewPublisher(js, names, "interlock/test"), publishertest.Reader{Stored: read, Window: window}
 	})
+}
+
+// A run is not moved on while its last transition's message is still
+// unacknowledged, and the queue asks the stream's leader whether it is: a
+// replica of the schedules stream that fell behind does not have a due
+// deadline yet, and would call it acknowledged (the network soak lost an
+// escalation's events so).
+func TestAnUnacknowledgedDeadlineIsNotTakenForAcknowledgedByAReplicaThatFellBehind(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	_, js := natstest.Connect(t, srv.ClientURL())
+	names := wire.Names{Prefix: wire.DefaultPrefix}
+	if err := bus.Provision(t.Context(), js, names, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(t.Context(), names.Prefix+".due.refund.expire", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := bus.NewQueue(t.Context(), js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingReplica(t, js, names.ScheduleStream())
+	missed := 0
+	for range 40 {
+		m, err := js.Conn().Request("$JS.API.DIRECT.GET."+names.ScheduleStream(), fmt.Appendf(nil, `{"seq":%d}`, ack.Sequence), natstest.Wait)
+		if err == nil && m.Header.Get("Status") == "404" {
+			missed++
+		}
+	}
+	if missed == 0 {
+		t.Fatal("no direct get of the deadline missed it: the replica does not lag")
+	}
+	for i := range 40 {
+		if unacked, err := q.Unacked(t.Context(), engine.Cause{Seq: ack.Sequence, Due: true}); err != nil || !unacked {
+			t.Fatalf("read %d: unacknowledged %v, %v; want true (%d of 40 direct gets missed the deadline)", i+1, unacked, err, missed)
+		}
+	}
 }
