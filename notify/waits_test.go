@@ -49,5 +49,12 @@ func TestARequestStillWaitsWhenAReplicaThatFellBehindLacksItsRun(t *testing.T) {
 		if err != nil || !waits {
 			t.Fatalf("read %d: still waits %v, %v; want true (%d of 40 direct gets missed the run)", i+1, waits, err, missed)
 		}
+		// What the asks' callbacks read the ask's run with.
+		if cp, err := notify.Run(t.Context(), js, names, "refund", "r-lag"); err != nil || cp.Run != "r-lag" {
+			t.Fatalf("read %d: run %+v, %v; want it (%d of 40 direct gets missed it)", i+1, cp, err, missed)
+		}
+	}
+	if _, err := notify.Run(t.Context(), js, names, "refund", "r-none"); !errors.Is(err, notify.ErrRunGone) {
+		t.Fatalf("a run never started: %v, want ErrRunGone", err)
 	}
 }

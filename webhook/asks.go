@@ -128,19 +128,15 @@ func (a *AskCallbacks) deliver(ctx context.Context, d notify.Delivery) error {
 	if err := json.Unmarshal(d.Event.Data(), &ans); err != nil {
 		return notify.Permanent(fmt.Errorf("decoding answered: %w", err))
 	}
-	// From the runs bucket's leader: a replica that fell behind may not
-	// have the ask's run yet, and the callback would be taken for one of
-	// a run that is gone, and dropped.
-	doc, rev, err := wire.LeaderKV(ctx, a.port.JetStream().Conn(), a.port.Names().RunsBucket(), protocol.AskFlow+"."+ans.AskID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	// From the runs bucket's leader (notify.Run): a replica that fell
+	// behind may not have the ask's run yet, and the callback would be
+	// taken for one of a run that is gone, and dropped.
+	cp, err := notify.Run(ctx, a.port.JetStream(), a.port.Names(), protocol.AskFlow, ans.AskID)
+	if errors.Is(err, notify.ErrRunGone) {
 		return nil // the run is gone (its retention ran out): nothing to call back
 	}
 	if err != nil {
-		return fmt.Errorf("ask %s: reading its run: %w", ans.AskID, err)
-	}
-	cp, err := protocol.DecodeCheckpoint(doc, rev)
-	if err != nil {
-		return notify.Permanent(fmt.Errorf("ask %s: decoding its run: %w", ans.AskID, err))
+		return fmt.Errorf("ask %s: %w", ans.AskID, err)
 	}
 	var s struct {
 		Ask struct {
