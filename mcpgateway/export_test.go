@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,4 +20,15 @@ func (g *Gateway) DecidedOutcome(ctx context.Context, name string, d protocol.De
 	_ = json.Unmarshal(args, &m)
 	digest, _ := protocol.ArgsDigest(m)
 	return g.outcome(ctx, g.port.Client("/mcp-gateway/test"), r, name, d.CallID, d, args, digest)
+}
+
+// LeaveUnsettled records takes of callID's approval, of event ids ids, in
+// order, as takes whose answers were lost: for a test that makes several
+// identical calls leave one each.
+func (g *Gateway) LeaveUnsettled(callID string, ids ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		g.unsettled[callID] = append(g.unsettled[callID], unsettledTake{id: id, at: time.Now()})
+	}
 }

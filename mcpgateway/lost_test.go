@@ -2,6 +2,7 @@ package mcpgateway_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -209,5 +210,46 @@ func TestACallWhoseTakeWasAnsweredByNothingRunsOnceWhenMadeAgain(t *testing.T) {
 	}
 	if g := gateOf(t, res); g.CallID != callID {
 		t.Fatalf("the call ran under %s, want the approved %s", g.CallID, callID)
+	}
+}
+
+// TestAnyOfTheLostTakesOfIdenticalCallsRunsTheCall: two identical calls
+// made at once each sent a take and learned nothing of it; the first
+// took the approval, the second (sent later, or never stored) did not.
+// The call made again sends each again and runs on the one that took it,
+// once; the other's refusal is not taken for "used already".
+func TestAnyOfTheLostTakesOfIdenticalCallsRunsTheCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, cs := e.gateway(mcpgateway.Config{Wait: 2 * time.Second}, "support-bot")
+	args := map[string]any{"orderId": "o-twice", "amount": 900}
+	res := call(t, cs, "issue_refund", args)
+	callID := gateOf(t, res).CallID
+	e.decide(callID, protocol.Resume{Decision: "approve"})
+	ans, err := e.svc.Client("/mcp-gateway/support-bot").RequestTool(t.Context(), protocol.ToolRequest{CallID: callID, Tool: "issue_refund", Server: "shop",
+		Args: map[string]json.RawMessage{"orderId": json.RawMessage(`"o-twice"`), "amount": json.RawMessage("900")}, Agent: "support-bot"}, natstest.Wait)
+	if err != nil || ans.Decided == nil {
+		t.Fatalf("the decision: %+v %v", ans, err)
+	}
+	// The first call's take landed, its answer lost; the second's id was
+	// never stored.
+	c := e.svc.Client("/mcp-gateway/support-bot")
+	_, err = c.WithWait(time.Nanosecond).Take(t.Context(), callID, ans.Decided.FinalDigest)
+	var first *client.UnsettledError
+	if !errors.As(err, &first) {
+		t.Fatalf("the first take: %v, want its answer lost", err)
+	}
+	natstest.Eventually(t, "the first take applied", func() bool {
+		cp, err := c.Checkpoint(t.Context(), client.GateFlow, callID)
+		return err == nil && strings.Contains(string(cp.State), `"consumed"`)
+	})
+	gw.LeaveUnsettled(callID, first.EventID, "never-stored-take")
+
+	res = call(t, cs, "issue_refund", args)
+	if res.IsError || text(res) != "refunded 900 on o-twice" {
+		t.Fatalf("the call made again: %s, want the refund", text(res))
+	}
+	if got := e.up.got(); len(got) != 1 {
+		t.Fatalf("upstream calls %v, want the refund once", got)
 	}
 }
