@@ -167,7 +167,10 @@ func (c *Client) Consume(ctx context.Context, d protocol.Decided) (protocol.Cons
 // stored, and its outcome, the first's, comes back. Consumed means this
 // caller's take, that first one, took the approval, and the call is
 // still the caller's to run: no one else was told so. Unlike a new
-// Consume, which is refused ErrTaken when the first take landed.
+// Consume, which is refused ErrTaken when the first take landed. eventID
+// must be one this caller's take was sent with (UnsettledError.EventID):
+// the outcome of any event id is readable (a consumed event's
+// causationid), and another's says nothing of this caller's take.
 func (c *Client) ConsumeAgain(ctx context.Context, d protocol.Decided, eventID string) (protocol.Consumed, error) {
 	if eventID == "" {
 		return protocol.Consumed{}, errors.New("client: sending a take again takes the event id of the first (UnsettledError.EventID)")
