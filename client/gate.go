@@ -126,13 +126,21 @@ func (c *Client) VerifyReceipt(ctx context.Context, jws string) (protocol.Receip
 
 // VerifyDecided checks the gate's decision d before its call runs: its
 // receipt verifies with the deployment's audit keys and states exactly d
-// (the call, its args digest, the decision, the final args' digest). An
-// error wraps [ErrReceipt].
+// (the call, its args digest, the decision, the final args' digest). A
+// receipt that does not hold is an error wrapping [ErrReceipt]; keys that
+// could not be read (the deployment unreachable) are another error, after
+// which the receipt may yet hold.
 func (c *Client) VerifyDecided(ctx context.Context, d protocol.Decided) (protocol.Receipt, error) {
 	if d.Receipt == "" {
 		return protocol.Receipt{}, fmt.Errorf("%w: call %s's decision carries none (a worker of an earlier version decided it), so it cannot be verified: do not run it; request the call again with a new callId", ErrReceipt, d.CallID)
 	}
 	r, err := c.VerifyReceipt(ctx, d.Receipt)
+	if err != nil && !errors.Is(err, protocol.ErrReceiptInvalid) && !errors.Is(err, protocol.ErrReceiptExpired) && !errors.Is(err, ErrNoAuditKeys) {
+		// The keys were not read (a partition, no stream leader): nothing
+		// is known of the receipt yet. Not ErrReceipt, which says it does
+		// not hold.
+		return r, fmt.Errorf("client: call %s's receipt is not verified yet: reading the deployment's audit keys failed: %w; try again", d.CallID, err)
+	}
 	if err != nil {
 		return r, fmt.Errorf("%w: call %s: %w", ErrReceipt, d.CallID, err)
 	}

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -102,5 +103,25 @@ func TestATakeWhoseAnswerWasLostIsLearnedBySendingItAgain(t *testing.T) {
 	}
 	if got, err := c.ConsumeAgain(t.Context(), d, un.EventID); err != nil || got.CallID != d.CallID || got.ArgsDigest != d.FinalDigest {
 		t.Fatalf("the first take sent again: %+v %v, want it consumed", got, err)
+	}
+}
+
+// TestAReceiptWhoseKeysCouldNotBeReadIsNotSaidNotToHold: verifying a
+// decision's receipt while the deployment's audit keys cannot be read (the
+// server out of reach, here a request given no time) is an error that
+// says so, not ErrReceipt: the receipt may yet hold, and a caller that
+// would run nothing on a receipt that does not hold must not give up on
+// the call for a read that failed.
+func TestAReceiptWhoseKeysCouldNotBeReadIsNotSaidNotToHold(t *testing.T) {
+	t.Parallel()
+	c, d := approvedCall(t, "call-k", "o-9")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := c.VerifyDecided(ctx, d)
+	if err == nil || errors.Is(err, client.ErrReceipt) || !strings.Contains(err.Error(), "audit keys") {
+		t.Fatalf("verifying with the keys unread: %v, want an error saying the keys were not read, not ErrReceipt", err)
+	}
+	if _, err := c.VerifyDecided(t.Context(), d); err != nil {
+		t.Fatalf("verifying once the keys are read: %v", err)
 	}
 }
