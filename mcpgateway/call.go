@@ -161,19 +161,33 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 		}
 		return g.forward(ctx, r, gate, args)
 	case protocol.DecidedApproved, protocol.DecidedEdited:
-		// Consume checks that d.Args are the args the receipt states.
-		run := d.Args
-		if err := g.take(ctx, c, d); err != nil {
-			if errors.Is(err, client.ErrReceipt) {
-				g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: a decision's receipt does not hold; the call did not run")
-				return failed(gate, "The call of %s did not run: its approval's signed receipt does not hold (%s). Tell the user.", name, strings.TrimPrefix(err.Error(), "client: "))
-			}
-			if errors.Is(err, client.ErrTaken) {
-				return failed(gate, "The call of %s did not run: its approval (callId %s) was used already, by this call made before or by an identical one made at the same time; an approval lets a call run once. Call it again to ask a person anew, if it must run again.", name, callID)
-			}
-			return failed(gate, "The call of %s was %s, but taking its approval in Interlock failed (%s), so it did not run. Call it again with the same arguments.", name, d.Decision, strings.TrimPrefix(err.Error(), "client: "))
+		// From the take on, the call is the gateway's to finish: a
+		// caller that stops waiting (its request cancelled, its client
+		// gone) must leave neither the take's outcome unlearned nor an
+		// approval taken and its call unrun. Only the gateway's closing
+		// ends it.
+		caller := ctx
+		ctx, stop := g.detach(ctx)
+		defer stop()
+		if s := g.settlerOf(callID); s != nil {
+			// This call, made before, left takes unanswered: the
+			// gateway is finishing it.
+			return g.await(caller, s, gate, name, d.Decision)
 		}
-		return g.forward(ctx, r, gate, run)
+		// Consume checks that d.Args are the args the receipt states.
+		_, err := c.Consume(ctx, d)
+		var un *client.UnsettledError
+		if errors.As(err, &un) {
+			g.log.Warn().Err(err).Str("call_id", callID).Msg("mcp gateway: the outcome of a take of an approval was not learned; the gateway sends it again until it is, and runs the call if it took the approval")
+			return g.await(caller, g.unsettled(c, r, gate, name, d, un.EventID), gate, name, d.Decision)
+		}
+		if err != nil {
+			return g.notTaken(gate, name, d, err)
+		}
+		if g.taken != nil {
+			g.taken(caller)
+		}
+		return g.forward(ctx, r, gate, d.Args)
 	case protocol.DecidedRejected:
 		return failed(gate, "The call of %s was rejected by %s and did not run. Their reason: %s. Tell the user, and do not retry it unchanged.", name, or(d.Approver, "the approver"), or(d.Reason, "none given"))
 	case protocol.DecidedExpired:
@@ -182,6 +196,15 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 		return failed(gate, "The call of %s did not run: %s answered instead of approving it: %s. Tell the user, or act on the answer.", name, or(d.Approver, "the approver"), d.Message)
 	}
 	return failed(gate, "The call of %s did not run: the approval gate decided %q, which this gateway does not know.", name, d.Decision)
+}
+
+// detach is ctx without its caller's cancellation, ended only when the
+// gateway closes (or stop is called): for the part of a call that must
+// finish once begun.
+func (g *Gateway) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(g.done, cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // forward sends an allowed call to its upstream, with args, and returns
@@ -299,69 +322,17 @@ func (g *Gateway) callID(ctx context.Context, c *client.Client, agent string, r 
 			return "", err
 		case !cp.Finished():
 			return id, nil
-		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && (!taken(cp) || g.takeUnsettled(id)):
-			// Decided, and not taken; or taken by a take of this
-			// gateway's whose outcome it did not learn: it asks again.
+		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow && (!taken(cp) || g.settlerOf(id) != nil):
+			// Decided, and not taken; or taken maybe by a take of this
+			// gateway's whose outcome it did not learn, which it is
+			// finishing: it asks again.
 			return id, nil
+		case time.Since(cp.UpdatedAt) < g.cfg.RepeatWindow:
+			g.log.Info().Str("call_id", id).Str("tool", r.tool.Name).Str("upstream", r.up.cfg.Name).
+				Msg("mcp gateway: an identical call's approval was taken already; this call asks anew under the next call id")
 		}
 	}
 	return "", fmt.Errorf("call of %s asked %d times", r.tool.Name, maxGenerations)
-}
-
-// take takes d's approval for this call: with a new take, or, when takes
-// of this gateway's for the call were left unsettled, with those takes
-// sent again under their ids, so that the call runs if one of them took
-// the approval. A take whose outcome is still unknown is kept for the
-// next call.
-func (g *Gateway) take(ctx context.Context, c *client.Client, d protocol.Decided) error {
-	g.mu.Lock()
-	prev := g.unsettled[d.CallID]
-	delete(g.unsettled, d.CallID) // one call at a time sends them again
-	g.mu.Unlock()
-	var (
-		err  error
-		left []unsettledTake
-		un   *client.UnsettledError
-	)
-	if len(prev) == 0 {
-		if _, err = c.Consume(ctx, d); errors.As(err, &un) {
-			left = append(left, unsettledTake{id: un.EventID, at: time.Now()})
-		}
-	}
-	for _, t := range prev {
-		if _, err = c.ConsumeAgain(ctx, d, t.id); err == nil {
-			return nil // this take took the approval: the call is ours to run, and no other take did
-		}
-		if errors.As(err, &un) {
-			left = append(left, t)
-		}
-	}
-	if err == nil || len(left) == 0 {
-		return err
-	}
-	g.mu.Lock()
-	for id, ts := range g.unsettled {
-		if time.Since(ts[len(ts)-1].at) > g.cfg.RepeatWindow {
-			delete(g.unsettled, id)
-		}
-	}
-	g.unsettled[d.CallID] = append(g.unsettled[d.CallID], left...)
-	g.mu.Unlock()
-	if !errors.As(err, &un) {
-		// Another take was refused, but this one's outcome is unknown:
-		// not "taken", for it may be ours.
-		err = &client.UnsettledError{EventID: left[len(left)-1].id, Err: errors.New("the outcome of a take of this gateway's is still unknown")}
-	}
-	return err
-}
-
-// takeUnsettled reports whether a take of callID's approval by this
-// gateway was left unsettled.
-func (g *Gateway) takeUnsettled(callID string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.unsettled[callID]
-	return ok
 }
 
 // taken reports whether a gate run's approval was taken: its call ran.

@@ -3,7 +3,6 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,13 +21,21 @@ func (g *Gateway) DecidedOutcome(ctx context.Context, name string, d protocol.De
 	return g.outcome(ctx, g.port.Client("/mcp-gateway/test"), r, name, d.CallID, d, args, digest)
 }
 
-// LeaveUnsettled records takes of callID's approval, of event ids ids, in
+// LeaveUnsettled has the gateway settle takes of the approval of the
+// call shown as name, made by agent and decided d, of event ids ids, in
 // order, as takes whose answers were lost: for a test that makes several
 // identical calls leave one each.
-func (g *Gateway) LeaveUnsettled(callID string, ids ...string) {
+func (g *Gateway) LeaveUnsettled(name, agent string, d protocol.Decided, ids ...string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	r := g.routes[name]
+	g.mu.Unlock()
+	c := g.client(agent)
+	gate := Gate{CallID: d.CallID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
 	for _, id := range ids {
-		g.unsettled[callID] = append(g.unsettled[callID], unsettledTake{id: id, at: time.Now()})
+		g.unsettled(c, r, gate, name, d, id)
 	}
 }
+
+// OnTaken has f called once a call's approval is taken, before the call
+// runs, with the context of its caller's request.
+func (g *Gateway) OnTaken(f func(caller context.Context)) { g.taken = f }

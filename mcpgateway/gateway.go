@@ -62,20 +62,16 @@ type Gateway struct {
 	// tasks are the runs of decided tasks' calls, by task id, kept for
 	// the repeat window (the approval itself is taken in Interlock, once).
 	tasks map[string]*taskRun
-	// unsettled are the takes of approvals whose outcome the gateway did
-	// not learn (an answer lost in a partition), by call id: the same
-	// call made again sends them again under their ids, and runs if one
-	// of them took the approval. Several identical calls made at once may
-	// each leave one.
-	unsettled map[string][]unsettledTake
-	log       zerolog.Logger
-}
-
-// unsettledTake is a take whose outcome was not learned: its event id,
-// and when it was sent.
-type unsettledTake struct {
-	id string
-	at time.Time
+	// settling are the calls whose takes of their approval went
+	// unanswered (an answer lost in a partition), by call id: each is
+	// finished by a settler of the gateway's, which the same call made
+	// again waits for.
+	settling map[string]*settler
+	// taken, when set (by tests), is called once a call's approval is
+	// taken, before the call runs, with the context of its caller's
+	// request.
+	taken func(caller context.Context)
+	log   zerolog.Logger
 }
 
 // upstream is a connected upstream and the tools it lists.
@@ -101,7 +97,7 @@ func New(port Port, cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, unsettled: map[string][]unsettledTake{}, log: *cfg.Logger}
+	g := &Gateway{port: port, cfg: cfg, routes: map[string]route{}, tasks: map[string]*taskRun{}, settling: map[string]*settler{}, log: *cfg.Logger}
 	g.done, g.stop = context.WithCancel(context.Background())
 	impl := Implementation
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}

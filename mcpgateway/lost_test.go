@@ -2,6 +2,7 @@ package mcpgateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlockhq/interlock/authority"
 	"github.com/interlockhq/interlock/client"
@@ -148,57 +151,22 @@ func (p proxiedPort) Authority() *authority.Authority     { return p.auth }
 // gateway's take of an approval reaches JetStream, and then the network
 // between the gateway and the server stalls, so that neither the
 // acknowledgement nor the consumed event comes back in time. The gateway
-// runs nothing and says so. Made again once the network is back, the call
-// runs, once, on the approval that take took: not asked anew.
+// runs nothing yet and says so. Made again once the network is back, the
+// call gets the result of its run, once, on the approval that take took:
+// not asked anew.
 func TestACallWhoseTakeWasAnsweredByNothingRunsOnceWhenMadeAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	names, _ := wire.NewNames("")
-	p := newStallProxy(t, e.srv.ClientURL(), names.GateConsume())
-	nc, js := natstest.Connect(t, p.url())
-	port := proxiedPort{c: client.New(nc, js, names, "", 2*time.Second), auth: e.svc.Authority()}
-	cfg := mcpgateway.Config{Upstreams: []mcpgateway.Upstream{{Name: "shop", Transport: e.up.transport(t)}}, Wait: 500 * time.Millisecond}
-	gw, err := mcpgateway.New(port, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.Close() })
-	cs := connect(t, gw, "support-bot")
+	p, cs := e.stalledGateway()
 	args := map[string]any{"orderId": "o-lost", "amount": 900}
 
-	res := call(t, cs, "issue_refund", args)
-	if g := gateOf(t, res); g.Decision != mcpgateway.DecisionPending {
-		t.Fatalf("first call: %+v %s, want it pending", g, text(res))
-	}
-	callID := gateOf(t, res).CallID
-	e.decide(callID, protocol.Resume{Decision: "approve"})
-
-	p.arm()
-	for took, tries := false, 0; !took; tries++ {
-		if tries == 20 {
-			t.Fatalf("no take sent in %d calls: %s", tries, text(res))
-		}
-		// A loaded machine may answer the repeated request later than
-		// the gateway's half second: then nothing was taken; again.
-		res = call(t, cs, "issue_refund", args)
-		select {
-		case <-p.hit:
-			took = true
-		default:
-			if !strings.Contains(text(res), "did not answer") {
-				t.Fatalf("the call made again after its approval: %s, want its take sent", text(res))
-			}
-		}
-	}
-	if !res.IsError || !strings.Contains(text(res), "did not run") || len(e.up.got()) != 0 {
-		t.Fatalf("the call whose take went unanswered: %s (upstream got %v), want it not run", text(res), e.up.got())
+	callID, res := e.takeIntoStall(p, cs, args)
+	if !res.IsError || !strings.Contains(text(res), "has not run yet") || len(e.up.got()) != 0 {
+		t.Fatalf("the call whose take went unanswered: %s (upstream got %v), want it not run yet", text(res), e.up.got())
 	}
 	p.resume()
 
-	res = call(t, cs, "issue_refund", args)
+	res = callUntilSettled(t, cs, "issue_refund", args)
 	if res.IsError || text(res) != "refunded 900 on o-lost" {
 		t.Fatalf("the call made again: %s, want the refund", text(res))
 	}
@@ -243,7 +211,7 @@ func TestAnyOfTheLostTakesOfIdenticalCallsRunsTheCall(t *testing.T) {
 		cp, err := c.Checkpoint(t.Context(), client.GateFlow, callID)
 		return err == nil && strings.Contains(string(cp.State), `"consumed"`)
 	})
-	gw.LeaveUnsettled(callID, first.EventID, "never-stored-take")
+	gw.LeaveUnsettled("issue_refund", "support-bot", *ans.Decided, first.EventID, "never-stored-take")
 
 	res = call(t, cs, "issue_refund", args)
 	if res.IsError || text(res) != "refunded 900 on o-twice" {
@@ -251,5 +219,144 @@ func TestAnyOfTheLostTakesOfIdenticalCallsRunsTheCall(t *testing.T) {
 	}
 	if got := e.up.got(); len(got) != 1 {
 		t.Fatalf("upstream calls %v, want the refund once", got)
+	}
+}
+
+// TestACallWhoseCallerStopsWaitingOnceItsApprovalIsTakenStillRuns: the
+// agent's request is cancelled just as the gateway has taken the call's
+// approval (the agent gave up waiting, its client went away). The
+// approval was taken for this call: the call runs, once, though no one
+// waits for its result; it is not left taken and unrun.
+func TestACallWhoseCallerStopsWaitingOnceItsApprovalIsTakenStillRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw, cs := e.gateway(mcpgateway.Config{Wait: 2 * time.Second}, "support-bot")
+	args := map[string]any{"orderId": "o-gone", "amount": 900}
+	res := call(t, cs, "issue_refund", args)
+	callID := gateOf(t, res).CallID
+	e.decide(callID, protocol.Resume{Decision: "approve"})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	reached := make(chan bool, 1)
+	gw.OnTaken(func(caller context.Context) {
+		cancel()
+		select {
+		case <-caller.Done():
+			reached <- true
+		case <-time.After(natstest.Wait):
+			reached <- false
+		}
+	})
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "issue_refund", Arguments: args}); err == nil {
+		t.Fatalf("the call its caller cancelled returned %s, want the caller's cancellation", text(res))
+	}
+	if !<-reached {
+		t.Fatal("the caller's cancellation never reached the gateway's call")
+	}
+	natstest.Eventually(t, "the approved refund made", func() bool { return len(e.up.got()) == 1 })
+	if n := e.interrupts(callID); n != 1 {
+		t.Fatalf("%d approvals asked for the call, want 1", n)
+	}
+}
+
+// callUntilSettled makes a call until its answer is not that the
+// gateway's take of its approval is still unanswered.
+func callUntilSettled(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
+	t.Helper()
+	for range 60 {
+		res := call(t, cs, tool, args)
+		if !strings.Contains(text(res), "has not answered the gateway's take") {
+			return res
+		}
+	}
+	t.Fatalf("%s: the gateway's take of its approval still unanswered after 60 calls", tool)
+	return nil
+}
+
+// TestAnApprovalTakenAfterItsCallerGaveUpRunsItsCallOnce: the gateway's
+// take of an approval goes unanswered, and the agent never makes the call
+// again (it gave up, its model moved on). The gateway began to take the
+// approval, so it finishes the call itself: once the network is back, it
+// learns that its take took the approval and runs the call, once. The
+// call made again later gets that run's result; made once more, it is a
+// new call, asked anew, and the tool is not called again.
+func TestAnApprovalTakenAfterItsCallerGaveUpRunsItsCallOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p, cs := e.stalledGateway()
+	args := map[string]any{"orderId": "o-left", "amount": 900}
+
+	callID, res := e.takeIntoStall(p, cs, args)
+	if !strings.Contains(text(res), "has not run yet") || len(e.up.got()) != 0 {
+		t.Fatalf("the call whose take went unanswered: %s (upstream got %v), want it not run yet", text(res), e.up.got())
+	}
+	p.resume()
+
+	natstest.Eventually(t, "the approved refund made without the call made again", func() bool { return len(e.up.got()) == 1 })
+	res = callUntilSettled(t, cs, "issue_refund", args)
+	if res.IsError || text(res) != "refunded 900 on o-left" {
+		t.Fatalf("the call made again: %s, want its run's result", text(res))
+	}
+	res = call(t, cs, "issue_refund", args)
+	if g := gateOf(t, res); g.Decision != mcpgateway.DecisionPending || g.CallID == callID {
+		t.Fatalf("the call made once more: %+v %s, want it asked anew", g, text(res))
+	}
+	if got := e.up.got(); len(got) != 1 {
+		t.Fatalf("upstream calls %v, want the refund once", got)
+	}
+}
+
+// stalledGateway starts a gateway on the deployment whose connection to
+// it goes through a proxy that stalls once armed, at the first take of
+// an approval, with a client wait of 2 s and a half-second wait for
+// decisions, and connects an MCP client named support-bot.
+func (e *env) stalledGateway() (*stallProxy, *mcp.ClientSession) {
+	t := e.t
+	t.Helper()
+	names, _ := wire.NewNames("")
+	p := newStallProxy(t, e.srv.ClientURL(), names.GateConsume())
+	nc, js := natstest.Connect(t, p.url())
+	port := proxiedPort{c: client.New(nc, js, names, "", 2*time.Second), auth: e.svc.Authority()}
+	cfg := mcpgateway.Config{Upstreams: []mcpgateway.Upstream{{Name: "shop", Transport: e.up.transport(t)}}, Wait: 500 * time.Millisecond}
+	gw, err := mcpgateway.New(port, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	return p, connect(t, gw, "support-bot")
+}
+
+// takeIntoStall makes a refund call with args, approves it, arms p and
+// makes the call again until the gateway's take of the approval set the
+// stall off. It returns the call's id and the last call's result.
+func (e *env) takeIntoStall(p *stallProxy, cs *mcp.ClientSession, args map[string]any) (string, *mcp.CallToolResult) {
+	t := e.t
+	t.Helper()
+	res := call(t, cs, "issue_refund", args)
+	if g := gateOf(t, res); g.Decision != mcpgateway.DecisionPending {
+		t.Fatalf("first call: %+v %s, want it pending", g, text(res))
+	}
+	callID := gateOf(t, res).CallID
+	e.decide(callID, protocol.Resume{Decision: "approve"})
+	p.arm()
+	for tries := 0; ; tries++ {
+		if tries == 20 {
+			t.Fatalf("no take sent in %d calls: %s", tries, text(res))
+		}
+		// A loaded machine may answer the repeated request later than
+		// the gateway's half second: then nothing was taken; again.
+		res = call(t, cs, "issue_refund", args)
+		select {
+		case <-p.hit:
+			return callID, res
+		default:
+			if !strings.Contains(text(res), "did not answer") {
+				t.Fatalf("the call made again after its approval: %s, want its take sent", text(res))
+			}
+		}
 	}
 }

@@ -39,6 +39,7 @@ const mcpGatewayEnv = `  INTERLOCK_MCP_GATEWAY_CONFIG  default of --config
   NATS_CONTEXT        default of --context
   XDG_CONFIG_HOME     where contexts are found (default ~/.config): <dir>/nats/context/<name>.json
   INTERLOCK_PREFIX    default of --prefix
+  INTERLOCK_LOG_LEVEL default of --log-level
 `
 
 // mcpGatewayCmd runs `interlock mcp gateway`: the gateway, over stdio or
@@ -55,6 +56,7 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	httpAddr := fs.String("http", "", "serve the streamable HTTP transport on `host:port` (at "+mcpPath+") instead of stdio; loopback only")
 	wait := fs.Duration("wait", 0, "how long a call that needs approval waits for the decision (default: the config's wait, else 30s)")
 	agent := fs.String("agent", "", "`name` of the agent in gate requests (default: the config's agent, else the MCP client's name)")
+	logLevel := fs.String("log-level", envOr("INTERLOCK_LOG_LEVEL", "warn"), "`level` of what the gateway logs on stderr: trace, debug, info, warn, error")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -99,7 +101,7 @@ func mcpGatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cfg.Agent = *agent
 	}
 	cfg.Stderr = stderr
-	log, err := newLogger(stderr, "warn", "auto")
+	log, err := newLogger(stderr, *logLevel, "auto")
 	if err != nil {
 		return err
 	}
