@@ -183,7 +183,7 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 		fmt.Fprintf(&b, "reminders   %d asks expired before their reminder, held up by a fault, was sent\n", rep.RemindersMoot)
 	}
 	if rep.GatewayRefunds > 0 || rep.GatewayUnrun > 0 {
-		fmt.Fprintf(&b, "gateway     %d refunds made by the tool behind the MCP gateway; of the instances racing them, %d told the approval was taken, %d asked anew; %d approvals taken whose call did not run (the take's answer lost)\n",
+		fmt.Fprintf(&b, "gateway     %d refunds made by the tool behind the MCP gateway; of the instances racing them, %d told the approval was taken, %d asked anew; %d approvals taken whose call did not run (the take unanswered)\n",
 			rep.GatewayRefunds, rep.GatewayTaken, rep.GatewayAnew, rep.GatewayUnrun)
 	}
 	if rep.StaleReplica > 0 {
@@ -193,6 +193,12 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "problem     %s\n", p)
 		run, _, _ := strings.Cut(p, ":")
+		for _, line := range rep.Histories[run] {
+			fmt.Fprintf(&b, "              %s\n", line)
+		}
+	}
+	for _, run := range rep.Unrun {
+		fmt.Fprintf(&b, "unrun       %s\n", run)
 		for _, line := range rep.Histories[run] {
 			fmt.Fprintf(&b, "              %s\n", line)
 		}

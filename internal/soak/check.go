@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/client"
+	"github.com/interlockhq/interlock/events"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/examples/refund"
 	"github.com/interlockhq/interlock/protocol"
@@ -28,8 +29,11 @@ const checkWait = time.Minute
 type tally struct {
 	started, completed, expired, cancelled, answered, reminded, consumed int
 	// resumed counts resumed events by the checkpoint they name;
-	// interrupted the interrupted events by request.
+	// remindedAt the reminded events likewise (a run waiting long enough
+	// gets each of its reminders, a transition each); interrupted the
+	// interrupted events by request.
 	resumed     map[uint64]int
+	remindedAt  map[uint64]int
 	interrupted map[string]int
 	// refused is the code of each refusal of the run's commands, by the
 	// refused command's event id.
@@ -45,13 +49,18 @@ func (t tally) duplicates() string {
 			dups = append(dups, fmt.Sprintf("%d resumed events for checkpoint %d", n, rev))
 		}
 	}
+	for rev, n := range t.remindedAt {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%d reminded events for checkpoint %d", n, rev))
+		}
+	}
 	for req, n := range t.interrupted {
 		if n > 1 {
 			dups = append(dups, fmt.Sprintf("%d interrupted events for request %s", n, req))
 		}
 	}
-	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 || t.answered > 1 || t.reminded > 1 {
-		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired, %d cancelled, %d answered and %d reminded events", t.started, t.completed, t.expired, t.cancelled, t.answered, t.reminded))
+	if t.started > 1 || t.completed > 1 || t.expired > 1 || t.cancelled > 1 || t.answered > 1 {
+		dups = append(dups, fmt.Sprintf("%d started, %d completed, %d expired, %d cancelled and %d answered events", t.started, t.completed, t.expired, t.cancelled, t.answered))
 	}
 	slices.Sort(dups)
 	return strings.Join(dups, "; ")
@@ -369,7 +378,7 @@ func count(out map[string]tally, m client.StreamEvent) error {
 	run, kind := tok[3], tok[4]
 	t := out[run]
 	if t.resumed == nil {
-		t.resumed, t.interrupted, t.refused = map[uint64]int{}, map[string]int{}, map[string]protocol.Code{}
+		t.resumed, t.remindedAt, t.interrupted, t.refused = map[uint64]int{}, map[uint64]int{}, map[string]int{}, map[string]protocol.Code{}
 	}
 	switch kind {
 	case protocol.EventStarted:
@@ -384,6 +393,13 @@ func count(out map[string]tally, m client.StreamEvent) error {
 		t.answered++
 	case protocol.EventReminded:
 		t.reminded++
+		var ev struct {
+			Checkpoint uint64 `json:"checkpoint"`
+		}
+		if err := json.Unmarshal(m.Event.Data(), &ev); err != nil {
+			return fmt.Errorf("soak: decoding %s: %w", m.Subject, err)
+		}
+		t.remindedAt[ev.Checkpoint]++
 	case protocol.EventConsumed:
 		t.consumed++
 	case protocol.EventInterrupted:
@@ -432,12 +448,17 @@ func (a *agents) stillPending(ctx context.Context, cfg Config) (map[string]bool,
 	return out, nil
 }
 
-// histories are the histories of the runs rep.Problems names: what their
-// agents were told of each command they sent (told), then the run's
-// events as the stream holds them and its checkpoint at the end.
+// histories are the histories of the runs rep.Problems and rep.Unrun
+// name: what their agents were told of each command they sent (told),
+// then the run's events as the stream holds them and its checkpoint at
+// the end.
 func (a *agents) histories(ctx context.Context, cfg Config, told *agents, rep *Report) {
+	runs := slices.Clone(rep.Unrun)
 	for _, p := range rep.Problems {
 		run, _, _ := strings.Cut(p, ":")
+		runs = append(runs, run)
+	}
+	for _, run := range runs {
 		var i int
 		if _, err := fmt.Sscanf(run, "soak-%d", &i); err != nil {
 			continue
@@ -477,7 +498,11 @@ func (a *agents) history(ctx context.Context, flow, run string) []string {
 			if len(b) > 240 {
 				b = append(b[:240], "..."...)
 			}
-			out = append(out, fmt.Sprintf("%s event #%d %s %s", ev.Event.Time().UTC().Format("15:04:05.000"), ev.Seq, ev.Kind, b))
+			cause := ""
+			if c := events.StringExtension(ev.Event, protocol.ExtCausation); c != "" {
+				cause = " of " + c
+			}
+			out = append(out, fmt.Sprintf("%s event #%d %s%s %s", ev.Event.Time().UTC().Format("15:04:05.000"), ev.Seq, ev.Kind, cause, b))
 			q.After = ev.Seq
 		}
 	}

@@ -25,6 +25,11 @@ const gateAmount = 800
 // gateTakes is how many of the agent's instances take each approval.
 const gateTakes = 2
 
+// gateReminders is how many reminders the gate's rule for refunds sends
+// before its timeout (examples/gate/rules.yaml: [10m, 2m]): a gate run
+// left waiting that long by a fault gets each.
+const gateReminders = 2
+
 // driveGate asks the gate about run i's call, approves it as the
 // supervisor, and takes the approval from gateTakes instances, until each
 // take is acknowledged or cfg.Patience passes without progress. It
@@ -122,6 +127,9 @@ func (a *agents) checkGate(i int, c protocol.Checkpoint, t tally) (lost, dup str
 func (a *agents) approvedOnce(what string, c protocol.Checkpoint, t tally) (lost, dup string) {
 	if d := t.duplicates(); d != "" {
 		return "", d
+	}
+	if t.reminded > gateReminders {
+		return "", fmt.Sprintf("%d reminded events; the rule has %d reminders", t.reminded, gateReminders)
 	}
 	sup := a.approvers[refund.SupervisorRole].entitled
 	if c.Status != protocol.StatusCompleted || len(c.Decisions) != 1 || c.Decisions[0].Approver != sup || c.Decisions[0].Verdict != protocol.VerdictApprove {

@@ -27,9 +27,11 @@ import (
 // agent makes the call again, with the same arguments, while it waits, as
 // the gateway tells a model to; the supervisor approves it over NATS; then
 // two instances of the agent make the call at once. The refund must reach
-// the tool once: never twice, and not at all only when the gateway's take
-// of the approval was acknowledged but its answer lost on the way back
-// (Report.GatewayUnrun; the agent is told the call did not run).
+// the tool once, never twice: when the answer to the gateway's take of the
+// approval is lost, the gateway finishes the call itself, whether or not
+// the agent makes it again. Not at all only when the take went unanswered
+// for the gateway's whole repeat window (Report.GatewayUnrun, with the
+// history of each; the agent is told the call did not run).
 func isGateway(cfg Config, i int) bool { return cfg.Gateway && i%16 == 8 }
 
 // The gateway's and its upstream's places on the clients' host, and how
@@ -141,7 +143,7 @@ func (nw *network) startGateway(ctx context.Context, cfg Config, dir, url string
 	}
 	p := &proc{name: "gateway", bin: cfg.Binary, env: env, log: filepath.Join(dir, "gateway.log"), ready: gatewayReady,
 		args: []string{"mcp", "gateway", "--config", config, "--context", contextFile, "--http", "127.0.0.1:" + gatewayPort,
-			"--wait", gatewayWait.String(), "--agent", gatewayAgent}}
+			"--wait", gatewayWait.String(), "--agent", gatewayAgent, "--log-level", "info"}}
 	inHost(p, clientHost)
 	d.all = append(d.all, p)
 	return p.start(ctx)
@@ -367,7 +369,7 @@ func (a *agents) rejectAnew(ctx context.Context, cfg Config, name, run string) {
 
 // checkGateway checks gateway run i: its gate run approved by the
 // supervisor, the approval taken once, and the refund run by the tool
-// once, or not at all where the take's answer was lost (counted in
+// once, or not at all where the take went unanswered (counted in
 // a.unrun). It returns what is wrong, "" if nothing is.
 func (a *agents) checkGateway(i int, c protocol.Checkpoint, t tally) (lost, dup string) {
 	if lost, dup = a.approvedOnce("gateway", c, t); lost != "" || dup != "" {

@@ -46,6 +46,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,11 +292,14 @@ type Report struct {
 	RemindersMoot int `json:"remindersMoot,omitempty"`
 	// GatewayRefunds counts the refunds the tool behind the MCP gateway
 	// made (Config.Gateway), and GatewayUnrun the gateway's calls whose
-	// approval was taken yet whose tool never ran: the take was
-	// acknowledged, its answer lost on the way back, and the agent told
+	// approval was taken yet whose tool never ran: the gateway's take
+	// went unanswered for its whole repeat window, and the agent was told
 	// that the call did not run. At most once, never twice.
 	GatewayRefunds int `json:"gatewayRefunds,omitempty"`
 	GatewayUnrun   int `json:"gatewayUnrun,omitempty"`
+	// Unrun names the runs GatewayUnrun counts, each with its history in
+	// Histories.
+	Unrun []string `json:"unrun,omitempty"`
 	// GatewayTaken and GatewayAnew count the instances that, making an
 	// approved call at the same time as another, were told its approval
 	// was taken (it did not run), or found it taken before they asked and
@@ -308,7 +312,7 @@ type Report struct {
 	Check time.Duration `json:"check"`
 	// Problems describe the first problems found, one per run.
 	Problems []string `json:"problems,omitempty"`
-	// Histories show each run of Problems: what its agents were told of
+	// Histories show each run of Problems and Unrun: what its agents were told of
 	// every command they sent (acknowledged, as a duplicate, or not), its
 	// events as the stream holds them, and its checkpoint at the end.
 	Histories map[string][]string `json:"histories,omitempty"`
@@ -452,7 +456,12 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	err = checker.check(ctx, cfg, &rep)
 	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
 	checker.moot.Range(func(any, any) bool { rep.RemindersMoot++; return true })
-	checker.unrun.Range(func(any, any) bool { rep.GatewayUnrun++; return true })
+	checker.unrun.Range(func(i, _ any) bool {
+		rep.GatewayUnrun++
+		rep.Unrun = append(rep.Unrun, runID(i.(int)))
+		return true
+	})
+	slices.Sort(rep.Unrun)
 	rep.GatewayRefunds = a.upstream.total()
 	rep.GatewayTaken, rep.GatewayAnew = int(a.gatewayTaken.Load()), int(a.gatewayAnew.Load())
 	if err == nil {
