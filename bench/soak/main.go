@@ -179,6 +179,9 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	if rep.Callbacks > 0 {
 		fmt.Fprintf(&b, "callbacks   %d received, %d of them retries of one received before\n", rep.Callbacks, rep.CallbackRepeats)
 	}
+	if rep.LeftExpired > 0 {
+		fmt.Fprintf(&b, "expired     %d gate runs left for lack of progress and come back to after their deadline (expired, undecided)\n", rep.LeftExpired)
+	}
 	if rep.RemindersMoot > 0 {
 		fmt.Fprintf(&b, "reminders   %d asks expired before their reminder, held up by a fault, was sent\n", rep.RemindersMoot)
 	}

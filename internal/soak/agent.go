@@ -73,6 +73,12 @@ type agents struct {
 	upstream *upstream
 	gateway  *sync.Map
 	unrun    sync.Map
+	// leftRuns holds the runs the agents left for lack of progress on
+	// their first pass (shared with the checker's agents), and
+	// leftExpired the gate runs among them whose deadline passed before
+	// the agents came back (Report.LeftExpired).
+	leftRuns    *sync.Map
+	leftExpired sync.Map
 	// gatewayTaken and gatewayAnew count the instances told, as they made
 	// an approved call, that its approval was taken, or asked anew.
 	gatewayTaken, gatewayAnew atomic.Int64
@@ -127,6 +133,9 @@ func (a *agents) drive(ctx context.Context, cfg Config, faulting <-chan struct{}
 	}
 	left := a.pass(ctx, cfg, all)
 	a.left.Store(int64(len(left)))
+	for _, i := range left {
+		a.leftRuns.Store(i, true)
+	}
 	if len(left) > 0 && ctx.Err() == nil {
 		fmt.Fprintf(cfg.Progress, "soak: agents left %d runs for lack of progress; driving them again\n", len(left))
 		a.pass(ctx, cfg, slices.Values(left))

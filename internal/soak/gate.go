@@ -98,6 +98,9 @@ func (a *agents) driveGate(ctx context.Context, cfg Config, i int) bool {
 // taken exactly once, the other take refused. It returns what is wrong,
 // "" if nothing is.
 func (a *agents) checkGate(i int, c protocol.Checkpoint, t tally) (lost, dup string) {
+	if a.expiredWhileLeft(i, c, t) {
+		return "", ""
+	}
 	if lost, dup = a.approvedOnce("gate", c, t); lost != "" || dup != "" {
 		return lost, dup
 	}
@@ -120,6 +123,21 @@ func (a *agents) checkGate(i int, c protocol.Checkpoint, t tally) (lost, dup str
 		}
 	}
 	return "", ""
+}
+
+// expiredWhileLeft reports whether gate run i (c, t) expired undecided,
+// with no event twice, no approval sent and none taken, while the agents
+// had left it (counted in a.leftExpired): nobody decided in time, and
+// that is its right end.
+func (a *agents) expiredWhileLeft(i int, c protocol.Checkpoint, t tally) bool {
+	if _, left := a.leftRuns.Load(i); !left || c.Status != protocol.StatusExpired || len(c.Decisions) > 0 || t.consumed > 0 || t.duplicates() != "" {
+		return false
+	}
+	if _, sent := a.acked.Load(c.Run + "-decide"); sent {
+		return false
+	}
+	a.leftExpired.Store(i, true)
+	return true
 }
 
 // approvedOnce checks a gate run's checkpoint c and tally t (what says

@@ -372,6 +372,12 @@ func (a *agents) rejectAnew(ctx context.Context, cfg Config, name, run string) {
 // once, or not at all where the take went unanswered (counted in
 // a.unrun). It returns what is wrong, "" if nothing is.
 func (a *agents) checkGateway(i int, c protocol.Checkpoint, t tally) (lost, dup string) {
+	if a.expiredWhileLeft(i, c, t) {
+		if n := a.upstream.refunds(gatewayOrder(i)); n > 0 {
+			return "", fmt.Sprintf("gateway: the refund of order %s ran %d times, with no approval", gatewayOrder(i), n)
+		}
+		return "", ""
+	}
 	if lost, dup = a.approvedOnce("gateway", c, t); lost != "" || dup != "" {
 		return lost, dup
 	}

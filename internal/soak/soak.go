@@ -290,6 +290,11 @@ type Report struct {
 	// deadline had been applied, and a reminder of what no longer waits
 	// is not sent.
 	RemindersMoot int `json:"remindersMoot,omitempty"`
+	// LeftExpired counts the gate runs (through the gateway or not) the
+	// agents left for lack of progress and came back to after their
+	// deadline (the rule's 30 minutes): expired, undecided, as a run
+	// nobody decided in time must be.
+	LeftExpired int `json:"leftExpired,omitempty"`
 	// GatewayRefunds counts the refunds the tool behind the MCP gateway
 	// made (Config.Gateway), and GatewayUnrun the gateway's calls whose
 	// approval was taken yet whose tool never ran: the gateway's take
@@ -377,7 +382,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if err := d.approvers(ctx, a); err != nil {
 		return rep, err
 	}
-	a.gateway = &sync.Map{}
+	a.gateway, a.leftRuns = &sync.Map{}, &sync.Map{}
 	if d.network != nil {
 		a.callbacks = d.network.callbacks
 		a.upstream = d.network.upstream
@@ -404,7 +409,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}
 		defer checker.close()
 		checker.approvers, checker.authenticated, checker.callbacks, checker.acked = a.approvers, a.authenticated, a.callbacks, a.acked
-		checker.upstream, checker.gateway, checker.secret = a.upstream, a.gateway, a.secret
+		checker.upstream, checker.gateway, checker.secret, checker.leftRuns = a.upstream, a.gateway, a.secret, a.leftRuns
 		js = checker.js
 	}
 
@@ -456,6 +461,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	err = checker.check(ctx, cfg, &rep)
 	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
 	checker.moot.Range(func(any, any) bool { rep.RemindersMoot++; return true })
+	checker.leftExpired.Range(func(any, any) bool { rep.LeftExpired++; return true })
 	checker.unrun.Range(func(i, _ any) bool {
 		rep.GatewayUnrun++
 		rep.Unrun = append(rep.Unrun, runID(i.(int)))
