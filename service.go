@@ -421,16 +421,23 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	// Before any record is signed, the key that verifies it is where
-	// clients read it.
+	// clients read it. This write and the flows' below are retried while
+	// a cluster forms, as provisioning is: a node restarted while its
+	// peers still elect the bucket's leader has them answered by nobody.
 	key := s.runner.AuditKey()
-	if _, err := bus.PublishAuditKey(ctx, s.js, names, protocol.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()}); err != nil {
+	if err := bus.Ensure(ctx, "the audit key in "+names.ConfigBucket(), func(ctx context.Context) error {
+		_, err := bus.PublishAuditKey(ctx, s.js, names, protocol.AuditKey{Kid: key.ID, PublicKey: key.String(), Since: time.Now().UTC()})
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	if err := s.checkStranded(ctx, flows, cfg.AllowStrandedRuns, *log); err != nil {
 		return fail(err)
 	}
 	for _, f := range flows {
-		if err := bus.PublishFlowInfo(ctx, s.js, names, f.Info()); err != nil {
+		if err := bus.Ensure(ctx, "the description of flow "+f.Name(), func(ctx context.Context) error {
+			return bus.PublishFlowInfo(ctx, s.js, names, f.Info())
+		}); err != nil {
 			return fail(err)
 		}
 	}

@@ -70,9 +70,12 @@ func presenceKey(instance string) string {
 	}, instance)
 }
 
-// Start writes the entry and keeps it written until Stop.
+// Start writes the entry and keeps it written until Stop. The first
+// write is retried as provisioning retries ([Ensure]) while a cluster
+// forms: a node restarted while its peers still elect the bucket's leader
+// has its write answered by nobody.
 func (p *Presence) Start(ctx context.Context) error {
-	if err := p.write(ctx); err != nil {
+	if err := Ensure(ctx, "the worker's entry in "+p.kv.Bucket(), p.write); err != nil {
 		return err
 	}
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
