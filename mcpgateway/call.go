@@ -155,7 +155,9 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 	switch d.Decision {
 	case protocol.DecidedAllowed:
 		// No one was asked; the gate's receipt says it allowed this call.
-		if _, err := c.VerifyDecided(ctx, d); err != nil {
+		if _, err := c.VerifyDecided(ctx, d); err != nil && !errors.Is(err, client.ErrReceipt) {
+			return failed(gate, "The call of %s did not run: its receipt could not be verified now (%s). Call it again with the same arguments.", name, strings.TrimPrefix(err.Error(), "client: "))
+		} else if err != nil {
 			g.log.Error().Err(err).Str("call_id", callID).Msg("mcp gateway: an allowed call's receipt does not hold; the call did not run")
 			return failed(gate, "The call of %s did not run: the gate's signed receipt for it does not hold (%s). Tell the user.", name, strings.TrimPrefix(err.Error(), "client: "))
 		}

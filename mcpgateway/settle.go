@@ -83,12 +83,12 @@ func (g *Gateway) unsettled(c *client.Client, r route, gate Gate, name string, d
 		}
 	}
 	s := &settler{takes: []unsettledTake{t}, done: make(chan struct{})}
+	g.settling[d.CallID] = s
 	if g.closed {
 		s.res, s.at = failed(gate, "The call of %s did not run: the gateway is shutting down, and Interlock had not answered its take of the approval. Call it again with the same arguments once it is back.", name), time.Now()
 		close(s.done)
 		return s
 	}
-	g.settling[d.CallID] = s
 	g.calls.Add(1)
 	go g.settle(s, c, r, gate, name, d)
 	return s
