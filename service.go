@@ -431,7 +431,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}); err != nil {
 		return fail(err)
 	}
-	if err := s.checkStranded(ctx, flows, cfg.AllowStrandedRuns, *log); err != nil {
+	if err := s.checkStranded(ctx, store, flows, cfg.AllowStrandedRuns, *log); err != nil {
 		return fail(err)
 	}
 	for _, f := range flows {
@@ -479,6 +479,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	s.started = append(s.started, presence)
+	if cfg.Store == nil {
+		sweep := &pendingSweep{store: s.store, log: *log}
+		if err := sweep.Start(ctx); err != nil {
+			return fail(err)
+		}
+		s.started = append(s.started, sweep)
+	}
 	for _, b := range cfg.Services {
 		if u, ok := b.(JetStreamUser); ok {
 			u.UseJetStream(s.js, names)

@@ -3,16 +3,20 @@ package interlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	interlock "github.com/interlockhq/interlock"
 	"github.com/interlockhq/interlock/bus"
+	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/engine"
 	"github.com/interlockhq/interlock/engine/enginetest"
 	"github.com/interlockhq/interlock/examples/booking"
 	"github.com/interlockhq/interlock/internal/natstest"
+	"github.com/interlockhq/interlock/kv"
 	"github.com/interlockhq/interlock/protocol"
 	"github.com/interlockhq/interlock/wire"
 )
@@ -178,4 +182,56 @@ func TestAServiceRunsOnTheStoreItIsGiven(t *testing.T) {
 	if _, err := svc.JetStream().KeyValue(t.Context(), svc.Names().RunsBucket()); err != nil {
 		t.Errorf("the runs bucket was not provisioned: %v", err)
 	}
+}
+
+// TestAStartingServiceSweepsThePendingIndexOfRunsThatNoLongerWait: an
+// entry of the pending index whose run finished (a purge nats-server
+// undid after a crash, its issue #8505) is listed as waiting until a
+// service starts: it sweeps it away, and keeps the entries of runs that
+// wait. Listed at a node the flow no longer has, it does not make the
+// start refuse, as a run that waits there would.
+func TestAStartingServiceSweepsThePendingIndexOfRunsThatNoLongerWait(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartServer(t, "")
+	first := natstest.Start(t, srv, booking.Flow())
+	ctx := t.Context()
+	if ev, err := first.Client("/test").Start(ctx, booking.Name, "r-waits", nil, nil); err != nil || ev.Kind != protocol.EventInterrupted {
+		t.Fatalf("start: %v %v", ev.Kind, err)
+	}
+	// Stopped, its own sweep is over: what follows is the next start's.
+	if err := first.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	names, _ := wire.NewNames("")
+	store, err := kv.Open(ctx, js, names, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	done := &engine.Checkpoint{Flow: booking.Name, Run: "r-revived", Status: engine.Completed, State: engine.Doc{}, CreatedAt: now, UpdatedAt: now}
+	if _, err := store.Create(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutPending(ctx, &protocol.Pending{Flow: booking.Name, Run: "r-revived", Node: "ask", Kind: "question", Checkpoint: 1, AskedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(nc, js, names, "/test", natstest.Wait)
+	listed := func() []string {
+		page, err := c.ListPending(ctx, client.PendingQuery{Flow: booking.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []string
+		for _, p := range page.Items {
+			runs = append(runs, p.Run)
+		}
+		slices.Sort(runs)
+		return runs
+	}
+	if got := listed(); !slices.Equal(got, []string{"r-revived", "r-waits"}) {
+		t.Fatalf("before the start, the index lists %v", got)
+	}
+	natstest.StartWith(t, srv, interlock.Config{Flows: []*engine.Flow{booking.Flow()}, Secret: natstest.Secret, Instance: "second"})
+	natstest.Eventually(t, "the finished run swept from the pending index", func() bool { return slices.Equal(listed(), []string{"r-waits"}) })
 }

@@ -28,7 +28,12 @@ const maxStrandedNamed = 10
 // deploy that renamed or removed the node without saying where its runs
 // go would leave them waiting on a version on its way out. allow starts
 // anyway, with a warning naming them.
-func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow bool, log zerolog.Logger) error {
+//
+// An entry is confirmed with the run's checkpoint in store before it is
+// counted: the index may list a run that finished (nats-server's issue
+// #8505 brings purged entries back after a crash; the start's sweep
+// removes them, after this check), and such a run strands nothing.
+func (s *Service) checkStranded(ctx context.Context, store engine.Store, flows []*engine.Flow, allow bool, log zerolog.Logger) error {
 	var problems []string
 	var workers []protocol.Worker
 	workersRead := false
@@ -47,6 +52,9 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 					byVersion[p.FlowVersion]++
 				}
 				if _, ok := f.MigratedNode(p.FlowVersion, p.Node); p.Node != "" && !ok {
+					if noLongerWaits(ctx, store, p.Flow, p.Run) {
+						continue
+					}
 					n++
 					if len(byNode[p.Node]) < maxStrandedNamed {
 						byNode[p.Node] = append(byNode[p.Node], p.Run)
@@ -90,4 +98,15 @@ func (s *Service) checkStranded(ctx context.Context, flows []*engine.Flow, allow
 	return fmt.Errorf("%w: %s; this build cannot carry them on. Declare where they go (a migration from their version: engine.Migration), keep the nodes until those runs finish "+
 		"(deploy the old flow beside the new, or settle them: interlock cancel), or start anyway with --allow-stranded-runs (Config.AllowStrandedRuns): "+
 		"they then wait for a worker of their own version", ErrStrandedRuns, strings.Join(problems, "; "))
+}
+
+// noLongerWaits reports whether the run's checkpoint in store says it
+// finished, or is gone. A checkpoint that cannot be read is taken to
+// wait: the check then errs on the side of refusing.
+func noLongerWaits(ctx context.Context, store engine.Store, flow, run string) bool {
+	cp, _, err := store.Load(ctx, flow, run)
+	if errors.Is(err, engine.ErrNotFound) {
+		return true
+	}
+	return err == nil && cp.Status.Finished()
 }

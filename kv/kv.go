@@ -114,6 +114,7 @@ type Store struct {
 	// nc reads checkpoints from the leader of runsBucket's stream.
 	nc           *nats.Conn
 	runsBucket   string
+	pendingKV    jetstream.KeyValue
 	keepFinished time.Duration // 0: finished runs stay
 	markerTTL    time.Duration // 0: a removed pending entry leaves a marker for ever
 	// names names the finished-runs index's streams; zero in a store
@@ -215,6 +216,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names wire.Names, opts Op
 	s.runsStream = stream
 	s.runsSubject = "$KV." + names.RunsBucket() + "."
 	s.pendingSubject = "$KV." + names.PendingBucket() + "."
+	s.pendingKV = pending
 	s.markerTTL = pst.LimitMarkerTTL()
 	s.names = names
 	if opts.KeepFinished != KeepForever {
@@ -443,6 +445,86 @@ func (s *Store) DeletePending(ctx context.Context, flow, run string, rev uint64)
 		return fmt.Errorf("kv: deleting pending entry %s: %w", key, err)
 	}
 	return nil
+}
+
+// SweepPending removes from the pending index the entries of runs that
+// no longer wait there: a run whose checkpoint, read from the runs
+// bucket's leader, is finished, or is gone (its retention ran out). It
+// returns how many it removed. The engine removes a run's entry itself
+// when the run moves on, so the index holds such entries only when a
+// removal was undone behind its back: nats-server's issue #8505 brings a
+// purged key's old value back when a server killed with SIGKILL rebuilds
+// a store whose purge marker's TTL ran out (docs/reliability.md), and
+// inboxes would list those runs as waiting for good.
+//
+// It reads every key of the index and one checkpoint per key: O(pending),
+// the runs that wait. Each entry is read from the pending bucket's leader
+// and purged only at the revision read, so that an entry the engine
+// rewrote meanwhile (a run waiting again) is kept. A store made with
+// [New] has nothing to sweep by and returns 0.
+func (s *Store) SweepPending(ctx context.Context) (int, error) {
+	if s.pendingKV == nil || s.nc == nil {
+		return 0, nil
+	}
+	keys, err := s.pendingKV.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kv: listing the keys of the pending index: %w", err)
+	}
+	defer func() { _ = keys.Stop() }()
+	removed := 0
+	for key := range keys.Keys() {
+		stale, err := s.stalePending(ctx, key)
+		if err != nil {
+			return removed, err
+		}
+		if stale == 0 {
+			continue
+		}
+		err = s.pending.Purge(ctx, key, jetstream.LastRevision(stale), jetstream.PurgeTTL(s.markerTTL))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			// Rewritten since it was read: the engine's, and current.
+			continue
+		case err != nil:
+			return removed, fmt.Errorf("kv: removing pending entry %s of a run that no longer waits: %w", key, err)
+		}
+		removed++
+	}
+	if err := ctx.Err(); err != nil {
+		return removed, fmt.Errorf("kv: sweeping the pending index: %w", err)
+	}
+	return removed, nil
+}
+
+// stalePending reads the pending entry under key from the pending
+// bucket's leader and returns its revision when its run no longer waits
+// (finished, or gone), else 0.
+func (s *Store) stalePending(ctx context.Context, key string) (uint64, error) {
+	doc, rev, err := wire.LeaderKV(ctx, s.nc, s.names.PendingBucket(), key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("kv: reading pending entry %s: %w", key, err)
+	}
+	var p protocol.Pending
+	if err := json.Unmarshal(doc, &p); err != nil || Key(p.Flow, p.Run) != key {
+		// Not the engine's: left for whoever wrote it.
+		return 0, nil
+	}
+	cp, _, err := s.Load(ctx, p.Flow, p.Run)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return rev, nil
+	case err != nil:
+		return 0, fmt.Errorf("kv: reading the checkpoint of pending entry %s: %w", key, err)
+	case cp.Status.Finished():
+		return rev, nil
+	}
+	return 0, nil
 }
 
 // The header of a KV operation, and its purge (ADR-8, as nats.go writes

@@ -282,3 +282,45 @@ func TestLoadReadsTheLeaderNotAReplicaThatFellBehind(t *testing.T) {
 		}
 	}
 }
+
+// An entry of the pending index whose run no longer waits (a purge that
+// nats-server undid, its issue #8505) is swept away: the run finished, or
+// its checkpoint is gone. A run that waits keeps its entry, and what is
+// not the engine's entry is left alone.
+func TestSweepPendingRemovesTheEntriesOfRunsThatNoLongerWait(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	_, err := r.store.Create(ctx, checkpoint("booking", "r-done", engine.Completed, ""))
+	must(t, err)
+	_, err = r.store.Create(ctx, checkpoint("booking", "r-waits", engine.Waiting, "ask"))
+	must(t, err)
+	for _, run := range []string{"r-done", "r-gone", "r-waits"} {
+		must(t, r.store.PutPending(ctx, pendingEntry("booking", run)))
+	}
+	if _, err := r.pending.Put(ctx, "booking.r-foreign", []byte(`"not an entry"`)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.store.SweepPending(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("SweepPending = %d, %v; want the 2 entries of runs that no longer wait", n, err)
+	}
+	for run, want := range map[string]bool{"r-done": false, "r-gone": false, "r-waits": true, "r-foreign": true} {
+		_, err := r.pending.Get(ctx, "booking."+run)
+		if got := err == nil; got != want {
+			t.Errorf("after the sweep, the entry of %s is there: %v (%v); want %v", run, got, err, want)
+		}
+	}
+	if n, err := r.store.SweepPending(ctx); err != nil || n != 0 {
+		t.Errorf("a second sweep = %d, %v; want nothing left to remove", n, err)
+	}
+}
+
+// A sweep of an empty index removes nothing, and says no error.
+func TestSweepPendingOfAnEmptyIndexRemovesNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	if n, err := r.store.SweepPending(t.Context()); err != nil || n != 0 {
+		t.Fatalf("SweepPending = %d, %v; want 0, nil", n, err)
+	}
+}
