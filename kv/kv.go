@@ -121,6 +121,10 @@ type Store struct {
 	// made with New, which keeps no such index.
 	names wire.Names
 
+	// beforeSweepPurge, if set, is called by SweepPending between its
+	// read of a stale entry and its purge (tests).
+	beforeSweepPurge func(key string)
+
 	// size is the size of the last checkpoint written, the capacity the
 	// next one's buffer starts with.
 	size atomic.Int64
@@ -482,6 +486,9 @@ func (s *Store) SweepPending(ctx context.Context) (int, error) {
 		}
 		if stale == 0 {
 			continue
+		}
+		if s.beforeSweepPurge != nil {
+			s.beforeSweepPurge(key)
 		}
 		err = s.pending.Purge(ctx, key, jetstream.LastRevision(stale), jetstream.PurgeTTL(s.markerTTL))
 		switch {

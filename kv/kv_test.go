@@ -324,3 +324,28 @@ func TestSweepPendingOfAnEmptyIndexRemovesNothing(t *testing.T) {
 		t.Fatalf("SweepPending = %d, %v; want 0, nil", n, err)
 	}
 }
+
+// An entry the engine rewrites between the sweep's read of it and its
+// purge (the run waits again) is the engine's, and current: the sweep
+// purges only at the revision it read, and keeps it.
+func TestSweepPendingKeepsAnEntryRewrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	must(t, r.store.PutPending(ctx, pendingEntry("booking", "r-again")))
+	rewritten := pendingEntry("booking", "r-again")
+	rewritten.Checkpoint, rewritten.Node = 9, "ask_level"
+	kv.BeforeSweepPurge(r.store, func(string) { must(t, r.store.PutPending(ctx, rewritten)) })
+	n, err := r.store.SweepPending(ctx)
+	if err != nil || n != 0 {
+		t.Fatalf("SweepPending = %d, %v; want nothing removed", n, err)
+	}
+	e, err := r.pending.Get(ctx, "booking.r-again")
+	if err != nil {
+		t.Fatalf("the entry rewritten during the sweep: %v", err)
+	}
+	var p protocol.Pending
+	if err := json.Unmarshal(e.Value(), &p); err != nil || p.Checkpoint != 9 {
+		t.Errorf("the entry is %s (%v), want the rewrite at checkpoint 9", e.Value(), err)
+	}
+}
