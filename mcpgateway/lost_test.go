@@ -326,6 +326,12 @@ func TestAnApprovalTakenAfterItsCallerGaveUpRunsItsCallOnce(t *testing.T) {
 // an approval, with a client wait of 2 s and a half-second wait for
 // decisions, and connects an MCP client named support-bot.
 func (e *env) stalledGateway() (*stallProxy, *mcp.ClientSession) {
+	p, cs, _ := e.stalledGatewayOf()
+	return p, cs
+}
+
+// stalledGatewayOf is stalledGateway, and the gateway.
+func (e *env) stalledGatewayOf() (*stallProxy, *mcp.ClientSession, *mcpgateway.Gateway) {
 	t := e.t
 	t.Helper()
 	names, _ := wire.NewNames("")
@@ -341,7 +347,7 @@ func (e *env) stalledGateway() (*stallProxy, *mcp.ClientSession) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = gw.Close() })
-	return p, connect(t, gw, "support-bot")
+	return p, connect(t, gw, "support-bot"), gw
 }
 
 // takeIntoStall makes a refund call with args, approves it, arms p and
@@ -372,5 +378,36 @@ func (e *env) takeIntoStall(p *stallProxy, cs *mcp.ClientSession, args map[strin
 				t.Fatalf("the call made again after its approval: %s, want its take sent", text(res))
 			}
 		}
+	}
+}
+
+// TestAGatewayClosedWhileItsTakeIsUnansweredStopsAndRunsNothing: the
+// gateway's take of an approval goes unanswered, and the gateway is
+// closed while its settler still sends it again: Close returns, without
+// waiting for the network to come back, and the call does not run.
+func TestAGatewayClosedWhileItsTakeIsUnansweredStopsAndRunsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p, cs, gw := e.stalledGatewayOf()
+	args := map[string]any{"orderId": "o-closed", "amount": 900}
+	_, res := e.takeIntoStall(p, cs, args)
+	if !strings.Contains(text(res), "has not run yet") {
+		t.Fatalf("the call whose take went unanswered: %s, want it not run yet", text(res))
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- gw.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(natstest.Wait):
+		// Let the take through, so that the close can end.
+		p.resume()
+		t.Fatalf("Close has not returned in %s while the gateway's take was unanswered", natstest.Wait)
+	}
+	p.resume()
+	if got := e.up.got(); len(got) != 0 {
+		t.Fatalf("upstream calls %v after the gateway closed, want none", got)
 	}
 }
