@@ -16,6 +16,9 @@
 //   - Removing a pending entry is a KV purge whose marker carries the
 //     bucket's marker TTL, so the pending index holds the runs that wait,
 //     plus the markers of runs resumed within that TTL, and nothing else.
+//     (A server killed with SIGKILL may bring purged entries back,
+//     nats-server's issue #8505: [Store.SweepPending] removes them, and
+//     `interlock serve` calls it once at each start.)
 //
 // Both need buckets that allow per-message TTLs (a LimitMarkerTTL), as
 // [Provision] creates them.
