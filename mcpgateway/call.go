@@ -131,7 +131,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, name strin
 		case ans.Decided == nil:
 			return failed(Gate{CallID: callID}, "The call of %s did not run: the approval gate gave no answer; call it again later with the same arguments.", name)
 		}
-		return g.outcome(ctx, c, r, name, callID, *ans.Decided, req.Params.Arguments, digest)
+		return g.outcome(ctx, c, r, name, callID, *ans.Decided, req.Params.Arguments, digest, g.cfg.Wait)
 	}
 	return failed(Gate{}, "The call of %s did not run: %d of its call ids name other calls. Tell the user the approval service is being interfered with.", name, maxConflicts)
 }
@@ -144,8 +144,10 @@ const maxConflicts = 8
 // the gate lets it run, else why it did not run. The decision must be
 // about this call (its tool, upstream and args, of digest); an approval
 // is taken in Interlock, once, before its approved args (never the call's
-// own) are forwarded.
-func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, callID string, d protocol.Decided, args json.RawMessage, digest string) *mcp.CallToolResult {
+// own) are forwarded. A take whose outcome was not learned is finished by
+// a settler, waited for up to wait (0: until it is settled, for a task,
+// whose result is polled for).
+func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, callID string, d protocol.Decided, args json.RawMessage, digest string, wait time.Duration) *mcp.CallToolResult {
 	gate := Gate{CallID: callID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
 	if d.Tool != r.tool.Name || d.Server != r.up.cfg.Name || d.ArgsDigest != digest {
 		g.log.Error().Str("call_id", callID).Str("tool", r.tool.Name).Str("upstream", r.up.cfg.Name).Str("decided_tool", d.Tool).Str("decided_server", d.Server).
@@ -174,14 +176,14 @@ func (g *Gateway) outcome(ctx context.Context, c *client.Client, r route, name, 
 		if s := g.settlerOf(callID); s != nil {
 			// This call, made before, left takes unanswered: the
 			// gateway is finishing it.
-			return g.await(caller, s, gate, name, d.Decision)
+			return g.await(caller, s, gate, name, d.Decision, wait)
 		}
 		// Consume checks that d.Args are the args the receipt states.
 		_, err := c.Consume(ctx, d)
 		var un *client.UnsettledError
 		if errors.As(err, &un) {
 			g.log.Warn().Err(err).Str("call_id", callID).Msg("mcp gateway: the outcome of a take of an approval was not learned; the gateway sends it again until it is, and runs the call if it took the approval")
-			return g.await(caller, g.unsettled(c, r, gate, name, d, un.EventID), gate, name, d.Decision)
+			return g.await(caller, g.unsettled(c, r, gate, name, d, un.EventID), gate, name, d.Decision, wait)
 		}
 		if err != nil {
 			return g.notTaken(gate, name, d, err)

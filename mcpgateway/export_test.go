@@ -18,7 +18,7 @@ func (g *Gateway) DecidedOutcome(ctx context.Context, name string, d protocol.De
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(args, &m)
 	digest, _ := protocol.ArgsDigest(m)
-	return g.outcome(ctx, g.port.Client("/mcp-gateway/test"), r, name, d.CallID, d, args, digest)
+	return g.outcome(ctx, g.port.Client("/mcp-gateway/test"), r, name, d.CallID, d, args, digest, g.cfg.Wait)
 }
 
 // LeaveUnsettled has the gateway settle takes of the approval of the

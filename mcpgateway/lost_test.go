@@ -330,8 +330,9 @@ func (e *env) stalledGateway() (*stallProxy, *mcp.ClientSession) {
 	return p, cs
 }
 
-// stalledGatewayOf is stalledGateway, and the gateway.
-func (e *env) stalledGatewayOf() (*stallProxy, *mcp.ClientSession, *mcpgateway.Gateway) {
+// stalledGatewayOf is stalledGateway, and the gateway, its
+// configuration changed by tune.
+func (e *env) stalledGatewayOf(tune ...func(*mcpgateway.Config)) (*stallProxy, *mcp.ClientSession, *mcpgateway.Gateway) {
 	t := e.t
 	t.Helper()
 	names, _ := wire.NewNames("")
@@ -339,6 +340,9 @@ func (e *env) stalledGatewayOf() (*stallProxy, *mcp.ClientSession, *mcpgateway.G
 	nc, js := natstest.Connect(t, p.url())
 	port := proxiedPort{c: client.New(nc, js, names, "", 2*time.Second), auth: e.svc.Authority()}
 	cfg := mcpgateway.Config{Upstreams: []mcpgateway.Upstream{{Name: "shop", Transport: e.up.transport(t)}}, Wait: 500 * time.Millisecond}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	gw, err := mcpgateway.New(port, cfg)
 	if err != nil {
 		t.Fatal(err)

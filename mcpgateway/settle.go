@@ -166,15 +166,21 @@ func definite(err error) bool {
 	return errors.Is(err, client.ErrTaken) || errors.Is(err, client.ErrReceipt) || errors.As(err, &ref)
 }
 
-// await waits, up to the gateway's wait or until caller ends, for s to
-// settle its call, decided decision, and returns the call's result to
-// the first caller that gets it; any other is told the approval was used.
-func (g *Gateway) await(caller context.Context, s *settler, gate Gate, name, decision string) *mcp.CallToolResult {
-	wait := time.NewTimer(g.cfg.Wait)
-	defer wait.Stop()
+// await waits, up to wait (0: for as long as it takes) or until caller
+// ends, for s to settle its call, decided decision, and returns the
+// call's result to the first caller that gets it; any other is told the
+// approval was used. A settler ends by itself (the call settled, or given
+// up after the repeat window) or when the gateway closes.
+func (g *Gateway) await(caller context.Context, s *settler, gate Gate, name, decision string, wait time.Duration) *mcp.CallToolResult {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-s.done:
-	case <-wait.C:
+	case <-timeout:
 	case <-caller.Done():
 	}
 	g.mu.Lock()

@@ -254,8 +254,10 @@ func (g *Gateway) taskOf(cp protocol.Checkpoint) *Task {
 }
 
 // getTask answers tasks/get: the task of a gated call and, once it is
-// decided, its result. An approved call runs at its first poll after the
-// decision, once, and later polls get the same result.
+// decided, its result. An approved call runs from its first poll after
+// the decision, once, in the background, and later polls get the same
+// result; a poll waits for it up to the gateway's wait, and is told
+// meanwhile that the task is still working.
 func (g *Gateway) getTask(ctx context.Context, ss *mcp.ServerSession, id string) (*Task, error) {
 	cp, st, err := g.loadTask(ctx, ss, id)
 	if err != nil {
@@ -275,21 +277,52 @@ func (g *Gateway) getTask(ctx context.Context, ss *mcp.ServerSession, id string)
 	g.mu.Unlock()
 	if !ok {
 		agent, _ := g.agent(ss)
-		g.runTask(run, agent, cp, st)
+		g.startTask(run, agent, cp, st)
 	}
+	wait := time.NewTimer(g.cfg.Wait)
+	defer wait.Stop()
 	select {
 	case <-run.done:
 		t.Result = run.res
+		return t, nil
+	case <-wait.C:
+		t.Status, t.StatusMessage = TaskWorking, "Decided; the gateway is finishing the call. Poll again for its result."
 		return t, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
+// startTask has runTask compute run's result in the background, owned
+// by the gateway (its Close waits for it), or says the gateway is
+// shutting down.
+func (g *Gateway) startTask(run *taskRun, agent string, cp protocol.Checkpoint, st gateState) {
+	g.mu.Lock()
+	closed := g.closed
+	if !closed {
+		g.calls.Add(1)
+	}
+	g.mu.Unlock()
+	if closed {
+		name, _, ok := g.routeOf(st.Server, st.Tool)
+		if !ok {
+			name = st.Tool
+		}
+		run.res, run.at = failed(Gate{CallID: cp.Run}, "The call of %s did not run: the gateway is shutting down. Call it again once it is back.", name), time.Now()
+		close(run.done)
+		return
+	}
+	go func() {
+		defer g.calls.Done()
+		g.runTask(run, agent, cp, st)
+	}()
+}
+
 // runTask computes the result of a decided task, once per gateway: an
 // approved call runs here, on the gateway's context, not the poll's (a
 // poll given up does not stop a call under way), once its approval is
 // taken in Interlock, which every gateway and every restart agrees on.
+// Started by startTask.
 func (g *Gateway) runTask(run *taskRun, agent string, cp protocol.Checkpoint, st gateState) {
 	defer func() {
 		run.at = time.Now()
@@ -305,27 +338,19 @@ func (g *Gateway) runTask(run *taskRun, agent string, cp protocol.Checkpoint, st
 	}
 	d := *st.Decided
 	gate := Gate{CallID: cp.Run, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, Rule: d.Rule}
-	g.mu.Lock()
-	closed := g.closed
-	if !closed && ok {
-		g.calls.Add(1)
-	}
-	g.mu.Unlock()
-	switch {
-	case closed:
-		run.res = failed(gate, "The call of %s did not run: the gateway is shutting down. Call it again once it is back.", name)
-		return
-	case !ok:
+	if !ok {
 		run.res = failed(gate, "The call of %s was %s, but its tool is no longer offered by its server; it did not run.", name, d.Decision)
 		return
 	}
-	defer g.calls.Done()
 	digest, err := protocol.RawArgsDigest(st.Args)
 	if err != nil {
 		run.res = failed(gate, "The call of %s did not run: its args do not encode (%v).", name, err)
 		return
 	}
-	run.res = g.outcome(g.done, g.client(agent), r, name, cp.Run, d, st.Args, digest)
+	// A task's result is polled for: a take whose outcome was not learned
+	// is waited for until it is, so that the task ends with the call's
+	// result, not with word that it has not run yet.
+	run.res = g.outcome(g.done, g.client(agent), r, name, cp.Run, d, st.Args, digest, 0)
 }
 
 // pruneTasks forgets the results of tasks older than the repeat window.

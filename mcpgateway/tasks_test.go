@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/interlockhq/interlock/client"
 	"github.com/interlockhq/interlock/internal/natstest"
@@ -355,4 +356,53 @@ func TestGatewayRunsATaskApprovedWhileItWasDownOnceAndTheCallAgainIsAskedAnew(t 
 	if got := e.up.got(); !slices.Equal(got, []string{"issue_refund o-t9 900"}) {
 		t.Fatalf("upstream got %v, want the refund once", got)
 	}
+}
+
+// TestATaskWhoseTakeWentUnansweredEndsWithItsCallsResult: a client that
+// takes tasks polls its approved call, and the gateway's take of the
+// approval goes unanswered (the network stalls). The task is not ended
+// with word that the call has not run: polls are told it is still
+// working, and once the network is back it ends with the call's result,
+// the tool called once.
+func TestATaskWhoseTakeWentUnansweredEndsWithItsCallsResult(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var logs natstest.Buffer
+	p, _, gw := e.stalledGatewayOf(func(c *mcpgateway.Config) {
+		l := zerolog.New(&logs)
+		c.Logger = &l
+	})
+	cs := taskClient(t, gw, "support-bot")
+	id := taskOf(t, call(t, cs, "issue_refund", map[string]any{"orderId": "o-task", "amount": 900}))
+	e.decide(id, protocol.Resume{Decision: "approve"})
+	p.arm()
+	// The first poll after the decision takes the approval: the take
+	// stalls, and the poll is answered meanwhile.
+	if task := getTask(t, cs, id); task.Status != mcpgateway.TaskWorking || task.Result != nil {
+		t.Fatalf("the poll whose take went unanswered: %s %v, want the task still working", task.Status, resultText(task.Result))
+	}
+	select {
+	case <-p.hit:
+	default:
+		t.Fatal("the poll after the decision sent no take")
+	}
+	natstest.Eventually(t, "the gateway sending its unanswered take again", func() bool {
+		return strings.Contains(logs.String(), "sent again is still unanswered")
+	})
+	p.resume()
+	res := completed(t, cs, id)
+	if res.IsError || text(res) != "refunded 900 on o-task" {
+		t.Fatalf("the task's result: %s, want the refund", text(res))
+	}
+	if got := e.up.got(); len(got) != 1 {
+		t.Fatalf("upstream calls %v, want the refund once", got)
+	}
+}
+
+// resultText is the text of a task's result, or "no result".
+func resultText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return "no result"
+	}
+	return text(res)
 }
