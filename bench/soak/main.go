@@ -175,7 +175,11 @@ func write(w io.Writer, rep soak.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "left        %d (driven again after the others)\n", rep.Left)
 	fmt.Fprintf(&b, "stuck       %d\n", rep.Stuck)
 	fmt.Fprintf(&b, "audit       %d broken\n", rep.AuditBroken)
-	fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
+	if rep.PendingLeft > 0 && rep.Mode == soak.ModeNetwork {
+		fmt.Fprintf(&b, "pending     %d completed yet listed as waiting; %d of them removed by the sweep of the worker's restart\n", rep.PendingLeft, rep.PendingSwept)
+	} else {
+		fmt.Fprintf(&b, "pending     %d completed yet listed as waiting\n", rep.PendingLeft)
+	}
 	if rep.Callbacks > 0 {
 		fmt.Fprintf(&b, "callbacks   %d received, %d of them retries of one received before\n", rep.Callbacks, rep.CallbackRepeats)
 	}

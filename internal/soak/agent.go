@@ -56,6 +56,9 @@ type agents struct {
 	secret []byte
 	// others are the approvers' connections, closed with the agents'.
 	others []*nats.Conn
+	// pendingLeft are the keys of the pending entries of runs that ended
+	// which the check found the bucket's leader still lists.
+	pendingLeft []string
 	// moot holds the asks whose reminder came after their expiry
 	// (Report.RemindersMoot), by run.
 	moot sync.Map

@@ -166,6 +166,7 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 			switch {
 			case left[a.runOf(i)]:
 				rep.PendingLeft++
+				a.pendingLeft = append(a.pendingLeft, flowOf(cfg, i)+"."+a.runOf(i))
 				problem = "completed, but the pending index still lists it"
 			case stale[a.runOf(i)]:
 				rep.StaleReplica++
@@ -182,6 +183,42 @@ func (a *agents) check(ctx context.Context, cfg Config, rep *Report) error {
 	}
 	return nil
 }
+
+// sweptByRestart restarts the worker process, whose start sweeps the
+// pending index of the entries of runs that no longer wait, and returns
+// how many of the entries the check found left (a.pendingLeft) the
+// bucket's leader no longer has within sweepWait.
+func (a *agents) sweptByRestart(ctx context.Context, worker *proc) (int, error) {
+	if err := worker.kill(); err != nil {
+		return 0, err
+	}
+	if err := worker.start(ctx); err != nil {
+		return 0, err
+	}
+	gone := map[string]bool{}
+	for deadline := time.Now().Add(sweepWait); len(gone) < len(a.pendingLeft) && time.Now().Before(deadline); {
+		for _, key := range a.pendingLeft {
+			if gone[key] {
+				continue
+			}
+			_, _, err := wire.LeaderKV(ctx, a.nc, a.names.PendingBucket(), key)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				gone[key] = true
+			case err != nil && ctx.Err() != nil:
+				return len(gone), ctx.Err()
+			}
+		}
+		if len(gone) < len(a.pendingLeft) && wait(ctx, time.Second) != nil {
+			return len(gone), ctx.Err()
+		}
+	}
+	return len(gone), nil
+}
+
+// sweepWait bounds how long the soak waits for a restarted worker's
+// sweep to remove the entries of runs left listed.
+const sweepWait = time.Minute
 
 // staleWait bounds how long a replica's direct gets may lag behind the
 // leader once every run has ended, before the check calls it stale.

@@ -274,6 +274,12 @@ type Report struct {
 	// PendingLeft counts runs that completed but that the pending index
 	// (what inboxes list as waiting) still lists.
 	PendingLeft int `json:"pendingLeft"`
+	// PendingSwept counts the runs of PendingLeft whose entries the
+	// sweep of a worker's start removed: in network mode, once the check
+	// found runs left listed, the soak restarts the worker process,
+	// whose start sweeps the index (kv.Store.SweepPending), and reads
+	// the bucket's leader again.
+	PendingSwept int `json:"pendingSwept"`
 	// StaleReplica counts runs the pending index listed only through a
 	// replica that fell behind: the bucket's leader had removed their
 	// entries, and direct gets still listed them 30 s after every run
@@ -459,6 +465,10 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	fmt.Fprintf(cfg.Progress, "soak: %d runs driven in %s with %d kills; checking every run\n", cfg.Runs, rep.Wall.Round(time.Millisecond), rep.Kills)
 	checked := time.Now()
 	err = checker.check(ctx, cfg, &rep)
+	if err == nil && rep.PendingLeft > 0 && d.network != nil {
+		fmt.Fprintf(cfg.Progress, "soak: %d completed runs still listed as waiting; restarting the worker, whose start sweeps the pending index\n", rep.PendingLeft)
+		rep.PendingSwept, err = checker.sweptByRestart(ctx, d.network.worker)
+	}
 	rep.Callbacks, rep.CallbackRepeats = a.callbacks.counts()
 	checker.moot.Range(func(any, any) bool { rep.RemindersMoot++; return true })
 	checker.leftExpired.Range(func(any, any) bool { rep.LeftExpired++; return true })
