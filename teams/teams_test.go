@@ -645,6 +645,12 @@ func TestAWorkflowsURLOnAPrivateAddressIsDeadLetteredAtOnce(t *testing.T) {
 		t.Fatalf("dead letter's error %q; want the private address refused at once, saying how to allow it", e)
 	}
 	rg.assertNoURL(t, e)
+	// The follower observes a dead letter once it is stored.
+	natstest.Eventually(t, "the dead letter observed", func() bool {
+		rg.mu.Lock()
+		defer rg.mu.Unlock()
+		return rg.dead > 0
+	})
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	if len(rg.observed) != 1 || rg.dead != 1 {
