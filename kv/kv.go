@@ -473,14 +473,24 @@ func (s *Store) SweepPending(ctx context.Context) (int, error) {
 	if s.pendingKV == nil || s.nc == nil {
 		return 0, nil
 	}
-	keys, err := s.pendingKV.ListKeys(ctx)
+	listing, stop := context.WithCancel(ctx)
+	defer stop()
+	keys, err := s.pendingKV.ListKeys(listing)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("kv: listing the keys of the pending index: %w", err)
 	}
-	defer func() { _ = keys.Stop() }()
+	defer func() {
+		// The lister's goroutine sends each key unconditionally: on an
+		// early return, it is stopped, and what it still sends drained,
+		// so that it ends.
+		stop()
+		for range keys.Keys() {
+		}
+		_ = keys.Stop()
+	}()
 	removed := 0
 	for key := range keys.Keys() {
 		stale, err := s.stalePending(ctx, key)
